@@ -1,0 +1,53 @@
+# Finds the optional and required dependencies and records, for the configure summary, what
+# will be built and why not.
+find_package(PkgConfig REQUIRED)
+find_package(Threads REQUIRED)
+set(WSYNC_SUMMARY "")
+
+# xxHash: manifest and payload checksums (required).
+pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
+
+# resolve AUTO|ON|OFF: wsync_resolve(<var> <found> <what> <why-not>)
+function(wsync_resolve var found what whynot)
+  set(mode ${${var}})
+  string(TOUPPER "${mode}" mode)
+  if(mode STREQUAL "OFF")
+    set(${var}_ENABLED OFF PARENT_SCOPE)
+    list(APPEND WSYNC_SUMMARY "${what}: no (${var}=OFF)")
+  elseif(found)
+    set(${var}_ENABLED ON PARENT_SCOPE)
+    list(APPEND WSYNC_SUMMARY "${what}: yes")
+  elseif(mode STREQUAL "ON")
+    message(FATAL_ERROR "${var}=ON but ${whynot}")
+  else()
+    set(${var}_ENABLED OFF PARENT_SCOPE)
+    list(APPEND WSYNC_SUMMARY "${what}: no (${whynot})")
+  endif()
+  set(WSYNC_SUMMARY "${WSYNC_SUMMARY}" PARENT_SCOPE)
+endfunction()
+
+pkg_check_modules(UCX IMPORTED_TARGET ucx)
+wsync_resolve(WSYNC_WITH_UCX "${UCX_FOUND}" "transport ucx (plugins/transport_ucx)"
+              "UCX was not found by pkg-config (Debian: apt-get install libucx-dev)")
+
+find_package(CUDAToolkit QUIET)
+wsync_resolve(WSYNC_WITH_CUDA "${CUDAToolkit_FOUND}" "CUDA support"
+              "the CUDA toolkit was not found")
+
+set(_nccl_found OFF)
+if(CUDAToolkit_FOUND)
+  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include)
+  find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64)
+  if(NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
+    set(_nccl_found ON)
+  endif()
+endif()
+wsync_resolve(WSYNC_WITH_NCCL "${_nccl_found}" "NCCL support"
+              "nccl.h/libnccl were not found beside the CUDA toolkit")
+
+find_program(UCX_PERFTEST ucx_perftest)
+if(UCX_PERFTEST)
+  list(APPEND WSYNC_SUMMARY "bench baseline ucx_perftest: ${UCX_PERFTEST}")
+else()
+  list(APPEND WSYNC_SUMMARY "bench baseline ucx_perftest: not found (Debian: ucx-utils)")
+endif()

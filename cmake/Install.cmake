@@ -1,0 +1,20 @@
+# cmake --install lays down: the headers, libwsync.so.<abi major>, the plugins in <libdir>/wsync,
+# a CMake package (find_package(wsync) -> wsync::wsync) and wsync.pc.
+include(CMakePackageConfigHelpers)
+
+install(TARGETS wsync EXPORT wsyncTargets
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(FILES ${PROJECT_SOURCE_DIR}/include/wsync.h ${PROJECT_SOURCE_DIR}/include/wsync_plugin.h
+  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+
+install(EXPORT wsyncTargets NAMESPACE wsync:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/wsync)
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/wsyncConfig.cmake.in
+  ${CMAKE_BINARY_DIR}/wsyncConfig.cmake INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/wsync)
+write_basic_package_version_file(${CMAKE_BINARY_DIR}/wsyncConfigVersion.cmake
+  VERSION ${PROJECT_VERSION} COMPATIBILITY SameMajorVersion)
+install(FILES ${CMAKE_BINARY_DIR}/wsyncConfig.cmake ${CMAKE_BINARY_DIR}/wsyncConfigVersion.cmake
+  DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/wsync)
+
+configure_file(${PROJECT_SOURCE_DIR}/cmake/wsync.pc.in ${CMAKE_BINARY_DIR}/wsync.pc @ONLY)
+install(FILES ${CMAKE_BINARY_DIR}/wsync.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

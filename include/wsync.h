@@ -1,0 +1,347 @@
+/*
+ * wsync.h — the public, stable C ABI of wsync.
+ *
+ * wsync moves freshly trained weights from an RL trainer (the "sender", rank 0 of a group)
+ * into running inference engines (the "receivers", ranks 1..W-1).
+ *
+ * ABI rules (see docs/ABI.md for the full policy):
+ *  - Status codes are pinned forever; a retired code keeps its number and name.
+ *  - Every public struct starts with `uint32_t struct_size` and has a WSYNC_*_INIT macro.
+ *    The library reads min(struct_size, its own sizeof) bytes and defaults the rest, so a
+ *    caller built against an older header keeps working when fields are appended.
+ *  - Arrays of structs (tensors, options) are stepped through by the struct_size of their
+ *    first element; every element of one array must carry the same struct_size.
+ *  - Strings and option arrays passed in are copied during the call unless a comment says
+ *    otherwise. Returned pointers state their lifetime next to the function.
+ *  - Destroy functions accept NULL and never fail.
+ *  - Every blocking call takes a timeout in milliseconds; a negative timeout means "the
+ *    default" (WSYNC_DEFAULT_TIMEOUT_MS, or the group's "timeout_ms" option), 0 means "do not
+ *    block" where that makes sense, and there is no "wait forever".
+ *  - Only wsync_* symbols are exported. This header needs nothing but <stddef.h>/<stdint.h>
+ *    and compiles as C99 and C++.
+ */
+#ifndef WSYNC_H_
+#define WSYNC_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define WSYNC_API
+#else
+#define WSYNC_API __attribute__((visibility("default")))
+#endif
+
+/* ---------------------------------------------------------------------------------------------
+ * Versions
+ * ------------------------------------------------------------------------------------------- */
+
+/* ABI major: bumped only by a breaking change (the soname is libwsync.so.<major>).
+ * ABI minor: bumped when functions or struct fields are appended. */
+#define WSYNC_ABI_VERSION_MAJOR 1
+#define WSYNC_ABI_VERSION_MINOR 0
+#define WSYNC_ABI_VERSION ((WSYNC_ABI_VERSION_MAJOR << 16) | WSYNC_ABI_VERSION_MINOR)
+
+/* (major << 16) | minor of the library actually loaded. Compare its major with
+ * WSYNC_ABI_VERSION_MAJOR before use. Thread-safe; never fails. */
+WSYNC_API uint32_t wsync_abi_version(void);
+
+/* The library's release, e.g. "0.1.0". Static storage; thread-safe. */
+WSYNC_API const char* wsync_version_string(void);
+
+/* ---------------------------------------------------------------------------------------------
+ * Status codes and errors
+ * ------------------------------------------------------------------------------------------- */
+
+typedef int32_t wsync_status_t;
+
+/* Pinned forever. New codes are appended; retired codes keep their number. */
+#define WSYNC_OK 0
+#define WSYNC_ERR_INVALID_ARGUMENT 1 /* a NULL, a bad option value, a wrong struct_size */
+#define WSYNC_ERR_NOT_FOUND 2        /* a plugin file, a symbol, a key, a tensor name */
+#define WSYNC_ERR_VERSION_MISMATCH 3 /* a plugin or peer speaks another ABI/protocol version */
+#define WSYNC_ERR_UNSUPPORTED 4      /* the plugin or transport cannot do what was asked */
+#define WSYNC_ERR_TIMEOUT 5          /* a deadline passed: a peer did not answer in time */
+#define WSYNC_ERR_ABORTED 6          /* wsync_group_abort / the peer aborted */
+#define WSYNC_ERR_PROTOCOL 7         /* malformed or corrupted data from the wire */
+#define WSYNC_ERR_IO 8               /* a socket, file or transport operation failed */
+#define WSYNC_ERR_PEER_FAILED 9      /* a peer process died or closed its connection */
+#define WSYNC_ERR_OUT_OF_MEMORY 10   /* an allocation failed */
+#define WSYNC_ERR_INVALID_STATE 11   /* the call is not allowed now (e.g. commit before data) */
+#define WSYNC_ERR_ENGINE 12          /* the inference engine refused the request */
+#define WSYNC_ERR_INTERNAL 13        /* a bug in wsync or a plugin; please report it */
+#define WSYNC_ERR_NO_DEVICE 14       /* no CUDA device where one is needed */
+#define WSYNC_ERR_REJECTED 15        /* the group refused a receiver (wrong group, rank) */
+#define WSYNC_STATUS_COUNT 16        /* one past the largest code; grows with new codes */
+
+/* "WSYNC_OK", "WSYNC_ERR_TIMEOUT", ... ; "WSYNC_ERR_UNKNOWN" for a value that is not a code.
+ * Static storage; thread-safe; never NULL. */
+WSYNC_API const char* wsync_status_name(wsync_status_t status);
+
+/* A one-line, human-readable description of the status code (not of the last failure).
+ * Static storage; never NULL. */
+WSYNC_API const char* wsync_status_doc(wsync_status_t status);
+
+/* Detail of the last failing wsync call made on the calling thread: what failed, naming the
+ * key, tensor, file, rank or URL involved. "" when the last call on this thread succeeded.
+ * The pointer stays valid until the next wsync call on the same thread. Never NULL. */
+WSYNC_API const char* wsync_last_error(void);
+
+/* ---------------------------------------------------------------------------------------------
+ * Logging
+ * ------------------------------------------------------------------------------------------- */
+
+#define WSYNC_LOG_ERROR 1
+#define WSYNC_LOG_WARN 2
+#define WSYNC_LOG_INFO 3
+#define WSYNC_LOG_DEBUG 4
+#define WSYNC_LOG_TRACE 5
+
+/* Receives one already formatted message (no trailing newline). May be called from any
+ * wsync thread, concurrently; the message pointer is valid only during the call. */
+typedef void (*wsync_log_fn)(void* user_data, int32_t level, const char* message);
+
+/* Route all library and plugin log lines with level <= max_level to `fn`. fn == NULL restores
+ * the default sink: stderr, filtered by the environment variable WSYNC_LOG_LEVEL
+ * (error|warn|info|debug|trace or 1..5; default warn). Thread-safe; takes effect at once. */
+WSYNC_API void wsync_set_log_callback(wsync_log_fn fn, void* user_data, int32_t max_level);
+
+/* ---------------------------------------------------------------------------------------------
+ * Options: open-ended string knobs, validated by the call that takes them
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct wsync_option_t {
+  uint32_t struct_size;
+  uint32_t reserved0;
+  const char* key;   /* e.g. "bucket_bytes" */
+  const char* value; /* e.g. "536870912" */
+} wsync_option_t;
+
+#define WSYNC_OPTION(k, v) {(uint32_t)sizeof(wsync_option_t), 0u, (k), (v)}
+
+/* Group options (see docs/ABI.md for the full table):
+ *   bucket_bytes      bucket size in bytes (default 536870912 = 512 MiB; 4096..2^40)
+ *   staging_buckets   staging buffers per group, >= 2 (default 2)
+ *   timeout_ms        default timeout of blocking calls (default 60000)
+ *   verify_payload    "1" to checksum every bucket's bytes end to end (default "0")
+ *   store_addr_file   path the sender writes "host:port" of its bound store to (for port 0)
+ * Unknown keys are refused with WSYNC_ERR_INVALID_ARGUMENT naming the key; keys starting with
+ * "transport." or "adapter." are passed to that plugin, which validates them. */
+
+/* ---------------------------------------------------------------------------------------------
+ * Tensors
+ * ------------------------------------------------------------------------------------------- */
+
+/* Element types. Pinned forever. */
+#define WSYNC_DTYPE_INVALID 0
+#define WSYNC_DTYPE_BOOL 1
+#define WSYNC_DTYPE_INT8 2
+#define WSYNC_DTYPE_INT16 3
+#define WSYNC_DTYPE_INT32 4
+#define WSYNC_DTYPE_INT64 5
+#define WSYNC_DTYPE_UINT8 6
+#define WSYNC_DTYPE_FLOAT16 7
+#define WSYNC_DTYPE_BFLOAT16 8
+#define WSYNC_DTYPE_FLOAT32 9
+#define WSYNC_DTYPE_FLOAT64 10
+#define WSYNC_DTYPE_FLOAT8_E4M3 11 /* e4m3fn */
+#define WSYNC_DTYPE_FLOAT8_E5M2 12
+#define WSYNC_DTYPE_COUNT 13
+
+/* Bytes per element of a dtype, 0 for an unknown one. */
+WSYNC_API uint32_t wsync_dtype_size(int32_t dtype);
+/* torch's name of a dtype ("bfloat16", "float32", "float8_e4m3fn", ...), "invalid" if unknown.
+ * Static storage. */
+WSYNC_API const char* wsync_dtype_name(int32_t dtype);
+
+/* Device types: the DLPack codes. */
+#define WSYNC_DEVICE_CPU 1
+#define WSYNC_DEVICE_CUDA 2
+
+#define WSYNC_MAX_NDIM 8
+
+/* A flat tensor descriptor: a dense, C-contiguous tensor. `nbytes` must equal
+ * product(shape) * wsync_dtype_size(dtype); a tensor with a 0 in its shape is empty and legal.
+ * Ownership: `name` and `data` are borrowed from the caller for the duration of the call that
+ * takes the descriptor, unless that call says otherwise. */
+typedef struct wsync_tensor_t {
+  uint32_t struct_size;
+  int32_t dtype;        /* WSYNC_DTYPE_* */
+  const char* name;     /* UTF-8, 1..1024 bytes, unique within one update */
+  void* data;           /* may be NULL only when nbytes == 0 */
+  uint64_t nbytes;
+  int32_t ndim;         /* 0..WSYNC_MAX_NDIM; 0 is a scalar */
+  int32_t device_type;  /* WSYNC_DEVICE_*; 0 means CPU */
+  int32_t device_index; /* CUDA ordinal in the calling process; ignored for CPU */
+  int32_t reserved0;
+  int64_t shape[WSYNC_MAX_NDIM];
+} wsync_tensor_t;
+
+#define WSYNC_TENSOR_INIT \
+  {(uint32_t)sizeof(wsync_tensor_t), WSYNC_DTYPE_INVALID, NULL, NULL, 0u, 0, WSYNC_DEVICE_CPU, 0, 0, {0}}
+
+/* ---------------------------------------------------------------------------------------------
+ * Sender half: the trainer
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct wsync_group wsync_group_t; /* opaque */
+
+typedef struct wsync_group_config_t {
+  uint32_t struct_size;
+  uint32_t num_receivers;        /* receivers expected to join; world size = 1 + num_receivers */
+  const char* group_name;        /* NULL = "wsync"; receivers must name the same group */
+  const char* store_addr;        /* "host:port" to host the rendezvous store on; port 0 picks a
+                                    free port (see the store_addr_file option and
+                                    wsync_group_store_addr); NULL = "127.0.0.1:0" */
+  const char* transport;         /* plugin name ("ucx") or absolute path to the .so; NULL = "ucx" */
+  const char* adapter;           /* plugin name ("native") or absolute path; NULL = "native" */
+  const wsync_option_t* options; /* may be NULL when num_options == 0 */
+  uint64_t num_options;
+  int64_t timeout_ms;            /* how long init waits for every receiver; < 0 = default */
+} wsync_group_config_t;
+
+#define WSYNC_GROUP_CONFIG_INIT \
+  {(uint32_t)sizeof(wsync_group_config_t), 0u, NULL, NULL, NULL, NULL, NULL, 0u, -1}
+
+/* Create a group: load the transport and adapter plugins, host the rendezvous store, wait
+ * until all `num_receivers` receivers joined (each rank 1..num_receivers exactly once), and
+ * bring the transport up. Blocks up to config->timeout_ms. On success *out owns the group
+ * (free with wsync_group_destroy); on failure *out is NULL and wsync_last_error() names the
+ * receiver, option or plugin at fault. Call from one thread; the group is not thread-safe
+ * except for wsync_group_abort. */
+WSYNC_API wsync_status_t wsync_group_init(const wsync_group_config_t* config, wsync_group_t** out);
+
+/* "host:port" the group's store listens on (useful with port 0). Lives as long as the group. */
+WSYNC_API const char* wsync_group_store_addr(const wsync_group_t* group);
+
+/* Send one batch of tensors of the current update to every receiver. The tensors are planned
+ * into buckets, packed, moved, and acknowledged by every receiver before the call returns.
+ * Tensor memory is borrowed only during the call. Names must be unique within an update.
+ * A failure names the receiver (rank) or tensor at fault; after a failure the update is
+ * broken: the next successful finalize is impossible, destroy the group.
+ * timeout_ms bounds each wait for a receiver, not the whole call. */
+WSYNC_API wsync_status_t wsync_group_send_batch(wsync_group_t* group, const wsync_tensor_t* tensors,
+                                                uint64_t num_tensors, int64_t timeout_ms);
+
+/* Close the current update as weight version `version` (must be greater than the last
+ * committed one): every receiver is told, commits, and confirms; returns only when all did.
+ * The next send_batch starts a new update. */
+WSYNC_API wsync_status_t wsync_group_finalize(wsync_group_t* group, uint64_t version,
+                                              int64_t timeout_ms);
+
+/* Make any call in progress on the group, and every later one, return WSYNC_ERR_ABORTED soon
+ * (within ~100 ms). Receivers are told the update was aborted. Safe from any thread and from a
+ * signal handler's thread context (it only sets flags); idempotent. NULL is ignored. */
+WSYNC_API void wsync_group_abort(wsync_group_t* group);
+
+/* Counters of a group, for logs and benchmarks. */
+typedef struct wsync_group_stats_t {
+  uint32_t struct_size;
+  uint32_t num_receivers;
+  uint64_t committed_version; /* 0 before the first finalize */
+  uint64_t updates;           /* finalized updates */
+  uint64_t batches;           /* successful send_batch calls, over all updates */
+  uint64_t buckets;           /* buckets moved, over all updates */
+  uint64_t tensors;           /* tensors sent (a split tensor counts once) */
+  uint64_t bytes;             /* tensor bytes sent per receiver */
+  uint64_t staging_bytes;     /* host staging memory held by the group */
+  double send_seconds;        /* wall time spent inside send_batch */
+} wsync_group_stats_t;
+
+#define WSYNC_GROUP_STATS_INIT {(uint32_t)sizeof(wsync_group_stats_t), 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0.0}
+
+/* Fill *stats (honouring stats->struct_size). Not thread-safe against a running call. */
+WSYNC_API wsync_status_t wsync_group_get_stats(const wsync_group_t* group, wsync_group_stats_t* stats);
+
+/* Tear the group down: receivers are told the group closed, the store stops, plugins are
+ * unloaded. Accepts NULL; never fails; must not race with other calls on the group except
+ * wsync_group_abort. */
+WSYNC_API void wsync_group_destroy(wsync_group_t* group);
+
+/* ---------------------------------------------------------------------------------------------
+ * Receiver half: one engine worker
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct wsync_receiver wsync_receiver_t; /* opaque */
+
+typedef struct wsync_receiver_config_t {
+  uint32_t struct_size;
+  uint32_t rank;                 /* 1..num_receivers of the group */
+  const char* store_addr;        /* the sender's store, "host:port" */
+  const char* group_name;        /* NULL = "wsync"; must equal the sender's */
+  const char* transport;         /* NULL = the one the sender announces; else a name or path */
+  const wsync_option_t* options; /* "transport.*" options; may be NULL */
+  uint64_t num_options;
+  int64_t timeout_ms;            /* how long init waits for the store and the sender */
+} wsync_receiver_config_t;
+
+#define WSYNC_RECEIVER_CONFIG_INIT \
+  {(uint32_t)sizeof(wsync_receiver_config_t), 0u, NULL, NULL, NULL, NULL, 0u, -1}
+
+/* Join a group: connect to the store (retrying until timeout), check the group name and rank
+ * with the sender (a mismatch returns WSYNC_ERR_REJECTED with the reason), and bring the
+ * transport up. On success *out owns the receiver (free with wsync_receiver_destroy).
+ * A receiver is used from one thread at a time. */
+WSYNC_API wsync_status_t wsync_receiver_init(const wsync_receiver_config_t* config,
+                                             wsync_receiver_t** out);
+
+/* Register parameter buffers by name. When a later bucket carries a tensor of a registered
+ * name, its bytes are written straight into that buffer (no second copy) and the tensor is
+ * reported as placed. dtype, shape and nbytes of the incoming tensor must equal the
+ * registration, else the bucket is refused with WSYNC_ERR_PROTOCOL naming the tensor.
+ * The buffers are borrowed until wsync_receiver_destroy or re-registration of the same name;
+ * the names are copied. Note: writes in place are not transactional — a failed update can leave
+ * registered buffers partly written (the version is then not committed). */
+WSYNC_API wsync_status_t wsync_receiver_register(wsync_receiver_t* rx, const wsync_tensor_t* buffers,
+                                                 uint64_t num_buffers);
+
+/* What wsync_receiver_next returned. */
+#define WSYNC_EVENT_NONE 0
+#define WSYNC_EVENT_BUCKET 1 /* tensors arrived: see tensors / placed */
+#define WSYNC_EVENT_COMMIT 2 /* the sender finalized `version`: apply, then wsync_receiver_commit */
+#define WSYNC_EVENT_CLOSED 3 /* the sender destroyed the group; destroy the receiver */
+#define WSYNC_EVENT_ABORTED 4 /* the sender aborted the current update; previous weights stand */
+
+typedef struct wsync_receiver_event_t {
+  uint32_t struct_size;
+  int32_t kind;                   /* WSYNC_EVENT_* */
+  uint64_t version;               /* for COMMIT: the version to commit */
+  uint64_t bucket_index;          /* for BUCKET: index within the update, from 0 */
+  uint64_t num_tensors;           /* for BUCKET: entries in `tensors` */
+  const wsync_tensor_t* tensors;  /* for BUCKET: complete tensors of this event. Views into
+                                     wsync memory, or the registered buffers for placed ones.
+                                     Valid until the next wsync_receiver_next / destroy. */
+  const uint8_t* placed;          /* for BUCKET: placed[i] = 1 if tensors[i] was written into a
+                                     registered buffer */
+  uint64_t bytes;                 /* for BUCKET: payload bytes of the bucket */
+} wsync_receiver_event_t;
+
+#define WSYNC_RECEIVER_EVENT_INIT \
+  {(uint32_t)sizeof(wsync_receiver_event_t), WSYNC_EVENT_NONE, 0u, 0u, 0u, NULL, NULL, 0u}
+
+/* Wait up to timeout_ms for the next event and describe it in *event. A tensor split across
+ * buckets is reported once, in the event of its last chunk. WSYNC_ERR_TIMEOUT when nothing
+ * arrived in time (the receiver stays usable); WSYNC_ERR_PEER_FAILED when the sender vanished;
+ * WSYNC_ERR_PROTOCOL for corrupted data (the update is refused and the sender told). */
+WSYNC_API wsync_status_t wsync_receiver_next(wsync_receiver_t* rx, wsync_receiver_event_t* event,
+                                             int64_t timeout_ms);
+
+/* Confirm that version `version` (from the last COMMIT event) is applied. The sender's
+ * wsync_group_finalize returns once every receiver confirmed. */
+WSYNC_API wsync_status_t wsync_receiver_commit(wsync_receiver_t* rx, uint64_t version);
+
+/* The last version this receiver committed, 0 before any. */
+WSYNC_API uint64_t wsync_receiver_committed_version(const wsync_receiver_t* rx);
+
+/* Leave the group and free everything. Accepts NULL; never fails. */
+WSYNC_API void wsync_receiver_destroy(wsync_receiver_t* rx);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* WSYNC_H_ */

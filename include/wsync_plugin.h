@@ -1,0 +1,179 @@
+/*
+ * wsync_plugin.h — the plugin ABI: what a transport or adapter plugin exports, and the host
+ * table of core services it may use. See docs/PLUGINS.md for a guide and the error-code table.
+ *
+ * A plugin is a shared object named libwsync_transport_<name>.so or libwsync_adapter_<name>.so
+ * that exports exactly one entry function:
+ *
+ *   const wsync_transport_v1_t* wsync_transport_entry_v1(const wsync_host_v1_t* host);
+ *   const wsync_adapter_v1_t*   wsync_adapter_entry_v1(const wsync_host_v1_t* host);
+ *
+ * The entry returns a pointer to a constant table that lives as long as the plugin is loaded,
+ * or NULL (after host->set_error) when the plugin cannot work in this process (e.g. no device).
+ * Tables are append-only: a field added in a minor version is used by the core only when the
+ * table's struct_size covers it and the pointer is non-NULL. A breaking change adds a _v2 entry
+ * and the loader keeps adapting _v1.
+ *
+ * Threading: the core calls one plugin instance from one thread at a time, except `abort`,
+ * which may come from any thread. Functions must not block longer than the timeout they are
+ * given. Errors: return a WSYNC_ERR_* code and call host->set_error with a message that names
+ * the thing at fault (peer rank, key, device, option).
+ */
+#ifndef WSYNC_PLUGIN_H_
+#define WSYNC_PLUGIN_H_
+
+#include "wsync.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define WSYNC_PLUGIN_ABI_VERSION 1
+
+/* ---------------------------------------------------------------------------------------------
+ * The host table: core services for plugins. Process-wide; valid while the plugin is loaded.
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct wsync_store wsync_store_t; /* opaque: a client of the group's rendezvous store */
+
+typedef struct wsync_host_v1_t {
+  uint32_t struct_size;
+  uint32_t abi_version; /* WSYNC_PLUGIN_ABI_VERSION of the core */
+  /* Log one formatted line through the core's sink (same levels as WSYNC_LOG_*). */
+  void (*log)(int32_t level, const char* message);
+  /* Set the calling thread's wsync_last_error() detail; returns `status` for convenience. */
+  wsync_status_t (*set_error)(wsync_status_t status, const char* message);
+  /* Store: keys are absolute (pick a prefix of your plugin's name); values are bytes. */
+  wsync_status_t (*store_set)(wsync_store_t* store, const char* key, const void* value, uint64_t len);
+  /* Wait up to timeout_ms for `key` to exist, then copy at most `cap` bytes into `buf` and set
+   * *len to the value's full length (WSYNC_ERR_INVALID_ARGUMENT if it exceeds cap). */
+  wsync_status_t (*store_get)(wsync_store_t* store, const char* key, void* buf, uint64_t cap,
+                              uint64_t* len, int64_t timeout_ms);
+  /* Atomically add `delta` to the integer at `key` (created as 0) and return the new value. */
+  wsync_status_t (*store_add)(wsync_store_t* store, const char* key, int64_t delta, int64_t* out);
+  /* Page-aligned host memory for staging; NULL on failure. */
+  void* (*alloc_host)(uint64_t bytes);
+  void (*free_host)(void* ptr, uint64_t bytes);
+} wsync_host_v1_t;
+
+/* ---------------------------------------------------------------------------------------------
+ * Transport plugins: the data plane. They move one bucket's bytes from rank 0 to receivers.
+ * Manifests, acknowledgements and peer liveness are handled by the core's control channel.
+ * ------------------------------------------------------------------------------------------- */
+
+#define WSYNC_TRANSPORT_CAP_HOST_MEMORY (1u << 0)      /* moves CPU memory */
+#define WSYNC_TRANSPORT_CAP_CUDA_MEMORY (1u << 1)      /* moves CUDA device memory */
+#define WSYNC_TRANSPORT_CAP_SCATTER_RECV (1u << 2)     /* recv places into an iov with no copy */
+
+typedef struct wsync_transport_params_t {
+  uint32_t struct_size;
+  uint32_t rank;                 /* 0 = sender */
+  uint32_t world_size;           /* 1 + receivers */
+  uint32_t reserved0;
+  const char* group_name;
+  wsync_store_t* store;          /* the group's store; valid until destroy */
+  const wsync_option_t* options; /* "transport.<key>" options with the prefix removed */
+  uint64_t num_options;
+  int64_t timeout_ms;            /* for connect */
+} wsync_transport_params_t;
+
+/* One contiguous region of the sender's bucket. */
+typedef struct wsync_buffer_t {
+  uint32_t struct_size;
+  int32_t device_type; /* WSYNC_DEVICE_* */
+  int32_t device_index;
+  int32_t reserved0;
+  const void* data;
+  uint64_t len;
+} wsync_buffer_t;
+
+/* One destination region on a receiver; the regions of one recv, in order, cover the bucket. */
+typedef struct wsync_iov_t {
+  void* base;
+  uint64_t len;
+} wsync_iov_t;
+
+typedef struct wsync_transport_v1_t {
+  uint32_t struct_size;
+  uint32_t abi_version; /* WSYNC_PLUGIN_ABI_VERSION the plugin was built for */
+  const char* name;     /* "ucx"; must match the file name */
+  const char* version;  /* the plugin's release */
+  uint64_t caps;        /* WSYNC_TRANSPORT_CAP_* */
+
+  /* Create an instance; does not talk to peers yet. Unknown options: WSYNC_ERR_INVALID_ARGUMENT
+   * naming the key. */
+  wsync_status_t (*create)(const wsync_transport_params_t* params, void** out);
+  /* Exchange addresses through the store and connect to the peers; every rank calls it.
+   * Must return within timeout_ms (WSYNC_ERR_TIMEOUT naming the missing rank). */
+  wsync_status_t (*connect)(void* self, int64_t timeout_ms);
+  /* Sender: start moving `buf` to each rank in `ranks` as bucket `seq` (seq increases by one per
+   * bucket over the life of the group). Does not block. `buf` stays valid until send_wait
+   * reports completion or forget_peer/abort was called for every rank. */
+  wsync_status_t (*send_post)(void* self, uint64_t seq, const wsync_buffer_t* buf,
+                              const uint32_t* ranks, uint32_t num_ranks);
+  /* Sender: wait up to timeout_ms for bucket `seq` to have left for every rank (the buffer may be
+   * reused). WSYNC_ERR_TIMEOUT if not yet: the core calls again (with short slices). */
+  wsync_status_t (*send_wait)(void* self, uint64_t seq, int64_t timeout_ms);
+  /* Receiver: start receiving bucket `seq` into the regions of `iov` (copied during the call;
+   * the regions themselves stay valid until recv_wait completes). */
+  wsync_status_t (*recv_post)(void* self, uint64_t seq, const wsync_iov_t* iov, uint64_t num_iov);
+  /* Receiver: wait up to timeout_ms for bucket `seq` to be fully in place. */
+  wsync_status_t (*recv_wait)(void* self, uint64_t seq, int64_t timeout_ms);
+  /* Sender: `rank` died or was dropped; cancel what is outstanding to it and never wait for it
+   * again. Never blocks long. */
+  void (*forget_peer)(void* self, uint32_t rank);
+  /* Optional (may be NULL): make blocked calls return WSYNC_ERR_ABORTED. Any thread. */
+  void (*abort)(void* self);
+  /* Free everything. Accepts NULL. */
+  void (*destroy)(void* self);
+} wsync_transport_v1_t;
+
+typedef const wsync_transport_v1_t* (*wsync_transport_entry_v1_fn)(const wsync_host_v1_t* host);
+
+/* ---------------------------------------------------------------------------------------------
+ * Adapter plugins: the control plane of one engine protocol. They return data (layout rules,
+ * requests); the core does all I/O.
+ * ------------------------------------------------------------------------------------------- */
+
+#define WSYNC_ADAPTER_CAP_INBAND_MANIFEST (1u << 0) /* manifests travel on wsync's own channel */
+
+/* How the planner must lay tensors out in a bucket. */
+#define WSYNC_LAYOUT_BYTES_MIXED 1       /* byte offsets, mixed dtypes in one bucket */
+#define WSYNC_LAYOUT_ELEMENTS_ONE_DTYPE 2 /* element offsets, one dtype per bucket, no padding */
+#define WSYNC_LAYOUT_EXCEED_THEN_FLUSH 3 /* vLLM packed: the tensor that crosses stays in the chunk */
+
+typedef struct wsync_layout_rule_t {
+  uint32_t struct_size;
+  int32_t kind;         /* WSYNC_LAYOUT_* */
+  uint32_t alignment;   /* byte alignment of each entry's offset (power of two; 1 = none) */
+  uint32_t allow_split; /* 1: a tensor larger than a bucket may be split across buckets */
+} wsync_layout_rule_t;
+
+typedef struct wsync_adapter_params_t {
+  uint32_t struct_size;
+  uint32_t num_receivers;
+  const char* group_name;
+  const wsync_option_t* options; /* "adapter.<key>" options with the prefix removed */
+  uint64_t num_options;
+} wsync_adapter_params_t;
+
+typedef struct wsync_adapter_v1_t {
+  uint32_t struct_size;
+  uint32_t abi_version;
+  const char* name;
+  const char* version;
+  uint64_t caps; /* WSYNC_ADAPTER_CAP_* */
+
+  wsync_status_t (*create)(const wsync_adapter_params_t* params, void** out);
+  /* The bucket layout this engine protocol needs. */
+  wsync_status_t (*get_layout)(void* self, wsync_layout_rule_t* out);
+  void (*destroy)(void* self);
+} wsync_adapter_v1_t;
+
+typedef const wsync_adapter_v1_t* (*wsync_adapter_entry_v1_fn)(const wsync_host_v1_t* host);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* WSYNC_PLUGIN_H_ */

@@ -1,0 +1,62 @@
+/* adapter_native: wsync's own engine protocol. The engine embeds a wsync receiver, so there is
+ * no HTTP: manifests travel in-band on the group's control channel and the bucket layout is
+ * byte offsets with mixed dtypes, aligned so every tensor view is aligned for its dtype. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "wsync_plugin.h"
+
+static const wsync_host_v1_t* g_host;
+
+typedef struct native_adapter {
+  uint32_t alignment;
+} native_adapter_t;
+
+static wsync_status_t native_create(const wsync_adapter_params_t* params, void** out) {
+  native_adapter_t* a;
+  uint64_t i;
+  if (params == NULL || out == NULL) return WSYNC_ERR_INVALID_ARGUMENT;
+  for (i = 0; i < params->num_options; ++i) {
+    /* No adapter options yet: name the key so a typo is caught. */
+    char msg[256];
+    const char* key = params->options[i].key ? params->options[i].key : "(null)";
+    strcpy(msg, "adapter 'native' has no option '");
+    strncat(msg, key, 200);
+    strcat(msg, "'");
+    return g_host->set_error(WSYNC_ERR_INVALID_ARGUMENT, msg);
+  }
+  a = (native_adapter_t*)calloc(1, sizeof *a);
+  if (a == NULL) return g_host->set_error(WSYNC_ERR_OUT_OF_MEMORY, "adapter 'native': out of memory");
+  a->alignment = 256; /* views of every dtype, and vector loads, stay aligned */
+  *out = a;
+  return WSYNC_OK;
+}
+
+static wsync_status_t native_get_layout(void* self, wsync_layout_rule_t* out) {
+  native_adapter_t* a = (native_adapter_t*)self;
+  if (a == NULL || out == NULL) return WSYNC_ERR_INVALID_ARGUMENT;
+  out->struct_size = (uint32_t)sizeof *out;
+  out->kind = WSYNC_LAYOUT_BYTES_MIXED;
+  out->alignment = a->alignment;
+  out->allow_split = 1;
+  return WSYNC_OK;
+}
+
+static void native_destroy(void* self) { free(self); }
+
+static const wsync_adapter_v1_t kNativeAdapter = {
+    (uint32_t)sizeof(wsync_adapter_v1_t),
+    WSYNC_PLUGIN_ABI_VERSION,
+    "native",
+    "0.1.0",
+    WSYNC_ADAPTER_CAP_INBAND_MANIFEST,
+    native_create,
+    native_get_layout,
+    native_destroy,
+};
+
+__attribute__((visibility("default"))) const wsync_adapter_v1_t* wsync_adapter_entry_v1(const wsync_host_v1_t* host) {
+  if (host == NULL || host->struct_size < sizeof(wsync_host_v1_t)) return NULL;
+  g_host = host;
+  return &kNativeAdapter;
+}
