@@ -1,0 +1,162 @@
+// wsync sample engine (C++): one engine worker that embeds a wsync receiver. It owns a model
+// laid out like the trainer's, registers its parameter buffers so bytes land in place, and
+// after every update checks each tensor's checksum against what the trainer published for
+// that version before it commits.
+//
+//   wsync-sample-engine --rank 1 (--store HOST:PORT | --store-file PATH) [--views] [--scale 1.0]
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "synthetic_model.h"
+#include "wsync.h"
+
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::string read_store_file(const std::string& path, double timeout_s) {
+  double until = now_s() + timeout_s;
+  while (now_s() < until) {
+    std::ifstream f(path);
+    std::string addr;
+    if (f && std::getline(f, addr) && !addr.empty()) return addr;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return "";
+}
+
+int fail(int rank, const char* what, wsync_status_t st) {
+  std::fprintf(stderr, "engine rank %d: %s failed: %s: %s\n", rank, what, wsync_status_name(st), wsync_last_error());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int rank = 1;
+  std::string store, store_file;
+  bool views = false;
+  double scale = 1.0;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--views") { views = true; continue; }
+    if (i + 1 >= argc) { std::fprintf(stderr, "engine: %s needs a value\n", a.c_str()); return 2; }
+    std::string v = argv[++i];
+    if (a == "--rank") rank = std::atoi(v.c_str());
+    else if (a == "--store") store = v;
+    else if (a == "--store-file") store_file = v;
+    else if (a == "--scale") scale = std::atof(v.c_str());
+    else { std::fprintf(stderr, "engine: unknown flag %s\n", a.c_str()); return 2; }
+  }
+  if (store.empty() && !store_file.empty()) store = read_store_file(store_file, 60);
+  if (store.empty()) { std::fprintf(stderr, "engine rank %d: no store address (--store or --store-file)\n", rank); return 2; }
+
+  std::vector<synth_tensor_t> spec(1024);
+  spec.resize(synth_model_spec(scale, spec.data(), spec.size()));
+  std::map<std::string, const synth_tensor_t*> by_name;
+  for (const auto& t : spec) by_name[t.name] = &t;
+
+  wsync_receiver_config_t cfg = WSYNC_RECEIVER_CONFIG_INIT;
+  cfg.rank = static_cast<uint32_t>(rank);
+  cfg.store_addr = store.c_str();
+  cfg.group_name = "demo";
+  cfg.timeout_ms = 60000;
+  wsync_receiver_t* rx = nullptr;
+  wsync_status_t st = wsync_receiver_init(&cfg, &rx);
+  if (st != WSYNC_OK) return fail(rank, "wsync_receiver_init", st);
+
+  // The engine's parameters: registered, so the transport writes straight into them.
+  std::map<std::string, std::vector<uint8_t>> params;
+  if (!views) {
+    std::vector<wsync_tensor_t> regs;
+    for (const auto& t : spec) {
+      auto& buf = params[t.name];
+      buf.resize(t.nbytes);
+      wsync_tensor_t d = WSYNC_TENSOR_INIT;
+      d.name = t.name;
+      d.dtype = t.dtype;
+      d.ndim = t.ndim;
+      std::memcpy(d.shape, t.shape, sizeof d.shape);
+      d.data = buf.data();
+      d.nbytes = t.nbytes;
+      regs.push_back(d);
+    }
+    st = wsync_receiver_register(rx, regs.data(), regs.size());
+    if (st != WSYNC_OK) return fail(rank, "wsync_receiver_register", st);
+  }
+  std::printf("engine rank %d: joined group 'demo' at %s (%s)\n", rank, store.c_str(),
+              views ? "views" : "in-place into registered parameters");
+  std::fflush(stdout);
+
+  std::map<std::string, uint64_t> got;  // name -> checksum of the bytes received this update
+  uint64_t bytes = 0;
+  double t0 = 0;
+  for (;;) {
+    wsync_receiver_event_t ev = WSYNC_RECEIVER_EVENT_INIT;
+    st = wsync_receiver_next(rx, &ev, 120000);
+    if (st != WSYNC_OK) {
+      int rc = fail(rank, "wsync_receiver_next", st);
+      wsync_receiver_destroy(rx);
+      return rc;
+    }
+    if (ev.kind == WSYNC_EVENT_BUCKET) {
+      if (got.empty() && bytes == 0) t0 = now_s();
+      bytes += ev.bytes;
+      for (uint64_t i = 0; i < ev.num_tensors; ++i) {
+        const wsync_tensor_t& t = ev.tensors[i];
+        // Placed tensors are checked at commit, in the engine's own buffers; views now, before
+        // the next call releases them.
+        got[t.name] = ev.placed[i] ? 0 : synth_checksum(t.data, t.nbytes);
+      }
+    } else if (ev.kind == WSYNC_EVENT_COMMIT) {
+      double dt = now_s() - t0;
+      size_t bad = 0, missing = 0;
+      for (const auto& t : spec) {
+        auto it = got.find(t.name);
+        if (it == got.end()) { ++missing; continue; }
+        uint64_t have = views ? it->second : synth_checksum(params[t.name].data(), t.nbytes);
+        if (have != synth_expected_checksum(&t, ev.version)) {
+          if (bad++ < 3) std::fprintf(stderr, "engine rank %d: tensor '%s' differs from version %llu\n", rank, t.name,
+                                      static_cast<unsigned long long>(ev.version));
+        }
+      }
+      bool ok = bad == 0 && missing == 0 && got.size() == spec.size();
+      uint64_t tensor_bytes = 0;
+      for (const auto& t : spec) tensor_bytes += t.nbytes;
+      std::printf("engine rank %d: version %llu: %zu tensors, %.2f GB in %.2f s (%.2f GB/s) %s\n", rank,
+                  static_cast<unsigned long long>(ev.version), got.size(), tensor_bytes / 1e9, dt,
+                  dt > 0 ? tensor_bytes / 1e9 / dt : 0.0,
+                  ok ? "verified" : "CHECKSUM MISMATCH");
+      std::fflush(stdout);
+      if (!ok) {
+        std::fprintf(stderr, "engine rank %d: %zu tensors differ, %zu missing; not committing\n", rank, bad, missing);
+        wsync_receiver_destroy(rx);
+        return 1;
+      }
+      st = wsync_receiver_commit(rx, ev.version);
+      if (st != WSYNC_OK) return fail(rank, "wsync_receiver_commit", st);
+      got.clear();
+      bytes = 0;
+    } else if (ev.kind == WSYNC_EVENT_ABORTED) {
+      std::printf("engine rank %d: the trainer aborted an update; keeping version %llu\n", rank,
+                  static_cast<unsigned long long>(wsync_receiver_committed_version(rx)));
+      got.clear();
+    } else if (ev.kind == WSYNC_EVENT_CLOSED) {
+      std::printf("engine rank %d: trainer closed the group at version %llu\n", rank,
+                  static_cast<unsigned long long>(wsync_receiver_committed_version(rx)));
+      break;
+    }
+  }
+  wsync_receiver_destroy(rx);
+  return 0;
+}

@@ -1,0 +1,49 @@
+// Parsing and validation of the string key/value options of the public ABI. Every refusal names
+// the key and says what would be accepted.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "wsync.h"
+
+namespace wsync {
+
+using OptionList = std::vector<std::pair<std::string, std::string>>;
+
+// Copy a caller's option array (stepping by the first element's struct_size). NULL keys or
+// values, or a struct_size too small to hold key and value, are refused.
+wsync_status_t copy_options(const wsync_option_t* options, uint64_t count, OptionList* out);
+
+// Parse an unsigned integer option value in [min, max]; accepts a K/M/G/KiB/MiB/GiB suffix.
+wsync_status_t parse_u64_option(const std::string& key, const std::string& value, uint64_t min,
+                                uint64_t max, uint64_t* out);
+wsync_status_t parse_bool_option(const std::string& key, const std::string& value, bool* out);
+
+// Options whose key starts with `prefix` ("transport."), with the prefix removed.
+OptionList options_with_prefix(const OptionList& all, const std::string& prefix);
+
+// Read min(struct_size, sizeof(T)) bytes of a caller's struct into a default-initialised T.
+template <typename T>
+wsync_status_t read_struct(const T* in, const char* what, T* out, T defaults);
+
+}  // namespace wsync
+
+#include <cstring>
+
+#include "common/error.h"
+
+template <typename T>
+wsync_status_t wsync::read_struct(const T* in, const char* what, T* out, T defaults) {
+  *out = defaults;
+  if (in == nullptr) return fail(WSYNC_ERR_INVALID_ARGUMENT, "%s is NULL", what);
+  uint32_t size = in->struct_size;
+  if (size < sizeof(uint32_t) * 2)
+    return fail(WSYNC_ERR_INVALID_ARGUMENT,
+                "%s->struct_size is %u; initialise the struct with its *_INIT macro", what, size);
+  std::memcpy(static_cast<void*>(out), in, size < sizeof(T) ? size : sizeof(T));
+  out->struct_size = sizeof(T);
+  return WSYNC_OK;
+}

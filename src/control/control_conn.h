@@ -1,0 +1,76 @@
+// One control connection: framed send, and a buffered receive with a deadline that keeps
+// partial frames across calls (a timeout never desynchronises the stream).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "control/control_frame.h"
+
+namespace wsync {
+
+class ControlConn {
+ public:
+  explicit ControlConn(int fd = -1) : fd_(fd) {}
+  ~ControlConn();
+  ControlConn(const ControlConn&) = delete;
+  ControlConn& operator=(const ControlConn&) = delete;
+
+  // Connect to host:port, retrying refused connections until timeout_ms passes.
+  static wsync_status_t connect(const std::string& host, uint16_t port, int64_t timeout_ms, ControlConn* out);
+
+  // Take ownership of an accepted socket.
+  void adopt(int fd) {
+    close();
+    fd_ = fd;
+    in_.clear();
+    eof_ = false;
+  }
+  int fd() const { return fd_; }
+  // The peer closed (EOF seen or socket gone); frames read before that may still be buffered.
+  bool closed() const { return eof_ || fd_ < 0; }
+  bool open() const { return fd_ >= 0; }
+  void close();
+  // `peer` names the other end in error messages ("receiver rank 2", "the sender").
+  void set_peer_name(const std::string& n) { peer_ = n; }
+  const std::string& peer_name() const { return peer_; }
+
+  wsync_status_t send(MsgType type, const std::vector<uint8_t>& body, int64_t timeout_ms);
+  // Wait up to timeout_ms (0 = only what is already readable) for one whole frame.
+  // WSYNC_ERR_TIMEOUT: no whole frame yet (state kept). WSYNC_ERR_PEER_FAILED: closed.
+  // WSYNC_ERR_PROTOCOL: bad magic or oversized body (the connection is closed).
+  wsync_status_t recv(Frame* out, int64_t timeout_ms);
+  // Read whatever is available now without blocking; detects a closed peer.
+  wsync_status_t pump();
+  bool has_frame() const;
+
+ private:
+  wsync_status_t fill(int64_t timeout_ms);
+  bool take_frame(Frame* out, wsync_status_t* err);
+
+  int fd_;
+  std::string peer_ = "peer";
+  std::vector<uint8_t> in_;
+  bool eof_ = false;
+};
+
+// A listening socket for control connections.
+class ControlListener {
+ public:
+  ~ControlListener();
+  wsync_status_t listen(const std::string& host, uint16_t port);
+  uint16_t port() const { return port_; }
+  int fd() const { return fd_; }
+  // Accept one connection within timeout_ms; WSYNC_ERR_TIMEOUT if none came.
+  wsync_status_t accept(int64_t timeout_ms, int* fd_out);
+  void close();
+
+ private:
+  int fd_ = -1;
+  uint16_t port_ = 0;
+};
+
+int64_t now_ms();
+
+}  // namespace wsync

@@ -1,0 +1,70 @@
+#include "control/group_info.h"
+
+#include <cstdlib>
+
+#include "common/error.h"
+
+namespace wsync {
+
+std::vector<uint8_t> encode_group_info(const GroupInfo& g) {
+  std::string s = "protocol=" + std::to_string(g.protocol) + "\ngroup=" + g.group_name +
+                  "\nworld_size=" + std::to_string(g.world_size) + "\ntransport=" + g.transport +
+                  "\ncontrol_host=" + g.control_host + "\ncontrol_port=" + std::to_string(g.control_port) + "\n";
+  return std::vector<uint8_t>(s.begin(), s.end());
+}
+
+static bool parse_uint(const std::string& v, uint64_t max, uint64_t* out) {
+  if (v.empty() || v.size() > 20) return false;
+  for (char c : v)
+    if (c < '0' || c > '9') return false;
+  unsigned long long n = std::strtoull(v.c_str(), nullptr, 10);
+  if (n > max) return false;
+  *out = n;
+  return true;
+}
+
+wsync_status_t decode_group_info(const std::vector<uint8_t>& data, GroupInfo* out) {
+  if (data.size() > 65536) return fail(WSYNC_ERR_PROTOCOL, "group info is %zu bytes, too large", data.size());
+  std::string s(data.begin(), data.end());
+  GroupInfo g;
+  int seen = 0;
+  size_t pos = 0;
+  while (pos < s.size()) {
+    size_t nl = s.find('\n', pos);
+    if (nl == std::string::npos) nl = s.size();
+    std::string line = s.substr(pos, nl - pos);
+    pos = nl + 1;
+    if (line.empty()) continue;
+    size_t eq = line.find('=');
+    if (eq == std::string::npos) return fail(WSYNC_ERR_PROTOCOL, "group info line '%s' has no '='", line.c_str());
+    std::string k = line.substr(0, eq), v = line.substr(eq + 1);
+    uint64_t n = 0;
+    if (k == "protocol") {
+      if (!parse_uint(v, 1u << 20, &n)) return fail(WSYNC_ERR_PROTOCOL, "group info protocol '%s' is not a number", v.c_str());
+      g.protocol = static_cast<uint32_t>(n);
+      seen |= 1;
+    } else if (k == "group") {
+      g.group_name = v;
+      seen |= 2;
+    } else if (k == "world_size") {
+      if (!parse_uint(v, 1u << 20, &n) || n < 2) return fail(WSYNC_ERR_PROTOCOL, "group info world_size '%s' is invalid", v.c_str());
+      g.world_size = static_cast<uint32_t>(n);
+      seen |= 4;
+    } else if (k == "transport") {
+      g.transport = v;
+      seen |= 8;
+    } else if (k == "control_host") {
+      g.control_host = v;
+      seen |= 16;
+    } else if (k == "control_port") {
+      if (!parse_uint(v, 65535, &n) || n == 0) return fail(WSYNC_ERR_PROTOCOL, "group info control_port '%s' is invalid", v.c_str());
+      g.control_port = static_cast<uint16_t>(n);
+      seen |= 32;
+    }  // unknown keys: written by a newer sender; ignored
+  }
+  if (seen != 63) return fail(WSYNC_ERR_PROTOCOL, "group info is missing fields (have mask 0x%x of 0x3f)", seen);
+  *out = g;
+  return WSYNC_OK;
+}
+
+}  // namespace wsync

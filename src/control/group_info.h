@@ -1,0 +1,28 @@
+// What the sender announces in its store under kGroupInfoKey, so a receiver can check that it
+// joins the right group before it opens any other connection.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "wsync.h"
+
+namespace wsync {
+
+constexpr const char* kGroupInfoKey = "wsync/group_info";
+
+struct GroupInfo {
+  uint32_t protocol = 0;
+  std::string group_name;
+  uint32_t world_size = 0;
+  std::string transport;
+  std::string control_host;
+  uint16_t control_port = 0;
+};
+
+std::vector<uint8_t> encode_group_info(const GroupInfo& g);
+// Parses "key=value" lines; refuses anything malformed with WSYNC_ERR_PROTOCOL.
+wsync_status_t decode_group_info(const std::vector<uint8_t>& data, GroupInfo* out);
+
+}  // namespace wsync

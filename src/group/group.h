@@ -1,0 +1,65 @@
+// The sender's group: state machine behind wsync_group_* (init -> (send_batch* finalize)* ->
+// destroy). One thread drives it; abort may come from any thread.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "control/control_conn.h"
+#include "loader/plugin_loader.h"
+#include "planner/bucket_planner.h"
+#include "store/store_handle.h"
+#include "store/tcp_store_server.h"
+
+namespace wsync {
+
+struct Peer {
+  uint32_t rank = 0;
+  uint32_t pid = 0;
+  ControlConn conn;
+  bool alive = true;
+};
+
+struct StagingSlot {
+  uint8_t* data = nullptr;
+  uint64_t capacity = 0;
+};
+
+}  // namespace wsync
+
+struct wsync_group {
+  // configuration
+  std::string group_name;
+  uint32_t num_receivers = 0;
+  int64_t timeout_ms = 60000;
+  uint32_t staging_buckets = 2;
+  bool verify_payload = false;
+  wsync::LayoutRule rule;
+
+  // plugins
+  wsync::LoadedAdapter adapter;
+  void* adapter_self = nullptr;
+  wsync::LoadedTransport transport;
+  void* transport_self = nullptr;
+
+  // rendezvous and control
+  std::unique_ptr<wsync::TcpStoreServer> store_server;
+  std::unique_ptr<wsync::TcpStoreClient> store_client;
+  wsync_store store_handle{nullptr};
+  std::string store_addr;
+  wsync::ControlListener listener;
+  std::vector<std::unique_ptr<wsync::Peer>> peers;  // index = rank - 1
+
+  // update state
+  std::atomic<bool> aborted{false};
+  std::string broken;  // non-empty: the reason the group can no longer update
+  uint64_t next_seq = 1;
+  uint64_t update_id = 1;
+  uint64_t bucket_in_update = 0;
+  std::unordered_set<std::string> names_in_update;
+  std::vector<wsync::StagingSlot> staging;
+  wsync_group_stats_t stats = WSYNC_GROUP_STATS_INIT;
+};

@@ -1,0 +1,360 @@
+// One update on the sender: wsync_group_send_batch plans tensors into buckets and moves them
+// with a two-deep pipeline (bucket k+1 is packed while bucket k is on the wire), and
+// wsync_group_finalize commits a version on every receiver.
+//
+// Per bucket, on the control channel of every receiver:
+//   MANIFEST(seq) ->  <- READY(seq)      the receiver posted its receive into its buffers
+//   transport send_post(seq)             bytes move on the data plane
+//                  <- ACK(seq, status)   the bytes are in place (and verified if asked)
+#include <poll.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <xxhash.h>
+
+#include "common/error.h"
+#include "common/tensors.h"
+#include "group/group.h"
+#include "manifest/manifest.h"
+
+using namespace wsync;
+
+namespace {
+
+constexpr int64_t kSliceMs = 20;          // how often waits look at abort and peer liveness
+constexpr uint64_t kPackPiece = 8u << 20; // pack in pieces, progressing the transport between
+
+wsync_status_t check_usable(wsync_group_t* g) {
+  if (g->aborted.load()) return fail(WSYNC_ERR_ABORTED, "group '%s' was aborted", g->group_name.c_str());
+  if (!g->broken.empty())
+    return fail(WSYNC_ERR_INVALID_STATE, "group '%s' cannot update any more: %s; destroy it and create a new one",
+                g->group_name.c_str(), g->broken.c_str());
+  return WSYNC_OK;
+}
+
+// Record why the group broke, tell the receivers the update is void, keep the error detail.
+wsync_status_t break_group(wsync_group_t* g, wsync_status_t st) {
+  std::string why = last_error();
+  if (g->broken.empty()) g->broken = why;
+  ByteWriter w;
+  w.str(why);
+  for (auto& p : g->peers)
+    if (p->alive && p->conn.open()) p->conn.send(MsgType::kAbortUpdate, w.data(), 200);
+  return fail_msg(st, why);
+}
+
+wsync_status_t peer_lost(wsync_group_t* g, Peer* p, const char* during) {
+  p->alive = false;
+  if (g->transport_self) g->transport.table->forget_peer(g->transport_self, p->rank);
+  return fail(WSYNC_ERR_PEER_FAILED, "%s failed during %s: it closed its connection (process died?)",
+              p->conn.peer_name().c_str(), during);
+}
+
+// Wait for one `expect` frame about `seq` from every live receiver.
+wsync_status_t wait_all(wsync_group_t* g, MsgType expect, uint64_t seq, int64_t timeout_ms, const std::string& what) {
+  const int64_t deadline = now_ms() + timeout_ms;
+  std::vector<Peer*> pending;
+  for (auto& p : g->peers)
+    if (p->alive) pending.push_back(p.get());
+  while (!pending.empty()) {
+    for (size_t i = 0; i < pending.size();) {
+      Peer* p = pending[i];
+      Frame f;
+      wsync_status_t st = p->conn.recv(&f, 0);
+      if (st == WSYNC_ERR_TIMEOUT) {
+        ++i;
+        continue;
+      }
+      if (st == WSYNC_ERR_PEER_FAILED) return peer_lost(g, p, what.c_str());
+      if (st != WSYNC_OK) return st;
+      ByteReader r(f.body);
+      uint64_t got = 0;
+      if (f.type == static_cast<uint16_t>(MsgType::kNack) || f.type == static_cast<uint16_t>(MsgType::kAck)) {
+        int32_t code = 0;
+        std::string why;
+        if (!r.u64(&got) || !r.i32(&code) || !r.str(&why, 1 << 16))
+          return fail(WSYNC_ERR_PROTOCOL, "%s sent a malformed %s", p->conn.peer_name().c_str(), msg_type_name(f.type));
+        if (f.type == static_cast<uint16_t>(MsgType::kNack) || code != WSYNC_OK)
+          return fail(code == WSYNC_OK ? WSYNC_ERR_PROTOCOL : code, "%s refused %s: %s",
+                      p->conn.peer_name().c_str(), what.c_str(), why.c_str());
+      } else if (!r.u64(&got)) {
+        return fail(WSYNC_ERR_PROTOCOL, "%s sent a malformed %s", p->conn.peer_name().c_str(), msg_type_name(f.type));
+      }
+      if (f.type != static_cast<uint16_t>(expect) || got != seq)
+        return fail(WSYNC_ERR_PROTOCOL, "%s sent %s(%llu) while the sender waited for %s(%llu) of %s",
+                    p->conn.peer_name().c_str(), msg_type_name(f.type), static_cast<unsigned long long>(got),
+                    msg_type_name(static_cast<uint16_t>(expect)), static_cast<unsigned long long>(seq), what.c_str());
+      pending.erase(pending.begin() + static_cast<long>(i));
+    }
+    if (pending.empty()) break;
+    if (g->aborted.load()) return fail(WSYNC_ERR_ABORTED, "group '%s' was aborted during %s", g->group_name.c_str(), what.c_str());
+    int64_t left = deadline - now_ms();
+    if (left <= 0) {
+      std::string who;
+      for (Peer* p : pending) who += (who.empty() ? "" : ", ") + p->conn.peer_name();
+      return fail(WSYNC_ERR_TIMEOUT, "%s did not answer %s of %s within %lld ms", who.c_str(),
+                  msg_type_name(static_cast<uint16_t>(expect)), what.c_str(), static_cast<long long>(timeout_ms));
+    }
+    std::vector<pollfd> fds;
+    for (Peer* p : pending) fds.push_back(pollfd{p->conn.fd(), POLLIN, 0});
+    ::poll(fds.data(), fds.size(), static_cast<int>(std::min<int64_t>(left, 100)));
+  }
+  return WSYNC_OK;
+}
+
+// Look for receivers that died while the data plane is busy.
+wsync_status_t check_peers(wsync_group_t* g, const std::string& what) {
+  for (auto& p : g->peers) {
+    if (!p->alive) continue;
+    p->conn.pump();
+    if (p->conn.closed() && !p->conn.has_frame()) return peer_lost(g, p.get(), what.c_str());
+  }
+  if (g->aborted.load()) return fail(WSYNC_ERR_ABORTED, "group '%s' was aborted during %s", g->group_name.c_str(), what.c_str());
+  return WSYNC_OK;
+}
+
+// Progress the transport once without blocking; OK when `seq` has completed.
+wsync_status_t poll_send(wsync_group_t* g, uint64_t seq, bool* done) {
+  clear_error();
+  wsync_status_t st = g->transport.table->send_wait(g->transport_self, seq, 0);
+  *done = st == WSYNC_OK;
+  if (st == WSYNC_OK || st == WSYNC_ERR_TIMEOUT) return WSYNC_OK;
+  return fail(st, "transport '%s': %s", g->transport.table->name, last_error().c_str());
+}
+
+wsync_status_t wait_send(wsync_group_t* g, uint64_t seq, int64_t timeout_ms, const std::string& what) {
+  const int64_t deadline = now_ms() + timeout_ms;
+  for (;;) {
+    clear_error();
+    wsync_status_t st = g->transport.table->send_wait(g->transport_self, seq, kSliceMs);
+    if (st == WSYNC_OK) return WSYNC_OK;
+    if (st != WSYNC_ERR_TIMEOUT) {
+      std::string why = last_error();
+      wsync_status_t pst = check_peers(g, what);  // a dead peer explains a failed send best
+      if (pst != WSYNC_OK) return pst;
+      return fail(st, "transport '%s' failed during %s: %s", g->transport.table->name, what.c_str(), why.c_str());
+    }
+    if ((st = check_peers(g, what)) != WSYNC_OK) return st;
+    if (now_ms() >= deadline)
+      return fail(WSYNC_ERR_TIMEOUT, "transport '%s' did not deliver %s within %lld ms", g->transport.table->name,
+                  what.c_str(), static_cast<long long>(timeout_ms));
+  }
+}
+
+struct Prepared {
+  const uint8_t* data = nullptr;  // where the bucket's bytes are (staging or the caller's tensor)
+  uint64_t checksum = 0;
+};
+
+wsync_status_t ensure_slot(wsync_group_t* g, StagingSlot* s, uint64_t bytes) {
+  if (s->capacity >= bytes) return WSYNC_OK;
+  std::free(s->data);
+  g->stats.staging_bytes -= s->capacity;
+  s->capacity = 0;
+  uint64_t cap = std::max<uint64_t>(bytes, std::min<uint64_t>(g->rule.bucket_bytes, bytes * 2));
+  cap = (cap + 4095) / 4096 * 4096;
+  s->data = static_cast<uint8_t*>(std::aligned_alloc(4096, cap));
+  if (s->data == nullptr)
+    return fail(WSYNC_ERR_OUT_OF_MEMORY, "cannot allocate %llu bytes of staging", static_cast<unsigned long long>(cap));
+  s->capacity = cap;
+  g->stats.staging_bytes += cap;
+  WSYNC_LOGD("group '%s': staging slot grown to %llu bytes", g->group_name.c_str(), static_cast<unsigned long long>(cap));
+  return WSYNC_OK;
+}
+
+// Checksum over the entries' bytes in order (padding excluded), the way receivers compute it.
+uint64_t entries_checksum(const PlanBucket& b, const std::vector<wsync_tensor_t>& t) {
+  XXH3_state_t* s = XXH3_createState();
+  XXH3_64bits_reset(s);
+  for (const auto& e : b.entries)
+    if (e.length) XXH3_64bits_update(s, static_cast<const uint8_t*>(t[e.tensor_index].data) + e.tensor_offset, e.length);
+  uint64_t h = XXH3_64bits_digest(s);
+  XXH3_freeState(s);
+  return h;
+}
+
+// Make bucket `b` ready to send: a single-entry bucket goes straight from the caller's tensor
+// (no copy); others are packed into staging, in pieces, progressing `inflight` in between.
+wsync_status_t prepare(wsync_group_t* g, const PlanBucket& b, const std::vector<wsync_tensor_t>& t, StagingSlot* slot,
+                       uint64_t inflight, Prepared* out) {
+  if (g->verify_payload) out->checksum = entries_checksum(b, t);
+  if (b.bytes == 0) {
+    out->data = nullptr;
+    return WSYNC_OK;
+  }
+  if (b.entries.size() == 1 && b.entries[0].bucket_offset == 0) {
+    const PlanEntry& e = b.entries[0];
+    out->data = static_cast<const uint8_t*>(t[e.tensor_index].data) + e.tensor_offset;
+    return WSYNC_OK;
+  }
+  wsync_status_t st = ensure_slot(g, slot, b.bytes);
+  if (st != WSYNC_OK) return st;
+  uint64_t cursor = 0;
+  for (const auto& e : b.entries) {
+    if (e.bucket_offset > cursor) std::memset(slot->data + cursor, 0, e.bucket_offset - cursor);  // padding
+    const uint8_t* src = static_cast<const uint8_t*>(t[e.tensor_index].data) + e.tensor_offset;
+    for (uint64_t done = 0; done < e.length;) {
+      uint64_t n = std::min(kPackPiece, e.length - done);
+      std::memcpy(slot->data + e.bucket_offset + done, src + done, n);
+      done += n;
+      if (inflight) {
+        bool fin = false;
+        if ((st = poll_send(g, inflight, &fin)) != WSYNC_OK) return st;
+      }
+    }
+    cursor = e.bucket_offset + e.length;
+  }
+  out->data = slot->data;
+  return WSYNC_OK;
+}
+
+std::vector<uint8_t> manifest_body(wsync_group_t* g, uint64_t seq, const PlanBucket& b,
+                                   const std::vector<wsync_tensor_t>& t, const Prepared& prep) {
+  Manifest m;
+  m.update_id = g->update_id;
+  m.bucket_index = g->bucket_in_update;
+  m.bucket_bytes = b.bytes;
+  if (g->verify_payload) {
+    m.flags |= kManifestFlagPayloadChecksum;
+    m.payload_checksum = prep.checksum;
+  }
+  for (const auto& e : b.entries) {
+    const wsync_tensor_t& x = t[e.tensor_index];
+    ManifestEntry me;
+    me.name = x.name;
+    me.dtype = x.dtype;
+    me.ndim = x.ndim;
+    std::memset(me.shape, 0, sizeof me.shape);
+    for (int d = 0; d < x.ndim && d < WSYNC_MAX_NDIM; ++d) me.shape[d] = x.shape[d];
+    me.bucket_offset = e.bucket_offset;
+    me.length = e.length;
+    me.tensor_bytes = x.nbytes;
+    me.tensor_offset = e.tensor_offset;
+    m.entries.push_back(std::move(me));
+  }
+  ByteWriter w;
+  w.u64(seq);
+  w.bytes(encode_manifest(m));
+  return std::move(w.data());
+}
+
+std::string bucket_what(wsync_group_t* g, uint64_t index_in_batch, uint64_t n) {
+  return "bucket " + std::to_string(g->bucket_in_update) + " (" + std::to_string(index_in_batch + 1) + " of " +
+         std::to_string(n) + " in this batch) of update " + std::to_string(g->update_id);
+}
+
+wsync_status_t send_batch(wsync_group_t* g, const wsync_tensor_t* tensors, uint64_t num, int64_t timeout_ms) {
+  wsync_status_t st = check_usable(g);
+  if (st != WSYNC_OK) return st;
+  std::vector<wsync_tensor_t> t;
+  if ((st = copy_tensor_descs(tensors, num, "tensors", &t)) != WSYNC_OK) return st;
+  std::vector<PlanTensor> pt(t.size());
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (g->names_in_update.count(t[i].name))
+      return fail(WSYNC_ERR_INVALID_ARGUMENT, "tensor '%s' was already sent in this update (names must be unique until finalize)",
+                  t[i].name);
+    pt[i].name = t[i].name;
+    pt[i].dtype = t[i].dtype;
+    pt[i].ndim = t[i].ndim;
+    std::memcpy(pt[i].shape, t[i].shape, sizeof pt[i].shape);
+    pt[i].nbytes = t[i].nbytes;
+  }
+  std::vector<PlanBucket> plan;
+  if ((st = plan_buckets(g->rule, pt, &plan)) != WSYNC_OK) return st;
+
+  const int64_t tmo = timeout_ms >= 0 ? timeout_ms : g->timeout_ms;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<uint32_t> ranks;
+  for (auto& p : g->peers) ranks.push_back(p->rank);
+
+  // The pipeline: prepared[k % slots] holds bucket k; bucket k+1 is packed while k moves.
+  const size_t nslots = g->staging.size();
+  std::vector<Prepared> prep(nslots);
+  if (!plan.empty() && (st = prepare(g, plan[0], t, &g->staging[0], 0, &prep[0])) != WSYNC_OK) return break_group(g, st);
+  for (size_t k = 0; k < plan.size(); ++k) {
+    const PlanBucket& b = plan[k];
+    const uint64_t seq = g->next_seq++;
+    const std::string what = bucket_what(g, k, plan.size());
+    Prepared& cur = prep[k % nslots];
+    std::vector<uint8_t> body = manifest_body(g, seq, b, t, cur);
+    for (auto& p : g->peers)
+      if ((st = p->conn.send(MsgType::kManifest, body, tmo)) != WSYNC_OK) {
+        if (st == WSYNC_ERR_PEER_FAILED) st = peer_lost(g, p.get(), what.c_str());
+        return break_group(g, st);
+      }
+    if ((st = wait_all(g, MsgType::kReady, seq, tmo, what)) != WSYNC_OK) return break_group(g, st);
+    if (b.bytes > 0) {
+      wsync_buffer_t buf = {sizeof(wsync_buffer_t), WSYNC_DEVICE_CPU, 0, 0, cur.data, b.bytes};
+      clear_error();
+      if ((st = g->transport.table->send_post(g->transport_self, seq, &buf, ranks.data(),
+                                              static_cast<uint32_t>(ranks.size()))) != WSYNC_OK)
+        return break_group(g, fail(st, "transport '%s' could not start %s: %s", g->transport.table->name, what.c_str(),
+                                   last_error().c_str()));
+    }
+    if (k + 1 < plan.size() &&
+        (st = prepare(g, plan[k + 1], t, &g->staging[(k + 1) % nslots], b.bytes > 0 ? seq : 0,
+                      &prep[(k + 1) % nslots])) != WSYNC_OK)
+      return break_group(g, st);
+    if (b.bytes > 0 && (st = wait_send(g, seq, tmo, what)) != WSYNC_OK) return break_group(g, st);
+    if ((st = wait_all(g, MsgType::kAck, seq, tmo, what)) != WSYNC_OK) return break_group(g, st);
+    g->bucket_in_update++;
+    g->stats.buckets++;
+  }
+  for (const auto& x : t) {
+    g->names_in_update.insert(x.name);
+    g->stats.bytes += x.nbytes;
+  }
+  g->stats.tensors += t.size();
+  g->stats.batches++;
+  g->stats.send_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return WSYNC_OK;
+}
+
+wsync_status_t finalize(wsync_group_t* g, uint64_t version, int64_t timeout_ms) {
+  wsync_status_t st = check_usable(g);
+  if (st != WSYNC_OK) return st;
+  if (version <= g->stats.committed_version)
+    return fail(WSYNC_ERR_INVALID_ARGUMENT, "version %llu is not greater than the committed version %llu",
+                static_cast<unsigned long long>(version), static_cast<unsigned long long>(g->stats.committed_version));
+  const int64_t tmo = timeout_ms >= 0 ? timeout_ms : g->timeout_ms;
+  ByteWriter w;
+  w.u64(version);
+  w.u64(g->update_id);
+  w.u64(g->bucket_in_update);
+  const std::string what = "the commit of version " + std::to_string(version);
+  for (auto& p : g->peers)
+    if ((st = p->conn.send(MsgType::kEndUpdate, w.data(), tmo)) != WSYNC_OK) {
+      if (st == WSYNC_ERR_PEER_FAILED) st = peer_lost(g, p.get(), what.c_str());
+      return break_group(g, st);
+    }
+  if ((st = wait_all(g, MsgType::kCommitted, version, tmo, what)) != WSYNC_OK) return break_group(g, st);
+  g->stats.committed_version = version;
+  g->stats.updates++;
+  g->update_id++;
+  g->bucket_in_update = 0;
+  g->names_in_update.clear();
+  WSYNC_LOGI("group '%s': version %llu committed on %u receiver(s)", g->group_name.c_str(),
+             static_cast<unsigned long long>(version), g->num_receivers);
+  return WSYNC_OK;
+}
+
+}  // namespace
+
+extern "C" {
+
+WSYNC_API wsync_status_t wsync_group_send_batch(wsync_group_t* group, const wsync_tensor_t* tensors,
+                                                uint64_t num_tensors, int64_t timeout_ms) {
+  clear_error();
+  if (group == nullptr) return fail(WSYNC_ERR_INVALID_ARGUMENT, "group is NULL");
+  return send_batch(group, tensors, num_tensors, timeout_ms);
+}
+
+WSYNC_API wsync_status_t wsync_group_finalize(wsync_group_t* group, uint64_t version, int64_t timeout_ms) {
+  clear_error();
+  if (group == nullptr) return fail(WSYNC_ERR_INVALID_ARGUMENT, "group is NULL");
+  return finalize(group, version, timeout_ms);
+}
+
+}  // extern "C"
