@@ -142,7 +142,8 @@ wsync_status_t receiver_init(const wsync_receiver_config_t* config, wsync_receiv
     st = rx->transport.table->connect(rx->transport_self, std::max<int64_t>(deadline - now_ms(), 1));
   }
   if (st != WSYNC_OK) {
-    std::string why = "transport '" + std::string(rx->transport.table->name) + "': " + last_error();
+    std::string prefix = "transport '" + std::string(rx->transport.table->name) + "'";
+    std::string why = last_error().compare(0, prefix.size(), prefix) == 0 ? last_error() : prefix + ": " + last_error();
     send_status(rx, MsgType::kNack, 0, st, why);
     return fail_msg(st, why);
   }
@@ -220,6 +221,9 @@ wsync_status_t handle_manifest(wsync_receiver_t* rx, const Frame& f, wsync_recei
   std::vector<uint8_t> raw;
   if (!r.u64(&seq) || !r.bytes(&raw, kControlMaxBody) || !r.at_end())
     return refuse(rx, seq, fail(WSYNC_ERR_PROTOCOL, "MANIFEST message is malformed"));
+  if (!rx->broken.empty())
+    return refuse(rx, seq, fail(WSYNC_ERR_INVALID_STATE, "receiver rank %u cannot take more buckets: %s", rx->rank,
+                                rx->broken.c_str()));
   Manifest m;
   wsync_status_t st = decode_manifest(raw.data(), raw.size(), &m);
   if (st != WSYNC_OK) return refuse(rx, seq, st);
@@ -391,8 +395,6 @@ wsync_status_t next_event(wsync_receiver_t* rx, wsync_receiver_event_t* ev, int6
     ev->kind = WSYNC_EVENT_CLOSED;
     return WSYNC_OK;
   }
-  if (!rx->broken.empty())
-    return fail(WSYNC_ERR_INVALID_STATE, "receiver rank %u cannot continue: %s", rx->rank, rx->broken.c_str());
   if (rx->pending_commit)
     return fail(WSYNC_ERR_INVALID_STATE, "version %llu is waiting for wsync_receiver_commit",
                 static_cast<unsigned long long>(rx->pending_commit));
@@ -400,10 +402,7 @@ wsync_status_t next_event(wsync_receiver_t* rx, wsync_receiver_event_t* ev, int6
   wsync_status_t st = rx->conn.recv(&f, timeout_ms < 0 ? rx->timeout_ms : timeout_ms);
   if (st == WSYNC_ERR_TIMEOUT)
     return fail(WSYNC_ERR_TIMEOUT, "no message from the sender within %lld ms", static_cast<long long>(timeout_ms));
-  if (st != WSYNC_OK) {
-    rx->broken = last_error();
-    return st;
-  }
+  if (st != WSYNC_OK) return st;
   ByteReader r(f.body);
   switch (static_cast<MsgType>(f.type)) {
     case MsgType::kManifest:

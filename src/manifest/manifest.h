@@ -1,0 +1,73 @@
+// The native manifest: what one bucket holds, sent ahead of the bucket's bytes on wsync's own
+// control channel. A versioned, length-prefixed binary record, explicit little-endian, closed by
+// an XXH3-64 checksum of everything before it.
+//
+// Layout (all integers little-endian):
+//   header   magic u32 "WSMF" | version u16 | flags u16 | total_len u32 (whole record incl. trailer)
+//            | update_id u64 | bucket_index u64 | bucket_bytes u64 | payload_checksum u64
+//            | num_entries u32                                                    (48 bytes)
+//   entry    name_len u16 | name bytes | dtype u8 | ndim u8 | shape i64 x ndim
+//            | bucket_offset u64 | length u64 | tensor_bytes u64 | tensor_offset u64
+//   trailer  XXH3-64 u64 of every preceding byte                                   (8 bytes)
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "wsync.h"
+
+namespace wsync {
+
+constexpr uint32_t kManifestMagic = 0x464D5357;  // "WSMF" little-endian
+constexpr uint16_t kManifestVersion = 1;
+// payload_checksum holds XXH3-64 of the bucket's bytes (group option verify_payload).
+constexpr uint32_t kManifestFlagPayloadChecksum = 1u << 0;
+// Flags this version knows; a record with any other bit is refused (a flag may change meaning).
+constexpr uint32_t kManifestKnownFlags = kManifestFlagPayloadChecksum;
+
+constexpr size_t kManifestHeaderBytes = 48;
+constexpr size_t kManifestTrailerBytes = 8;
+constexpr size_t kManifestMaxNameBytes = 1024;
+
+struct ManifestEntry {
+  std::string name;
+  int32_t dtype = WSYNC_DTYPE_INVALID;
+  int32_t ndim = 0;
+  int64_t shape[WSYNC_MAX_NDIM] = {0};  // dims past ndim are 0 after decoding
+  uint64_t bucket_offset = 0;           // where this entry's bytes start in the bucket
+  uint64_t length = 0;                  // bytes of this entry in the bucket
+  uint64_t tensor_bytes = 0;            // the whole tensor's bytes (= length unless split)
+  uint64_t tensor_offset = 0;           // where this chunk starts inside the tensor (0 unless split)
+};
+
+struct Manifest {
+  uint64_t update_id = 0;
+  uint64_t bucket_index = 0;
+  uint64_t bucket_bytes = 0;  // this bucket's payload size (may exceed the configured size)
+  uint32_t flags = 0;         // kManifestFlag*; only the low 16 bits travel
+  uint64_t payload_checksum = 0;
+  std::vector<ManifestEntry> entries;
+};
+
+// Encodes `m`. Precondition (the sender plans and validates first): names of 1..1024 bytes,
+// known dtypes, ndim 0..8, flags within kManifestKnownFlags, and a record under 4 GiB. A record
+// breaking them is still written, but decode_manifest refuses it.
+std::vector<uint8_t> encode_manifest(const Manifest& m);
+
+// Decodes a record received from the wire, treating every byte as hostile; reads nothing outside
+// [data, data + len). On success replaces *out; on failure leaves it untouched and returns
+// WSYNC_ERR_PROTOCOL (message naming the field and entry index) or WSYNC_ERR_VERSION_MISMATCH
+// (another format version), or WSYNC_ERR_INVALID_ARGUMENT for out == NULL.
+// Checks: sizes, total_len == len, magic, version, checksum, known flags, entry count, each
+// entry's name (1..1024 bytes, unique in the record), dtype, ndim, dims >= 0, shape bytes ==
+// tensor_bytes, length and tensor_offset multiples of the dtype size, tensor_offset + length <=
+// tensor_bytes, bucket_offset + length <= bucket_bytes, entries in increasing, non-overlapping
+// offset order (empty entries may share an offset), no trailing bytes.
+wsync_status_t decode_manifest(const uint8_t* data, size_t len, Manifest* out);
+
+// XXH3-64 of `len` bytes (seed 0). `data` may be NULL when len is 0.
+uint64_t checksum64(const void* data, size_t len);
+
+}  // namespace wsync

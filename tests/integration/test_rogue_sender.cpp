@@ -1,0 +1,211 @@
+// A hand-written sender that speaks wsync's wire protocols (real store, real control socket,
+// real UCX transport) but lies in its manifests. The receiver under test is the real one, in a
+// child process; it must refuse every corrupted bucket with WSYNC_ERR_PROTOCOL, tell the sender
+// why (NACK), and never write anything.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "common/error.h"
+#include "control/control_conn.h"
+#include "control/group_info.h"
+#include "harness.h"
+#include "loader/plugin_loader.h"
+#include "manifest/manifest.h"
+#include "store/store_handle.h"
+#include "store/tcp_store_server.h"
+
+using namespace wsync;
+using namespace harness;
+
+namespace {
+
+struct Rogue {
+  std::unique_ptr<TcpStoreServer> server;
+  std::unique_ptr<TcpStoreClient> client;
+  wsync_store store{nullptr};
+  ControlListener listener;
+  ControlConn conn;
+  LoadedTransport transport;
+  void* tself = nullptr;
+
+  ~Rogue() {
+    if (tself) transport.table->destroy(tself);
+  }
+
+  // Host a group of one receiver and admit it like a real sender would.
+  void start(const std::string& addr_file) {
+    ASSERT_EQ(WSYNC_OK, TcpStoreServer::start("127.0.0.1", 0, &server)) << last_error();
+    ASSERT_EQ(WSYNC_OK, TcpStoreClient::connect("127.0.0.1", server->port(), 5000, &client));
+    store.client = client.get();
+    ASSERT_EQ(WSYNC_OK, listener.listen("127.0.0.1", 0));
+    GroupInfo gi;
+    gi.protocol = kControlProtocolVersion;
+    gi.group_name = "rogue";
+    gi.world_size = 2;
+    gi.transport = "ucx";
+    gi.control_host = "127.0.0.1";
+    gi.control_port = listener.port();
+    auto blob = encode_group_info(gi);
+    ASSERT_EQ(WSYNC_OK, client->set(kGroupInfoKey, blob.data(), blob.size()));
+    FILE* f = std::fopen(addr_file.c_str(), "w");
+    std::fprintf(f, "127.0.0.1:%u\n", server->port());
+    std::fclose(f);
+  }
+
+  void admit() {
+    int fd = -1;
+    for (int i = 0; i < 500 && listener.accept(20, &fd) != WSYNC_OK; ++i) {
+    }
+    ASSERT_GE(fd, 0);
+    conn.adopt(fd);
+    Frame hello;
+    ASSERT_EQ(WSYNC_OK, conn.recv(&hello, 5000));
+    ASSERT_EQ(static_cast<uint16_t>(MsgType::kHello), hello.type);
+    ByteWriter w;
+    w.u32(2);
+    ASSERT_EQ(WSYNC_OK, conn.send(MsgType::kWelcome, w.data(), 1000));
+    ASSERT_EQ(WSYNC_OK, load_transport("ucx", &transport)) << last_error();
+    wsync_transport_params_t tp = {sizeof(wsync_transport_params_t), 0, 2, 0, "rogue", &store, nullptr, 0, 10000};
+    ASSERT_EQ(WSYNC_OK, transport.table->create(&tp, &tself)) << last_error();
+    ASSERT_EQ(WSYNC_OK, transport.table->connect(tself, 10000)) << last_error();
+    Frame joined;
+    ASSERT_EQ(WSYNC_OK, conn.recv(&joined, 10000));
+    ASSERT_EQ(static_cast<uint16_t>(MsgType::kJoined), joined.type);
+  }
+
+  // Send a raw manifest and return the receiver's answer (type, status, reason).
+  void send_manifest(const std::vector<uint8_t>& raw, uint64_t seq, uint16_t* type, int32_t* code, std::string* why) {
+    ByteWriter w;
+    w.u64(seq);
+    w.bytes(raw);
+    ASSERT_EQ(WSYNC_OK, conn.send(MsgType::kManifest, w.data(), 1000));
+    Frame f;
+    ASSERT_EQ(WSYNC_OK, conn.recv(&f, 10000)) << last_error();
+    *type = f.type;
+    ByteReader r(f.body);
+    uint64_t got = 0;
+    r.u64(&got);
+    r.i32(code);
+    r.str(why, 1 << 16);
+  }
+};
+
+Manifest good_manifest() {
+  Manifest m;
+  m.update_id = 1;
+  m.bucket_index = 0;
+  m.bucket_bytes = 4096;
+  ManifestEntry e;
+  e.name = "w";
+  e.dtype = WSYNC_DTYPE_FLOAT32;
+  e.ndim = 1;
+  std::memset(e.shape, 0, sizeof e.shape);
+  e.shape[0] = 1024;
+  e.bucket_offset = 0;
+  e.length = 4096;
+  e.tensor_bytes = 4096;
+  e.tensor_offset = 0;
+  m.entries.push_back(e);
+  return m;
+}
+
+// A receiver child that expects next() to fail with `expect` and a message containing `needle`.
+pid_t expecting_receiver(const std::string& addr_file, wsync_status_t expect, const std::string& needle) {
+  return spawn([=] {
+    std::string addr = read_addr_file(addr_file, 10000);
+    wsync_receiver_config_t cfg = WSYNC_RECEIVER_CONFIG_INIT;
+    cfg.rank = 1;
+    cfg.store_addr = addr.c_str();
+    cfg.group_name = "rogue";
+    cfg.timeout_ms = 10000;
+    wsync_receiver_t* rx = nullptr;
+    if (wsync_receiver_init(&cfg, &rx) != WSYNC_OK) {
+      std::fprintf(stderr, "init: %s\n", wsync_last_error());
+      return 1;
+    }
+    // A registered buffer: it must come out of a refused bucket untouched.
+    std::vector<uint8_t> w(4096, 0x5A);
+    wsync_tensor_t d = WSYNC_TENSOR_INIT;
+    d.name = "w";
+    d.dtype = WSYNC_DTYPE_FLOAT32;
+    d.ndim = 1;
+    d.shape[0] = 1024;
+    d.data = w.data();
+    d.nbytes = w.size();
+    wsync_receiver_register(rx, &d, 1);
+    wsync_receiver_event_t ev = WSYNC_RECEIVER_EVENT_INIT;
+    wsync_status_t st = wsync_receiver_next(rx, &ev, 10000);
+    std::string msg = wsync_last_error();
+    bool untouched = true;
+    for (uint8_t b : w) untouched &= b == 0x5A;
+    wsync_receiver_destroy(rx);
+    if (st != expect || msg.find(needle) == std::string::npos || !untouched) {
+      std::fprintf(stderr, "receiver got %s: %s (untouched=%d)\n", wsync_status_name(st), msg.c_str(), untouched);
+      return 2;
+    }
+    return 0;
+  });
+}
+
+class RogueSender : public ::testing::Test {
+ protected:
+  void SetUp() override { setenv("WSYNC_PLUGIN_PATH", WSYNC_TEST_PLUGIN_DIR, 1); }
+};
+
+void corrupted_case(std::vector<uint8_t> raw, const std::string& needle) {
+  std::string addr_file = temp_dir() + "/store.addr";
+  Rogue rogue;
+  rogue.start(addr_file);
+  pid_t rx = expecting_receiver(addr_file, WSYNC_ERR_PROTOCOL, needle);
+  rogue.admit();
+  uint16_t type = 0;
+  int32_t code = 0;
+  std::string why;
+  rogue.send_manifest(raw, 1, &type, &code, &why);
+  EXPECT_EQ(static_cast<uint16_t>(MsgType::kNack), type);
+  EXPECT_EQ(WSYNC_ERR_PROTOCOL, code);
+  EXPECT_NE(std::string::npos, why.find(needle)) << why;
+  EXPECT_EQ(0, wait_child(rx, 15000));
+}
+
+TEST_F(RogueSender, FlippedByteFailsTheChecksum) {
+  auto raw = encode_manifest(good_manifest());
+  raw[raw.size() / 2] ^= 0x40;
+  corrupted_case(raw, "checksum");
+}
+
+TEST_F(RogueSender, TruncatedManifestIsRefused) {
+  auto raw = encode_manifest(good_manifest());
+  raw.resize(raw.size() - 9);
+  corrupted_case(raw, "manifest");
+}
+
+TEST_F(RogueSender, EntryPastTheBucketIsRefusedEvenWithAValidChecksum) {
+  Manifest m = good_manifest();
+  m.entries[0].bucket_offset = 4096;  // points past the 4096-byte bucket
+  corrupted_case(encode_manifest(m), "w");
+}
+
+TEST_F(RogueSender, ShapeThatDisagreesWithTheRegistrationIsRefused) {
+  Manifest m = good_manifest();
+  m.entries[0].shape[0] = 512;
+  m.entries[0].ndim = 2;
+  m.entries[0].shape[1] = 2;  // same bytes, other shape
+  corrupted_case(encode_manifest(m), "registered");
+}
+
+TEST_F(RogueSender, GarbageOnTheControlChannelIsAProtocolError) {
+  std::string addr_file = temp_dir() + "/store.addr";
+  Rogue rogue;
+  rogue.start(addr_file);
+  pid_t rx = expecting_receiver(addr_file, WSYNC_ERR_PROTOCOL, "malformed control frame");
+  rogue.admit();
+  const char junk[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+  ASSERT_EQ(static_cast<ssize_t>(sizeof junk), ::write(rogue.conn.fd(), junk, sizeof junk));
+  EXPECT_EQ(0, wait_child(rx, 15000));
+}
+
+}  // namespace
