@@ -16,5 +16,7 @@ write_basic_package_version_file(${CMAKE_BINARY_DIR}/wsyncConfigVersion.cmake
 install(FILES ${CMAKE_BINARY_DIR}/wsyncConfig.cmake ${CMAKE_BINARY_DIR}/wsyncConfigVersion.cmake
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/wsync)
 
+# wsync.pc finds its prefix relative to itself, whatever the libdir depth.
+file(RELATIVE_PATH WSYNC_PC_TO_PREFIX "/p/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/p")
 configure_file(${PROJECT_SOURCE_DIR}/cmake/wsync.pc.in ${CMAKE_BINARY_DIR}/wsync.pc @ONLY)
 install(FILES ${CMAKE_BINARY_DIR}/wsync.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
