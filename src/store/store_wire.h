@@ -1,0 +1,166 @@
+// The wire protocol of torch's TCPStore (c10d), as spoken by torch 2.5 .. 2.11, shared by
+// wsync's store server and client.
+//
+// Verified against torch's own source (pytorch/pytorch and forks tracking main):
+//  - torch/csrc/distributed/c10d/TCPStoreBackend.hpp
+//      validationMagicNumber = 0x3C85F7CE (uint32);
+//      enum class QueryType : uint8_t { VALIDATE=0, SET, COMPARE_SET, GET, ADD, CHECK, WAIT,
+//        GETNUMKEYS, DELETE_KEY, APPEND, MULTI_GET, MULTI_SET, CANCEL_WAIT, PING=13,
+//        QUEUE_PUSH, QUEUE_POP, QUEUE_LEN, LIST=17 }  (append-only; the queue ops and LIST
+//        appeared after PING and only the libuv backend serves the queue ops);
+//      CheckResponseType { READY=0, NOT_READY=1 }; WaitResponseType { STOP_WAITING=0,
+//      WAIT_CANCELED=1 } (one byte each).
+//  - torch/csrc/distributed/c10d/TCPStore.cpp (client, class TCPStore / SendBuffer)
+//      every request = 1 byte query type, then arguments in native byte order; strings and
+//      payloads are a uint64 length + bytes; key lists (CHECK, WAIT, MULTI_GET) are a uint64
+//      count (MULTI_SET sends it as int64, same bits) then strings.
+//      connect -> VALIDATE + uint32 magic (no reply) -> PING + uint32 nonce (getpid()), the
+//      server echoes the uint32; a mismatch is a connect failure (retried until the timeout).
+//      user keys go on the wire with keyPrefix_ "/" ; initKey_ = "init/" (NOT prefixed):
+//      waitForWorkers() does ADD("init/", 1) when the store was given a worker count, and the
+//      server-side store polls GET("init/") until it reaches that count.
+//      get() = WAIT([key]) then GET; multiGet() = WAIT(keys) then MULTI_GET.
+//      wait timeout: the client polls for the 1-byte WAIT reply; on timeout it sends
+//      CANCEL_WAIT and reads one byte: WAIT_CANCELED, or STOP_WAITING (the keys arrived in
+//      the race) followed by WAIT_CANCELED; then it raises "wait timeout ... keys: ...".
+//      deleteKey() returns (int64 reply == 1); getNumKeys() reads an int64; check() reads the
+//      1-byte CheckResponseType; compareSet() reads one payload.
+//  - torch/csrc/distributed/c10d/TCPStoreBackend.cpp (legacy poll daemon) and
+//    torch/csrc/distributed/c10d/TCPStoreLibUvBackend.cpp (libuv daemon, default since 2.4):
+//      the first request of a connection must be VALIDATE with the magic, else the client is
+//      dropped ("miscellaneous client"); VALIDATE has no reply; PING echoes the uint32 nonce.
+//      SET key,value: no reply; wakes waiters of key.
+//      COMPARE_SET key,expected,desired -> payload: key missing & expected empty -> store
+//        desired, reply desired; key missing & expected non-empty -> reply expected (store
+//        unchanged); key present -> if value == expected store desired; reply the value now
+//        stored.
+//      GET key -> payload (libuv: empty payload for a missing key; legacy dropped the client).
+//      ADD key,int64 delta -> int64 new value; the value is stored as decimal text
+//        (std::to_string), an existing value is parsed with stoll; wakes waiters.
+//      CHECK n,keys -> 1 byte READY/NOT_READY.  WAIT n,keys -> 1 byte STOP_WAITING now or when
+//        the last missing key is set (SET/ADD/APPEND/MULTI_SET/COMPARE_SET wake waiters).
+//      CANCEL_WAIT -> drops the connection's wait state, replies 1 byte WAIT_CANCELED.
+//      GETNUMKEYS -> int64 number of keys.  DELETE_KEY key -> int64 number deleted (0 or 1).
+//      APPEND key,value: appends (creates if missing), no reply.
+//      MULTI_GET n,keys -> n payloads back to back.  MULTI_SET n,(key,value)*n: no reply.
+//      QUEUE_PUSH key,value: no reply.  QUEUE_POP key -> int64 queue length before the pop,
+//        then the popped payload only if that length was > 0.  QUEUE_LEN key -> int64.
+//        LIST -> int64 count, then that many strings (all keys, prefixed as stored).
+//      libuv bounds: key <= 8 KiB, payload <= 8 MiB, key count <= 128 Ki; an unknown query
+//      type or a bound exceeded closes that client only. (wsync's bounds are below.)
+//  - Checked end to end by hand (not in CI: needs torch) with torch 2.5.1 and 2.9.1: torch's
+//    TCPStore client ran every query above against TcpStoreServer (incl. wait timeout + cancel,
+//    queues on 2.9), two torch ranks formed a gloo group through it (agent-store mode) and
+//    all-reduced; TcpStoreClient ran every query against torch's libuv and legacy servers.
+//  - Older torch stores: before VALIDATE existed the enum began SET=0 (... WATCH_KEY ...),
+//    and one intermediate release line prefixed every query with a 4-byte magic number. A
+//    connection that does not open with the 5 bytes {0x00, CE F7 85 3C} speaks one of those.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace wsync {
+namespace store_wire {
+
+constexpr uint32_t kValidationMagic = 0x3C85F7CEu;
+
+enum class Query : uint8_t {
+  VALIDATE = 0,
+  SET = 1,
+  COMPARE_SET = 2,
+  GET = 3,
+  ADD = 4,
+  CHECK = 5,
+  WAIT = 6,
+  GETNUMKEYS = 7,
+  DELETE_KEY = 8,
+  APPEND = 9,
+  MULTI_GET = 10,
+  MULTI_SET = 11,
+  CANCEL_WAIT = 12,
+  PING = 13,
+  QUEUE_PUSH = 14,
+  QUEUE_POP = 15,
+  QUEUE_LEN = 16,
+  LIST = 17,
+};
+constexpr uint8_t kMaxQuery = 17;
+
+enum class CheckReply : uint8_t { READY = 0, NOT_READY = 1 };
+enum class WaitReply : uint8_t { STOP_WAITING = 0, WAIT_CANCELED = 1 };
+
+// wsync's bounds on every length read from the socket.
+constexpr uint64_t kMaxKeyLen = 64u * 1024u;            // 64 KiB
+constexpr uint64_t kMaxValueLen = 64u * 1024u * 1024u;  // 64 MiB
+constexpr uint64_t kMaxKeyCount = 65536u;
+
+// The client prefixes user keys with this, like torch's TCPStore.
+constexpr const char* kKeyPrefix = "/";
+// torch's join counter key (sent without the prefix).
+constexpr const char* kInitKey = "init/";
+
+const char* query_name(uint8_t q);
+
+// Appending encoders (native byte order, like torch).
+inline void put_u8(std::vector<uint8_t>* b, uint8_t v) { b->push_back(v); }
+template <typename T>
+inline void put_pod(std::vector<uint8_t>* b, T v) {
+  size_t n = b->size();
+  b->resize(n + sizeof(T));
+  std::memcpy(b->data() + n, &v, sizeof(T));
+}
+inline void put_bytes(std::vector<uint8_t>* b, const void* data, size_t len) {
+  put_pod<uint64_t>(b, static_cast<uint64_t>(len));
+  const uint8_t* p = static_cast<const uint8_t*>(data);
+  if (len > 0) b->insert(b->end(), p, p + len);
+}
+inline void put_string(std::vector<uint8_t>* b, const std::string& s) { put_bytes(b, s.data(), s.size()); }
+
+// Incremental decoder over a byte range: every read either succeeds, reports that more bytes
+// are needed (need() = how many bytes in total the range must hold to get further), or
+// reports a bound violation (error() names it).
+class Reader {
+ public:
+  enum State { OK, NEED_MORE, BAD };
+
+  Reader(const uint8_t* data, size_t size) : p_(data), n_(size) {}
+
+  State state() const { return state_; }
+  size_t pos() const { return pos_; }
+  size_t need() const { return need_; }
+  const std::string& error() const { return error_; }
+
+  bool u8(uint8_t* v) { return pod(v); }
+  bool u32(uint32_t* v) { return pod(v); }
+  bool u64(uint64_t* v) { return pod(v); }
+  bool i64(int64_t* v) { return pod(v); }
+  // A uint64 length then that many bytes; `max` bounds the length, `what` names it.
+  bool string(std::string* out, uint64_t max, const char* what);
+  bool bytes(std::vector<uint8_t>* out, uint64_t max, const char* what);
+  // A uint64 count bounded by kMaxKeyCount.
+  bool count(uint64_t* out, const char* what);
+
+ private:
+  template <typename T>
+  bool pod(T* v) {
+    if (!take(sizeof(T))) return false;
+    std::memcpy(v, p_ + pos_ - sizeof(T), sizeof(T));
+    return true;
+  }
+  bool take(size_t k);
+  bool length(uint64_t* len, uint64_t max, const char* what);
+
+  const uint8_t* p_;
+  size_t n_;
+  size_t pos_ = 0;
+  size_t need_ = 0;
+  State state_ = OK;
+  std::string error_;
+};
+
+}  // namespace store_wire
+}  // namespace wsync

@@ -1,0 +1,58 @@
+// The rendezvous store the sender hosts: a server that speaks torch's TCPStore wire protocol
+// (torch 2.5 .. 2.11: VALIDATE + PING handshake; see store/store_wire.h), so torch-based
+// engines can join a wsync sender's group with init_process_group("tcp://host:port").
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "wsync.h"
+
+namespace wsync {
+
+// One background thread runs a poll() loop over non-blocking sockets, so a slow or malicious
+// client never blocks the others; WAIT parks only the waiting connection. A malformed request,
+// an unknown query type, an oversized length or an older torch protocol closes that one
+// connection with a log line naming the peer. Thread-safe: the in-process accessors may be
+// called from any thread, concurrently with the loop.
+class TcpStoreServer {
+ public:
+  // Bind host:port (port 0 = a free port; host "0.0.0.0", "127.0.0.1", "::", "" (= every
+  // address) or a name) and start serving on a background thread. Errors: INVALID_ARGUMENT
+  // (host does not resolve), IO (bind/listen failed, e.g. the port is taken), naming host:port.
+  static wsync_status_t start(const std::string& host, uint16_t port, std::unique_ptr<TcpStoreServer>* out);
+
+  ~TcpStoreServer();  // stop()
+
+  // Wake the loop, close every connection (clients see the peer vanish), join the thread.
+  // The stored data stays readable through the in-process accessors. Idempotent.
+  void stop();
+
+  uint16_t port() const;        // the bound port
+  std::string address() const;  // "host:port" for clients; wildcard binds report 127.0.0.1
+  size_t num_connections() const;
+
+  // In-process access for the hosting sender (no socket); these see the same data as the
+  // clients and wake their waiters. `add` stores decimal text like torch; a value that is not
+  // an integer is treated as 0 (with a warning).
+  void set(const std::string& key, const std::vector<uint8_t>& value);
+  bool get(const std::string& key, std::vector<uint8_t>* value) const;
+  int64_t add(const std::string& key, int64_t delta);
+  // Extras: true if the key existed; the number of keys (as GETNUMKEYS reports it).
+  bool delete_key(const std::string& key);
+  int64_t num_keys() const;
+
+  TcpStoreServer(const TcpStoreServer&) = delete;
+  TcpStoreServer& operator=(const TcpStoreServer&) = delete;
+
+  struct Impl;
+
+ private:
+  TcpStoreServer();
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace wsync

@@ -1,0 +1,758 @@
+// The rendezvous store: torch-TCPStore wire compatibility (hand-built bytes), the client, and
+// robustness of the server against slow, malformed and old-protocol clients.
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "common/error.h"
+#include "store/host_port.h"
+#include "store/tcp_store_client.h"
+#include "store/tcp_store_server.h"
+
+using wsync::TcpStoreClient;
+using wsync::TcpStoreServer;
+
+namespace {
+
+using Bytes = std::vector<uint8_t>;
+using Clock = std::chrono::steady_clock;
+
+Bytes B(const std::string& s) { return Bytes(s.begin(), s.end()); }
+std::string S(const Bytes& b) { return std::string(b.begin(), b.end()); }
+int64_t ms_since(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
+}
+
+// Query numbers written out literally (torch's TCPStoreBackend.hpp), so these tests check the
+// wire independently of store_wire.h.
+enum : uint8_t {
+  VALIDATE = 0, SET = 1, COMPARE_SET = 2, GET = 3, ADD = 4, CHECK = 5, WAIT = 6, GETNUMKEYS = 7,
+  DELETE_KEY = 8, APPEND = 9, MULTI_GET = 10, MULTI_SET = 11, CANCEL_WAIT = 12, PING = 13,
+  QUEUE_PUSH = 14, QUEUE_POP = 15, QUEUE_LEN = 16, LIST = 17,
+};
+
+// Little-endian request builder (torch writes native order; these tests run on little endian).
+struct Req {
+  Bytes b;
+  explicit Req(uint8_t q) { b.push_back(q); }
+  Req& u32(uint32_t v) {
+    for (int i = 0; i < 4; ++i) b.push_back(uint8_t(v >> (8 * i)));
+    return *this;
+  }
+  Req& u64(uint64_t v) {
+    for (int i = 0; i < 8; ++i) b.push_back(uint8_t(v >> (8 * i)));
+    return *this;
+  }
+  Req& str(const std::string& s) {
+    u64(s.size());
+    b.insert(b.end(), s.begin(), s.end());
+    return *this;
+  }
+};
+
+// A raw blocking socket speaking hand-built bytes.
+class Raw {
+ public:
+  explicit Raw(uint16_t port, bool handshake = true) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ok_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    int one = 1;  // like torch's client: no Nagle delay between small requests
+    setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (ok_ && handshake) send(Req(VALIDATE).u32(0x3C85F7CEu).b);
+  }
+  ~Raw() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  bool ok() const { return ok_; }
+  void send(const Bytes& b) {
+    size_t off = 0;
+    while (off < b.size()) {
+      ssize_t n = ::send(fd_, b.data() + off, b.size() - off, MSG_NOSIGNAL);
+      if (n <= 0) return;
+      off += size_t(n);
+    }
+  }
+  // Exactly n bytes within timeout_ms, or an empty vector.
+  Bytes recv(size_t n, int timeout_ms = 3000) {
+    Bytes out(n);
+    size_t off = 0;
+    auto t0 = Clock::now();
+    while (off < n) {
+      int left = timeout_ms - int(ms_since(t0));
+      if (left <= 0) return {};
+      pollfd p = {fd_, POLLIN, 0};
+      if (::poll(&p, 1, left) <= 0) return {};
+      ssize_t r = ::recv(fd_, out.data() + off, n - off, 0);
+      if (r <= 0) return {};
+      off += size_t(r);
+    }
+    return out;
+  }
+  uint8_t u8() {
+    Bytes b = recv(1);
+    EXPECT_EQ(b.size(), 1u);
+    return b.empty() ? 0xFF : b[0];
+  }
+  uint32_t u32() {
+    Bytes b = recv(4);
+    EXPECT_EQ(b.size(), 4u);
+    uint32_t v = 0;
+    if (b.size() == 4) std::memcpy(&v, b.data(), 4);
+    return v;
+  }
+  int64_t i64() {
+    Bytes b = recv(8);
+    EXPECT_EQ(b.size(), 8u);
+    int64_t v = 0;
+    if (b.size() == 8) std::memcpy(&v, b.data(), 8);
+    return v;
+  }
+  Bytes payload() {
+    uint64_t n = uint64_t(i64());
+    EXPECT_LT(n, 1u << 20);
+    return n == 0 ? Bytes() : recv(size_t(n));
+  }
+  // True when nothing arrives for timeout_ms.
+  bool silent(int timeout_ms) {
+    pollfd p = {fd_, POLLIN, 0};
+    return ::poll(&p, 1, timeout_ms) == 0;
+  }
+  // True when the server closes the connection within timeout_ms.
+  bool closed_by_peer(int timeout_ms = 3000) {
+    auto t0 = Clock::now();
+    char buf[256];
+    for (;;) {
+      int left = timeout_ms - int(ms_since(t0));
+      if (left <= 0) return false;
+      pollfd p = {fd_, POLLIN, 0};
+      if (::poll(&p, 1, left) <= 0) return false;
+      ssize_t r = ::recv(fd_, buf, sizeof buf, 0);
+      if (r == 0 || (r < 0 && errno == ECONNRESET)) return true;
+    }
+  }
+
+ private:
+  int fd_ = -1;
+  bool ok_ = false;
+};
+
+// Captures warnings logged by the server.
+struct LogCapture {
+  static std::mutex mu;
+  static std::vector<std::string> lines;
+  LogCapture() {
+    std::lock_guard<std::mutex> g(mu);
+    lines.clear();
+    wsync_set_log_callback(&LogCapture::sink, nullptr, WSYNC_LOG_WARN);
+  }
+  ~LogCapture() { wsync_set_log_callback(nullptr, nullptr, WSYNC_LOG_WARN); }
+  static void sink(void*, int32_t, const char* m) {
+    std::lock_guard<std::mutex> g(mu);
+    lines.push_back(m);
+  }
+  bool has(const std::string& needle) {
+    for (int i = 0; i < 100; ++i) {  // the server logs from its own thread
+      {
+        std::lock_guard<std::mutex> g(mu);
+        for (const auto& l : lines)
+          if (l.find(needle) != std::string::npos) return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
+};
+std::mutex LogCapture::mu;
+std::vector<std::string> LogCapture::lines;
+
+class StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(TcpStoreServer::start("127.0.0.1", 0, &server_), WSYNC_OK) << wsync::last_error();
+    port_ = server_->port();
+  }
+  std::unique_ptr<TcpStoreClient> client(int64_t timeout_ms = 2000) {
+    std::unique_ptr<TcpStoreClient> c;
+    EXPECT_EQ(TcpStoreClient::connect("127.0.0.1", port_, timeout_ms, &c), WSYNC_OK) << wsync::last_error();
+    if (c) c->set_timeout(3000);  // a desynchronised reply fails the test quickly, never hangs it
+    return c;
+  }
+  // The server still serves: a fresh client can round-trip a value.
+  void expect_serving(const std::string& key) {
+    auto c = client();
+    ASSERT_TRUE(c);
+    ASSERT_EQ(c->set(key, "alive", 5), WSYNC_OK);
+    Bytes v;
+    ASSERT_EQ(c->get(key, &v, 1000), WSYNC_OK) << wsync::last_error();
+    EXPECT_EQ(S(v), "alive");
+  }
+  std::unique_ptr<TcpStoreServer> server_;
+  uint16_t port_ = 0;
+};
+
+// ---- addresses -----------------------------------------------------------------------------
+
+TEST(StoreHostPort, ParsesTheAcceptedForms) {
+  std::string h;
+  uint16_t p = 0;
+  ASSERT_EQ(wsync::parse_host_port("10.0.0.1:29500", &h, &p), WSYNC_OK);
+  EXPECT_EQ(h, "10.0.0.1");
+  EXPECT_EQ(p, 29500);
+  ASSERT_EQ(wsync::parse_host_port("tcp://trainer-0.svc:1234", &h, &p), WSYNC_OK);
+  EXPECT_EQ(h, "trainer-0.svc");
+  EXPECT_EQ(p, 1234);
+  ASSERT_EQ(wsync::parse_host_port("[::1]:65535", &h, &p), WSYNC_OK);
+  EXPECT_EQ(h, "::1");
+  EXPECT_EQ(p, 65535);
+  ASSERT_EQ(wsync::parse_host_port("tcp://[fe80::1]:0", &h, &p), WSYNC_OK);
+  EXPECT_EQ(h, "fe80::1");
+  EXPECT_EQ(p, 0);
+  EXPECT_EQ(wsync::format_host_port("::1", 5), "[::1]:5");
+  EXPECT_EQ(wsync::format_host_port("a", 5), "a:5");
+}
+
+TEST(StoreHostPort, RefusesBadAddressesNamingThem) {
+  const char* bad[] = {"", "host", "host:", ":80", "host:99999", "host:12a", "::1:80", "[::1]80", "[::1]:",
+                       "http://h:1", "h o:1", "[host]:1", "host:-1"};
+  for (const char* a : bad) {
+    std::string h = "unchanged";
+    uint16_t p = 7;
+    EXPECT_EQ(wsync::parse_host_port(a, &h, &p), WSYNC_ERR_INVALID_ARGUMENT) << a;
+    EXPECT_NE(wsync::last_error().find(std::string("'") + a + "'"), std::string::npos) << wsync::last_error();
+    EXPECT_EQ(h, "unchanged");
+    EXPECT_EQ(p, 7);
+  }
+}
+
+// ---- the wire, byte by byte ----------------------------------------------------------------
+
+TEST_F(StoreTest, WireValidateAndPingEcho) {
+  Raw r(port_);
+  ASSERT_TRUE(r.ok());
+  r.send(Req(PING).u32(0xA1B2C3D4u).b);
+  EXPECT_EQ(r.u32(), 0xA1B2C3D4u);
+  r.send(Req(PING).u32(7).b);
+  EXPECT_EQ(r.u32(), 7u);
+  EXPECT_TRUE(r.silent(50));  // VALIDATE itself has no reply
+}
+
+TEST_F(StoreTest, WireSetGetAndMissingKey) {
+  Raw r(port_);
+  r.send(Req(SET).str("/k").str("value-1").b);
+  r.send(Req(GET).str("/k").b);
+  EXPECT_EQ(S(r.payload()), "value-1");
+  r.send(Req(GET).str("/missing").b);  // torch's libuv backend: empty payload
+  EXPECT_EQ(r.i64(), 0);
+  Bytes v;
+  ASSERT_TRUE(server_->get("/k", &v));  // the wire key is stored as sent
+  EXPECT_EQ(S(v), "value-1");
+}
+
+TEST_F(StoreTest, WireAddRepliesInt64AndStoresDecimal) {
+  Raw r(port_);
+  r.send(Req(ADD).str("init/").u64(1).b);
+  EXPECT_EQ(r.i64(), 1);
+  r.send(Req(ADD).str("init/").u64(uint64_t(int64_t(41))).b);
+  EXPECT_EQ(r.i64(), 42);
+  r.send(Req(ADD).str("init/").u64(uint64_t(int64_t(-50))).b);
+  EXPECT_EQ(r.i64(), -8);
+  r.send(Req(GET).str("init/").b);
+  EXPECT_EQ(S(r.payload()), "-8");
+  r.send(Req(SET).str("n").str("100").b);
+  r.send(Req(ADD).str("n").u64(5).b);
+  EXPECT_EQ(r.i64(), 105);
+}
+
+TEST_F(StoreTest, WireCheckWaitNumKeysDelete) {
+  Raw r(port_);
+  r.send(Req(CHECK).u64(2).str("/a").str("/b").b);
+  EXPECT_EQ(r.u8(), 1);  // NOT_READY
+  r.send(Req(SET).str("/a").str("1").b);
+  r.send(Req(SET).str("/b").str("2").b);
+  r.send(Req(CHECK).u64(2).str("/a").str("/b").b);
+  EXPECT_EQ(r.u8(), 0);  // READY
+  r.send(Req(WAIT).u64(1).str("/a").b);
+  EXPECT_EQ(r.u8(), 0);  // STOP_WAITING at once
+  r.send(Req(GETNUMKEYS).b);
+  EXPECT_EQ(r.i64(), 2);
+  r.send(Req(DELETE_KEY).str("/a").b);
+  EXPECT_EQ(r.i64(), 1);
+  r.send(Req(DELETE_KEY).str("/a").b);
+  EXPECT_EQ(r.i64(), 0);
+  r.send(Req(GETNUMKEYS).b);
+  EXPECT_EQ(r.i64(), 1);
+}
+
+TEST_F(StoreTest, WireWaitIsReleasedBySetFromAnotherConnection) {
+  Raw waiter(port_), setter(port_);
+  waiter.send(Req(WAIT).u64(2).str("/x").str("/y").b);
+  EXPECT_TRUE(waiter.silent(100));
+  setter.send(Req(SET).str("/x").str("1").b);
+  EXPECT_TRUE(waiter.silent(100));  // still needs /y
+  setter.send(Req(ADD).str("/y").u64(1).b);
+  EXPECT_EQ(setter.i64(), 1);
+  EXPECT_EQ(waiter.u8(), 0);  // STOP_WAITING
+}
+
+TEST_F(StoreTest, WireCancelWait) {
+  Raw r(port_);
+  r.send(Req(WAIT).u64(1).str("/never").b);
+  EXPECT_TRUE(r.silent(50));
+  r.send(Req(CANCEL_WAIT).b);
+  EXPECT_EQ(r.u8(), 1);  // WAIT_CANCELED
+  // The cancelled wait must not fire later.
+  Raw other(port_);
+  other.send(Req(SET).str("/never").str("now").b);
+  r.send(Req(PING).u32(99).b);
+  EXPECT_EQ(r.u32(), 99u);
+  EXPECT_TRUE(r.silent(50));
+}
+
+TEST_F(StoreTest, WireCompareSet) {
+  Raw r(port_);
+  // Missing key, empty expected: stores desired and replies it.
+  r.send(Req(COMPARE_SET).str("/c").str("").str("first").b);
+  EXPECT_EQ(S(r.payload()), "first");
+  // Missing key, non-empty expected: replies expected, stores nothing.
+  r.send(Req(COMPARE_SET).str("/m").str("exp").str("des").b);
+  EXPECT_EQ(S(r.payload()), "exp");
+  EXPECT_FALSE(server_->get("/m", nullptr));
+  // Present, matching: swapped.
+  r.send(Req(COMPARE_SET).str("/c").str("first").str("second").b);
+  EXPECT_EQ(S(r.payload()), "second");
+  // Present, not matching: unchanged, current value replied.
+  r.send(Req(COMPARE_SET).str("/c").str("first").str("third").b);
+  EXPECT_EQ(S(r.payload()), "second");
+  Bytes v;
+  ASSERT_TRUE(server_->get("/c", &v));
+  EXPECT_EQ(S(v), "second");
+}
+
+TEST_F(StoreTest, WireMultiSetMultiGetAppend) {
+  Raw r(port_);
+  r.send(Req(MULTI_SET).u64(3).str("/k1").str("v1").str("/k2").str("").str("/k3").str("vvv3").b);
+  r.send(Req(MULTI_GET).u64(3).str("/k3").str("/k1").str("/k2").b);
+  EXPECT_EQ(S(r.payload()), "vvv3");
+  EXPECT_EQ(S(r.payload()), "v1");
+  EXPECT_EQ(S(r.payload()), "");
+  r.send(Req(APPEND).str("/k1").str("+more").b);
+  r.send(Req(APPEND).str("/new").str("abc").b);
+  r.send(Req(MULTI_GET).u64(2).str("/k1").str("/new").b);
+  EXPECT_EQ(S(r.payload()), "v1+more");
+  EXPECT_EQ(S(r.payload()), "abc");
+  EXPECT_TRUE(r.silent(50));  // SET, MULTI_SET and APPEND have no reply
+}
+
+TEST_F(StoreTest, WireQueuesAndList) {
+  Raw r(port_);
+  r.send(Req(QUEUE_POP).str("/q").b);
+  EXPECT_EQ(r.i64(), 0);  // empty: length only
+  r.send(Req(QUEUE_PUSH).str("/q").str("a").b);
+  r.send(Req(QUEUE_PUSH).str("/q").str("b").b);
+  r.send(Req(QUEUE_LEN).str("/q").b);
+  EXPECT_EQ(r.i64(), 2);
+  r.send(Req(QUEUE_POP).str("/q").b);
+  EXPECT_EQ(r.i64(), 2);
+  EXPECT_EQ(S(r.payload()), "a");
+  r.send(Req(SET).str("/only").str("1").b);
+  r.send(Req(LIST).b);
+  EXPECT_EQ(r.i64(), 1);
+  EXPECT_EQ(S(r.payload()), "/only");
+}
+
+TEST_F(StoreTest, WireRequestsSplitIntoSingleBytes) {
+  Raw r(port_, /*handshake=*/false);
+  Bytes all = Req(VALIDATE).u32(0x3C85F7CEu).b;
+  Bytes set = Req(SET).str("/split").str(std::string(3000, 'z')).b;
+  Bytes get = Req(GET).str("/split").b;
+  all.insert(all.end(), set.begin(), set.end());
+  all.insert(all.end(), get.begin(), get.end());
+  for (size_t i = 0; i < all.size(); ++i) {
+    r.send(Bytes{all[i]});
+    if (i % 512 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(S(r.payload()), std::string(3000, 'z'));
+}
+
+// ---- the client ----------------------------------------------------------------------------
+
+TEST_F(StoreTest, ClientEveryQuery) {
+  auto c = client();
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->ping(), WSYNC_OK);
+  ASSERT_EQ(c->set("k", "hello", 5), WSYNC_OK);
+  Bytes v;
+  ASSERT_EQ(c->get("k", &v, 1000), WSYNC_OK);
+  EXPECT_EQ(S(v), "hello");
+  ASSERT_TRUE(server_->get("/k", &v));  // the client prefixes "/" like torch
+  EXPECT_EQ(S(v), "hello");
+
+  int64_t n = 0;
+  ASSERT_EQ(c->add("cnt", 3, &n), WSYNC_OK);
+  EXPECT_EQ(n, 3);
+  ASSERT_EQ(c->add("cnt", -1, &n), WSYNC_OK);
+  EXPECT_EQ(n, 2);
+  EXPECT_EQ(server_->add("/cnt", 10), 12);  // in-process and wire see one counter
+  ASSERT_EQ(c->get("cnt", &v, 1000), WSYNC_OK);
+  EXPECT_EQ(S(v), "12");
+
+  bool ready = true;
+  ASSERT_EQ(c->check({"k", "nope"}, &ready), WSYNC_OK);
+  EXPECT_FALSE(ready);
+  ASSERT_EQ(c->check({"k", "cnt"}, &ready), WSYNC_OK);
+  EXPECT_TRUE(ready);
+  EXPECT_EQ(c->wait({"k", "cnt"}, 1000), WSYNC_OK);
+
+  Bytes cur;
+  ASSERT_EQ(c->compare_set("cas", {}, B("one"), &cur), WSYNC_OK);
+  EXPECT_EQ(S(cur), "one");
+  ASSERT_EQ(c->compare_set("cas", B("one"), B("two"), &cur), WSYNC_OK);
+  EXPECT_EQ(S(cur), "two");
+  ASSERT_EQ(c->compare_set("cas", B("one"), B("three"), &cur), WSYNC_OK);
+  EXPECT_EQ(S(cur), "two");
+  ASSERT_EQ(c->compare_set("absent", B("x"), B("y"), &cur), WSYNC_OK);
+  EXPECT_EQ(S(cur), "x");
+
+  int64_t keys = 0;
+  ASSERT_EQ(c->num_keys(&keys), WSYNC_OK);
+  EXPECT_EQ(keys, 3);  // /k, /cnt, /cas
+  bool deleted = false;
+  ASSERT_EQ(c->delete_key("cas", &deleted), WSYNC_OK);
+  EXPECT_TRUE(deleted);
+  ASSERT_EQ(c->delete_key("cas", &deleted), WSYNC_OK);
+  EXPECT_FALSE(deleted);
+  ASSERT_EQ(c->num_keys(&keys), WSYNC_OK);
+  EXPECT_EQ(keys, 2);
+
+  ASSERT_EQ(c->multi_set({"m1", "m2", "m3"}, {B("a"), B(""), B(std::string(100000, 'q'))}), WSYNC_OK);
+  std::vector<Bytes> vals;
+  ASSERT_EQ(c->multi_get({"m3", "m1", "m2"}, &vals, 1000), WSYNC_OK);
+  ASSERT_EQ(vals.size(), 3u);
+  EXPECT_EQ(S(vals[0]), std::string(100000, 'q'));
+  EXPECT_EQ(S(vals[1]), "a");
+  EXPECT_EQ(S(vals[2]), "");
+  EXPECT_EQ(c->multi_set({"a"}, {}), WSYNC_ERR_INVALID_ARGUMENT);
+
+  ASSERT_EQ(c->append("m1", "bc", 2), WSYNC_OK);
+  ASSERT_EQ(c->get("m1", &v, 1000), WSYNC_OK);
+  EXPECT_EQ(S(v), "abc");
+
+  // A value of several MiB round-trips intact.
+  std::string big(5u << 20, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = char(i * 131 + 7);
+  ASSERT_EQ(c->set("big", big.data(), big.size()), WSYNC_OK);
+  ASSERT_EQ(c->get("big", &v, 2000), WSYNC_OK);
+  EXPECT_TRUE(S(v) == big);
+  EXPECT_EQ(server_->num_connections(), 1u);
+}
+
+TEST_F(StoreTest, WaitTimeoutLeavesTheConnectionUsable) {
+  auto c = client();
+  auto other = client();
+  ASSERT_TRUE(c && other);
+  auto t0 = Clock::now();
+  EXPECT_EQ(c->wait({"late"}, 150), WSYNC_ERR_TIMEOUT);
+  EXPECT_GE(ms_since(t0), 140);
+  EXPECT_LT(ms_since(t0), 2000);
+  EXPECT_NE(wsync::last_error().find("'late'"), std::string::npos) << wsync::last_error();
+  Bytes v;
+  EXPECT_EQ(c->get("late", &v, 50), WSYNC_ERR_TIMEOUT);
+  // The key now appears: a stale STOP_WAITING would corrupt the next reply; it must not come.
+  ASSERT_EQ(other->set("late", "x", 1), WSYNC_OK);
+  int64_t n = 0;
+  ASSERT_EQ(c->add("after", 5, &n), WSYNC_OK);
+  EXPECT_EQ(n, 5);
+  ASSERT_EQ(c->get("late", &v, 1000), WSYNC_OK);
+  EXPECT_EQ(S(v), "x");
+  EXPECT_EQ(c->ping(), WSYNC_OK);
+}
+
+TEST_F(StoreTest, GetIsReleasedByAnotherClientsSet) {
+  auto waiter = client();
+  auto setter = client();
+  ASSERT_TRUE(waiter && setter);
+  std::atomic<int> st{-1};
+  Bytes got;
+  auto t0 = Clock::now();
+  std::thread t([&] { st = waiter->get("nccl_id", &got, 5000); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(st.load(), -1);  // still blocked
+  ASSERT_EQ(setter->set("nccl_id", "0123456789", 10), WSYNC_OK);
+  t.join();
+  EXPECT_EQ(st.load(), WSYNC_OK);
+  EXPECT_EQ(S(got), "0123456789");
+  EXPECT_LT(ms_since(t0), 3000);
+}
+
+TEST_F(StoreTest, InProcessSetReleasesARemoteWait) {
+  auto c = client();
+  ASSERT_TRUE(c);
+  std::atomic<int> st{-1};
+  std::vector<Bytes> got;
+  std::thread t([&] { st = c->multi_get({"a", "b"}, &got, 5000); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  server_->set("/a", B("A"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(st.load(), -1);
+  EXPECT_EQ(server_->add("/b", 7), 7);
+  t.join();
+  ASSERT_EQ(st.load(), WSYNC_OK);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(S(got[0]), "A");
+  EXPECT_EQ(S(got[1]), "7");
+}
+
+TEST_F(StoreTest, ConcurrentAddsFromManyClientsGiveTheExactTotal) {
+  constexpr int kClients = 48, kAdds = 50;
+  std::vector<std::unique_ptr<TcpStoreClient>> cs(kClients);
+  for (auto& c : cs) {
+    c = client();
+    ASSERT_TRUE(c);
+  }
+  std::atomic<int> failures{0};
+  std::vector<std::thread> ts;
+  for (int i = 0; i < kClients; ++i) {
+    ts.emplace_back([&, i] {
+      int64_t prev = 0;
+      for (int k = 0; k < kAdds; ++k) {
+        int64_t v = 0;
+        if (cs[i]->add("counter", 1, &v) != WSYNC_OK || v <= prev) ++failures;
+        prev = v;
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(server_->num_connections(), size_t(kClients));
+  Bytes v;
+  ASSERT_TRUE(server_->get("/counter", &v));
+  EXPECT_EQ(S(v), std::to_string(kClients * kAdds));
+}
+
+TEST_F(StoreTest, OneClientSharedByThreads) {
+  auto c = client();
+  ASSERT_TRUE(c);
+  std::vector<std::thread> ts;
+  std::atomic<int> bad{0};
+  for (int i = 0; i < 8; ++i)
+    ts.emplace_back([&, i] {
+      for (int k = 0; k < 50; ++k) {
+        std::string key = "t" + std::to_string(i) + "_" + std::to_string(k);
+        Bytes v;
+        if (c->set(key, key.data(), key.size()) != WSYNC_OK || c->get(key, &v, 1000) != WSYNC_OK || S(v) != key) ++bad;
+      }
+    });
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(bad.load(), 0);
+}
+
+// ---- robustness ----------------------------------------------------------------------------
+
+TEST_F(StoreTest, MalformedRequestsCloseOnlyThatConnection) {
+  LogCapture logs;
+  auto good = client();
+  ASSERT_TRUE(good);
+  struct Case {
+    const char* name;
+    Bytes bytes;
+  } cases[] = {
+      {"oversized key", Req(GET).u64(1ull << 40).b},
+      {"key over 64 KiB", Req(SET).u64(64 * 1024 + 1).b},
+      {"value over 64 MiB", Req(SET).str("/k").u64((64ull << 20) + 1).b},
+      {"too many keys", Req(WAIT).u64(65537).b},
+      {"unknown query type", Req(200).b},
+      {"wrong VALIDATE magic later", Req(VALIDATE).u32(1).b},
+  };
+  for (auto& cs : cases) {
+    Raw bad(port_);
+    bad.send(cs.bytes);
+    EXPECT_TRUE(bad.closed_by_peer()) << cs.name;
+    int64_t n = 0;
+    ASSERT_EQ(good->add("still", 1, &n), WSYNC_OK) << cs.name;
+  }
+  // ADD on a value that is not a number closes that client too, like torch (stoll throws).
+  {
+    Raw bad(port_);
+    bad.send(Req(SET).str("/text").str("abc").b);
+    bad.send(Req(ADD).str("/text").u64(1).b);
+    EXPECT_TRUE(bad.closed_by_peer());
+  }
+  EXPECT_TRUE(logs.has("malformed request"));
+  EXPECT_TRUE(logs.has("unknown query type 200"));
+  EXPECT_TRUE(logs.has("not an integer"));
+  int64_t n = 0;
+  ASSERT_EQ(good->add("still", 1, &n), WSYNC_OK);
+  EXPECT_EQ(n, 7);  // six cases above plus this one
+  expect_serving("after-malformed");
+}
+
+TEST_F(StoreTest, OlderProtocolClientsAreClosedWithALogLine) {
+  LogCapture logs;
+  {
+    Raw old(port_, /*handshake=*/false);  // torch < VALIDATE: SET=0, then a u64 key length
+    old.send(Req(0).str("/key").str("v").b);
+    EXPECT_TRUE(old.closed_by_peer());
+  }
+  {
+    Raw old(port_, /*handshake=*/false);  // the 4-byte magic prefix line
+    old.send(Req(0x7a).u32(0x01020304).b);
+    EXPECT_TRUE(old.closed_by_peer());
+  }
+  EXPECT_TRUE(logs.has("older torch store protocol"));
+  expect_serving("after-old");
+}
+
+TEST_F(StoreTest, SlowClientsDoNotBlockOthers) {
+  Raw stalled(port_);
+  stalled.send(Req(SET).str("/half").u64(1000).b);  // promises 1000 bytes, sends none
+  Raw silent_open(port_, /*handshake=*/false);      // connects and says nothing
+  Raw waiting(port_);
+  waiting.send(Req(WAIT).u64(1).str("/never").b);
+  auto t0 = Clock::now();
+  expect_serving("beside-stalled");
+  EXPECT_LT(ms_since(t0), 1000);
+  EXPECT_FALSE(server_->get("/half", nullptr));
+}
+
+TEST_F(StoreTest, StoppedServerGivesClientErrorsNotHangs) {
+  auto c = client();
+  auto w = client();
+  ASSERT_TRUE(c && w);
+  std::atomic<int> wst{-1};
+  std::thread t([&] { wst = w->wait({"never"}, 10000); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  auto t0 = Clock::now();
+  server_->stop();
+  t.join();
+  EXPECT_TRUE(wst.load() == WSYNC_ERR_PEER_FAILED || wst.load() == WSYNC_ERR_IO) << wst.load();
+  int64_t n = 0;
+  wsync_status_t st = c->add("x", 1, &n);
+  EXPECT_TRUE(st == WSYNC_ERR_PEER_FAILED || st == WSYNC_ERR_IO) << wsync_status_name(st);
+  EXPECT_NE(wsync::last_error().find(std::to_string(port_)), std::string::npos) << wsync::last_error();
+  Bytes v;
+  st = c->get("x", &v, 5000);  // fails fast: the connection is known broken
+  EXPECT_TRUE(st == WSYNC_ERR_PEER_FAILED || st == WSYNC_ERR_IO) << wsync_status_name(st);
+  EXPECT_LT(ms_since(t0), 2000);
+  EXPECT_EQ(server_->num_connections(), 0u);
+}
+
+TEST_F(StoreTest, ConnectTimesOutWithoutAServer) {
+  uint16_t dead_port = port_;
+  server_.reset();  // nothing listens there now
+  std::unique_ptr<TcpStoreClient> c;
+  auto t0 = Clock::now();
+  EXPECT_EQ(TcpStoreClient::connect("127.0.0.1", dead_port, 300, &c), WSYNC_ERR_TIMEOUT);
+  EXPECT_GE(ms_since(t0), 250);
+  EXPECT_LT(ms_since(t0), 2000);
+  EXPECT_FALSE(c);
+  EXPECT_NE(wsync::last_error().find("127.0.0.1:" + std::to_string(dead_port)), std::string::npos)
+      << wsync::last_error();
+}
+
+TEST_F(StoreTest, ConnectRetriesUntilTheServerComesUp) {
+  uint16_t p = port_;
+  server_.reset();
+  std::thread late([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    ASSERT_EQ(TcpStoreServer::start("127.0.0.1", p, &server_), WSYNC_OK) << wsync::last_error();
+  });
+  std::unique_ptr<TcpStoreClient> c;
+  EXPECT_EQ(TcpStoreClient::connect("127.0.0.1", p, 3000, &c), WSYNC_OK) << wsync::last_error();
+  late.join();
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->ping(), WSYNC_OK);
+}
+
+TEST(StoreConnect, AServerThatNeverAnswersTimesOut) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(fd, 4), 0);  // accepts in the kernel, never replies
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  std::unique_ptr<TcpStoreClient> c;
+  auto t0 = Clock::now();
+  EXPECT_EQ(TcpStoreClient::connect("127.0.0.1", ntohs(a.sin_port), 300, &c), WSYNC_ERR_TIMEOUT);
+  EXPECT_LT(ms_since(t0), 2000);
+  EXPECT_NE(wsync::last_error().find("handshake"), std::string::npos) << wsync::last_error();
+  ::close(fd);
+}
+
+TEST(StoreServer, BindsPortZeroAndWildcards) {
+  std::unique_ptr<TcpStoreServer> s;
+  ASSERT_EQ(TcpStoreServer::start("0.0.0.0", 0, &s), WSYNC_OK) << wsync::last_error();
+  EXPECT_NE(s->port(), 0);
+  EXPECT_EQ(s->address(), "127.0.0.1:" + std::to_string(s->port()));
+  std::string h;
+  uint16_t p = 0;
+  ASSERT_EQ(wsync::parse_host_port(s->address(), &h, &p), WSYNC_OK);
+  std::unique_ptr<TcpStoreClient> c;
+  ASSERT_EQ(TcpStoreClient::connect(h, p, 2000, &c), WSYNC_OK) << wsync::last_error();
+  EXPECT_EQ(c->ping(), WSYNC_OK);
+
+  // The same port twice: an IO error naming it.
+  std::unique_ptr<TcpStoreServer> s2;
+  EXPECT_EQ(TcpStoreServer::start("0.0.0.0", s->port(), &s2), WSYNC_ERR_IO);
+  EXPECT_NE(wsync::last_error().find(std::to_string(s->port())), std::string::npos) << wsync::last_error();
+  EXPECT_FALSE(s2);
+
+  std::unique_ptr<TcpStoreServer> s3;
+  ASSERT_EQ(TcpStoreServer::start("127.0.0.1", 0, &s3), WSYNC_OK);
+  EXPECT_EQ(s3->address(), "127.0.0.1:" + std::to_string(s3->port()));
+  EXPECT_NE(s3->port(), s->port());
+
+  std::unique_ptr<TcpStoreServer> s4;
+  EXPECT_EQ(TcpStoreServer::start("no-such-host.invalid", 0, &s4), WSYNC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(wsync::last_error().find("no-such-host.invalid"), std::string::npos) << wsync::last_error();
+}
+
+TEST(StoreServer, Ipv6WildcardServesBothFamilies) {
+  std::unique_ptr<TcpStoreServer> s;
+  if (TcpStoreServer::start("::", 0, &s) != WSYNC_OK) GTEST_SKIP() << "no IPv6 here: " << wsync::last_error();
+  EXPECT_EQ(s->address(), "127.0.0.1:" + std::to_string(s->port()));
+  std::unique_ptr<TcpStoreClient> c4, c6;
+  ASSERT_EQ(TcpStoreClient::connect("127.0.0.1", s->port(), 2000, &c4), WSYNC_OK) << wsync::last_error();
+  ASSERT_EQ(c4->set("fam", "4", 1), WSYNC_OK);
+  ASSERT_EQ(TcpStoreClient::connect("[::1]", s->port(), 2000, &c6), WSYNC_OK) << wsync::last_error();
+  Bytes v;
+  ASSERT_EQ(c6->get("fam", &v, 1000), WSYNC_OK);
+  EXPECT_EQ(S(v), "4");
+}
+
+TEST(StoreServer, InProcessAccessorsWorkAfterStop) {
+  std::unique_ptr<TcpStoreServer> s;
+  ASSERT_EQ(TcpStoreServer::start("127.0.0.1", 0, &s), WSYNC_OK);
+  s->set("k", B("v"));
+  EXPECT_EQ(s->add("n", 2), 2);
+  EXPECT_EQ(s->add("n", 3), 5);
+  s->stop();
+  s->stop();  // idempotent
+  Bytes v;
+  ASSERT_TRUE(s->get("n", &v));
+  EXPECT_EQ(S(v), "5");
+  EXPECT_EQ(s->num_keys(), 2);
+  EXPECT_TRUE(s->delete_key("k"));
+  EXPECT_FALSE(s->get("k", &v));
+}
+
+}  // namespace
