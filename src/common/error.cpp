@@ -11,6 +11,7 @@ namespace wsync {
 namespace {
 
 thread_local std::string t_last_error;
+thread_local wsync_status_t t_last_status = WSYNC_OK;
 
 struct LogSink {
   std::mutex mu;
@@ -69,12 +70,17 @@ wsync_status_t fail(wsync_status_t status, const char* fmt, ...) {
 
 wsync_status_t fail_msg(wsync_status_t status, const std::string& message) {
   t_last_error = message;
+  t_last_status = status;
   log(WSYNC_LOG_DEBUG, "error %s: %s", wsync_status_name(status), message.c_str());
   return status;
 }
 
-void clear_error() { t_last_error.clear(); }
+void clear_error() {
+  t_last_error.clear();
+  t_last_status = WSYNC_OK;
+}
 const std::string& last_error() { return t_last_error; }
+wsync_status_t last_status() { return t_last_status; }
 
 bool log_enabled(int level) {
   LogSink& s = sink();

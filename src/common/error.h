@@ -15,8 +15,9 @@ wsync_status_t fail(wsync_status_t status, const char* fmt, ...) __attribute__((
 wsync_status_t fail_msg(wsync_status_t status, const std::string& message);
 // Clear the detail (done on entry to every public call).
 void clear_error();
-// Current detail of this thread.
+// Current detail of this thread, and the status it was recorded with (WSYNC_OK if none).
 const std::string& last_error();
+wsync_status_t last_status();
 
 // Log through the installed sink (callback, or stderr filtered by WSYNC_LOG_LEVEL).
 void log(int level, const char* fmt, ...) __attribute__((format(printf, 2, 3)));

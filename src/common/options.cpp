@@ -47,10 +47,10 @@ wsync_status_t parse_u64_option(const std::string& key, const std::string& value
   const char* s = value.c_str();
   char* end = nullptr;
   errno = 0;
-  if (value.empty() || value[0] == '-' || value[0] == ' ')
-    goto bad;
+  if (value.empty() || value[0] < '0' || value[0] > '9') goto bad;  // no sign, no blanks
   {
     unsigned long long n = std::strtoull(s, &end, 10);
+    if (errno == ERANGE) goto range;
     if (errno != 0 || end == s) goto bad;
     uint64_t mult = 1;
     if (*end != '\0') {

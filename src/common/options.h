@@ -40,7 +40,9 @@ wsync_status_t wsync::read_struct(const T* in, const char* what, T* out, T defau
   *out = defaults;
   if (in == nullptr) return fail(WSYNC_ERR_INVALID_ARGUMENT, "%s is NULL", what);
   uint32_t size = in->struct_size;
-  if (size < sizeof(uint32_t) * 2)
+  // Every public struct is a sequence of 8-byte words (4-byte fields come in pairs), so a size
+  // from any header version is a multiple of 8; anything else would cut a field in half.
+  if (size < sizeof(uint32_t) * 2 || size % 8 != 0)
     return fail(WSYNC_ERR_INVALID_ARGUMENT,
                 "%s->struct_size is %u; initialise the struct with its *_INIT macro", what, size);
   std::memcpy(static_cast<void*>(out), in, size < sizeof(T) ? size : sizeof(T));

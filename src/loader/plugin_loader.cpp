@@ -101,6 +101,22 @@ wsync_status_t check_table(const char* kind, const std::string& path, const Tabl
   return WSYNC_OK;
 }
 
+// The entry returned NULL: keep the plugin's own status when it gave one (a GPU plugin on a
+// machine without a GPU says WSYNC_ERR_NO_DEVICE), else UNSUPPORTED.
+wsync_status_t refused(const char* kind, const std::string& path) {
+  wsync_status_t code = last_status() != WSYNC_OK ? last_status() : WSYNC_ERR_UNSUPPORTED;
+  std::string why = last_error().empty() ? "it gave no reason" : last_error();
+  return fail(code, "%s plugin %s refused to load: %s", kind, path.c_str(), why.c_str());
+}
+
+// A plugin found by name must call itself by that name: users name it in configs and receivers
+// load the transport the sender announces by its table name.
+wsync_status_t check_name(const char* kind, const std::string& requested, const std::string& path, const char* name) {
+  if (requested.find('/') != std::string::npos || requested == name) return WSYNC_OK;
+  return fail(WSYNC_ERR_UNSUPPORTED, "%s plugin file %s calls itself '%s', not '%s'", kind, path.c_str(), name,
+              requested.c_str());
+}
+
 #define REQUIRE_FN(kind, path, t, fn)                                                        \
   if ((t)->fn == nullptr)                                                                    \
     return fail(WSYNC_ERR_UNSUPPORTED, "%s plugin %s leaves the required function '%s' NULL", \
@@ -126,12 +142,10 @@ wsync_status_t load_transport(const std::string& name_or_path, LoadedTransport* 
   auto entry = reinterpret_cast<wsync_transport_entry_v1_fn>(sym);
   clear_error();
   const wsync_transport_v1_t* t = entry(host_table());
-  if (t == nullptr) {
-    std::string why = last_error().empty() ? "it gave no reason" : last_error();
-    return fail(WSYNC_ERR_UNSUPPORTED, "transport plugin %s refused to load: %s", path.c_str(), why.c_str());
-  }
+  if (t == nullptr) return refused("transport", path);
   st = check_table("transport", path, t, sizeof(wsync_transport_v1_t));
   if (st != WSYNC_OK) return st;
+  if ((st = check_name("transport", name_or_path, path, t->name)) != WSYNC_OK) return st;
   REQUIRE_FN("transport", path, t, create);
   REQUIRE_FN("transport", path, t, connect);
   REQUIRE_FN("transport", path, t, send_post);
@@ -156,12 +170,10 @@ wsync_status_t load_adapter(const std::string& name_or_path, LoadedAdapter* out)
   auto entry = reinterpret_cast<wsync_adapter_entry_v1_fn>(sym);
   clear_error();
   const wsync_adapter_v1_t* t = entry(host_table());
-  if (t == nullptr) {
-    std::string why = last_error().empty() ? "it gave no reason" : last_error();
-    return fail(WSYNC_ERR_UNSUPPORTED, "adapter plugin %s refused to load: %s", path.c_str(), why.c_str());
-  }
+  if (t == nullptr) return refused("adapter", path);
   st = check_table("adapter", path, t, sizeof(wsync_adapter_v1_t));
   if (st != WSYNC_OK) return st;
+  if ((st = check_name("adapter", name_or_path, path, t->name)) != WSYNC_OK) return st;
   REQUIRE_FN("adapter", path, t, create);
   REQUIRE_FN("adapter", path, t, get_layout);
   REQUIRE_FN("adapter", path, t, destroy);

@@ -488,12 +488,14 @@ WSYNC_API wsync_status_t wsync_receiver_register(wsync_receiver_t* rx, const wsy
 WSYNC_API wsync_status_t wsync_receiver_next(wsync_receiver_t* rx, wsync_receiver_event_t* event, int64_t timeout_ms) {
   clear_error();
   if (rx == nullptr || event == nullptr) return fail(WSYNC_ERR_INVALID_ARGUMENT, "receiver or event is NULL");
-  if (event->struct_size < sizeof(wsync_receiver_event_t))
-    return fail(WSYNC_ERR_INVALID_ARGUMENT, "event->struct_size is %u, expected %zu; initialise with WSYNC_RECEIVER_EVENT_INIT",
-                event->struct_size, sizeof(wsync_receiver_event_t));
+  const uint32_t size = event->struct_size;
+  if (size < 2 * sizeof(uint32_t) || size % 8 != 0)
+    return fail(WSYNC_ERR_INVALID_ARGUMENT, "event->struct_size is %u; initialise with WSYNC_RECEIVER_EVENT_INIT", size);
   wsync_receiver_event_t ev = WSYNC_RECEIVER_EVENT_INIT;
   wsync_status_t st = next_event(rx, &ev, timeout_ms);
-  *event = ev;
+  // A caller built against an older, shorter event gets the fields it knows of.
+  ev.struct_size = size < sizeof ev ? size : static_cast<uint32_t>(sizeof ev);
+  std::memcpy(event, &ev, ev.struct_size);
   return st;
 }
 
