@@ -1,0 +1,161 @@
+/* ucx_connect.c — worker-address exchange through the group's store, endpoint creation and
+ * closing.
+ *
+ * Every rank publishes its worker address under "wsync/<group>/ucx/addr/<rank>". The sender
+ * reads every receiver's and creates an endpoint to each; a receiver reads the sender's and
+ * creates one back (so a dead sender is reported on it in error mode "peer"). Connecting does
+ * not flush: wire-up finishes during the first transfer, when both sides progress, so a rank
+ * that leaves connect early never stalls one that is still in it. */
+#define _GNU_SOURCE /* open_memstream */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ucx_transport.h"
+
+static int64_t mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void addr_key(const ucx_transport_t* t, uint32_t rank, char* key, size_t cap) {
+  snprintf(key, cap, "wsync/%s/ucx/addr/%u", t->group, rank);
+}
+
+static wsync_status_t publish_address(ucx_transport_t* t) {
+  ucp_address_t* addr = NULL;
+  size_t len = 0;
+  char key[512];
+  wsync_status_t rc;
+  ucs_status_t st = ucp_worker_get_address(t->worker, &addr, &len);
+  if (st != UCS_OK)
+    return ucx_fail(WSYNC_ERR_IO, "transport 'ucx': ucp_worker_get_address failed: %s", ucs_status_string(st));
+  addr_key(t, t->rank, key, sizeof key);
+  rc = ucx_host->store_set(t->store, key, addr, len);
+  ucp_worker_release_address(t->worker, addr);
+  if (rc != WSYNC_OK) return ucx_fail(rc, "transport 'ucx': publishing the worker address of rank %u failed", t->rank);
+  return WSYNC_OK;
+}
+
+/* Read rank's address into a malloc'd buffer (*out) waiting until `deadline`. */
+static wsync_status_t fetch_address(ucx_transport_t* t, uint32_t rank, int64_t deadline, void** out) {
+  char key[512];
+  uint64_t cap = 4096, len = 0;
+  int64_t left = deadline - mono_ms();
+  void* buf = malloc(cap);
+  wsync_status_t rc;
+  if (buf == NULL) return ucx_fail(WSYNC_ERR_OUT_OF_MEMORY, "transport 'ucx': out of memory");
+  addr_key(t, rank, key, sizeof key);
+  rc = ucx_host->store_get(t->store, key, buf, cap, &len, left > 0 ? left : 0);
+  if (rc == WSYNC_ERR_INVALID_ARGUMENT && len > cap) { /* larger than guessed (many devices) */
+    void* big = realloc(buf, len);
+    if (big == NULL) {
+      free(buf);
+      return ucx_fail(WSYNC_ERR_OUT_OF_MEMORY, "transport 'ucx': out of memory");
+    }
+    buf = big;
+    cap = len;
+    rc = ucx_host->store_get(t->store, key, buf, cap, &len, 0);
+  }
+  if (rc != WSYNC_OK) {
+    free(buf);
+    if (rc == WSYNC_ERR_TIMEOUT)
+      return ucx_fail(rc, "transport 'ucx': rank %u did not publish its UCX address ('%s') in time", rank, key);
+    return ucx_fail(rc, "transport 'ucx': reading the UCX address of rank %u ('%s') failed", rank, key);
+  }
+  *out = buf;
+  return WSYNC_OK;
+}
+
+static void on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t status) {
+  ucx_peer_t* peer = (ucx_peer_t*)arg;
+  (void)ep;
+  if (peer->failed == UCS_OK) peer->failed = status;
+  ucx_log(WSYNC_LOG_WARN, "transport 'ucx': rank %u: endpoint to rank %u failed: %s", peer->owner->rank,
+          peer->rank, ucs_status_string(status));
+}
+
+/* One DEBUG line naming the lanes UCX picked, from ucp_ep_print_info's report. */
+static void log_lanes(ucx_transport_t* t, uint32_t rank) {
+  char* text = NULL;
+  size_t size = 0;
+  char line[1024];
+  size_t used = 0;
+  char* save = NULL;
+  char* tok;
+  FILE* f = open_memstream(&text, &size);
+  if (f == NULL) return;
+  ucp_ep_print_info(t->peers[rank].ep, f);
+  fclose(f);
+  line[0] = '\0';
+  for (tok = strtok_r(text, "\n", &save); tok != NULL; tok = strtok_r(NULL, "\n", &save)) {
+    const char* s = tok;
+    while (*s == '#' || *s == ' ') ++s;
+    if (strncmp(s, "lane[", 5) != 0 && strncmp(s, "tag_send:", 9) != 0) continue;
+    used += (size_t)snprintf(line + used, used < sizeof line ? sizeof line - used : 0, "%s%s", used ? "; " : "", s);
+    if (used >= sizeof line) break;
+  }
+  free(text);
+  ucx_log(WSYNC_LOG_DEBUG, "transport 'ucx': rank %u -> rank %u (error mode %s): %s", t->rank, rank,
+          t->err_mode_peer ? "peer" : "none", line);
+}
+
+static wsync_status_t create_ep(ucx_transport_t* t, uint32_t rank, const void* addr) {
+  ucp_ep_params_t ep;
+  ucs_status_t st;
+  memset(&ep, 0, sizeof ep);
+  ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+  ep.address = (const ucp_address_t*)addr;
+  ep.err_mode = t->err_mode_peer ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
+  if (t->err_mode_peer) {
+    ep.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    ep.err_handler.cb = on_ep_error;
+    ep.err_handler.arg = &t->peers[rank];
+  }
+  st = ucp_ep_create(t->worker, &ep, &t->peers[rank].ep);
+  if (st != UCS_OK) {
+    t->peers[rank].ep = NULL;
+    return ucx_fail(ucx_status_to_wsync(st), "transport 'ucx': creating the endpoint to rank %u failed: %s", rank,
+                    ucs_status_string(st));
+  }
+  log_lanes(t, rank);
+  return WSYNC_OK;
+}
+
+wsync_status_t ucx_connect(void* self, int64_t timeout_ms) {
+  ucx_transport_t* t = (ucx_transport_t*)self;
+  const int64_t deadline = mono_ms() + (timeout_ms < 0 ? 0 : timeout_ms);
+  uint32_t first, last, r;
+  wsync_status_t rc;
+  if (t == NULL) return ucx_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'ucx': connect on NULL");
+  if (t->connected) return ucx_fail(WSYNC_ERR_INVALID_STATE, "transport 'ucx': already connected");
+  rc = publish_address(t);
+  if (rc != WSYNC_OK) return rc;
+  first = t->rank == 0 ? 1 : 0;
+  last = t->rank == 0 ? t->world_size - 1 : 0;
+  for (r = first; r <= last && t->world_size > 1; ++r) {
+    void* addr = NULL;
+    if (atomic_load(&t->aborted)) return ucx_fail(WSYNC_ERR_ABORTED, "transport 'ucx': aborted during connect");
+    rc = fetch_address(t, r, deadline, &addr);
+    if (rc != WSYNC_OK) return rc;
+    rc = create_ep(t, r, addr);
+    free(addr);
+    if (rc != WSYNC_OK) return rc;
+  }
+  t->connected = 1;
+  return WSYNC_OK;
+}
+
+void ucx_close_peer(ucx_transport_t* t, uint32_t rank) {
+  ucp_request_param_t p;
+  void* req;
+  if (rank >= t->world_size || t->peers[rank].ep == NULL) return;
+  memset(&p, 0, sizeof p);
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+  p.flags = UCP_EP_CLOSE_FLAG_FORCE;
+  req = ucp_ep_close_nbx(t->peers[rank].ep, &p);
+  t->peers[rank].ep = NULL;
+  if (UCS_PTR_IS_PTR(req)) ucx_add_zombie(t, req, NULL); /* completes on a later progress */
+}

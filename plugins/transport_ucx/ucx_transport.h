@@ -1,0 +1,111 @@
+/* ucx_transport.h — the state of one UCX transport instance, shared by the plugin's files.
+ *
+ * One instance = one ucp context + one worker (workers are not shared between instances, so
+ * several instances in one process, e.g. one per thread in tests, never touch each other).
+ * Requests are polled (ucp_request_check_status / ucp_tag_recv_request_test), never completed
+ * through callbacks: the op records can then live in plain growable arrays, and a forgotten
+ * request is simply handed back with ucp_request_free. */
+#ifndef WSYNC_UCX_TRANSPORT_H_
+#define WSYNC_UCX_TRANSPORT_H_
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <ucp/api/ucp.h>
+
+#include "wsync_plugin.h"
+
+extern const wsync_host_v1_t* ucx_host;
+
+typedef struct ucx_transport ucx_transport_t;
+
+/* One peer as seen from this rank (index = peer rank). */
+typedef struct ucx_peer {
+  ucx_transport_t* owner; /* for the endpoint error callback */
+  uint32_t rank;
+  ucp_ep_h ep;            /* NULL: no endpoint (self, not connected, or closed) */
+  ucs_status_t failed;    /* UCS_OK, or what the error callback reported */
+  int forgotten;          /* forget_peer was called: never wait for it again */
+} ucx_peer_t;
+
+typedef struct ucx_send_op {
+  uint64_t seq;
+  uint32_t rank;
+  void* req;           /* NULL once complete */
+  ucs_status_t status; /* final status once req == NULL */
+} ucx_send_op_t;
+
+typedef struct ucx_recv_op {
+  uint64_t seq;
+  void* req;           /* NULL once complete */
+  ucs_status_t status; /* final status once req == NULL */
+  size_t received;     /* bytes that arrived (valid once complete) */
+  uint64_t expected;   /* sum of the iov lengths */
+  ucp_dt_iov_t* iov;   /* owned; UCX reads it for the whole life of an IOV receive */
+} ucx_recv_op_t;
+
+/* A request handed back early (forgotten peer, abandoned receive) whose memory must outlive it. */
+typedef struct ucx_zombie {
+  void* req;         /* a close or receive request still in UCX's hands, or NULL */
+  ucp_dt_iov_t* iov; /* freed only after the worker is gone */
+} ucx_zombie_t;
+
+struct ucx_transport {
+  uint32_t rank;
+  uint32_t world_size;
+  char* group;
+  wsync_store_t* store;
+  int err_mode_peer; /* UCP_ERR_HANDLING_MODE_PEER on every endpoint */
+
+  ucp_context_h context;
+  ucp_worker_h worker;
+  ucx_peer_t* peers; /* [world_size] */
+  int connected;
+
+  ucx_send_op_t* sends;
+  size_t num_sends, cap_sends;
+  ucx_recv_op_t* recvs;
+  size_t num_recvs, cap_recvs;
+  ucx_zombie_t* zombies;
+  size_t num_zombies, cap_zombies;
+
+  atomic_int aborted;
+};
+
+/* ucx_util.c */
+wsync_status_t ucx_fail(wsync_status_t status, const char* fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void ucx_log(int32_t level, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Grow *arr (of elements of `size` bytes) so one more fits; 0 on success. */
+int ucx_reserve(void** arr, size_t* cap, size_t count, size_t size);
+/* Map a failed UCX status on a transfer to a wsync code. */
+wsync_status_t ucx_status_to_wsync(ucs_status_t status);
+/* Progress the worker until done(t, arg) returns non-zero, timeout_ms passes (WSYNC_ERR_TIMEOUT)
+ * or abort is called (WSYNC_ERR_ABORTED). Spins: used only while requests are outstanding. */
+wsync_status_t ucx_progress_until(ucx_transport_t* t, int (*done)(ucx_transport_t*, void*), void* arg,
+                                  int64_t timeout_ms);
+void ucx_add_zombie(ucx_transport_t* t, void* req, ucp_dt_iov_t* iov);
+
+/* ucx_context.c */
+wsync_status_t ucx_context_open(ucx_transport_t* t, const wsync_transport_params_t* params);
+void ucx_context_close(ucx_transport_t* t);
+
+/* ucx_connect.c */
+wsync_status_t ucx_connect(void* self, int64_t timeout_ms);
+/* Force-close the endpoint to `rank` (outstanding sends complete as canceled); never blocks. */
+void ucx_close_peer(ucx_transport_t* t, uint32_t rank);
+
+/* ucx_send.c */
+wsync_status_t ucx_send_post(void* self, uint64_t seq, const wsync_buffer_t* buf, const uint32_t* ranks,
+                             uint32_t num_ranks);
+wsync_status_t ucx_send_wait(void* self, uint64_t seq, int64_t timeout_ms);
+void ucx_forget_peer(void* self, uint32_t rank);
+
+/* ucx_recv.c */
+wsync_status_t ucx_recv_post(void* self, uint64_t seq, const wsync_iov_t* iov, uint64_t num_iov);
+wsync_status_t ucx_recv_wait(void* self, uint64_t seq, int64_t timeout_ms);
+/* Cancel every posted receive (the sender is gone); their memory is released at destroy. */
+void ucx_cancel_recvs(ucx_transport_t* t);
+
+#endif /* WSYNC_UCX_TRANSPORT_H_ */

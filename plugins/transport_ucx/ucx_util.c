@@ -1,0 +1,95 @@
+/* ucx_util.c — error and log formatting, growable arrays, and the one progress loop every wait
+ * of the plugin goes through. */
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ucx_transport.h"
+
+wsync_status_t ucx_fail(wsync_status_t status, const char* fmt, ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  return ucx_host->set_error(status, msg);
+}
+
+void ucx_log(int32_t level, const char* fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  if (ucx_host->log == NULL) return;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  ucx_host->log(level, msg);
+}
+
+int ucx_reserve(void** arr, size_t* cap, size_t count, size_t size) {
+  size_t ncap;
+  void* p;
+  if (count < *cap) return 0;
+  ncap = *cap ? *cap * 2 : 8;
+  p = realloc(*arr, ncap * size);
+  if (p == NULL) return -1;
+  *arr = p;
+  *cap = ncap;
+  return 0;
+}
+
+wsync_status_t ucx_status_to_wsync(ucs_status_t status) {
+  switch (status) {
+    case UCS_OK: return WSYNC_OK;
+    case UCS_ERR_MESSAGE_TRUNCATED: return WSYNC_ERR_PROTOCOL;
+    case UCS_ERR_NO_MEMORY: return WSYNC_ERR_OUT_OF_MEMORY;
+    case UCS_ERR_CANCELED: return WSYNC_ERR_ABORTED;
+    case UCS_ERR_UNREACHABLE:
+    case UCS_ERR_CONNECTION_RESET:
+    case UCS_ERR_NOT_CONNECTED:
+    case UCS_ERR_TIMED_OUT:
+      return WSYNC_ERR_PEER_FAILED;
+    default:
+      if (UCS_IS_LINK_ERROR(status) || UCS_IS_ENDPOINT_ERROR(status)) return WSYNC_ERR_PEER_FAILED;
+      return WSYNC_ERR_IO;
+  }
+}
+
+static int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+wsync_status_t ucx_progress_until(ucx_transport_t* t, int (*done)(ucx_transport_t*, void*), void* arg,
+                                  int64_t timeout_ms) {
+  const int64_t deadline = now_ms() + (timeout_ms < 0 ? 0 : timeout_ms);
+  unsigned idle = 0;
+  for (;;) {
+    if (atomic_load_explicit(&t->aborted, memory_order_relaxed))
+      return ucx_fail(WSYNC_ERR_ABORTED, "transport 'ucx': aborted");
+    /* Progress first, so that even timeout 0 moves things along once. */
+    if (ucp_worker_progress(t->worker) != 0) {
+      idle = 0;
+    } else if (++idle % 64 == 0) {
+      /* Nothing to do locally (e.g. the peer is reading our buffer): let a co-located peer
+       * have the core. This is not a sleep; it returns at once when nothing else runs. */
+      sched_yield();
+    }
+    if (done(t, arg)) return WSYNC_OK;
+    if (now_ms() >= deadline) return WSYNC_ERR_TIMEOUT;
+  }
+}
+
+void ucx_add_zombie(ucx_transport_t* t, void* req, ucp_dt_iov_t* iov) {
+  if (req == NULL && iov == NULL) return;
+  if (ucx_reserve((void**)&t->zombies, &t->cap_zombies, t->num_zombies, sizeof *t->zombies) != 0) {
+    /* Out of memory: leak rather than free memory UCX may still touch. */
+    return;
+  }
+  t->zombies[t->num_zombies].req = req;
+  t->zombies[t->num_zombies].iov = iov;
+  t->num_zombies++;
+}
