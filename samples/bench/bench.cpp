@@ -2,7 +2,11 @@
 // the same UCX transports and message size, measured in the same run. Prints a table and ends
 // with "ratio_vs_ucx_perftest: <min ratio over the rows>".
 //
-//   wsync-bench [--sizes-mib 64,256,1024] [--iters N] [--repeat 3] [--perftest PATH]
+//   wsync-bench [--sizes-mib 64,256,1024] [--tls sm:tcp] [--iters N] [--repeat 3] [--perftest PATH]
+//
+// Each --tls entry is a UCX_TLS value; both wsync and ucx_perftest run with it (set in the
+// environment both inherit), so every row compares the two on the same UCX transport. A UCX_TLS
+// already set in the environment replaces the list.
 //
 // wsync rows are whole updates (send_batch of one bucket-sized tensor + finalize) into a
 // receiver process that registered the destination buffer, so the bytes land in place: every
@@ -164,6 +168,7 @@ double perftest_mibps(const std::string& tool, uint64_t size, int iters, int war
 
 int main(int argc, char** argv) {
   std::vector<uint64_t> sizes_mib = {64, 256, 1024};
+  std::vector<std::string> tls_list = {"sm", "tcp"};
   int iters = 0;
   int repeat = 3;
   std::string tool = "ucx_perftest";
@@ -174,6 +179,11 @@ int main(int argc, char** argv) {
       std::stringstream ss(v);
       std::string item;
       while (std::getline(ss, item, ',')) sizes_mib.push_back(std::stoull(item));
+    } else if (a == "--tls") {
+      tls_list.clear();
+      std::stringstream ss(v);
+      std::string item;
+      while (std::getline(ss, item, ':')) tls_list.push_back(item);
     } else if (a == "--iters") {
       iters = std::atoi(v.c_str());
     } else if (a == "--repeat") {
@@ -185,14 +195,16 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  const char* tls = std::getenv("UCX_TLS");
-  std::printf("wsync-bench: UCX transport, loopback, host memory; UCX_TLS=%s; wsync %s\n", tls ? tls : "(UCX default)",
+  if (const char* env = std::getenv("UCX_TLS")) tls_list = {env};
+  std::printf("wsync-bench: wsync %s over its UCX transport vs ucx_perftest tag_bw, loopback, host memory\n",
               wsync_version_string());
-  std::printf("each figure is the best of %d runs\n", repeat);
-  std::printf("%10s %8s %14s %18s %8s\n", "size", "iters", "wsync MiB/s", "ucx_perftest MiB/s", "ratio");
+  std::printf("each figure is the best of %d runs; MiB/s as ucx_perftest counts them\n", repeat);
+  std::printf("%8s %10s %6s %12s %18s %7s\n", "UCX_TLS", "size", "iters", "wsync MiB/s", "ucx_perftest MiB/s", "ratio");
   double min_ratio = 1e9;
   int port = 13400 + static_cast<int>(getpid() % 1000);
+  for (const std::string& tls : tls_list)
   for (uint64_t mib : sizes_mib) {
+    setenv("UCX_TLS", tls.c_str(), 1);
     uint64_t size = mib << 20;
     int n = iters > 0 ? iters : std::max(6, static_cast<int>(2048 / mib));
     int warm = 2;
@@ -208,7 +220,7 @@ int main(int argc, char** argv) {
     double p = std::max(p_poll, p_sleep);
     double r = p > 0 ? w / p : 0;
     min_ratio = std::min(min_ratio, r);
-    std::printf("%7llu MiB %8d %14.1f %18.1f %8.3f   (perftest poll %.1f, sleep %.1f)\n",
+    std::printf("%8s %6llu MiB %6d %12.1f %18.1f %7.3f   (perftest -E poll %.1f, -E sleep %.1f)\n", tls.c_str(),
                 static_cast<unsigned long long>(mib), n, w, p, r, p_poll, p_sleep);
     std::fflush(stdout);
   }

@@ -2,7 +2,8 @@
  * 1..V, each with different contents, in several batches per update, and prints what it did.
  *
  *   wsync-sample-trainer --receivers 2 [--store 127.0.0.1:0] [--store-file PATH] [--versions 3]
- *                        [--bucket-mib 256] [--transport ucx] [--timeout-ms 60000] [--scale 1.0]
+ *                        [--bucket-mib 256] [--transport ucx] [--tls sm|tcp|...] [--timeout-ms 60000]
+ *                        [--scale 1.0]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +32,7 @@ int main(int argc, char** argv) {
   const char* store = "127.0.0.1:0";
   const char* store_file = NULL;
   const char* transport = "ucx";
+  const char* tls = NULL;
   char bucket[32] = "268435456";
   char timeout[32] = "60000";
   double scale = 1.0;
@@ -43,6 +45,7 @@ int main(int argc, char** argv) {
     else if (!strcmp(a, "--store")) store = v;
     else if (!strcmp(a, "--store-file")) store_file = v;
     else if (!strcmp(a, "--transport")) transport = v;
+    else if (!strcmp(a, "--tls")) tls = v; /* UCX transports, announced to the engines too */
     else if (!strcmp(a, "--bucket-mib")) snprintf(bucket, sizeof bucket, "%llu", (unsigned long long)atoll(v) << 20);
     else if (!strcmp(a, "--timeout-ms")) snprintf(timeout, sizeof timeout, "%s", v);
     else if (!strcmp(a, "--scale")) scale = atof(v);
@@ -57,8 +60,14 @@ int main(int argc, char** argv) {
   void** data = calloc(n, sizeof *data);
   for (size_t i = 0; i < n; ++i) data[i] = spec[i].nbytes ? malloc(spec[i].nbytes) : NULL;
 
-  wsync_option_t opts[3] = {WSYNC_OPTION("bucket_bytes", bucket), WSYNC_OPTION("timeout_ms", timeout),
-                            WSYNC_OPTION("store_addr_file", store_file)};
+  wsync_option_t opts[4];
+  uint64_t nopts = 0;
+  wsync_option_t o1 = WSYNC_OPTION("bucket_bytes", bucket), o2 = WSYNC_OPTION("timeout_ms", timeout),
+                 o3 = WSYNC_OPTION("store_addr_file", store_file), o4 = WSYNC_OPTION("transport.tls", tls);
+  opts[nopts++] = o1;
+  opts[nopts++] = o2;
+  if (store_file) opts[nopts++] = o3;
+  if (tls) opts[nopts++] = o4;
   wsync_group_config_t cfg = WSYNC_GROUP_CONFIG_INIT;
   cfg.num_receivers = receivers;
   cfg.group_name = "demo";
@@ -66,7 +75,7 @@ int main(int argc, char** argv) {
   cfg.transport = transport;
   cfg.adapter = "native";
   cfg.options = opts;
-  cfg.num_options = store_file ? 3 : 2;
+  cfg.num_options = nopts;
   printf("trainer: model of %zu tensors, %.2f GB; waiting for %u engine(s)\n", n, total / 1e9, receivers);
   fflush(stdout);
   wsync_group_t* g = NULL;

@@ -10,6 +10,7 @@ std::vector<uint8_t> encode_group_info(const GroupInfo& g) {
   std::string s = "protocol=" + std::to_string(g.protocol) + "\ngroup=" + g.group_name +
                   "\nworld_size=" + std::to_string(g.world_size) + "\ntransport=" + g.transport +
                   "\ncontrol_host=" + g.control_host + "\ncontrol_port=" + std::to_string(g.control_port) + "\n";
+  for (const auto& kv : g.transport_options) s += "transport." + kv.first + "=" + kv.second + "\n";
   return std::vector<uint8_t>(s.begin(), s.end());
 }
 
@@ -60,6 +61,8 @@ wsync_status_t decode_group_info(const std::vector<uint8_t>& data, GroupInfo* ou
       if (!parse_uint(v, 65535, &n) || n == 0) return fail(WSYNC_ERR_PROTOCOL, "group info control_port '%s' is invalid", v.c_str());
       g.control_port = static_cast<uint16_t>(n);
       seen |= 32;
+    } else if (k.compare(0, 10, "transport.") == 0 && k.size() > 10) {
+      g.transport_options.emplace_back(k.substr(10), v);
     }  // unknown keys: written by a newer sender; ignored
   }
   if (seen != 63) return fail(WSYNC_ERR_PROTOCOL, "group info is missing fields (have mask 0x%x of 0x3f)", seen);

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "wsync.h"
@@ -19,6 +20,9 @@ struct GroupInfo {
   std::string transport;
   std::string control_host;
   uint16_t control_port = 0;
+  // The sender's "transport.*" options (prefix removed): receivers apply them before their own,
+  // so both sides of the data plane are configured alike.
+  std::vector<std::pair<std::string, std::string>> transport_options;
 };
 
 std::vector<uint8_t> encode_group_info(const GroupInfo& g);

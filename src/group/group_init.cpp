@@ -273,6 +273,12 @@ wsync_status_t group_init(const wsync_group_config_t* config, wsync_group_t* g) 
   info.transport = g->transport.table->name;
   info.control_host = s_host;
   info.control_port = g->listener.port();
+  for (const auto& kv : options_with_prefix(opts, "transport.")) {
+    if (kv.first.find_first_of("=\n") != std::string::npos || kv.second.find('\n') != std::string::npos)
+      return fail(WSYNC_ERR_INVALID_ARGUMENT, "option 'transport.%s' may not contain '=' in its key or a newline",
+                  kv.first.c_str());
+    info.transport_options.push_back(kv);
+  }
   std::vector<uint8_t> blob = encode_group_info(info);
   if ((st = g->store_client->set(kGroupInfoKey, blob.data(), blob.size())) != WSYNC_OK) return st;
   if (!addr_file.empty() && (st = write_addr_file(addr_file, g->store_addr)) != WSYNC_OK) return st;

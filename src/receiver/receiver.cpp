@@ -130,7 +130,14 @@ wsync_status_t receiver_init(const wsync_receiver_config_t* config, wsync_receiv
   if (f.type != static_cast<uint16_t>(MsgType::kWelcome) || !r.u32(&world) || world != rx->world_size)
     return fail(WSYNC_ERR_PROTOCOL, "the sender answered the join with %s", msg_type_name(f.type));
 
-  OptionList t_opts = options_with_prefix(opts, "transport.");
+  // The sender's transport options first, then this receiver's own (a later key wins).
+  OptionList t_opts;
+  for (const auto& kv : info.transport_options) {
+    bool overridden = false;
+    for (const auto& mine : options_with_prefix(opts, "transport.")) overridden |= mine.first == kv.first;
+    if (!overridden) t_opts.push_back(kv);
+  }
+  for (const auto& kv : options_with_prefix(opts, "transport.")) t_opts.push_back(kv);
   std::vector<wsync_option_t> t_c = to_c_options(t_opts);
   wsync_transport_params_t tp = {sizeof(wsync_transport_params_t), cfg.rank, rx->world_size, 0,
                                  rx->group_name.c_str(), &rx->store_handle, t_c.data(), t_c.size(),

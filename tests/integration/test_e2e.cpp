@@ -107,7 +107,10 @@ TEST(E2E, ThreeReceiversPlacedAndViewsWithPayloadChecksums) {
   m.spec = tensor_set(60, 2u << 20);
   auto pids = start_receivers({plan_for(s, 1, m.spec, 2, true), plan_for(s, 2, m.spec, 2, false),
                                plan_for(s, 3, m.spec, 2, true)});
-  ASSERT_EQ(WSYNC_OK, s.init(3, 512u << 10, 20000, {{"verify_payload", "1"}})) << wsync_last_error();
+  // transport.tls=sm is announced to the receivers: if they did not apply it, UCX would find no
+  // common transport (they would default to TCP) and init would fail.
+  ASSERT_EQ(WSYNC_OK, s.init(3, 512u << 10, 20000, {{"verify_payload", "1"}, {"transport.tls", "sm"}}))
+      << wsync_last_error();
   ASSERT_EQ(WSYNC_OK, publish(s, m, 2, 2)) << wsync_last_error();
   wsync_group_destroy(s.g);
   s.g = nullptr;
@@ -126,7 +129,7 @@ TEST(E2E, WholeModelInOneBucketWithDefaultBucketSize) {
   EXPECT_EQ(0, wait_child(pids[0], 20000));
 }
 
-TEST(E2E, ReceiverKilledMidUpdateFailsTheSenderWithinItsTimeout) {
+void killed_receiver_case(const char* tls) {
   Sender s;
   Model m;
   m.spec = tensor_set(20, 4u << 20);
@@ -134,7 +137,7 @@ TEST(E2E, ReceiverKilledMidUpdateFailsTheSenderWithinItsTimeout) {
   dying.die_after_buckets = 1;
   auto pids = start_receivers({plan_for(s, 1, m.spec, 0, false), dying});
   const int64_t timeout = 5000;
-  ASSERT_EQ(WSYNC_OK, s.init(2, 1u << 20, timeout)) << wsync_last_error();
+  ASSERT_EQ(WSYNC_OK, s.init(2, 1u << 20, timeout, {{"transport.tls", tls}})) << wsync_last_error();
   m.fill(1);
   auto t0 = std::chrono::steady_clock::now();
   wsync_status_t st = wsync_group_send_batch(s.g, m.descs.data(), m.descs.size(), timeout);
@@ -152,6 +155,11 @@ TEST(E2E, ReceiverKilledMidUpdateFailsTheSenderWithinItsTimeout) {
   // The surviving receiver saw the update aborted, then the group closed; it committed nothing.
   EXPECT_EQ(0, wait_child(pids[0], 10000));
 }
+
+TEST(E2E, ReceiverKilledMidUpdateOverTcpFailsTheSenderWithinItsTimeout) { killed_receiver_case("tcp"); }
+
+// Over shared memory UCX does not notice a dead peer itself; the control channel does.
+TEST(E2E, ReceiverKilledMidUpdateOverSharedMemoryFailsTheSenderWithinItsTimeout) { killed_receiver_case("sm"); }
 
 TEST(E2E, SenderKilledGivesReceiverPeerFailedNotAHang) {
   std::string dir = temp_dir();

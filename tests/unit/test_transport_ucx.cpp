@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -635,28 +636,57 @@ TEST(UcxChild, Run) {
   }
 }
 
-pid_t SpawnChild(const ChildSpec& c) {
-  const std::string spec =
-      c.dir + "|" + std::to_string(c.rank) + "|" + std::to_string(c.world) + "|" + c.tls + "|" + c.error_mode + "|" + c.role;
-  const pid_t pid = fork();
-  if (pid == 0) {
-    setenv("WSYNC_UCX_CHILD", spec.c_str(), 1);
-    execl("/proc/self/exe", "test_transport_ucx", "--gtest_filter=UcxChild.Run", static_cast<char*>(nullptr));
-    _exit(127);
+// The child processes of one test and their store directory. Whatever is left when the test
+// ends (also on a failed assertion) is killed, reaped and removed.
+class ChildProcesses {
+ public:
+  ChildProcesses() {
+    char tmpl[] = "/tmp/wsync_ucx_test_XXXXXX";
+    if (mkdtemp(tmpl) != nullptr) dir_ = tmpl;
   }
-  return pid;
-}
+  ~ChildProcesses() {
+    for (pid_t p : pids_) {
+      kill(p, SIGKILL);
+      waitpid(p, nullptr, 0);
+    }
+    if (!dir_.empty()) std::system(("rm -rf '" + dir_ + "'").c_str());
+  }
+  const std::string& dir() const { return dir_; }
+  pid_t Spawn(const ChildSpec& c) {
+    const std::string spec = c.dir + "|" + std::to_string(c.rank) + "|" + std::to_string(c.world) + "|" + c.tls +
+                             "|" + c.error_mode + "|" + c.role;
+    const pid_t pid = fork();
+    if (pid == 0) {
+      setenv("WSYNC_UCX_CHILD", spec.c_str(), 1);
+      execl("/proc/self/exe", "test_transport_ucx", "--gtest_filter=UcxChild.Run", static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    if (pid > 0) pids_.push_back(pid);
+    return pid;
+  }
+  // Wait for `pid` to end; its wait status.
+  int Reap(pid_t pid) {
+    int status = -1;
+    waitpid(pid, &status, 0);
+    for (size_t i = 0; i < pids_.size(); ++i)
+      if (pids_[i] == pid) pids_.erase(pids_.begin() + static_cast<std::ptrdiff_t>(i));
+    return status;
+  }
+
+ private:
+  std::string dir_;
+  std::vector<pid_t> pids_;
+};
 
 class UcxKilledReceiver : public UcxTransport,
                           public ::testing::WithParamInterface<std::pair<const char*, const char*>> {};
 
 TEST_P(UcxKilledReceiver, SendFailsOrTimesOutAndForgetPeerUnblocks) {
-  char tmpl[] = "/tmp/wsync_ucx_test_XXXXXX";
-  ASSERT_NE(nullptr, mkdtemp(tmpl));
-  const std::string dir = tmpl;
-  FileStore store(dir);
+  ChildProcesses kids;
+  ASSERT_FALSE(kids.dir().empty());
+  FileStore store(kids.dir());
   ChildSpec base;
-  base.dir = dir;
+  base.dir = kids.dir();
   base.world = 3;
   base.tls = GetParam().first;
   base.error_mode = GetParam().second;
@@ -665,8 +695,8 @@ TEST_P(UcxKilledReceiver, SendFailsOrTimesOutAndForgetPeerUnblocks) {
   victim.role = "stall";
   survivor.rank = 2;
   survivor.role = "normal";
-  const pid_t pv = SpawnChild(victim);
-  const pid_t ps = SpawnChild(survivor);
+  const pid_t pv = kids.Spawn(victim);
+  const pid_t ps = kids.Spawn(survivor);
   ASSERT_GT(pv, 0);
   ASSERT_GT(ps, 0);
 
@@ -689,8 +719,7 @@ TEST_P(UcxKilledReceiver, SendFailsOrTimesOutAndForgetPeerUnblocks) {
   EXPECT_NE(std::string::npos, t_last_error.find("rank 1")) << t_last_error;
 
   ASSERT_EQ(0, kill(pv, SIGKILL));
-  int status = 0;
-  ASSERT_EQ(pv, waitpid(pv, &status, 0));
+  kids.Reap(pv);
   // No hang, no crash: a timeout, or (error mode peer) the failure naming rank 1.
   auto t0 = Clock::now();
   wsync_status_t rc = WSYNC_ERR_TIMEOUT;
@@ -712,26 +741,24 @@ TEST_P(UcxKilledReceiver, SendFailsOrTimesOutAndForgetPeerUnblocks) {
   ASSERT_EQ(WSYNC_OK, Plugin()->send_post(s.self, 2, &buf2, &two, 1)) << t_last_error;
   EXPECT_EQ(WSYNC_OK, SendWait(s.self, 2, 10000)) << t_last_error;
   EXPECT_TRUE(store.Get("ok/2/2", &v, 10000));
-  ASSERT_EQ(ps, waitpid(ps, &status, 0));
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  const int status = kids.Reap(ps);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "survivor status " << status;
 
   t0 = Clock::now();
   Plugin()->destroy(s.self);
   s.self = nullptr;
   EXPECT_LT(MsSince(t0), 1000);
-  std::system(("rm -rf " + dir).c_str());
 }
 
 // The sender dies with a bucket announced but not yet pulled by the receiver: the receiver (a
 // separate process, so a UCX abort would show as its exit status) must fail or time out, never
 // crash or hang.
 TEST_P(UcxKilledReceiver, KilledSenderLeavesReceiverAlive) {
-  char tmpl[] = "/tmp/wsync_ucx_test_XXXXXX";
-  ASSERT_NE(nullptr, mkdtemp(tmpl));
-  const std::string dir = tmpl;
-  FileStore store(dir);
+  ChildProcesses kids;
+  ASSERT_FALSE(kids.dir().empty());
+  FileStore store(kids.dir());
   ChildSpec base;
-  base.dir = dir;
+  base.dir = kids.dir();
   base.world = 2;
   base.tls = GetParam().first;
   base.error_mode = GetParam().second;
@@ -740,22 +767,20 @@ TEST_P(UcxKilledReceiver, KilledSenderLeavesReceiverAlive) {
   sender.role = "sender";
   orphan.rank = 1;
   orphan.role = "orphan";
-  const pid_t pr = SpawnChild(orphan);
-  const pid_t ps = SpawnChild(sender);
+  const pid_t pr = kids.Spawn(orphan);
+  const pid_t ps = kids.Spawn(sender);
   std::string v;
   ASSERT_TRUE(store.Get("sent", &v, 10000));
   ASSERT_EQ(0, kill(ps, SIGKILL));
-  int status = 0;
-  ASSERT_EQ(ps, waitpid(ps, &status, 0));
+  kids.Reap(ps);
   store.Set("killed", "1");
-  ASSERT_EQ(pr, waitpid(pr, &status, 0));
+  const int status = kids.Reap(pr);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "receiver status " << status;
   ASSERT_TRUE(store.Get("result", &v, 0));
   std::printf("[          ] killed sender (tls=%s error_mode=%s): recv_wait -> %s\n",
               base.tls.empty() ? "default" : base.tls.c_str(),
               base.error_mode.empty() ? "auto" : base.error_mode.c_str(), v.c_str());
   EXPECT_TRUE(v.rfind("5 ", 0) == 0 || v.rfind("9 ", 0) == 0) << v;  // TIMEOUT or PEER_FAILED
-  std::system(("rm -rf " + dir).c_str());
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, UcxKilledReceiver,
