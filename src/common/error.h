@@ -2,6 +2,8 @@
 // through fail(), so wsync_last_error() always names what went wrong.
 #pragma once
 
+#include <exception>
+#include <new>
 #include <string>
 
 #include "wsync.h"
@@ -25,6 +27,21 @@ void log_msg(int level, const char* message);
 bool log_enabled(int level);
 
 }  // namespace wsync
+
+// Run `stmt` (an assignment of a status) so that no C++ exception crosses the C ABI: an
+// allocation failure becomes WSYNC_ERR_OUT_OF_MEMORY, anything else WSYNC_ERR_INTERNAL.
+#define WSYNC_GUARD(stmt)                                                                      \
+  do {                                                                                         \
+    try {                                                                                      \
+      stmt;                                                                                    \
+    } catch (const std::bad_alloc&) {                                                          \
+      return ::wsync::fail(WSYNC_ERR_OUT_OF_MEMORY, "out of memory");                          \
+    } catch (const std::exception& e) {                                                        \
+      return ::wsync::fail(WSYNC_ERR_INTERNAL, "internal error: %s (please report)", e.what()); \
+    } catch (...) {                                                                            \
+      return ::wsync::fail(WSYNC_ERR_INTERNAL, "internal error (please report)");              \
+    }                                                                                          \
+  } while (0)
 
 #define WSYNC_LOGE(...) ::wsync::log(WSYNC_LOG_ERROR, __VA_ARGS__)
 #define WSYNC_LOGW(...) ::wsync::log(WSYNC_LOG_WARN, __VA_ARGS__)

@@ -2,6 +2,7 @@
 // partial frames across calls (a timeout never desynchronises the stream).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -25,6 +26,7 @@ class ControlConn {
     close();
     fd_ = fd;
     in_.clear();
+    rd_ = 0;
     eof_ = false;
   }
   int fd() const { return fd_; }
@@ -32,8 +34,14 @@ class ControlConn {
   bool closed() const { return eof_ || fd_ < 0; }
   bool open() const { return fd_ >= 0; }
   void close();
+  // Half-close our side (the peer reads everything we sent, then EOF) and discard what the peer
+  // has sent that we will never read, so the final close() sends FIN, not RST (an RST makes the
+  // peer's kernel drop our last frames unread).
+  void shutdown_and_drain();
   // `peer` names the other end in error messages ("receiver rank 2", "the sender").
   void set_peer_name(const std::string& n) { peer_ = n; }
+  // Blocking sends and receives give up with WSYNC_ERR_ABORTED once *flag is true.
+  void set_abort_flag(const std::atomic<bool>* flag) { abort_ = flag; }
   const std::string& peer_name() const { return peer_; }
 
   wsync_status_t send(MsgType type, const std::vector<uint8_t>& body, int64_t timeout_ms);
@@ -51,8 +59,12 @@ class ControlConn {
 
   int fd_;
   std::string peer_ = "peer";
-  std::vector<uint8_t> in_;
+  size_t wanted() const;  // bytes still needed to complete the frame at rd_
+
+  std::vector<uint8_t> in_;  // received bytes; frames are consumed from rd_
+  size_t rd_ = 0;
   bool eof_ = false;
+  const std::atomic<bool>* abort_ = nullptr;
 };
 
 // A listening socket for control connections.
@@ -72,5 +84,9 @@ class ControlListener {
 };
 
 int64_t now_ms();
+// now + timeout without overflow, for timeouts from callers (negative counts as 0).
+int64_t deadline_after(int64_t timeout_ms);
+// A poll() timeout for "up to `left` ms", in slices so flags are rechecked.
+int poll_slice(int64_t left_ms);
 
 }  // namespace wsync

@@ -37,6 +37,12 @@ enum class MsgType : uint16_t {
 
 const char* msg_type_name(uint16_t type);
 
+// A status code read from the wire: only a pinned failure code passes; 0 or an unknown value
+// becomes `fallback`, so a peer can neither fake success nor hand out codes outside the ABI.
+inline wsync_status_t wire_failure(int32_t code, wsync_status_t fallback) {
+  return code > 0 && code < WSYNC_STATUS_COUNT ? code : fallback;
+}
+
 struct Frame {
   uint16_t type = 0;
   std::vector<uint8_t> body;

@@ -55,6 +55,8 @@ struct wsync_group {
 
   // update state
   std::atomic<bool> aborted{false};
+  bool abort_announced = false;  // receivers were sent ABORT_UPDATE
+  uint64_t inflight_seq = 0;     // a bucket posted to the transport and not yet completed
   std::string broken;  // non-empty: the reason the group can no longer update
   uint64_t next_seq = 1;
   uint64_t update_id = 1;

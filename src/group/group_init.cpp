@@ -113,6 +113,7 @@ void admit(wsync_group_t* g, std::unique_ptr<Peer> p, const Frame& f, int64_t ti
     return;
   }
   WSYNC_LOGI("group '%s': receiver rank %u (pid %u) joined", g->group_name.c_str(), rank, pid);
+  p->conn.set_abort_flag(&g->aborted);
   g->peers[rank - 1] = std::move(p);
 }
 
@@ -131,9 +132,8 @@ wsync_status_t accept_receivers(wsync_group_t* g, int64_t deadline) {
     if (g->aborted.load()) return fail(WSYNC_ERR_ABORTED, "group init aborted");
     int64_t left = deadline - now_ms();
     if (left <= 0)
-      return fail(WSYNC_ERR_TIMEOUT, "group '%s': receiver rank(s) %s did not join within %lld ms (store at %s)",
-                  g->group_name.c_str(), missing_ranks(g).c_str(), static_cast<long long>(g->timeout_ms),
-                  g->store_addr.c_str());
+      return fail(WSYNC_ERR_TIMEOUT, "group '%s': receiver rank(s) %s did not join in time (store at %s)",
+                  g->group_name.c_str(), missing_ranks(g).c_str(), g->store_addr.c_str());
     int fd = -1;
     if (g->listener.accept(std::min<int64_t>(left, 20), &fd) == WSYNC_OK) {
       auto p = std::make_unique<Peer>();
@@ -169,8 +169,8 @@ wsync_status_t wait_joined(wsync_group_t* g, int64_t deadline) {
       wsync_status_t st = p->conn.recv(&f, std::max<int64_t>(0, std::min<int64_t>(left, 50)));
       if (st == WSYNC_ERR_TIMEOUT) {
         if (left <= 0)
-          return fail(WSYNC_ERR_TIMEOUT, "group '%s': %s did not connect its transport within %lld ms",
-                      g->group_name.c_str(), p->conn.peer_name().c_str(), static_cast<long long>(g->timeout_ms));
+          return fail(WSYNC_ERR_TIMEOUT, "group '%s': %s did not connect its transport in time",
+                      g->group_name.c_str(), p->conn.peer_name().c_str());
         continue;
       }
       if (st != WSYNC_OK) return fail_msg(st, "group init: " + last_error());
@@ -183,8 +183,8 @@ wsync_status_t wait_joined(wsync_group_t* g, int64_t deadline) {
         r.u64(&seq);
         r.i32(&code);
         r.str(&why, 1 << 16);
-        return fail(code, "group init: %s could not connect its transport: %s", p->conn.peer_name().c_str(),
-                    why.c_str());
+        return fail(wire_failure(code, WSYNC_ERR_PROTOCOL), "group init: %s could not connect its transport: %s",
+                    p->conn.peer_name().c_str(), why.c_str());
       }
       return fail(WSYNC_ERR_PROTOCOL, "group init: %s sent %s instead of JOINED", p->conn.peer_name().c_str(),
                   msg_type_name(f.type));
@@ -194,8 +194,18 @@ wsync_status_t wait_joined(wsync_group_t* g, int64_t deadline) {
 }
 
 void teardown(wsync_group_t* g) {
+  std::vector<pollfd> fds;
   for (auto& p : g->peers)
-    if (p && p->conn.open()) p->conn.send(MsgType::kClose, {}, 200);
+    if (p && p->conn.open()) {
+      p->conn.set_abort_flag(nullptr);
+      p->conn.send(MsgType::kClose, {}, 200);
+      p->conn.shutdown_and_drain();
+      if (p->conn.open()) fds.push_back(pollfd{p->conn.fd(), POLLIN, 0});
+    }
+  // Give late messages (an error ACK in flight) a moment to land, so closing does not reset.
+  if (!fds.empty() && ::poll(fds.data(), fds.size(), 20) > 0)
+    for (auto& p : g->peers)
+      if (p && p->conn.open()) p->conn.shutdown_and_drain();
   if (g->transport_self) g->transport.table->destroy(g->transport_self);
   g->transport_self = nullptr;
   if (g->adapter_self) g->adapter.table->destroy(g->adapter_self);
@@ -226,8 +236,9 @@ wsync_status_t group_init(const wsync_group_config_t* config, wsync_group_t* g) 
   if ((st = copy_options(cfg.options, cfg.num_options, &opts)) != WSYNC_OK) return st;
   std::string addr_file;
   if ((st = apply_options(g, opts, &addr_file)) != WSYNC_OK) return st;
-  if (cfg.timeout_ms >= 0) g->timeout_ms = cfg.timeout_ms;
-  const int64_t deadline = now_ms() + g->timeout_ms;
+  // config->timeout_ms bounds init only; later calls default to the timeout_ms option.
+  const int64_t init_timeout = cfg.timeout_ms >= 0 ? cfg.timeout_ms : g->timeout_ms;
+  const int64_t deadline = deadline_after(init_timeout);
 
   std::string host;
   uint16_t port = 0;
@@ -318,7 +329,14 @@ WSYNC_API wsync_status_t wsync_group_init(const wsync_group_config_t* config, ws
   *out = nullptr;
   auto* g = new (std::nothrow) wsync_group();
   if (g == nullptr) return fail(WSYNC_ERR_OUT_OF_MEMORY, "cannot allocate a group");
-  wsync_status_t st = group_init(config, g);
+  wsync_status_t st = WSYNC_ERR_INTERNAL;
+  try {
+    st = group_init(config, g);
+  } catch (const std::bad_alloc&) {
+    st = fail(WSYNC_ERR_OUT_OF_MEMORY, "out of memory during group init");
+  } catch (...) {
+    st = fail(WSYNC_ERR_INTERNAL, "internal error during group init (please report)");
+  }
   if (st != WSYNC_OK) {
     std::string why = last_error();
     teardown(g);

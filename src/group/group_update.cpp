@@ -26,8 +26,24 @@ namespace {
 constexpr int64_t kSliceMs = 20;          // how often waits look at abort and peer liveness
 constexpr uint64_t kPackPiece = 8u << 20; // pack in pieces, progressing the transport between
 
+void announce_abort(wsync_group_t* g, const std::string& why) {
+  if (g->abort_announced) return;
+  g->abort_announced = true;
+  ByteWriter w;
+  w.str(why);
+  for (auto& p : g->peers)
+    if (p->alive && p->conn.open()) {
+      p->conn.set_abort_flag(nullptr);  // this one message must go out even after an abort
+      p->conn.send(MsgType::kAbortUpdate, w.data(), 200);
+      p->conn.set_abort_flag(&g->aborted);
+    }
+}
+
 wsync_status_t check_usable(wsync_group_t* g) {
-  if (g->aborted.load()) return fail(WSYNC_ERR_ABORTED, "group '%s' was aborted", g->group_name.c_str());
+  if (g->aborted.load()) {
+    announce_abort(g, "the sender aborted the group");
+    return fail(WSYNC_ERR_ABORTED, "group '%s' was aborted", g->group_name.c_str());
+  }
   if (!g->broken.empty())
     return fail(WSYNC_ERR_INVALID_STATE, "group '%s' cannot update any more: %s; destroy it and create a new one",
                 g->group_name.c_str(), g->broken.c_str());
@@ -38,10 +54,14 @@ wsync_status_t check_usable(wsync_group_t* g) {
 wsync_status_t break_group(wsync_group_t* g, wsync_status_t st) {
   std::string why = last_error();
   if (g->broken.empty()) g->broken = why;
-  ByteWriter w;
-  w.str(why);
-  for (auto& p : g->peers)
-    if (p->alive && p->conn.open()) p->conn.send(MsgType::kAbortUpdate, w.data(), 200);
+  // A bucket still on the wire may point into the caller's tensor memory, which is theirs again
+  // once we return: cancel it with every receiver before that.
+  if (g->inflight_seq != 0 && g->transport_self) {
+    for (auto& p : g->peers)
+      if (p->alive) g->transport.table->forget_peer(g->transport_self, p->rank);
+    g->inflight_seq = 0;
+  }
+  announce_abort(g, why);
   return fail_msg(st, why);
 }
 
@@ -54,7 +74,7 @@ wsync_status_t peer_lost(wsync_group_t* g, Peer* p, const char* during) {
 
 // Wait for one `expect` frame about `seq` from every live receiver.
 wsync_status_t wait_all(wsync_group_t* g, MsgType expect, uint64_t seq, int64_t timeout_ms, const std::string& what) {
-  const int64_t deadline = now_ms() + timeout_ms;
+  const int64_t deadline = deadline_after(timeout_ms);
   std::vector<Peer*> pending;
   for (auto& p : g->peers)
     if (p->alive) pending.push_back(p.get());
@@ -77,8 +97,8 @@ wsync_status_t wait_all(wsync_group_t* g, MsgType expect, uint64_t seq, int64_t 
         if (!r.u64(&got) || !r.i32(&code) || !r.str(&why, 1 << 16))
           return fail(WSYNC_ERR_PROTOCOL, "%s sent a malformed %s", p->conn.peer_name().c_str(), msg_type_name(f.type));
         if (f.type == static_cast<uint16_t>(MsgType::kNack) || code != WSYNC_OK)
-          return fail(code == WSYNC_OK ? WSYNC_ERR_PROTOCOL : code, "%s refused %s: %s",
-                      p->conn.peer_name().c_str(), what.c_str(), why.c_str());
+          return fail(wire_failure(code, WSYNC_ERR_PROTOCOL), "%s refused %s: %s", p->conn.peer_name().c_str(),
+                      what.c_str(), why.c_str());
       } else if (!r.u64(&got)) {
         return fail(WSYNC_ERR_PROTOCOL, "%s sent a malformed %s", p->conn.peer_name().c_str(), msg_type_name(f.type));
       }
@@ -99,7 +119,7 @@ wsync_status_t wait_all(wsync_group_t* g, MsgType expect, uint64_t seq, int64_t 
     }
     std::vector<pollfd> fds;
     for (Peer* p : pending) fds.push_back(pollfd{p->conn.fd(), POLLIN, 0});
-    ::poll(fds.data(), fds.size(), static_cast<int>(std::min<int64_t>(left, 100)));
+    ::poll(fds.data(), fds.size(), poll_slice(left));
   }
   return WSYNC_OK;
 }
@@ -125,7 +145,7 @@ wsync_status_t poll_send(wsync_group_t* g, uint64_t seq, bool* done) {
 }
 
 wsync_status_t wait_send(wsync_group_t* g, uint64_t seq, int64_t timeout_ms, const std::string& what) {
-  const int64_t deadline = now_ms() + timeout_ms;
+  const int64_t deadline = deadline_after(timeout_ms);
   for (;;) {
     clear_error();
     wsync_status_t st = g->transport.table->send_wait(g->transport_self, seq, kSliceMs);
@@ -292,12 +312,14 @@ wsync_status_t send_batch(wsync_group_t* g, const wsync_tensor_t* tensors, uint6
                                               static_cast<uint32_t>(ranks.size()))) != WSYNC_OK)
         return break_group(g, fail(st, "transport '%s' could not start %s: %s", g->transport.table->name, what.c_str(),
                                    last_error().c_str()));
+      g->inflight_seq = seq;
     }
     if (k + 1 < plan.size() &&
         (st = prepare(g, plan[k + 1], t, &g->staging[(k + 1) % nslots], b.bytes > 0 ? seq : 0,
                       &prep[(k + 1) % nslots])) != WSYNC_OK)
       return break_group(g, st);
     if (b.bytes > 0 && (st = wait_send(g, seq, tmo, what)) != WSYNC_OK) return break_group(g, st);
+    g->inflight_seq = 0;
     if ((st = wait_all(g, MsgType::kAck, seq, tmo, what)) != WSYNC_OK) return break_group(g, st);
     g->bucket_in_update++;
     g->stats.buckets++;
@@ -348,13 +370,17 @@ WSYNC_API wsync_status_t wsync_group_send_batch(wsync_group_t* group, const wsyn
                                                 uint64_t num_tensors, int64_t timeout_ms) {
   clear_error();
   if (group == nullptr) return fail(WSYNC_ERR_INVALID_ARGUMENT, "group is NULL");
-  return send_batch(group, tensors, num_tensors, timeout_ms);
+  wsync_status_t st;
+  WSYNC_GUARD(st = send_batch(group, tensors, num_tensors, timeout_ms));
+  return st;
 }
 
 WSYNC_API wsync_status_t wsync_group_finalize(wsync_group_t* group, uint64_t version, int64_t timeout_ms) {
   clear_error();
   if (group == nullptr) return fail(WSYNC_ERR_INVALID_ARGUMENT, "group is NULL");
-  return finalize(group, version, timeout_ms);
+  wsync_status_t st;
+  WSYNC_GUARD(st = finalize(group, version, timeout_ms));
+  return st;
 }
 
 }  // extern "C"

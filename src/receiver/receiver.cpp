@@ -24,6 +24,13 @@ using namespace wsync;
 namespace {
 
 constexpr int64_t kSliceMs = 20;
+// Limits on what a manifest may ask of this process (the sender refuses larger buckets too).
+constexpr uint64_t kMaxBucketBytes = 1ull << 40;
+constexpr uint64_t kMaxPadding = 64u << 10;  // between entries; the native layout pads < 256 bytes
+
+bool is_local_host(const std::string& h) {
+  return h == "127.0.0.1" || h == "localhost" || h == "::1" || h == "0.0.0.0" || h == "::" || h.empty();
+}
 
 std::vector<wsync_option_t> to_c_options(const OptionList& l) {
   std::vector<wsync_option_t> out;
@@ -56,7 +63,6 @@ wsync_status_t receiver_init(const wsync_receiver_config_t* config, wsync_receiv
   if (cfg.rank == 0) return fail(WSYNC_ERR_INVALID_ARGUMENT, "config->rank is 0; rank 0 is the sender, receivers are 1..N");
   rx->rank = cfg.rank;
   rx->group_name = cfg.group_name ? cfg.group_name : "wsync";
-  if (cfg.timeout_ms >= 0) rx->timeout_ms = cfg.timeout_ms;
   OptionList opts;
   if ((st = copy_options(cfg.options, cfg.num_options, &opts)) != WSYNC_OK) return st;
   for (const auto& kv : opts) {
@@ -70,7 +76,7 @@ wsync_status_t receiver_init(const wsync_receiver_config_t* config, wsync_receiv
     }
   }
   const int64_t init_timeout = cfg.timeout_ms >= 0 ? cfg.timeout_ms : rx->timeout_ms;
-  const int64_t deadline = now_ms() + init_timeout;
+  const int64_t deadline = deadline_after(init_timeout);
 
   std::string host;
   uint16_t port = 0;
@@ -94,12 +100,22 @@ wsync_status_t receiver_init(const wsync_receiver_config_t* config, wsync_receiv
                 rx->group_name.c_str(), info.world_size - 1);
   rx->world_size = info.world_size;
 
+  // A name read from the (unauthenticated) store is only ever a plugin name, never a path.
+  if (cfg.transport == nullptr &&
+      (info.transport.empty() || info.transport.find_first_not_of(
+                                     "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != std::string::npos))
+    return fail(WSYNC_ERR_PROTOCOL, "the store at %s announces transport '%s', which is not a plugin name",
+                cfg.store_addr, info.transport.c_str());
   if ((st = load_transport(cfg.transport ? cfg.transport : info.transport, &rx->transport)) != WSYNC_OK) return st;
   if (std::string(rx->transport.table->name) != info.transport)
     return fail(WSYNC_ERR_INVALID_ARGUMENT, "the group uses transport '%s' but this receiver loaded '%s' (%s)",
                 info.transport.c_str(), rx->transport.table->name, rx->transport.path.c_str());
 
-  if ((st = ControlConn::connect(info.control_host, info.control_port, std::max<int64_t>(deadline - now_ms(), 1),
+  // A sender bound to a wildcard or loopback address announces 127.0.0.1; a receiver on another
+  // host reaches the control port where it reached the store.
+  std::string control_host = info.control_host;
+  if (is_local_host(control_host) && !is_local_host(host)) control_host = host;
+  if ((st = ControlConn::connect(control_host, info.control_port, std::max<int64_t>(deadline - now_ms(), 1),
                                  &rx->conn)) != WSYNC_OK)
     return fail_msg(st, "cannot reach the sender's control port: " + last_error());
   rx->conn.set_peer_name("the sender of group '" + rx->group_name + "'");
@@ -124,7 +140,7 @@ wsync_status_t receiver_init(const wsync_receiver_config_t* config, wsync_receiv
     std::string why;
     r.i32(&code);
     r.str(&why, 1 << 16);
-    return fail(code, "the sender refused rank %u: %s", cfg.rank, why.c_str());
+    return fail(wire_failure(code, WSYNC_ERR_REJECTED), "the sender refused rank %u: %s", cfg.rank, why.c_str());
   }
   uint32_t world = 0;
   if (f.type != static_cast<uint16_t>(MsgType::kWelcome) || !r.u32(&world) || world != rx->world_size)
@@ -195,7 +211,7 @@ std::string shape_str(int32_t dtype, int32_t ndim, const int64_t* shape) {
 
 // Wait for bucket `seq` to land, watching the sender's connection.
 wsync_status_t wait_recv(wsync_receiver_t* rx, uint64_t seq, const std::string& what) {
-  const int64_t deadline = now_ms() + rx->timeout_ms;
+  const int64_t deadline = deadline_after(rx->timeout_ms);
   for (;;) {
     clear_error();
     wsync_status_t st = rx->transport.table->recv_wait(rx->transport_self, seq, kSliceMs);
@@ -247,6 +263,10 @@ wsync_status_t handle_manifest(wsync_receiver_t* rx, const Frame& f, wsync_recei
                                 static_cast<unsigned long long>(m.bucket_index),
                                 static_cast<unsigned long long>(rx->expected_bucket)));
   const std::string what = "bucket " + std::to_string(m.bucket_index) + " of update " + std::to_string(m.update_id);
+  if (m.bucket_bytes > kMaxBucketBytes)
+    return refuse(rx, seq, fail(WSYNC_ERR_PROTOCOL, "%s claims %llu bytes, more than the %llu a bucket may hold",
+                                what.c_str(), static_cast<unsigned long long>(m.bucket_bytes),
+                                static_cast<unsigned long long>(kMaxBucketBytes)));
 
   // Where each byte range of the bucket goes.
   std::vector<wsync_iov_t> iov;
@@ -259,6 +279,9 @@ wsync_status_t handle_manifest(wsync_receiver_t* rx, const Frame& f, wsync_recei
   };
   uint64_t staging_need = 0, max_gap = 0, cursor = 0;
   for (const auto& e : m.entries) {
+    if (e.tensor_bytes > kMaxBucketBytes)
+      return refuse(rx, seq, fail(WSYNC_ERR_PROTOCOL, "tensor '%s' claims %llu bytes, more than wsync moves",
+                                  e.name.c_str(), static_cast<unsigned long long>(e.tensor_bytes)));
     max_gap = std::max(max_gap, e.bucket_offset - cursor);
     cursor = e.bucket_offset + e.length;
     bool whole = e.tensor_offset == 0 && e.length == e.tensor_bytes;
@@ -270,6 +293,10 @@ wsync_status_t handle_manifest(wsync_receiver_t* rx, const Frame& f, wsync_recei
     if (reg == rx->registry.end() && whole) staging_need = std::max(staging_need, e.bucket_offset + e.length);
   }
   max_gap = std::max(max_gap, m.bucket_bytes - cursor);
+  if (max_gap > kMaxPadding)
+    return refuse(rx, seq, fail(WSYNC_ERR_PROTOCOL, "%s has %llu bytes of padding between entries (at most %llu)",
+                                what.c_str(), static_cast<unsigned long long>(max_gap),
+                                static_cast<unsigned long long>(kMaxPadding)));
   try {
     if (staging_need > rx->staging_capacity) {
       std::free(rx->staging);
@@ -335,7 +362,12 @@ wsync_status_t handle_manifest(wsync_receiver_t* rx, const Frame& f, wsync_recei
     if (m.bucket_bytes > 0) rx->transport.table->forget_peer(rx->transport_self, 0);
     return st;
   }
-  if (m.bucket_bytes > 0 && (st = wait_recv(rx, seq, what)) != WSYNC_OK) return st;
+  if (m.bucket_bytes > 0 && (st = wait_recv(rx, seq, what)) != WSYNC_OK) {
+    std::string why = last_error();
+    if (rx->conn.open()) send_status(rx, MsgType::kAck, seq, st, why);  // the sender learns why at once
+    rx->assembling.clear();
+    return fail_msg(st, why);
+  }
 
   // Record the bytes of split tensors only once they are really in place.
   for (const auto& e : m.entries) {
@@ -406,9 +438,10 @@ wsync_status_t next_event(wsync_receiver_t* rx, wsync_receiver_event_t* ev, int6
     return fail(WSYNC_ERR_INVALID_STATE, "version %llu is waiting for wsync_receiver_commit",
                 static_cast<unsigned long long>(rx->pending_commit));
   Frame f;
-  wsync_status_t st = rx->conn.recv(&f, timeout_ms < 0 ? rx->timeout_ms : timeout_ms);
+  const int64_t tmo = timeout_ms < 0 ? rx->timeout_ms : timeout_ms;
+  wsync_status_t st = rx->conn.recv(&f, tmo);
   if (st == WSYNC_ERR_TIMEOUT)
-    return fail(WSYNC_ERR_TIMEOUT, "no message from the sender within %lld ms", static_cast<long long>(timeout_ms));
+    return fail(WSYNC_ERR_TIMEOUT, "no message from the sender within %lld ms", static_cast<long long>(tmo));
   if (st != WSYNC_OK) return st;
   ByteReader r(f.body);
   switch (static_cast<MsgType>(f.type)) {
@@ -417,15 +450,18 @@ wsync_status_t next_event(wsync_receiver_t* rx, wsync_receiver_event_t* ev, int6
     case MsgType::kEndUpdate: {
       uint64_t version = 0, update = 0, buckets = 0;
       if (!r.u64(&version) || !r.u64(&update) || !r.u64(&buckets))
-        return fail(WSYNC_ERR_PROTOCOL, "END_UPDATE message is malformed");
+        return refuse(rx, 0, fail(WSYNC_ERR_PROTOCOL, "END_UPDATE message is malformed"));
       if (!rx->assembling.empty())
-        return fail(WSYNC_ERR_PROTOCOL, "the sender finalized version %llu while tensor '%s' was incomplete",
-                    static_cast<unsigned long long>(version), rx->assembling.begin()->first.c_str());
+        return refuse(rx, 0, fail(WSYNC_ERR_PROTOCOL, "the sender finalized version %llu while tensor '%s' was incomplete",
+                                  static_cast<unsigned long long>(version), rx->assembling.begin()->first.c_str()));
       uint64_t got = update == rx->current_update ? rx->expected_bucket : 0;
       if (got != buckets)
-        return fail(WSYNC_ERR_PROTOCOL, "the sender finalized version %llu after %llu buckets but this receiver got %llu",
-                    static_cast<unsigned long long>(version), static_cast<unsigned long long>(buckets),
-                    static_cast<unsigned long long>(got));
+        return refuse(rx, 0, fail(WSYNC_ERR_PROTOCOL,
+                                  "the sender finalized version %llu after %llu buckets but this receiver got %llu",
+                                  static_cast<unsigned long long>(version), static_cast<unsigned long long>(buckets),
+                                  static_cast<unsigned long long>(got)));
+      if (version == 0)
+        return refuse(rx, 0, fail(WSYNC_ERR_PROTOCOL, "the sender finalized version 0, which is never valid"));
       rx->current_update = update + 1;
       rx->expected_bucket = 0;
       rx->pending_commit = version;
@@ -446,7 +482,7 @@ wsync_status_t next_event(wsync_receiver_t* rx, wsync_receiver_event_t* ev, int6
       ev->kind = WSYNC_EVENT_CLOSED;
       return WSYNC_OK;
     default:
-      return fail(WSYNC_ERR_PROTOCOL, "unexpected %s message from the sender", msg_type_name(f.type));
+      return refuse(rx, 0, fail(WSYNC_ERR_PROTOCOL, "unexpected %s message from the sender", msg_type_name(f.type)));
   }
 }
 
@@ -460,7 +496,14 @@ WSYNC_API wsync_status_t wsync_receiver_init(const wsync_receiver_config_t* conf
   *out = nullptr;
   auto* rx = new (std::nothrow) wsync_receiver();
   if (rx == nullptr) return fail(WSYNC_ERR_OUT_OF_MEMORY, "cannot allocate a receiver");
-  wsync_status_t st = receiver_init(config, rx);
+  wsync_status_t st = WSYNC_ERR_INTERNAL;
+  try {
+    st = receiver_init(config, rx);
+  } catch (const std::bad_alloc&) {
+    st = fail(WSYNC_ERR_OUT_OF_MEMORY, "out of memory during receiver init");
+  } catch (...) {
+    st = fail(WSYNC_ERR_INTERNAL, "internal error during receiver init (please report)");
+  }
   if (st != WSYNC_OK) {
     std::string why = last_error();
     wsync_receiver_destroy(rx);
@@ -499,7 +542,8 @@ WSYNC_API wsync_status_t wsync_receiver_next(wsync_receiver_t* rx, wsync_receive
   if (size < 2 * sizeof(uint32_t) || size % 8 != 0)
     return fail(WSYNC_ERR_INVALID_ARGUMENT, "event->struct_size is %u; initialise with WSYNC_RECEIVER_EVENT_INIT", size);
   wsync_receiver_event_t ev = WSYNC_RECEIVER_EVENT_INIT;
-  wsync_status_t st = next_event(rx, &ev, timeout_ms);
+  wsync_status_t st;
+  WSYNC_GUARD(st = next_event(rx, &ev, timeout_ms));
   // A caller built against an older, shorter event gets the fields it knows of.
   ev.struct_size = size < sizeof ev ? size : static_cast<uint32_t>(sizeof ev);
   std::memcpy(event, &ev, ev.struct_size);

@@ -209,3 +209,110 @@ TEST_F(RogueSender, GarbageOnTheControlChannelIsAProtocolError) {
 }
 
 }  // namespace
+
+namespace {
+
+// Review findings: a manifest may not make the receiver allocate or receive without bounds.
+TEST_F(RogueSender, HugeBucketClaimIsRefusedNotAllocated) {
+  Manifest m;
+  m.update_id = 1;
+  m.bucket_bytes = 1ull << 63;  // no entries: once a 2^63-byte padding buffer and a crash
+  corrupted_case(encode_manifest(m), "more than");
+}
+
+TEST_F(RogueSender, TensorOfNearly2To64BytesIsRefused) {
+  Manifest m = good_manifest();
+  m.bucket_bytes = ~0ull;
+  m.entries[0].name = "unregistered";
+  m.entries[0].dtype = WSYNC_DTYPE_UINT8;
+  m.entries[0].ndim = 2;
+  m.entries[0].shape[0] = 3;
+  m.entries[0].shape[1] = 6148914691236517205ll;  // 3 * this = 2^64 - 1: once a wrapped allocation
+  m.entries[0].length = ~0ull;
+  m.entries[0].tensor_bytes = ~0ull;
+  corrupted_case(encode_manifest(m), "more than");
+}
+
+TEST_F(RogueSender, LargePaddingBetweenEntriesIsRefused) {
+  Manifest m = good_manifest();
+  m.entries[0].bucket_offset = 1u << 20;
+  m.bucket_bytes = (1u << 20) + 4096;
+  corrupted_case(encode_manifest(m), "padding");
+}
+
+TEST_F(RogueSender, EndOfUpdateWithAWrongBucketCountIsRefusedAndTheSenderTold) {
+  std::string addr_file = temp_dir() + "/store.addr";
+  Rogue rogue;
+  rogue.start(addr_file);
+  pid_t rx = expecting_receiver(addr_file, WSYNC_ERR_PROTOCOL, "after 5 buckets");
+  rogue.admit();
+  ByteWriter w;
+  w.u64(1);  // version
+  w.u64(1);  // update
+  w.u64(5);  // buckets: the receiver got none
+  ASSERT_EQ(WSYNC_OK, rogue.conn.send(MsgType::kEndUpdate, w.data(), 1000));
+  Frame f;
+  ASSERT_EQ(WSYNC_OK, rogue.conn.recv(&f, 10000));
+  EXPECT_EQ(static_cast<uint16_t>(MsgType::kNack), f.type);
+  EXPECT_EQ(0, wait_child(rx, 15000));
+}
+
+// The store is unauthenticated: a transport named there is a plugin name, never a path to load.
+TEST_F(RogueSender, TransportPathInTheStoreIsNotLoaded) {
+  std::string dir = temp_dir();
+  std::unique_ptr<TcpStoreServer> server;
+  ASSERT_EQ(WSYNC_OK, TcpStoreServer::start("127.0.0.1", 0, &server));
+  std::unique_ptr<TcpStoreClient> client;
+  ASSERT_EQ(WSYNC_OK, TcpStoreClient::connect("127.0.0.1", server->port(), 5000, &client));
+  GroupInfo gi;
+  gi.protocol = kControlProtocolVersion;
+  gi.group_name = "rogue";
+  gi.world_size = 2;
+  gi.transport = std::string(WSYNC_TEST_PLUGIN_DIR) + "/libwsync_transport_ucx.so";
+  gi.control_host = "127.0.0.1";
+  gi.control_port = 1;
+  auto blob = encode_group_info(gi);
+  ASSERT_EQ(WSYNC_OK, client->set(kGroupInfoKey, blob.data(), blob.size()));
+  std::string addr = "127.0.0.1:" + std::to_string(server->port());
+  wsync_receiver_config_t cfg = WSYNC_RECEIVER_CONFIG_INIT;
+  cfg.rank = 1;
+  cfg.store_addr = addr.c_str();
+  cfg.group_name = "rogue";
+  cfg.timeout_ms = 3000;
+  wsync_receiver_t* r = nullptr;
+  EXPECT_EQ(WSYNC_ERR_PROTOCOL, wsync_receiver_init(&cfg, &r));
+  EXPECT_NE(std::string::npos, std::string(wsync_last_error()).find("not a plugin name")) << wsync_last_error();
+  EXPECT_EQ(nullptr, r);
+}
+
+// A REJECT carrying status 0 must not read as success.
+TEST_F(RogueSender, RejectWithStatusZeroIsStillARejection) {
+  std::string addr_file = temp_dir() + "/store.addr";
+  Rogue rogue;
+  rogue.start(addr_file);
+  pid_t rx = spawn([=] {
+    std::string addr = read_addr_file(addr_file, 10000);
+    wsync_receiver_config_t cfg = WSYNC_RECEIVER_CONFIG_INIT;
+    cfg.rank = 1;
+    cfg.store_addr = addr.c_str();
+    cfg.group_name = "rogue";
+    cfg.timeout_ms = 5000;
+    wsync_receiver_t* r = nullptr;
+    wsync_status_t st = wsync_receiver_init(&cfg, &r);
+    return st == WSYNC_ERR_REJECTED && r == nullptr ? 0 : 1;
+  });
+  int fd = -1;
+  for (int i = 0; i < 500 && rogue.listener.accept(20, &fd) != WSYNC_OK; ++i) {
+  }
+  ASSERT_GE(fd, 0);
+  rogue.conn.adopt(fd);
+  Frame hello;
+  ASSERT_EQ(WSYNC_OK, rogue.conn.recv(&hello, 5000));
+  ByteWriter w;
+  w.i32(0);
+  w.str("go away, but say OK");
+  ASSERT_EQ(WSYNC_OK, rogue.conn.send(MsgType::kReject, w.data(), 1000));
+  EXPECT_EQ(0, wait_child(rx, 10000));
+}
+
+}  // namespace

@@ -409,6 +409,27 @@ TEST_F(UcxTransport, ScatterIntoThreeRegions) {
       });
 }
 
+TEST_F(UcxTransport, AdjacentRegionsAndEmptyRegions) {
+  // Regions that touch (merged into one contiguous receive) and empty regions (dropped).
+  const size_t n = (1 << 20) + 3;
+  RunGroup(
+      2, {},
+      [&](void* s) {
+        const uint32_t rank = 1;
+        const auto data = Bytes(55, n);
+        const wsync_buffer_t b = HostBuffer(data.data(), n);
+        ASSERT_EQ(WSYNC_OK, Plugin()->send_post(s, 1, &b, &rank, 1)) << t_last_error;
+        ASSERT_EQ(WSYNC_OK, SendWait(s, 1)) << t_last_error;
+      },
+      [&](void* s, uint32_t) {
+        std::vector<uint8_t> dst(n, 0), other(100, 0);
+        const wsync_iov_t iov[] = {{dst.data(), 1000}, {other.data(), 0}, {dst.data() + 1000, n - 1000}};
+        ASSERT_EQ(WSYNC_OK, Plugin()->recv_post(s, 1, iov, 3)) << t_last_error;
+        ASSERT_EQ(WSYNC_OK, RecvWait(s, 1)) << t_last_error;
+        EXPECT_EQ(Bytes(55, n), dst);
+      });
+}
+
 TEST_F(UcxTransport, ZeroLengthBuckets) {
   RunGroup(
       2, {},
