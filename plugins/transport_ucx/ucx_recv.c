@@ -42,11 +42,27 @@ wsync_status_t ucx_recv_post(void* self, uint64_t seq, const wsync_iov_t* iov, u
     if (iov[i].base == NULL && iov[i].len > 0)
       return ucx_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'ucx': recv_post: region %llu of bucket %llu is NULL",
                       (unsigned long long)i, (unsigned long long)seq);
-    if (iov[i].len > 0) ++n;
     total += iov[i].len;
   }
   if (ucx_reserve((void**)&t->recvs, &t->cap_recvs, t->num_recvs, sizeof *t->recvs) != 0)
     return ucx_fail(WSYNC_ERR_OUT_OF_MEMORY, "transport 'ucx': out of memory");
+  /* Drop empty regions and merge ones that touch: a list that is really one buffer gets the
+   * contiguous receive, whose rendezvous is a zero-copy get (UCX 1.13 moves an IOV receive
+   * with active messages that the sender must push, see ucx_transport.h). */
+  if (num_iov > 0) {
+    regions = (ucp_dt_iov_t*)malloc(num_iov * sizeof *regions);
+    if (regions == NULL) return ucx_fail(WSYNC_ERR_OUT_OF_MEMORY, "transport 'ucx': out of memory");
+  }
+  for (i = 0; i < num_iov; ++i) {
+    if (iov[i].len == 0) continue;
+    if (n > 0 && (char*)regions[n - 1].buffer + regions[n - 1].length == (char*)iov[i].base) {
+      regions[n - 1].length += (size_t)iov[i].len;
+      continue;
+    }
+    regions[n].buffer = iov[i].base;
+    regions[n].length = (size_t)iov[i].len;
+    ++n;
+  }
 
   memset(&p, 0, sizeof p);
   /* Always a request: UCX 1.13 completes an unexpected eager match immediately without filling
@@ -54,20 +70,12 @@ wsync_status_t ucx_recv_post(void* self, uint64_t seq, const wsync_iov_t* iov, u
   p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
   p.memory_type = UCS_MEMORY_TYPE_HOST;
   if (n <= 1) {
-    /* Empty regions are dropped; one (or none) left: a plain contiguous receive. */
-    for (i = 0; i < num_iov; ++i)
-      if (iov[i].len > 0) buffer = iov[i].base;
+    buffer = n == 1 ? regions[0].buffer : NULL;
     count = (size_t)total;
     p.datatype = ucp_dt_make_contig(1);
+    free(regions);
+    regions = NULL;
   } else {
-    regions = (ucp_dt_iov_t*)malloc(n * sizeof *regions);
-    if (regions == NULL) return ucx_fail(WSYNC_ERR_OUT_OF_MEMORY, "transport 'ucx': out of memory");
-    for (i = 0, n = 0; i < num_iov; ++i) {
-      if (iov[i].len == 0) continue;
-      regions[n].buffer = iov[i].base;
-      regions[n].length = (size_t)iov[i].len;
-      ++n;
-    }
     buffer = regions;
     count = n;
     p.datatype = ucp_dt_make_iov();

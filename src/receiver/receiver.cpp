@@ -46,11 +46,20 @@ void send_status(wsync_receiver_t* rx, MsgType type, uint64_t seq, wsync_status_
   rx->conn.send(type, w.data(), 1000);
 }
 
+// Forget half-assembled tensors. Once the transport was told to forget the sender (rx->broken),
+// a posted receive may still land in their buffers, so those are kept until destroy.
+void drop_assemblies(wsync_receiver_t* rx) {
+  if (!rx->broken.empty())
+    for (auto& kv : rx->assembling)
+      if (kv.second.owned) rx->graveyard.push_back(std::move(kv.second.owned));
+  rx->assembling.clear();
+}
+
 // Refuse a bucket: tell the sender (NACK) and return the same error to the engine.
 wsync_status_t refuse(wsync_receiver_t* rx, uint64_t seq, wsync_status_t st) {
   std::string why = last_error();
   send_status(rx, MsgType::kNack, seq, st, why);
-  rx->assembling.clear();
+  drop_assemblies(rx);
   return fail_msg(st, "bucket refused: " + why);
 }
 
@@ -365,7 +374,7 @@ wsync_status_t handle_manifest(wsync_receiver_t* rx, const Frame& f, wsync_recei
   if (m.bucket_bytes > 0 && (st = wait_recv(rx, seq, what)) != WSYNC_OK) {
     std::string why = last_error();
     if (rx->conn.open()) send_status(rx, MsgType::kAck, seq, st, why);  // the sender learns why at once
-    rx->assembling.clear();
+    drop_assemblies(rx);
     return fail_msg(st, why);
   }
 
@@ -395,7 +404,7 @@ wsync_status_t handle_manifest(wsync_receiver_t* rx, const Frame& f, wsync_recei
            static_cast<unsigned long long>(h), static_cast<unsigned long long>(m.payload_checksum));
       std::string why = last_error();
       send_status(rx, MsgType::kAck, seq, WSYNC_ERR_PROTOCOL, why);
-      rx->assembling.clear();
+      drop_assemblies(rx);
       return fail_msg(WSYNC_ERR_PROTOCOL, why);
     }
   }
@@ -473,7 +482,7 @@ wsync_status_t next_event(wsync_receiver_t* rx, wsync_receiver_event_t* ev, int6
       std::string why;
       r.str(&why, 1 << 16);
       WSYNC_LOGW("receiver rank %u: the sender aborted the update: %s", rx->rank, why.c_str());
-      rx->assembling.clear();
+      drop_assemblies(rx);
       ev->kind = WSYNC_EVENT_ABORTED;
       return WSYNC_OK;
     }
@@ -571,6 +580,7 @@ WSYNC_API uint64_t wsync_receiver_committed_version(const wsync_receiver_t* rx) 
 
 WSYNC_API void wsync_receiver_destroy(wsync_receiver_t* rx) {
   if (rx == nullptr) return;
+  // The transport first: it may still be writing into staging and the graveyard.
   if (rx->transport_self) rx->transport.table->destroy(rx->transport_self);
   rx->conn.close();
   rx->store_client.reset();

@@ -48,6 +48,9 @@ struct wsync_receiver {
 
   std::map<std::string, wsync::Registered> registry;
   std::map<std::string, wsync::Assembly> assembling;
+  // Buffers a receive was posted into when the transport gave up on it: UCX (for one) may still
+  // write into them until the transport is destroyed, so they are freed only then.
+  std::vector<std::unique_ptr<uint8_t[]>> graveyard;
 
   // Staging for tensors that are not registered; views point here until the next event.
   uint8_t* staging = nullptr;
