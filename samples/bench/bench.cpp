@@ -132,9 +132,11 @@ double wsync_mibps(uint64_t size, int iters, int warmup) {
 
 // ucx_perftest tag_bw between two processes on loopback with the given wait mode (-E poll|sleep);
 // the "overall" bandwidth in MiB/s.
-double perftest_mibps(const std::string& tool, uint64_t size, int iters, int warmup, int port, const char* wait_mode) {
+double perftest_mibps(const std::string& tool, uint64_t size, int iters, int warmup, int port, const char* wait_mode,
+                      bool peer_errors) {
   std::string args = " -t tag_bw -s " + std::to_string(size) + " -n " + std::to_string(iters) + " -w " +
-                     std::to_string(warmup) + " -p " + std::to_string(port) + " -E " + wait_mode;
+                     std::to_string(warmup) + " -p " + std::to_string(port) + " -E " + wait_mode +
+                     (peer_errors ? " -e" : "");
   std::fflush(stdout);
   pid_t server = fork();
   if (server == 0) {
@@ -162,6 +164,22 @@ double perftest_mibps(const std::string& tool, uint64_t size, int iters, int war
   int status = 0;
   waitpid(server, &status, 0);
   return mibps;
+}
+
+// The same rule as the UCX plugin's: every entry of the list is an intra-host memory transport.
+bool shared_memory_only(const std::string& tls) {
+  std::stringstream ss(tls);
+  std::string t;
+  bool any = false;
+  while (std::getline(ss, t, ',')) {
+    if (t.empty()) continue;
+    if (t[0] == '^') return false;
+    static const char* const kLocal[] = {"self", "sm", "shm", "mm", "posix", "sysv", "xpmem", "knem", "cma",
+                                         "cuda_copy", "cuda_ipc", "rocm_copy", "rocm_ipc"};
+    if (std::find(std::begin(kLocal), std::end(kLocal), t) == std::end(kLocal)) return false;
+    any = true;
+  }
+  return any;
 }
 
 }  // namespace
@@ -205,6 +223,9 @@ int main(int argc, char** argv) {
   for (const std::string& tls : tls_list)
   for (uint64_t mib : sizes_mib) {
     setenv("UCX_TLS", tls.c_str(), 1);
+    // wsync's UCX transport runs endpoints with peer error handling unless every transport is
+    // shared memory (its "auto" error mode); ucx_perftest -e does the same, so the two match.
+    const bool peer = !shared_memory_only(tls);
     uint64_t size = mib << 20;
     int n = iters > 0 ? iters : std::max(6, static_cast<int>(2048 / mib));
     int warm = 2;
@@ -214,14 +235,14 @@ int main(int argc, char** argv) {
       w = std::max(w, wsync_mibps(size, n, warm));
       // The baseline is the better of ucx_perftest's two wait modes: on a machine with few cores
     // its busy-polling pair starves the kernel's copy, and "sleep" is then the faster one.
-      p_poll = std::max(p_poll, perftest_mibps(tool, size, n, warm, port++, "poll"));
-      p_sleep = std::max(p_sleep, perftest_mibps(tool, size, n, warm, port++, "sleep"));
+      p_poll = std::max(p_poll, perftest_mibps(tool, size, n, warm, port++, "poll", peer));
+      p_sleep = std::max(p_sleep, perftest_mibps(tool, size, n, warm, port++, "sleep", peer));
     }
     double p = std::max(p_poll, p_sleep);
     double r = p > 0 ? w / p : 0;
     min_ratio = std::min(min_ratio, r);
-    std::printf("%8s %6llu MiB %6d %12.1f %18.1f %7.3f   (perftest -E poll %.1f, -E sleep %.1f)\n", tls.c_str(),
-                static_cast<unsigned long long>(mib), n, w, p, r, p_poll, p_sleep);
+    std::printf("%8s %6llu MiB %6d %12.1f %18.1f %7.3f   (perftest%s -E poll %.1f, -E sleep %.1f)\n", tls.c_str(),
+                static_cast<unsigned long long>(mib), n, w, p, r, peer ? " -e" : "", p_poll, p_sleep);
     std::fflush(stdout);
   }
   std::printf("ratio_vs_ucx_perftest: %.3f\n", min_ratio);
