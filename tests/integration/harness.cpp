@@ -110,6 +110,16 @@ wsync_tensor_t desc_of(const synth_tensor_t& t, void* data) {
   return d;
 }
 
+wsync_status_t join(const std::string& addr, uint32_t rank, const char* group, int64_t timeout_ms,
+                    wsync_receiver_t** out) {
+  wsync_receiver_config_t cfg = WSYNC_RECEIVER_CONFIG_INIT;
+  cfg.rank = rank;
+  cfg.store_addr = addr.c_str();
+  cfg.group_name = group;
+  cfg.timeout_ms = timeout_ms;
+  return wsync_receiver_init(&cfg, out);
+}
+
 void Model::fill(uint64_t version) {
   data.resize(spec.size());
   descs.clear();
@@ -126,13 +136,8 @@ int run_receiver(const ReceiverPlan& plan) {
     std::fprintf(stderr, "rank %u: no store address\n", plan.rank);
     return 10;
   }
-  wsync_receiver_config_t cfg = WSYNC_RECEIVER_CONFIG_INIT;
-  cfg.rank = plan.rank;
-  cfg.store_addr = addr.c_str();
-  cfg.group_name = plan.group.c_str();
-  cfg.timeout_ms = plan.timeout_ms;
   wsync_receiver_t* rx = nullptr;
-  wsync_status_t st = wsync_receiver_init(&cfg, &rx);
+  wsync_status_t st = join(addr, plan.rank, plan.group.c_str(), plan.timeout_ms, &rx);
   if (st != WSYNC_OK) {
     std::fprintf(stderr, "rank %u: init: %s: %s\n", plan.rank, wsync_status_name(st), wsync_last_error());
     return 11;

@@ -36,6 +36,10 @@ struct Model {
 
 wsync_tensor_t desc_of(const synth_tensor_t& t, void* data);
 
+// wsync_receiver_init for `rank` of `group` at the store `addr` ("host:port").
+wsync_status_t join(const std::string& addr, uint32_t rank, const char* group, int64_t timeout_ms,
+                    wsync_receiver_t** out);
+
 // A receiver loop: joins, optionally registers buffers, checks every tensor of every update
 // against the expected bytes, commits, and returns 0 after `versions` commits and a CLOSED event.
 struct ReceiverPlan {

@@ -175,13 +175,8 @@ TEST(E2E, SenderKilledGivesReceiverPeerFailedNotAHang) {
   });
   std::string addr = read_addr_file(addr_file, 10000);
   ASSERT_FALSE(addr.empty());
-  wsync_receiver_config_t cfg = WSYNC_RECEIVER_CONFIG_INIT;
-  cfg.rank = 1;
-  cfg.store_addr = addr.c_str();
-  cfg.group_name = "it";
-  cfg.timeout_ms = 10000;
   wsync_receiver_t* rx = nullptr;
-  ASSERT_EQ(WSYNC_OK, wsync_receiver_init(&cfg, &rx)) << wsync_last_error();
+  ASSERT_EQ(WSYNC_OK, join(addr, 1, "it", 10000, &rx)) << wsync_last_error();
   wsync_receiver_event_t ev = WSYNC_RECEIVER_EVENT_INIT;
   auto t0 = std::chrono::steady_clock::now();
   wsync_status_t st = wsync_receiver_next(rx, &ev, 8000);
@@ -195,13 +190,8 @@ TEST(E2E, WrongGroupNameIsRejectedAndSenderTimesOutNamingTheRank) {
   Sender s;
   pid_t wrong = spawn([&] {
     std::string addr = read_addr_file(s.addr_file, 10000);
-    wsync_receiver_config_t cfg = WSYNC_RECEIVER_CONFIG_INIT;
-    cfg.rank = 1;
-    cfg.store_addr = addr.c_str();
-    cfg.group_name = "not-it";
-    cfg.timeout_ms = 5000;
     wsync_receiver_t* rx = nullptr;
-    wsync_status_t st = wsync_receiver_init(&cfg, &rx);
+    wsync_status_t st = join(addr, 1, "not-it", 5000, &rx);
     std::string msg = wsync_last_error();
     bool ok = st == WSYNC_ERR_REJECTED && msg.find("not-it") != std::string::npos && msg.find("'it'") != std::string::npos;
     if (!ok) std::fprintf(stderr, "got %s: %s\n", wsync_status_name(st), msg.c_str());
@@ -222,13 +212,8 @@ TEST(E2E, OutOfRangeAndDuplicateRanksAreRejected) {
   auto try_join = [&](uint32_t rank, const char* expect) {
     return spawn([&, rank, expect] {
       std::string addr = read_addr_file(s.addr_file, 10000);
-      wsync_receiver_config_t cfg = WSYNC_RECEIVER_CONFIG_INIT;
-      cfg.rank = rank;
-      cfg.store_addr = addr.c_str();
-      cfg.group_name = "it";
-      cfg.timeout_ms = 5000;
       wsync_receiver_t* rx = nullptr;
-      wsync_status_t st = wsync_receiver_init(&cfg, &rx);
+      wsync_status_t st = join(addr, rank, "it", 5000, &rx);
       std::string msg = wsync_last_error();
       wsync_receiver_destroy(rx);
       bool ok = st == WSYNC_ERR_REJECTED && msg.find(expect) != std::string::npos;
@@ -253,13 +238,8 @@ TEST(E2E, OutOfRangeAndDuplicateRanksAreRejected) {
   pid_t dup = spawn([&] {
     std::string addr = read_addr_file(s2.addr_file, 10000);
     std::this_thread::sleep_for(std::chrono::milliseconds(500));  // after the first rank 1
-    wsync_receiver_config_t cfg = WSYNC_RECEIVER_CONFIG_INIT;
-    cfg.rank = 1;
-    cfg.store_addr = addr.c_str();
-    cfg.group_name = "it";
-    cfg.timeout_ms = 5000;
     wsync_receiver_t* rx = nullptr;
-    wsync_status_t st = wsync_receiver_init(&cfg, &rx);
+    wsync_status_t st = join(addr, 1, "it", 5000, &rx);
     std::string msg = wsync_last_error();
     bool ok = st == WSYNC_ERR_REJECTED && msg.find("already joined") != std::string::npos;
     if (!ok) std::fprintf(stderr, "dup got %s: %s\n", wsync_status_name(st), msg.c_str());
@@ -303,12 +283,8 @@ TEST(E2E, AbortFromAnotherThreadUnblocksAStuckSend) {
   // A receiver that joins and then never asks for the next event.
   pid_t lazy = spawn([&] {
     std::string addr = read_addr_file(s.addr_file, 10000);
-    wsync_receiver_config_t cfg = WSYNC_RECEIVER_CONFIG_INIT;
-    cfg.rank = 1;
-    cfg.store_addr = addr.c_str();
-    cfg.group_name = "it";
     wsync_receiver_t* rx = nullptr;
-    if (wsync_receiver_init(&cfg, &rx) != WSYNC_OK) return 1;
+    if (join(addr, 1, "it", -1, &rx) != WSYNC_OK) return 1;
     std::this_thread::sleep_for(std::chrono::seconds(3));
     wsync_receiver_destroy(rx);
     return 0;
@@ -337,12 +313,8 @@ TEST(E2E, FinalizeTimesOutNamingAReceiverThatNeverCommits) {
   m.spec = tensor_set(4, 0);
   pid_t rx = spawn([&] {
     std::string addr = read_addr_file(s.addr_file, 10000);
-    wsync_receiver_config_t cfg = WSYNC_RECEIVER_CONFIG_INIT;
-    cfg.rank = 1;
-    cfg.store_addr = addr.c_str();
-    cfg.group_name = "it";
     wsync_receiver_t* r = nullptr;
-    if (wsync_receiver_init(&cfg, &r) != WSYNC_OK) return 1;
+    if (join(addr, 1, "it", -1, &r) != WSYNC_OK) return 1;
     wsync_receiver_event_t ev = WSYNC_RECEIVER_EVENT_INIT;
     while (wsync_receiver_next(r, &ev, 10000) == WSYNC_OK && ev.kind != WSYNC_EVENT_COMMIT) {
     }

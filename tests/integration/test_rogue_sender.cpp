@@ -116,13 +116,8 @@ Manifest good_manifest() {
 pid_t expecting_receiver(const std::string& addr_file, wsync_status_t expect, const std::string& needle) {
   return spawn([=] {
     std::string addr = read_addr_file(addr_file, 10000);
-    wsync_receiver_config_t cfg = WSYNC_RECEIVER_CONFIG_INIT;
-    cfg.rank = 1;
-    cfg.store_addr = addr.c_str();
-    cfg.group_name = "rogue";
-    cfg.timeout_ms = 10000;
     wsync_receiver_t* rx = nullptr;
-    if (wsync_receiver_init(&cfg, &rx) != WSYNC_OK) {
+    if (join(addr, 1, "rogue", 10000, &rx) != WSYNC_OK) {
       std::fprintf(stderr, "init: %s\n", wsync_last_error());
       return 1;
     }
@@ -274,13 +269,8 @@ TEST_F(RogueSender, TransportPathInTheStoreIsNotLoaded) {
   auto blob = encode_group_info(gi);
   ASSERT_EQ(WSYNC_OK, client->set(kGroupInfoKey, blob.data(), blob.size()));
   std::string addr = "127.0.0.1:" + std::to_string(server->port());
-  wsync_receiver_config_t cfg = WSYNC_RECEIVER_CONFIG_INIT;
-  cfg.rank = 1;
-  cfg.store_addr = addr.c_str();
-  cfg.group_name = "rogue";
-  cfg.timeout_ms = 3000;
   wsync_receiver_t* r = nullptr;
-  EXPECT_EQ(WSYNC_ERR_PROTOCOL, wsync_receiver_init(&cfg, &r));
+  EXPECT_EQ(WSYNC_ERR_PROTOCOL, join(addr, 1, "rogue", 3000, &r));
   EXPECT_NE(std::string::npos, std::string(wsync_last_error()).find("not a plugin name")) << wsync_last_error();
   EXPECT_EQ(nullptr, r);
 }
@@ -292,13 +282,8 @@ TEST_F(RogueSender, RejectWithStatusZeroIsStillARejection) {
   rogue.start(addr_file);
   pid_t rx = spawn([=] {
     std::string addr = read_addr_file(addr_file, 10000);
-    wsync_receiver_config_t cfg = WSYNC_RECEIVER_CONFIG_INIT;
-    cfg.rank = 1;
-    cfg.store_addr = addr.c_str();
-    cfg.group_name = "rogue";
-    cfg.timeout_ms = 5000;
     wsync_receiver_t* r = nullptr;
-    wsync_status_t st = wsync_receiver_init(&cfg, &r);
+    wsync_status_t st = join(addr, 1, "rogue", 5000, &r);
     return st == WSYNC_ERR_REJECTED && r == nullptr ? 0 : 1;
   });
   int fd = -1;
