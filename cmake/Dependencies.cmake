@@ -26,12 +26,13 @@ function(wsync_resolve var found what whynot)
   set(WSYNC_SUMMARY "${WSYNC_SUMMARY}" PARENT_SCOPE)
 endfunction()
 
+list(APPEND WSYNC_SUMMARY "adapter native (plugins/adapter_native): yes (no dependency)")
 pkg_check_modules(UCX IMPORTED_TARGET ucx)
 wsync_resolve(WSYNC_WITH_UCX "${UCX_FOUND}" "transport ucx (plugins/transport_ucx)"
               "UCX was not found by pkg-config (Debian: apt-get install libucx-dev)")
 
 find_package(CUDAToolkit QUIET)
-wsync_resolve(WSYNC_WITH_CUDA "${CUDAToolkit_FOUND}" "CUDA support"
+wsync_resolve(WSYNC_WITH_CUDA "${CUDAToolkit_FOUND}" "CUDA toolkit (for the GPU transports, none in this release)"
               "the CUDA toolkit was not found")
 
 set(_nccl_found OFF)
@@ -42,7 +43,7 @@ if(CUDAToolkit_FOUND)
     set(_nccl_found ON)
   endif()
 endif()
-wsync_resolve(WSYNC_WITH_NCCL "${_nccl_found}" "NCCL support"
+wsync_resolve(WSYNC_WITH_NCCL "${_nccl_found}" "NCCL (for the NCCL transport, not in this release)"
               "nccl.h/libnccl were not found beside the CUDA toolkit")
 
 find_program(UCX_PERFTEST ucx_perftest)
