@@ -373,7 +373,11 @@ wsync_status_t handle_manifest(wsync_receiver_t* rx, const Frame& f, wsync_recei
   }
   if (m.bucket_bytes > 0 && (st = wait_recv(rx, seq, what)) != WSYNC_OK) {
     std::string why = last_error();
-    if (rx->conn.open()) send_status(rx, MsgType::kAck, seq, st, why);  // the sender learns why at once
+    // A local failure (transport error, timeout) is reported so the sender learns why at once.
+    // Not when the sender itself abandoned the bucket or is gone: it knows, and a message landing
+    // on a socket it is closing would reset the connection and destroy its last frames.
+    if (st != WSYNC_ERR_ABORTED && st != WSYNC_ERR_PEER_FAILED && rx->conn.open())
+      send_status(rx, MsgType::kAck, seq, st, why);
     drop_assemblies(rx);
     return fail_msg(st, why);
   }
