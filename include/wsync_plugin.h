@@ -77,6 +77,9 @@ typedef struct wsync_transport_params_t {
   int64_t timeout_ms;            /* for connect */
 } wsync_transport_params_t;
 
+#define WSYNC_TRANSPORT_PARAMS_INIT \
+  {(uint32_t)sizeof(wsync_transport_params_t), 0u, 0u, 0u, NULL, NULL, NULL, 0u, -1}
+
 /* One contiguous region of the sender's bucket. */
 typedef struct wsync_buffer_t {
   uint32_t struct_size;
@@ -87,7 +90,12 @@ typedef struct wsync_buffer_t {
   uint64_t len;
 } wsync_buffer_t;
 
-/* One destination region on a receiver; the regions of one recv, in order, cover the bucket. */
+#define WSYNC_BUFFER_INIT {(uint32_t)sizeof(wsync_buffer_t), WSYNC_DEVICE_CPU, 0, 0, NULL, 0u}
+
+/* One destination region on a receiver; the regions of one recv, in order, cover the bucket.
+ * The one struct without struct_size, on purpose: like POSIX struct iovec it is a frozen
+ * (pointer, length) pair passed in long arrays on the hot path, and it will never grow; a region
+ * that needs more (a device, a memory key) would be a new type and a new function. */
 typedef struct wsync_iov_t {
   void* base;
   uint64_t len;
@@ -149,6 +157,8 @@ typedef struct wsync_layout_rule_t {
   uint32_t allow_split; /* 1: a tensor larger than a bucket may be split across buckets */
 } wsync_layout_rule_t;
 
+#define WSYNC_LAYOUT_RULE_INIT {(uint32_t)sizeof(wsync_layout_rule_t), WSYNC_LAYOUT_BYTES_MIXED, 1u, 0u}
+
 typedef struct wsync_adapter_params_t {
   uint32_t struct_size;
   uint32_t num_receivers;
@@ -156,6 +166,8 @@ typedef struct wsync_adapter_params_t {
   const wsync_option_t* options; /* "adapter.<key>" options with the prefix removed */
   uint64_t num_options;
 } wsync_adapter_params_t;
+
+#define WSYNC_ADAPTER_PARAMS_INIT {(uint32_t)sizeof(wsync_adapter_params_t), 0u, NULL, NULL, 0u}
 
 typedef struct wsync_adapter_v1_t {
   uint32_t struct_size;

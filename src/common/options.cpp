@@ -91,6 +91,12 @@ wsync_status_t parse_bool_option(const std::string& key, const std::string& valu
               key.c_str(), value.c_str());
 }
 
+std::vector<wsync_option_t> to_c_options(const OptionList& l) {
+  std::vector<wsync_option_t> out;
+  for (const auto& kv : l) out.push_back(WSYNC_OPTION(kv.first.c_str(), kv.second.c_str()));
+  return out;
+}
+
 OptionList options_with_prefix(const OptionList& all, const std::string& prefix) {
   OptionList out;
   for (const auto& kv : all)

@@ -22,6 +22,9 @@ wsync_status_t parse_u64_option(const std::string& key, const std::string& value
                                 uint64_t max, uint64_t* out);
 wsync_status_t parse_bool_option(const std::string& key, const std::string& value, bool* out);
 
+// Views of `l` as a C option array for a plugin; valid while `l` lives and is not changed.
+std::vector<wsync_option_t> to_c_options(const OptionList& l);
+
 // Options whose key starts with `prefix` ("transport."), with the prefix removed.
 OptionList options_with_prefix(const OptionList& all, const std::string& prefix);
 

@@ -52,12 +52,6 @@ wsync_status_t apply_options(wsync_group_t* g, const OptionList& opts, std::stri
   return WSYNC_OK;
 }
 
-std::vector<wsync_option_t> to_c_options(const OptionList& l) {
-  std::vector<wsync_option_t> out;
-  for (const auto& kv : l) out.push_back(WSYNC_OPTION(kv.first.c_str(), kv.second.c_str()));
-  return out;
-}
-
 wsync_status_t write_addr_file(const std::string& path, const std::string& addr) {
   std::string tmp = path + ".tmp";
   FILE* f = std::fopen(tmp.c_str(), "w");
@@ -253,7 +247,7 @@ wsync_status_t group_init(const wsync_group_config_t* config, wsync_group_t* g) 
   clear_error();
   if ((st = g->adapter.table->create(&ap, &g->adapter_self)) != WSYNC_OK)
     return fail(st, "adapter '%s' create failed: %s", g->adapter.table->name, last_error().c_str());
-  wsync_layout_rule_t lr = {sizeof(wsync_layout_rule_t), 0, 1, 0};
+  wsync_layout_rule_t lr = WSYNC_LAYOUT_RULE_INIT;
   if ((st = g->adapter.table->get_layout(g->adapter_self, &lr)) != WSYNC_OK)
     return fail(st, "adapter '%s' get_layout failed: %s", g->adapter.table->name, last_error().c_str());
   if (!(g->adapter.table->caps & WSYNC_ADAPTER_CAP_INBAND_MANIFEST))

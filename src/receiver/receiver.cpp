@@ -32,12 +32,6 @@ bool is_local_host(const std::string& h) {
   return h == "127.0.0.1" || h == "localhost" || h == "::1" || h == "0.0.0.0" || h == "::" || h.empty();
 }
 
-std::vector<wsync_option_t> to_c_options(const OptionList& l) {
-  std::vector<wsync_option_t> out;
-  for (const auto& kv : l) out.push_back(WSYNC_OPTION(kv.first.c_str(), kv.second.c_str()));
-  return out;
-}
-
 void send_status(wsync_receiver_t* rx, MsgType type, uint64_t seq, wsync_status_t code, const std::string& why) {
   ByteWriter w;
   w.u64(seq);
