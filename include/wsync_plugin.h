@@ -28,7 +28,8 @@
 extern "C" {
 #endif
 
-#define WSYNC_PLUGIN_ABI_VERSION 1
+#define WSYNC_PLUGIN_ABI_VERSION 1 /* the major; tables grow by appending (minor 1: GPU fields) */
+#define WSYNC_PLUGIN_ABI_MINOR 1
 
 /* ---------------------------------------------------------------------------------------------
  * The host table: core services for plugins. Process-wide; valid while the plugin is loaded.
@@ -64,6 +65,10 @@ typedef struct wsync_host_v1_t {
 #define WSYNC_TRANSPORT_CAP_HOST_MEMORY (1u << 0)      /* moves CPU memory */
 #define WSYNC_TRANSPORT_CAP_CUDA_MEMORY (1u << 1)      /* moves CUDA device memory */
 #define WSYNC_TRANSPORT_CAP_SCATTER_RECV (1u << 2)     /* recv places into an iov with no copy */
+/* Since 1.1: send_post only ever gets ranges inside the buffers given to register_staging (the
+ * core then never sends straight from a caller's tensor). CUDA IPC needs this: it exports its
+ * staging once per group instead of a handle per tensor. */
+#define WSYNC_TRANSPORT_CAP_STAGING_ONLY (1u << 3)
 
 typedef struct wsync_transport_params_t {
   uint32_t struct_size;
@@ -75,10 +80,15 @@ typedef struct wsync_transport_params_t {
   const wsync_option_t* options; /* "transport.<key>" options with the prefix removed */
   uint64_t num_options;
   int64_t timeout_ms;            /* for connect */
+  /* Since plugin ABI 1.1 (read only when struct_size covers it; older cores: use the current
+   * device). The CUDA ordinal, in this process, of the device the transport works on: the
+   * sender's staging device, or the receiver's. -1 for a host-only group. */
+  int32_t device_index;
+  uint32_t reserved1;
 } wsync_transport_params_t;
 
 #define WSYNC_TRANSPORT_PARAMS_INIT \
-  {(uint32_t)sizeof(wsync_transport_params_t), 0u, 0u, 0u, NULL, NULL, NULL, 0u, -1}
+  {(uint32_t)sizeof(wsync_transport_params_t), 0u, 0u, 0u, NULL, NULL, NULL, 0u, -1, -1, 0u}
 
 /* One contiguous region of the sender's bucket. */
 typedef struct wsync_buffer_t {
@@ -88,9 +98,14 @@ typedef struct wsync_buffer_t {
   int32_t reserved0;
   const void* data;
   uint64_t len;
+  /* Since 1.1 (read only when struct_size covers it). For a CUDA buffer: the cudaStream_t on
+   * which its bytes become ready. The transport orders its reads after the work queued there
+   * when send_post is called (record an event on it and wait for that on its own stream); it
+   * never synchronises the device. NULL for host buffers. */
+  void* stream;
 } wsync_buffer_t;
 
-#define WSYNC_BUFFER_INIT {(uint32_t)sizeof(wsync_buffer_t), WSYNC_DEVICE_CPU, 0, 0, NULL, 0u}
+#define WSYNC_BUFFER_INIT {(uint32_t)sizeof(wsync_buffer_t), WSYNC_DEVICE_CPU, 0, 0, NULL, 0u, NULL}
 
 /* One destination region on a receiver; the regions of one recv, in order, cover the bucket.
  * The one struct without struct_size, on purpose: like POSIX struct iovec it is a frozen
@@ -134,6 +149,19 @@ typedef struct wsync_transport_v1_t {
   void (*abort)(void* self);
   /* Free everything. Accepts NULL. */
   void (*destroy)(void* self);
+
+  /* ---- since plugin ABI 1.1; the core calls these only when struct_size covers them and the
+   * pointer is non-NULL ---- */
+
+  /* Optional. Sender: the core's staging buffers, given once after create and before connect
+   * (they live until destroy). Every send_post of a transport with CAP_STAGING_ONLY points into
+   * one of them. A transport that needs them and does not get them fails connect. */
+  wsync_status_t (*register_staging)(void* self, const wsync_buffer_t* bufs, uint32_t num_bufs);
+  /* Optional. Copy a NUL-terminated property of the instance into buf (cap bytes, including the
+   * NUL). Valid after create. Known keys are listed by each plugin (nccl: "nccl_unique_id_b64",
+   * "torch_store_key"). WSYNC_ERR_NOT_FOUND for an unknown key, WSYNC_ERR_INVALID_ARGUMENT when
+   * cap is too small. */
+  wsync_status_t (*get_property)(void* self, const char* key, char* buf, uint64_t cap);
 } wsync_transport_v1_t;
 
 typedef const wsync_transport_v1_t* (*wsync_transport_entry_v1_fn)(const wsync_host_v1_t* host);

@@ -7,6 +7,7 @@
  *   TP_NO_ENTRY                 exports no wsync_transport_entry_v1 (a misspelled symbol instead)
  *   TP_REFUSE_NO_CUDA           the entry returns NULL after host->set_error("no CUDA device ...")
  *   TP_NULL_SEND_POST           the required function send_post is NULL
+ *   TP_V10_TABLE                a plugin built against plugin ABI 1.0: its table ends at destroy
  *
  * Never installed. Only for tests of the loader and of the public ABI. */
 #include <stddef.h>
@@ -96,6 +97,8 @@ static void stub_destroy(void* self) { free(self); }
 static const wsync_transport_v1_t kTable = {
 #ifdef TP_SMALL_TABLE
     (uint32_t)offsetof(wsync_transport_v1_t, send_post), /* an "older", truncated table */
+#elif defined(TP_V10_TABLE)
+    (uint32_t)offsetof(wsync_transport_v1_t, register_staging), /* 1.0 ended after destroy */
 #else
     (uint32_t)sizeof(wsync_transport_v1_t),
 #endif
@@ -116,6 +119,8 @@ static const wsync_transport_v1_t kTable = {
     stub_forget_peer,
     stub_abort,
     stub_destroy,
+    NULL,
+    NULL,
 };
 
 #ifdef TP_NO_ENTRY

@@ -131,6 +131,8 @@ static const wsync_transport_v1_t kUcxTransport = {
     ucx_forget_peer,
     ucx_abort,
     ucx_destroy,
+    NULL, /* register_staging: UCX sends from any host memory */
+    NULL, /* get_property */
 };
 
 __attribute__((visibility("default"))) const wsync_transport_v1_t* wsync_transport_entry_v1(

@@ -1,3 +1,4 @@
+#include <cstddef>
 #include "loader/plugin_loader.h"
 
 #include <dlfcn.h>
@@ -90,7 +91,7 @@ template <typename Table>
 wsync_status_t check_table(const char* kind, const std::string& path, const Table* t, size_t min_size) {
   if (t->struct_size < min_size)
     return fail(WSYNC_ERR_VERSION_MISMATCH,
-                "%s plugin %s returned a table of %u bytes, smaller than the %zu bytes of a v1 table",
+                "%s plugin %s returned a table of %u bytes, smaller than the %zu bytes of a v1.0 table",
                 kind, path.c_str(), t->struct_size, min_size);
   if (t->abi_version != WSYNC_PLUGIN_ABI_VERSION)
     return fail(WSYNC_ERR_VERSION_MISMATCH,
@@ -143,7 +144,8 @@ wsync_status_t load_transport(const std::string& name_or_path, LoadedTransport* 
   clear_error();
   const wsync_transport_v1_t* t = entry(host_table());
   if (t == nullptr) return refused("transport", path);
-  st = check_table("transport", path, t, sizeof(wsync_transport_v1_t));
+  // A 1.0 table ends at destroy; later fields are read only where struct_size covers them.
+  st = check_table("transport", path, t, offsetof(wsync_transport_v1_t, destroy) + sizeof(t->destroy));
   if (st != WSYNC_OK) return st;
   if ((st = check_name("transport", name_or_path, path, t->name)) != WSYNC_OK) return st;
   REQUIRE_FN("transport", path, t, create);

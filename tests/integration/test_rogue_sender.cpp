@@ -68,7 +68,7 @@ struct Rogue {
     w.u32(2);
     ASSERT_EQ(WSYNC_OK, conn.send(MsgType::kWelcome, w.data(), 1000));
     ASSERT_EQ(WSYNC_OK, load_transport("ucx", &transport)) << last_error();
-    wsync_transport_params_t tp = {sizeof(wsync_transport_params_t), 0, 2, 0, "rogue", &store, nullptr, 0, 10000};
+    wsync_transport_params_t tp = {sizeof(wsync_transport_params_t), 0, 2, 0, "rogue", &store, nullptr, 0, 10000, -1, 0};
     ASSERT_EQ(WSYNC_OK, transport.table->create(&tp, &tself)) << last_error();
     ASSERT_EQ(WSYNC_OK, transport.table->connect(tself, 10000)) << last_error();
     Frame joined;

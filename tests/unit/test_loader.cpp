@@ -1,6 +1,7 @@
 // The plugin loader: finding plugins by name through WSYNC_PLUGIN_PATH (colon lists with empty
 // and missing folders) and beside the library, by path, refusing bad names and broken plugins
 // (plugins/testing), and error messages / debug lines that list every attempt.
+#include <cstddef>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -100,7 +101,7 @@ class LoaderTest : public ::testing::Test {
 };
 
 TEST_F(LoaderTest, TestPluginsWereBuilt) {
-  for (const char* n : {"stub", "abi99", "smalltable", "noentry", "nocuda", "nullfn"})
+  for (const char* n : {"stub", "abi99", "smalltable", "noentry", "nocuda", "nullfn", "v10"})
     EXPECT_EQ(access(testing_transport(n).c_str(), R_OK), 0) << testing_transport(n);
   for (const char* n : {"stub", "abi99"}) EXPECT_EQ(access(testing_adapter(n).c_str(), R_OK), 0) << testing_adapter(n);
 }
@@ -266,6 +267,15 @@ TEST_F(LoaderTest, KindIsPartOfTheFileNameAndTheEntry) {
   EXPECT_CONTAINS(wsync::last_error(), "wsync_adapter_entry_v1");
 }
 
+// A plugin built against plugin ABI 1.0 (its table ends at destroy) still loads; the 1.1 entries
+// are then never read.
+TEST_F(LoaderTest, PluginBuiltAgainstAbi10Loads) {
+  set_path(kTestingDir);
+  LoadedTransport t;
+  ASSERT_EQ(load_transport("v10", &t), WSYNC_OK) << wsync::last_error();
+  EXPECT_EQ(t.table->struct_size, offsetof(wsync_transport_v1_t, register_staging));
+}
+
 TEST_F(LoaderTest, BrokenTransportsAreRefused) {
   set_path(kTestingDir);
   struct Case {
@@ -274,7 +284,8 @@ TEST_F(LoaderTest, BrokenTransportsAreRefused) {
     std::vector<std::string> words;
   } cases[] = {
       {"abi99", WSYNC_ERR_VERSION_MISMATCH, {"plugin ABI 99", "plugin ABI 1"}},
-      {"smalltable", WSYNC_ERR_VERSION_MISMATCH, {"bytes", std::to_string(sizeof(wsync_transport_v1_t))}},
+      {"smalltable", WSYNC_ERR_VERSION_MISMATCH,
+       {"bytes", std::to_string(offsetof(wsync_transport_v1_t, register_staging)), "v1.0 table"}},
       {"noentry", WSYNC_ERR_NOT_FOUND, {"does not export wsync_transport_entry_v1"}},
       {"nocuda", WSYNC_ERR_NO_DEVICE, {"refused to load", "no CUDA device"}},
       {"nullfn", WSYNC_ERR_UNSUPPORTED, {"'send_post'", "NULL"}},
