@@ -32,8 +32,8 @@ wsync_resolve(WSYNC_WITH_UCX "${UCX_FOUND}" "transport ucx (plugins/transport_uc
               "UCX was not found by pkg-config (Debian: apt-get install libucx-dev)")
 
 find_package(CUDAToolkit QUIET)
-wsync_resolve(WSYNC_WITH_CUDA "${CUDAToolkit_FOUND}" "CUDA toolkit (for the GPU transports, none in this release)"
-              "the CUDA toolkit was not found")
+wsync_resolve(WSYNC_WITH_CUDA "${CUDAToolkit_FOUND}" "transport cuda_ipc (plugins/transport_cuda_ipc)"
+              "the CUDA toolkit was not found (set CUDAToolkit_ROOT)")
 
 set(_nccl_found OFF)
 if(CUDAToolkit_FOUND)
@@ -43,8 +43,11 @@ if(CUDAToolkit_FOUND)
     set(_nccl_found ON)
   endif()
 endif()
-wsync_resolve(WSYNC_WITH_NCCL "${_nccl_found}" "NCCL (for the NCCL transport, not in this release)"
-              "nccl.h/libnccl were not found beside the CUDA toolkit")
+wsync_resolve(WSYNC_WITH_NCCL "${_nccl_found}" "transport nccl (plugins/transport_nccl)"
+              "nccl.h/libnccl were not found beside the CUDA toolkit (set NCCL_INCLUDE_DIR and NCCL_LIBRARY)")
+if(WSYNC_WITH_NCCL_ENABLED)
+  get_filename_component(NCCL_LIBRARY_DIR "${NCCL_LIBRARY}" DIRECTORY)
+endif()
 
 find_program(UCX_PERFTEST ucx_perftest)
 if(UCX_PERFTEST)

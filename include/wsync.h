@@ -43,7 +43,7 @@ extern "C" {
 /* ABI major: bumped only by a breaking change (the soname is libwsync.so.<major>).
  * ABI minor: bumped when functions or struct fields are appended. */
 #define WSYNC_ABI_VERSION_MAJOR 1
-#define WSYNC_ABI_VERSION_MINOR 0
+#define WSYNC_ABI_VERSION_MINOR 1
 #define WSYNC_ABI_VERSION ((WSYNC_ABI_VERSION_MAJOR << 16) | WSYNC_ABI_VERSION_MINOR)
 
 /* (major << 16) | minor of the library actually loaded. Compare its major with
@@ -227,6 +227,13 @@ WSYNC_API const char* wsync_group_store_addr(const wsync_group_t* group);
 WSYNC_API wsync_status_t wsync_group_send_batch(wsync_group_t* group, const wsync_tensor_t* tensors,
                                                 uint64_t num_tensors, int64_t timeout_ms);
 
+/* Since 1.1. The cudaStream_t (passed as void*) that produces the tensors of the following
+ * send_batch calls; NULL = the legacy default stream (the initial value). Before it reads a CUDA
+ * tensor, send_batch records an event on this stream and makes its own copy stream wait for it:
+ * work queued on `stream` before the call is seen, nothing is synchronised on the host and the
+ * device is never synchronised. When send_batch returns, wsync no longer reads the tensors. */
+WSYNC_API wsync_status_t wsync_group_set_cuda_stream(wsync_group_t* group, void* stream);
+
 /* Close the current update as weight version `version` (must be greater than the last
  * committed one): every receiver is told, commits, and confirms; returns only when all did.
  * The next send_batch starts a new update. */
@@ -250,9 +257,10 @@ typedef struct wsync_group_stats_t {
   uint64_t bytes;             /* tensor bytes sent per receiver */
   uint64_t staging_bytes;     /* host staging memory held by the group */
   double send_seconds;        /* wall time spent inside send_batch */
+  uint64_t device_staging_bytes; /* since 1.1: CUDA staging memory held by the group */
 } wsync_group_stats_t;
 
-#define WSYNC_GROUP_STATS_INIT {(uint32_t)sizeof(wsync_group_stats_t), 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0.0}
+#define WSYNC_GROUP_STATS_INIT {(uint32_t)sizeof(wsync_group_stats_t), 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0.0, 0u}
 
 /* Fill *stats (honouring stats->struct_size). Not thread-safe against a running call. */
 WSYNC_API wsync_status_t wsync_group_get_stats(const wsync_group_t* group, wsync_group_stats_t* stats);

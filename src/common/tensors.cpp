@@ -37,11 +37,9 @@ wsync_status_t copy_tensor_descs(const wsync_tensor_t* tensors, uint64_t count, 
       return fail(WSYNC_ERR_INVALID_ARGUMENT, "tensor '%s' has %llu bytes but a NULL data pointer", t.name,
                   static_cast<unsigned long long>(t.nbytes));
     if (t.device_type == 0) t.device_type = WSYNC_DEVICE_CPU;
-    if (t.device_type == WSYNC_DEVICE_CUDA)
-      return fail(WSYNC_ERR_UNSUPPORTED,
-                  "tensor '%s' is in CUDA memory; this release moves host memory only (CUDA transports "
-                  "come with the cuda_ipc and nccl plugins)", t.name);
-    if (t.device_type != WSYNC_DEVICE_CPU)
+    if (t.device_type == WSYNC_DEVICE_CUDA && (t.device_index < 0 || t.device_index > 1023))
+      return fail(WSYNC_ERR_INVALID_ARGUMENT, "tensor '%s' has CUDA device_index %d", t.name, t.device_index);
+    if (t.device_type != WSYNC_DEVICE_CPU && t.device_type != WSYNC_DEVICE_CUDA)
       return fail(WSYNC_ERR_INVALID_ARGUMENT, "tensor '%s' has unknown device_type %d", t.name, t.device_type);
     t.struct_size = sizeof t;
   }

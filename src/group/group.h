@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "control/control_conn.h"
+#include "device/mem_block.h"
 #include "loader/plugin_loader.h"
 #include "planner/bucket_planner.h"
 #include "store/store_handle.h"
@@ -23,9 +24,10 @@ struct Peer {
   bool alive = true;
 };
 
+// One pipeline slot: host memory for host transports, CUDA memory (allocated at init) for
+// transports that move device memory only.
 struct StagingSlot {
-  uint8_t* data = nullptr;
-  uint64_t capacity = 0;
+  MemBlock mem;
 };
 
 }  // namespace wsync
@@ -38,6 +40,7 @@ struct wsync_group {
   uint32_t staging_buckets = 2;
   bool verify_payload = false;
   wsync::LayoutRule rule;
+  int requested_device = -1;  // option 'device'; -1 = the current device at init
 
   // plugins
   wsync::LoadedAdapter adapter;
@@ -63,5 +66,13 @@ struct wsync_group {
   uint64_t bucket_in_update = 0;
   std::unordered_set<std::string> names_in_update;
   std::vector<wsync::StagingSlot> staging;
+
+  // device side (group_device.cpp); untouched by host-only groups
+  bool device_staging = false;  // the transport moves CUDA memory only: staging is on `device`
+  bool staging_only = false;    // the transport sends from registered staging only
+  int device = -1;              // CUDA ordinal of staging and the copy stream
+  void* caller_stream = nullptr;  // wsync_group_set_cuda_stream
+  void* copy_stream = nullptr;    // packs buckets
+  void* caller_event = nullptr;   // recorded on caller_stream per batch
   wsync_group_stats_t stats = WSYNC_GROUP_STATS_INIT;
 };

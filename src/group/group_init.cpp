@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -11,6 +12,7 @@
 #include "common/options.h"
 #include "control/group_info.h"
 #include "group/group.h"
+#include "group/group_device.h"
 #include "store/host_port.h"
 
 using namespace wsync;
@@ -35,6 +37,10 @@ wsync_status_t apply_options(wsync_group_t* g, const OptionList& opts, std::stri
       uint64_t n = 0;
       st = parse_u64_option(k, v, 1, 24ull * 3600 * 1000, &n);
       g->timeout_ms = static_cast<int64_t>(n);
+    } else if (k == "device") {
+      uint64_t n = 0;
+      st = parse_u64_option(k, v, 0, 1023, &n);
+      g->requested_device = static_cast<int>(n);
     } else if (k == "verify_payload") {
       st = parse_bool_option(k, v, &g->verify_payload);
     } else if (k == "store_addr_file") {
@@ -45,7 +51,7 @@ wsync_status_t apply_options(wsync_group_t* g, const OptionList& opts, std::stri
     } else {
       st = fail(WSYNC_ERR_INVALID_ARGUMENT,
                 "unknown group option '%s' (known: bucket_bytes, staging_buckets, timeout_ms, "
-                "verify_payload, store_addr_file, transport.*, adapter.*)", k.c_str());
+                "device, verify_payload, store_addr_file, transport.*, adapter.*)", k.c_str());
     }
     if (st != WSYNC_OK) return st;
   }
@@ -209,8 +215,48 @@ void teardown(wsync_group_t* g) {
   g->store_client.reset();
   if (g->store_server) g->store_server->stop();
   g->store_server.reset();
-  for (auto& s : g->staging) std::free(s.data);
+  device_teardown(g);
   g->staging.clear();
+}
+
+// Which memory the pipeline stages in, from what the transport moves: host memory (growing on
+// use), or CUDA memory allocated now, bounded by staging_buckets x bucket_bytes.
+wsync_status_t choose_staging(wsync_group_t* g) {
+  const uint64_t caps = g->transport.table->caps;
+  const char* name = g->transport.table->name;
+  if (!(caps & (WSYNC_TRANSPORT_CAP_HOST_MEMORY | WSYNC_TRANSPORT_CAP_CUDA_MEMORY)))
+    return fail(WSYNC_ERR_UNSUPPORTED, "transport '%s' declares neither host nor CUDA memory", name);
+  g->staging_only = (caps & WSYNC_TRANSPORT_CAP_STAGING_ONLY) != 0;
+  g->device_staging = !(caps & WSYNC_TRANSPORT_CAP_HOST_MEMORY);
+  if (!g->device_staging) return WSYNC_OK;
+  if (g->verify_payload)
+    return fail(WSYNC_ERR_UNSUPPORTED, "option verify_payload checksums bytes on the host; transport '%s' moves CUDA "
+                "memory (compare checksums in the engine instead)", name);
+  if (g->staging_only && !g->rule.allow_split)
+    return fail(WSYNC_ERR_UNSUPPORTED, "transport '%s' sends from fixed staging buffers and must split tensors larger "
+                "than a bucket, which adapter '%s' does not allow", name, g->adapter.table->name);
+  return device_init_staging(g);
+}
+
+// A STAGING_ONLY transport learns the staging buffers once, before connect.
+wsync_status_t register_staging(wsync_group_t* g) {
+  if (!g->staging_only) return WSYNC_OK;
+  const wsync_transport_v1_t* t = g->transport.table;
+  if (t->struct_size < offsetof(wsync_transport_v1_t, register_staging) + sizeof(void*) || t->register_staging == nullptr)
+    return fail(WSYNC_ERR_UNSUPPORTED, "transport '%s' declares CAP_STAGING_ONLY but has no register_staging", t->name);
+  std::vector<wsync_buffer_t> bufs;
+  for (const auto& s : g->staging) {
+    wsync_buffer_t b = WSYNC_BUFFER_INIT;
+    b.device_type = s.mem.on_device() ? WSYNC_DEVICE_CUDA : WSYNC_DEVICE_CPU;
+    b.device_index = s.mem.on_device() ? s.mem.device() : 0;
+    b.data = s.mem.data();
+    b.len = s.mem.size();
+    bufs.push_back(b);
+  }
+  clear_error();
+  wsync_status_t st = t->register_staging(g->transport_self, bufs.data(), static_cast<uint32_t>(bufs.size()));
+  if (st != WSYNC_OK) return fail(st, "transport '%s' register_staging failed: %s", t->name, last_error().c_str());
+  return WSYNC_OK;
 }
 
 wsync_status_t group_init(const wsync_group_config_t* config, wsync_group_t* g) {
@@ -258,8 +304,7 @@ wsync_status_t group_init(const wsync_group_config_t* config, wsync_group_t* g) 
   g->rule.allow_split = lr.allow_split != 0;
 
   if ((st = load_transport(cfg.transport ? cfg.transport : "ucx", &g->transport)) != WSYNC_OK) return st;
-  if (!(g->transport.table->caps & WSYNC_TRANSPORT_CAP_HOST_MEMORY))
-    return fail(WSYNC_ERR_UNSUPPORTED, "transport '%s' cannot move host memory", g->transport.table->name);
+  if ((st = choose_staging(g)) != WSYNC_OK) return st;
 
   // Rendezvous: the store, then the control listener announced in it.
   if ((st = TcpStoreServer::start(host, port, &g->store_server)) != WSYNC_OK) return st;
@@ -298,16 +343,17 @@ wsync_status_t group_init(const wsync_group_config_t* config, wsync_group_t* g) 
   std::vector<wsync_option_t> t_c = to_c_options(t_opts);
   wsync_transport_params_t tp = {sizeof(wsync_transport_params_t), 0, g->num_receivers + 1, 0,
                                  g->group_name.c_str(), &g->store_handle, t_c.data(), t_c.size(),
-                                 std::max<int64_t>(deadline - now_ms(), 1)};
+                                 std::max<int64_t>(deadline - now_ms(), 1), g->device_staging ? g->device : -1, 0};
   clear_error();
   if ((st = g->transport.table->create(&tp, &g->transport_self)) != WSYNC_OK)
     return fail(st, "transport '%s' create failed: %s", g->transport.table->name, last_error().c_str());
+  if ((st = register_staging(g)) != WSYNC_OK) return st;
   clear_error();
   if ((st = g->transport.table->connect(g->transport_self, std::max<int64_t>(deadline - now_ms(), 1))) != WSYNC_OK)
     return fail(st, "transport '%s' connect failed: %s", g->transport.table->name, last_error().c_str());
   if ((st = wait_joined(g, deadline)) != WSYNC_OK) return st;
 
-  g->staging.resize(g->staging_buckets);
+  if (!g->device_staging) g->staging.resize(g->staging_buckets);  // host slots grow on first use
   g->stats.num_receivers = g->num_receivers;
   WSYNC_LOGI("group '%s': all %u receiver(s) joined", g->group_name.c_str(), g->num_receivers);
   return WSYNC_OK;
@@ -350,6 +396,13 @@ WSYNC_API void wsync_group_abort(wsync_group_t* group) {
   if (group == nullptr) return;
   group->aborted.store(true);
   if (group->transport_self && group->transport.table->abort) group->transport.table->abort(group->transport_self);
+}
+
+WSYNC_API wsync_status_t wsync_group_set_cuda_stream(wsync_group_t* group, void* stream) {
+  clear_error();
+  if (group == nullptr) return fail(WSYNC_ERR_INVALID_ARGUMENT, "group is NULL");
+  group->caller_stream = stream;
+  return WSYNC_OK;
 }
 
 WSYNC_API wsync_status_t wsync_group_get_stats(const wsync_group_t* group, wsync_group_stats_t* stats) {

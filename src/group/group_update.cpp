@@ -17,6 +17,7 @@
 #include "common/error.h"
 #include "common/tensors.h"
 #include "group/group.h"
+#include "group/group_device.h"
 #include "manifest/manifest.h"
 
 using namespace wsync;
@@ -165,20 +166,27 @@ wsync_status_t wait_send(wsync_group_t* g, uint64_t seq, int64_t timeout_ms, con
 
 struct Prepared {
   const uint8_t* data = nullptr;  // where the bucket's bytes are (staging or the caller's tensor)
+  bool on_device = false;         // data is CUDA memory on g->device
   uint64_t checksum = 0;
 };
 
+bool is_cuda(const wsync_tensor_t& x) { return x.device_type == WSYNC_DEVICE_CUDA; }
+
 wsync_status_t ensure_slot(wsync_group_t* g, StagingSlot* s, uint64_t bytes) {
-  if (s->capacity >= bytes) return WSYNC_OK;
-  std::free(s->data);
-  g->stats.staging_bytes -= s->capacity;
-  s->capacity = 0;
+  if (s->mem.size() >= bytes) return WSYNC_OK;
+  if (g->device_staging) {
+    if (g->staging_only)  // the planner splits for these transports; a bigger bucket is a bug
+      return fail(WSYNC_ERR_INTERNAL, "a bucket of %llu bytes does not fit the %llu-byte staging buffer registered "
+                  "with transport '%s'", static_cast<unsigned long long>(bytes),
+                  static_cast<unsigned long long>(s->mem.size()), g->transport.table->name);
+    return device_grow_slot(g, s, bytes);
+  }
+  g->stats.staging_bytes -= s->mem.size();
+  s->mem.reset();
   uint64_t cap = std::max<uint64_t>(bytes, std::min<uint64_t>(g->rule.bucket_bytes, bytes * 2));
   cap = (cap + 4095) / 4096 * 4096;
-  s->data = static_cast<uint8_t*>(std::aligned_alloc(4096, cap));
-  if (s->data == nullptr)
-    return fail(WSYNC_ERR_OUT_OF_MEMORY, "cannot allocate %llu bytes of staging", static_cast<unsigned long long>(cap));
-  s->capacity = cap;
+  wsync_status_t st = MemBlock::alloc(cap, -1, &s->mem);
+  if (st != WSYNC_OK) return fail_msg(st, "staging: " + last_error());
   g->stats.staging_bytes += cap;
   WSYNC_LOGD("group '%s': staging slot grown to %llu bytes", g->group_name.c_str(), static_cast<unsigned long long>(cap));
   return WSYNC_OK;
@@ -195,29 +203,17 @@ uint64_t entries_checksum(const PlanBucket& b, const std::vector<wsync_tensor_t>
   return h;
 }
 
-// Make bucket `b` ready to send: a single-entry bucket goes straight from the caller's tensor
-// (no copy); others are packed into staging, in pieces, progressing `inflight` in between.
-wsync_status_t prepare(wsync_group_t* g, const PlanBucket& b, const std::vector<wsync_tensor_t>& t, StagingSlot* slot,
-                       uint64_t inflight, Prepared* out) {
-  if (g->verify_payload) out->checksum = entries_checksum(b, t);
-  if (b.bytes == 0) {
-    out->data = nullptr;
-    return WSYNC_OK;
-  }
-  if (b.entries.size() == 1 && b.entries[0].bucket_offset == 0) {
-    const PlanEntry& e = b.entries[0];
-    out->data = static_cast<const uint8_t*>(t[e.tensor_index].data) + e.tensor_offset;
-    return WSYNC_OK;
-  }
-  wsync_status_t st = ensure_slot(g, slot, b.bytes);
-  if (st != WSYNC_OK) return st;
+// Pack with the CPU: host tensors into host staging, in pieces, progressing `inflight` between.
+wsync_status_t pack_host(wsync_group_t* g, const PlanBucket& b, const std::vector<wsync_tensor_t>& t, uint8_t* dst,
+                         uint64_t inflight) {
   uint64_t cursor = 0;
+  wsync_status_t st;
   for (const auto& e : b.entries) {
-    if (e.bucket_offset > cursor) std::memset(slot->data + cursor, 0, e.bucket_offset - cursor);  // padding
+    if (e.bucket_offset > cursor) std::memset(dst + cursor, 0, e.bucket_offset - cursor);  // padding
     const uint8_t* src = static_cast<const uint8_t*>(t[e.tensor_index].data) + e.tensor_offset;
     for (uint64_t done = 0; done < e.length;) {
       uint64_t n = std::min(kPackPiece, e.length - done);
-      std::memcpy(slot->data + e.bucket_offset + done, src + done, n);
+      std::memcpy(dst + e.bucket_offset + done, src + done, n);
       done += n;
       if (inflight) {
         bool fin = false;
@@ -226,7 +222,55 @@ wsync_status_t prepare(wsync_group_t* g, const PlanBucket& b, const std::vector<
     }
     cursor = e.bucket_offset + e.length;
   }
-  out->data = slot->data;
+  return WSYNC_OK;
+}
+
+// Pack on wsync's copy stream (some source or the staging is CUDA memory). Queued after the
+// caller's stream (device_begin_batch); a host transport waits for the copies, a CUDA transport
+// orders its reads after them through the buffer's stream.
+wsync_status_t pack_device(wsync_group_t* g, const PlanBucket& b, const std::vector<wsync_tensor_t>& t, uint8_t* dst) {
+  uint64_t cursor = 0;
+  wsync_status_t st;
+  for (const auto& e : b.entries) {
+    if (e.bucket_offset > cursor) {
+      if (g->device_staging)
+        st = device_zero(g, dst + cursor, e.bucket_offset - cursor);
+      else
+        std::memset(dst + cursor, 0, e.bucket_offset - cursor), st = WSYNC_OK;
+      if (st != WSYNC_OK) return st;
+    }
+    const uint8_t* src = static_cast<const uint8_t*>(t[e.tensor_index].data) + e.tensor_offset;
+    if (e.length && (st = device_copy(g, dst + e.bucket_offset, src, e.length)) != WSYNC_OK)
+      return fail_msg(st, "packing tensor '" + std::string(t[e.tensor_index].name) + "': " + last_error());
+    cursor = e.bucket_offset + e.length;
+  }
+  return g->device_staging ? WSYNC_OK : device_wait_copies(g);
+}
+
+// Make bucket `b` ready to send: a single-entry bucket goes straight from the caller's tensor
+// when the transport takes that memory (no copy); others are packed into staging.
+wsync_status_t prepare(wsync_group_t* g, const PlanBucket& b, const std::vector<wsync_tensor_t>& t, StagingSlot* slot,
+                       uint64_t inflight, Prepared* out) {
+  if (g->verify_payload) out->checksum = entries_checksum(b, t);
+  out->on_device = g->device_staging;
+  if (b.bytes == 0) {
+    out->data = nullptr;
+    return WSYNC_OK;
+  }
+  if (b.entries.size() == 1 && b.entries[0].bucket_offset == 0 && !g->staging_only &&
+      is_cuda(t[b.entries[0].tensor_index]) == g->device_staging) {
+    const PlanEntry& e = b.entries[0];
+    out->data = static_cast<const uint8_t*>(t[e.tensor_index].data) + e.tensor_offset;
+    return WSYNC_OK;
+  }
+  wsync_status_t st = ensure_slot(g, slot, b.bytes);
+  if (st != WSYNC_OK) return st;
+  bool any_cuda = false;
+  for (const auto& e : b.entries) any_cuda |= is_cuda(t[e.tensor_index]);
+  st = g->device_staging || any_cuda ? pack_device(g, b, t, slot->mem.data())
+                                     : pack_host(g, b, t, slot->mem.data(), inflight);
+  if (st != WSYNC_OK) return st;
+  out->data = slot->mem.data();
   return WSYNC_OK;
 }
 
@@ -265,6 +309,24 @@ std::string bucket_what(wsync_group_t* g, uint64_t index_in_batch, uint64_t n) {
          std::to_string(n) + " in this batch) of update " + std::to_string(g->update_id);
 }
 
+// CUDA tensors in the batch: check them, and order wsync's copy stream after the caller's.
+wsync_status_t begin_device_batch(wsync_group_t* g, const std::vector<wsync_tensor_t>& t) {
+  const wsync_tensor_t* first = nullptr;
+  for (const auto& x : t)
+    if (is_cuda(x) && x.nbytes > 0) {
+      if (first == nullptr) first = &x;
+      if (x.device_index != first->device_index)
+        return fail(WSYNC_ERR_UNSUPPORTED, "tensors '%s' (CUDA device %d) and '%s' (CUDA device %d) are on different "
+                    "devices; send each device's tensors through its own group", first->name, first->device_index,
+                    x.name, x.device_index);
+    }
+  if (first == nullptr) return WSYNC_OK;
+  if (g->verify_payload)
+    return fail(WSYNC_ERR_UNSUPPORTED, "tensor '%s' is in CUDA memory; option verify_payload checksums on the host "
+                "and works with host tensors only", first->name);
+  return device_begin_batch(g, first->device_index);
+}
+
 wsync_status_t send_batch(wsync_group_t* g, const wsync_tensor_t* tensors, uint64_t num, int64_t timeout_ms) {
   wsync_status_t st = check_usable(g);
   if (st != WSYNC_OK) return st;
@@ -283,6 +345,7 @@ wsync_status_t send_batch(wsync_group_t* g, const wsync_tensor_t* tensors, uint6
   }
   std::vector<PlanBucket> plan;
   if ((st = plan_buckets(g->rule, pt, &plan)) != WSYNC_OK) return st;
+  if ((st = begin_device_batch(g, t)) != WSYNC_OK) return st;
 
   const int64_t tmo = timeout_ms >= 0 ? timeout_ms : g->timeout_ms;
   const auto t0 = std::chrono::steady_clock::now();
@@ -306,7 +369,14 @@ wsync_status_t send_batch(wsync_group_t* g, const wsync_tensor_t* tensors, uint6
       }
     if ((st = wait_all(g, MsgType::kReady, seq, tmo, what)) != WSYNC_OK) return break_group(g, st);
     if (b.bytes > 0) {
-      wsync_buffer_t buf = {sizeof(wsync_buffer_t), WSYNC_DEVICE_CPU, 0, 0, cur.data, b.bytes};
+      wsync_buffer_t buf = WSYNC_BUFFER_INIT;
+      buf.data = cur.data;
+      buf.len = b.bytes;
+      if (cur.on_device) {
+        buf.device_type = WSYNC_DEVICE_CUDA;
+        buf.device_index = g->device;
+        buf.stream = g->copy_stream;
+      }
       clear_error();
       if ((st = g->transport.table->send_post(g->transport_self, seq, &buf, ranks.data(),
                                               static_cast<uint32_t>(ranks.size()))) != WSYNC_OK)

@@ -15,6 +15,7 @@
 #include "common/options.h"
 #include "common/tensors.h"
 #include "control/group_info.h"
+#include "device/cuda_rt.h"
 #include "manifest/manifest.h"
 #include "planner/bucket_planner.h"
 #include "store/host_port.h"
@@ -45,7 +46,7 @@ void send_status(wsync_receiver_t* rx, MsgType type, uint64_t seq, wsync_status_
 void drop_assemblies(wsync_receiver_t* rx) {
   if (!rx->broken.empty())
     for (auto& kv : rx->assembling)
-      if (kv.second.owned) rx->graveyard.push_back(std::move(kv.second.owned));
+      if (kv.second.owned.data()) rx->graveyard.push_back(std::move(kv.second.owned));
   rx->assembling.clear();
 }
 
@@ -73,8 +74,12 @@ wsync_status_t receiver_init(const wsync_receiver_config_t* config, wsync_receiv
       uint64_t n = 0;
       if ((st = parse_u64_option(kv.first, kv.second, 1, 24ull * 3600 * 1000, &n)) != WSYNC_OK) return st;
       rx->timeout_ms = static_cast<int64_t>(n);
+    } else if (kv.first == "device") {
+      uint64_t n = 0;
+      if ((st = parse_u64_option(kv.first, kv.second, 0, 1023, &n)) != WSYNC_OK) return st;
+      rx->device = static_cast<int>(n);
     } else if (kv.first.compare(0, 10, "transport.") != 0) {
-      return fail(WSYNC_ERR_INVALID_ARGUMENT, "unknown receiver option '%s' (known: timeout_ms, transport.*)",
+      return fail(WSYNC_ERR_INVALID_ARGUMENT, "unknown receiver option '%s' (known: timeout_ms, device, transport.*)",
                   kv.first.c_str());
     }
   }
@@ -113,6 +118,22 @@ wsync_status_t receiver_init(const wsync_receiver_config_t* config, wsync_receiv
   if (std::string(rx->transport.table->name) != info.transport)
     return fail(WSYNC_ERR_INVALID_ARGUMENT, "the group uses transport '%s' but this receiver loaded '%s' (%s)",
                 info.transport.c_str(), rx->transport.table->name, rx->transport.path.c_str());
+
+  // A transport that moves device memory only gets device memory: staging, padding and
+  // assemblies live on this receiver's CUDA device (option `device`, else the current one).
+  const uint64_t caps = rx->transport.table->caps;
+  if (!(caps & (WSYNC_TRANSPORT_CAP_HOST_MEMORY | WSYNC_TRANSPORT_CAP_CUDA_MEMORY)))
+    return fail(WSYNC_ERR_UNSUPPORTED, "transport '%s' declares neither host nor CUDA memory", rx->transport.table->name);
+  rx->device_memory = !(caps & WSYNC_TRANSPORT_CAP_HOST_MEMORY);
+  if (rx->device_memory) {
+    const CudaRt* rt = cuda_runtime();
+    if (rt == nullptr)
+      return fail_msg(last_status(), "transport '" + std::string(rx->transport.table->name) +
+                                         "' moves CUDA memory, but " + last_error());
+    if ((st = cuda_pick_device(rt, rx->device, &rx->device)) != WSYNC_OK) return st;
+  } else {
+    rx->device = -1;
+  }
 
   // A sender bound to a wildcard or loopback address announces 127.0.0.1; a receiver on another
   // host reaches the control port where it reached the store.
@@ -160,7 +181,7 @@ wsync_status_t receiver_init(const wsync_receiver_config_t* config, wsync_receiv
   std::vector<wsync_option_t> t_c = to_c_options(t_opts);
   wsync_transport_params_t tp = {sizeof(wsync_transport_params_t), cfg.rank, rx->world_size, 0,
                                  rx->group_name.c_str(), &rx->store_handle, t_c.data(), t_c.size(),
-                                 std::max<int64_t>(deadline - now_ms(), 1)};
+                                 std::max<int64_t>(deadline - now_ms(), 1), rx->device, 0};
   clear_error();
   st = rx->transport.table->create(&tp, &rx->transport_self);
   if (st == WSYNC_OK) {
@@ -188,6 +209,13 @@ void release_event(wsync_receiver_t* rx) {
 
 void add_event_tensor(wsync_receiver_t* rx, const std::string& name, int32_t dtype, int32_t ndim, const int64_t* shape,
                       void* data, uint64_t nbytes, bool placed) {
+  int32_t device_type = rx->device_memory ? WSYNC_DEVICE_CUDA : WSYNC_DEVICE_CPU;
+  int32_t device_index = rx->device_memory ? rx->device : 0;
+  if (placed) {
+    const Registered& reg = rx->registry.at(name);
+    device_type = reg.device_type;
+    device_index = reg.device_index;
+  }
   rx->ev_names.push_back(name);
   wsync_tensor_t t = WSYNC_TENSOR_INIT;
   t.dtype = dtype;
@@ -195,6 +223,8 @@ void add_event_tensor(wsync_receiver_t* rx, const std::string& name, int32_t dty
   std::memcpy(t.shape, shape, sizeof t.shape);
   t.data = nbytes ? data : nullptr;
   t.nbytes = nbytes;
+  t.device_type = device_type;
+  t.device_index = device_index;
   rx->ev_tensors.push_back(t);
   rx->ev_placed.push_back(placed ? 1 : 0);
 }
@@ -271,6 +301,10 @@ wsync_status_t handle_manifest(wsync_receiver_t* rx, const Frame& f, wsync_recei
                                 what.c_str(), static_cast<unsigned long long>(m.bucket_bytes),
                                 static_cast<unsigned long long>(kMaxBucketBytes)));
 
+  if ((m.flags & kManifestFlagPayloadChecksum) && rx->device_memory)
+    return refuse(rx, seq, fail(WSYNC_ERR_UNSUPPORTED, "%s asks for a payload checksum, which wsync computes on the host; "
+                                "this receiver's bytes land in CUDA memory", what.c_str()));
+
   // Where each byte range of the bucket goes.
   std::vector<wsync_iov_t> iov;
   auto add_piece = [&](uint8_t* base, uint64_t len) {
@@ -300,20 +334,14 @@ wsync_status_t handle_manifest(wsync_receiver_t* rx, const Frame& f, wsync_recei
     return refuse(rx, seq, fail(WSYNC_ERR_PROTOCOL, "%s has %llu bytes of padding between entries (at most %llu)",
                                 what.c_str(), static_cast<unsigned long long>(max_gap),
                                 static_cast<unsigned long long>(kMaxPadding)));
-  try {
-    if (staging_need > rx->staging_capacity) {
-      std::free(rx->staging);
-      rx->staging_capacity = 0;
-      uint64_t cap = (staging_need + 4095) / 4096 * 4096;
-      rx->staging = static_cast<uint8_t*>(std::aligned_alloc(4096, cap));
-      if (rx->staging == nullptr) throw std::bad_alloc();
-      rx->staging_capacity = cap;
-    }
-    if (max_gap > rx->scratch.size()) rx->scratch.resize(max_gap);
-  } catch (const std::bad_alloc&) {
-    return refuse(rx, seq, fail(WSYNC_ERR_OUT_OF_MEMORY, "cannot allocate staging for %s (%llu bytes)", what.c_str(),
-                                static_cast<unsigned long long>(staging_need)));
+  if (staging_need > rx->staging.size()) {
+    MemBlock grown;
+    if ((st = MemBlock::alloc((staging_need + 4095) / 4096 * 4096, rx->device, &grown)) != WSYNC_OK)
+      return refuse(rx, seq, fail_msg(st, "cannot allocate staging for " + what + ": " + last_error()));
+    rx->staging = std::move(grown);
   }
+  if (max_gap > rx->scratch.size() && (st = MemBlock::alloc(max_gap, rx->device, &rx->scratch)) != WSYNC_OK)
+    return refuse(rx, seq, fail_msg(st, "cannot allocate padding scratch for " + what + ": " + last_error()));
   cursor = 0;
   for (const auto& e : m.entries) {
     if (e.bucket_offset > cursor) add_piece(rx->scratch.data(), e.bucket_offset - cursor);
@@ -321,7 +349,7 @@ wsync_status_t handle_manifest(wsync_receiver_t* rx, const Frame& f, wsync_recei
     bool whole = e.tensor_offset == 0 && e.length == e.tensor_bytes;
     auto reg = rx->registry.find(e.name);
     if (whole) {
-      add_piece(reg != rx->registry.end() ? static_cast<uint8_t*>(reg->second.data) : rx->staging + e.bucket_offset,
+      add_piece(reg != rx->registry.end() ? static_cast<uint8_t*>(reg->second.data) : rx->staging.data() + e.bucket_offset,
                 e.length);
       continue;
     }
@@ -336,11 +364,10 @@ wsync_status_t handle_manifest(wsync_receiver_t* rx, const Frame& f, wsync_recei
         a.dst = static_cast<uint8_t*>(reg->second.data);
         a.placed = true;
       } else {
-        a.owned.reset(new (std::nothrow) uint8_t[e.tensor_bytes]);
-        if (!a.owned)
-          return refuse(rx, seq, fail(WSYNC_ERR_OUT_OF_MEMORY, "cannot allocate %llu bytes to assemble tensor '%s'",
-                                      static_cast<unsigned long long>(e.tensor_bytes), e.name.c_str()));
-        a.dst = a.owned.get();
+        if ((st = MemBlock::alloc(e.tensor_bytes, rx->device, &a.owned)) != WSYNC_OK)
+          return refuse(rx, seq, fail_msg(st, "cannot allocate " + std::to_string(e.tensor_bytes) +
+                                                  " bytes to assemble tensor '" + e.name + "': " + last_error()));
+        a.dst = a.owned.data();
       }
       it = rx->assembling.emplace(e.name, std::move(a)).first;
     } else if (it->second.tensor_bytes != e.tensor_bytes || it->second.dtype != e.dtype) {
@@ -390,7 +417,7 @@ wsync_status_t handle_manifest(wsync_receiver_t* rx, const Frame& f, wsync_recei
       const uint8_t* p;
       bool whole = e.tensor_offset == 0 && e.length == e.tensor_bytes;
       if (whole)
-        p = reg != rx->registry.end() ? static_cast<uint8_t*>(reg->second.data) : rx->staging + e.bucket_offset;
+        p = reg != rx->registry.end() ? static_cast<uint8_t*>(reg->second.data) : rx->staging.data() + e.bucket_offset;
       else
         p = rx->assembling[e.name].dst + e.tensor_offset;
       XXH3_64bits_update(s, p, e.length);
@@ -414,7 +441,7 @@ wsync_status_t handle_manifest(wsync_receiver_t* rx, const Frame& f, wsync_recei
     auto reg = rx->registry.find(e.name);
     if (whole) {
       bool placed = reg != rx->registry.end();
-      add_event_tensor(rx, e.name, e.dtype, e.ndim, e.shape, placed ? reg->second.data : rx->staging + e.bucket_offset,
+      add_event_tensor(rx, e.name, e.dtype, e.ndim, e.shape, placed ? reg->second.data : rx->staging.data() + e.bucket_offset,
                        e.length, placed);
       continue;
     }
@@ -422,7 +449,7 @@ wsync_status_t handle_manifest(wsync_receiver_t* rx, const Frame& f, wsync_recei
     if (it == rx->assembling.end() || it->second.received != it->second.tensor_bytes) continue;
     Assembly& a = it->second;
     add_event_tensor(rx, e.name, a.dtype, a.ndim, a.shape, a.dst, a.tensor_bytes, a.placed);
-    if (a.owned) rx->ev_owned.push_back(std::move(a.owned));
+    if (a.owned.data()) rx->ev_owned.push_back(std::move(a.owned));
     rx->assembling.erase(it);
   }
   for (size_t i = 0; i < rx->ev_tensors.size(); ++i) rx->ev_tensors[i].name = rx->ev_names[i].c_str();
@@ -526,8 +553,19 @@ WSYNC_API wsync_status_t wsync_receiver_register(wsync_receiver_t* rx, const wsy
   std::vector<wsync_tensor_t> t;
   wsync_status_t st = copy_tensor_descs(buffers, n, "buffers", &t);
   if (st != WSYNC_OK) return st;
-  for (const auto& b : t)
+  for (const auto& b : t) {
     if ((st = validate_tensor_shape(b.name, b.dtype, b.ndim, b.shape, b.nbytes)) != WSYNC_OK) return st;
+    const bool cuda = b.device_type == WSYNC_DEVICE_CUDA;
+    if (cuda && !rx->device_memory)
+      return fail(WSYNC_ERR_UNSUPPORTED, "buffer '%s' is in CUDA memory, but transport '%s' moves host memory only; "
+                  "register host buffers or use a CUDA transport (cuda_ipc, nccl)", b.name, rx->transport.table->name);
+    if (!cuda && rx->device_memory)
+      return fail(WSYNC_ERR_UNSUPPORTED, "buffer '%s' is in host memory, but transport '%s' moves CUDA memory only; "
+                  "register CUDA buffers", b.name, rx->transport.table->name);
+    if (cuda && b.device_index != rx->device)
+      return fail(WSYNC_ERR_INVALID_ARGUMENT, "buffer '%s' is on CUDA device %d but this receiver works on device %d "
+                  "(receiver option 'device')", b.name, b.device_index, rx->device);
+  }
   for (const auto& b : t) {
     if (rx->assembling.count(b.name))
       return fail(WSYNC_ERR_INVALID_STATE, "tensor '%s' is arriving in chunks right now; register it between updates", b.name);
@@ -537,6 +575,8 @@ WSYNC_API wsync_status_t wsync_receiver_register(wsync_receiver_t* rx, const wsy
     reg.dtype = b.dtype;
     reg.ndim = b.ndim;
     std::memcpy(reg.shape, b.shape, sizeof reg.shape);
+    reg.device_type = b.device_type;
+    reg.device_index = b.device_type == WSYNC_DEVICE_CUDA ? b.device_index : 0;
     rx->registry[b.name] = reg;
   }
   return WSYNC_OK;
@@ -582,7 +622,6 @@ WSYNC_API void wsync_receiver_destroy(wsync_receiver_t* rx) {
   if (rx->transport_self) rx->transport.table->destroy(rx->transport_self);
   rx->conn.close();
   rx->store_client.reset();
-  std::free(rx->staging);
   delete rx;
 }
 

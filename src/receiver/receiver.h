@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "control/control_conn.h"
+#include "device/mem_block.h"
 #include "loader/plugin_loader.h"
 #include "store/store_handle.h"
 
@@ -18,11 +19,13 @@ struct Registered {
   int32_t dtype = 0;
   int32_t ndim = 0;
   int64_t shape[WSYNC_MAX_NDIM] = {0};
+  int32_t device_type = WSYNC_DEVICE_CPU;
+  int32_t device_index = 0;
 };
 
 // A tensor that arrives in chunks over several buckets.
 struct Assembly {
-  std::unique_ptr<uint8_t[]> owned;  // when not registered
+  MemBlock owned;  // when not registered (host or device, like the receiver's staging)
   uint8_t* dst = nullptr;
   uint64_t tensor_bytes = 0;
   uint64_t received = 0;
@@ -50,18 +53,21 @@ struct wsync_receiver {
   std::map<std::string, wsync::Assembly> assembling;
   // Buffers a receive was posted into when the transport gave up on it: UCX (for one) may still
   // write into them until the transport is destroyed, so they are freed only then.
-  std::vector<std::unique_ptr<uint8_t[]>> graveyard;
+  std::vector<wsync::MemBlock> graveyard;
 
+  // Where unregistered bytes land: host memory, or CUDA memory on `device` when the transport
+  // moves device memory only (views then point into device memory).
+  int device = -1;
+  bool device_memory = false;
   // Staging for tensors that are not registered; views point here until the next event.
-  uint8_t* staging = nullptr;
-  uint64_t staging_capacity = 0;
-  std::vector<uint8_t> scratch;  // padding between entries lands here
+  wsync::MemBlock staging;
+  wsync::MemBlock scratch;  // padding between entries lands here
 
   // The last event's storage (names, descriptors, finished assemblies).
   std::vector<std::string> ev_names;
   std::vector<wsync_tensor_t> ev_tensors;
   std::vector<uint8_t> ev_placed;
-  std::vector<std::unique_ptr<uint8_t[]>> ev_owned;
+  std::vector<wsync::MemBlock> ev_owned;
 
   uint64_t current_update = 0;
   uint64_t expected_bucket = 0;

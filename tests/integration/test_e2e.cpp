@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -371,6 +372,126 @@ TEST(E2E, BadBatchesAreRefusedBeforeAnythingMoves) {
   wsync_group_destroy(s.g);
   s.g = nullptr;
   EXPECT_EQ(0, wait_child(rx, 10000));
+}
+
+bool machine_has_gpu() { return access("/dev/nvidia0", F_OK) == 0 || access("/dev/nvidiactl", F_OK) == 0; }
+
+// CUDA tensors need the CUDA runtime and a device. Without them the batch is refused before
+// anything moves, with a message that says so, and the group stays usable; the checks that need
+// no device (one device per batch, no host checksum of device bytes) come first either way.
+TEST(E2E, CudaTensorsAreCheckedAndRefusedCleanlyWithoutAGpu) {
+  Sender s;
+  Model m;
+  m.spec = tensor_set(6, 0);
+  pid_t rx = spawn([&] { return run_receiver(plan_for(s, 1, m.spec, 1, false)); });
+  ASSERT_EQ(WSYNC_OK, s.init(1, 1u << 20, 10000)) << wsync_last_error();
+  m.fill(1);
+  // two CUDA devices in one batch
+  wsync_tensor_t two[2] = {m.descs[1], m.descs[2]};
+  two[0].device_type = WSYNC_DEVICE_CUDA;
+  two[1].device_type = WSYNC_DEVICE_CUDA;
+  two[1].device_index = 1;
+  EXPECT_EQ(WSYNC_ERR_UNSUPPORTED, wsync_group_send_batch(s.g, two, 2, -1));
+  std::string msg = wsync_last_error();
+  EXPECT_NE(std::string::npos, msg.find("different devices")) << msg;
+  EXPECT_NE(std::string::npos, msg.find(m.spec[2].name)) << msg;
+  // a device index that cannot exist
+  wsync_tensor_t bad = m.descs[1];
+  bad.device_type = WSYNC_DEVICE_CUDA;
+  bad.device_index = -3;
+  EXPECT_EQ(WSYNC_ERR_INVALID_ARGUMENT, wsync_group_send_batch(s.g, &bad, 1, -1));
+  if (!machine_has_gpu()) {
+    wsync_tensor_t dev = m.descs[1];
+    dev.device_type = WSYNC_DEVICE_CUDA;
+    EXPECT_EQ(WSYNC_ERR_NO_DEVICE, wsync_group_send_batch(s.g, &dev, 1, -1));
+    msg = wsync_last_error();
+    EXPECT_NE(std::string::npos, msg.find("no CUDA device")) << msg;
+  }
+  EXPECT_EQ(WSYNC_ERR_INVALID_ARGUMENT, wsync_group_set_cuda_stream(nullptr, nullptr));
+  EXPECT_EQ(WSYNC_OK, wsync_group_set_cuda_stream(s.g, nullptr));
+  // nothing moved, nothing broke: the real update goes through and every byte is checked
+  ASSERT_EQ(WSYNC_OK, wsync_group_send_batch(s.g, m.descs.data(), m.descs.size(), -1)) << wsync_last_error();
+  ASSERT_EQ(WSYNC_OK, wsync_group_finalize(s.g, 1, -1)) << wsync_last_error();
+  wsync_group_destroy(s.g);
+  s.g = nullptr;
+  EXPECT_EQ(0, wait_child(rx, 10000));
+}
+
+TEST(E2E, VerifyPayloadIsRefusedForCudaTensors) {
+  Sender s;
+  Model m;
+  m.spec = tensor_set(4, 0);
+  pid_t rx = spawn([&] { return run_receiver(plan_for(s, 1, m.spec, 1, false)); });
+  ASSERT_EQ(WSYNC_OK, s.init(1, 1u << 20, 10000, {{"verify_payload", "1"}})) << wsync_last_error();
+  m.fill(1);
+  wsync_tensor_t dev = m.descs[1];
+  dev.device_type = WSYNC_DEVICE_CUDA;
+  EXPECT_EQ(WSYNC_ERR_UNSUPPORTED, wsync_group_send_batch(s.g, &dev, 1, -1));
+  std::string msg = wsync_last_error();
+  EXPECT_NE(std::string::npos, msg.find("verify_payload")) << msg;
+  ASSERT_EQ(WSYNC_OK, wsync_group_send_batch(s.g, m.descs.data(), m.descs.size(), -1)) << wsync_last_error();
+  ASSERT_EQ(WSYNC_OK, wsync_group_finalize(s.g, 1, -1)) << wsync_last_error();
+  wsync_group_destroy(s.g);
+  s.g = nullptr;
+  EXPECT_EQ(0, wait_child(rx, 10000));
+}
+
+// A receiver on a host transport cannot register CUDA buffers (UCX moves host memory here): the
+// registration is refused naming the buffer, and the receiver goes on with host memory.
+TEST(E2E, ReceiverRefusesCudaBuffersOnAHostTransport) {
+  Sender s;
+  Model m;
+  m.spec = tensor_set(4, 0);
+  pid_t rx = spawn([&] {
+    std::string addr = read_addr_file(s.addr_file, 20000);
+    wsync_receiver_t* r = nullptr;
+    if (join(addr, 1, "it", 20000, &r) != WSYNC_OK) return 2;
+    std::vector<uint8_t> buf(m.spec[1].nbytes);
+    wsync_tensor_t d = desc_of(m.spec[1], buf.data());
+    d.device_type = WSYNC_DEVICE_CUDA;
+    int rc = 0;
+    if (wsync_receiver_register(r, &d, 1) != WSYNC_ERR_UNSUPPORTED) rc = 3;
+    std::string msg = wsync_last_error();
+    if (msg.find(m.spec[1].name) == std::string::npos || msg.find("host memory only") == std::string::npos) {
+      std::fprintf(stderr, "unexpected message: %s\n", msg.c_str());
+      rc = 4;
+    }
+    wsync_receiver_event_t ev = WSYNC_RECEIVER_EVENT_INIT;
+    while (wsync_receiver_next(r, &ev, 20000) == WSYNC_OK && ev.kind != WSYNC_EVENT_CLOSED) {
+      for (uint64_t i = 0; ev.kind == WSYNC_EVENT_BUCKET && i < ev.num_tensors; ++i)
+        if (ev.tensors[i].device_type != WSYNC_DEVICE_CPU) rc = 5;
+      if (ev.kind == WSYNC_EVENT_COMMIT && wsync_receiver_commit(r, ev.version) != WSYNC_OK) rc = 6;
+    }
+    wsync_receiver_destroy(r);
+    return rc;
+  });
+  ASSERT_EQ(WSYNC_OK, s.init(1, 1u << 20, 10000)) << wsync_last_error();
+  ASSERT_EQ(WSYNC_OK, publish(s, m, 1, 1)) << wsync_last_error();
+  wsync_group_destroy(s.g);
+  s.g = nullptr;
+  EXPECT_EQ(0, wait_child(rx, 10000));
+}
+
+// The GPU transports refuse to load where there is no GPU, and group init says why.
+TEST(E2E, GpuTransportsWithoutAGpuFailInitWithNoDevice) {
+  if (machine_has_gpu()) GTEST_SKIP() << "this machine has a GPU; the gpu-labelled tests cover it";
+  for (const char* name : {"cuda_ipc", "nccl"}) {
+    wsync_group_config_t cfg = WSYNC_GROUP_CONFIG_INIT;
+    cfg.num_receivers = 1;
+    cfg.transport = name;
+    cfg.timeout_ms = 2000;
+    wsync_group_t* g = nullptr;
+    wsync_status_t st = wsync_group_init(&cfg, &g);
+#ifndef WSYNC_TEST_EXPECT_CUDA_PLUGINS
+    if (st == WSYNC_ERR_NOT_FOUND) continue;  // built without CUDA/NCCL: not there to load
+#endif
+    EXPECT_EQ(WSYNC_ERR_NO_DEVICE, st) << name << ": " << wsync_last_error();
+    std::string msg = wsync_last_error();
+    EXPECT_NE(std::string::npos, msg.find("no CUDA device")) << msg;
+    EXPECT_NE(std::string::npos, msg.find(name)) << msg;
+    EXPECT_EQ(nullptr, g);
+    std::printf("%s: %s\n", name, msg.c_str());
+  }
 }
 
 }  // namespace
