@@ -1,0 +1,162 @@
+/* cipc_plugin.c — transport 'cuda_ipc': the entry point (refuses to load without a CUDA
+ * device), the function table, and the life of an instance (create, connect, abort, destroy,
+ * get_property). The sender's side is in cipc_staging.c / cipc_send.c, the receiver's in
+ * cipc_open.c / cipc_recv.c; the protocol is described in cipc_transport.h and cipc_logic.h. */
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cipc_transport.h"
+
+const wsync_host_v1_t* cipc_host;
+
+/* Does params (of params->struct_size bytes) reach the end of `field`? */
+#define PARAMS_HAS(p, field) \
+  ((p)->struct_size >= offsetof(wsync_transport_params_t, field) + sizeof((p)->field))
+
+static void free_instance(cipc_transport_t* t) {
+  cipc_book_free(&t->book);
+  free(t->forgotten);
+  free(t->group);
+  free(t);
+}
+
+static wsync_status_t cipc_create(const wsync_transport_params_t* params, void** out) {
+  cipc_transport_t* t;
+  cipc_options_t opts;
+  char err[512];
+  wsync_status_t rc;
+  int device = -1;
+  if (out != NULL) *out = NULL;
+  if (params == NULL || out == NULL)
+    return cipc_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'cuda_ipc': create: NULL argument");
+  if (!PARAMS_HAS(params, timeout_ms))
+    return cipc_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'cuda_ipc': params struct_size %u is too small",
+                     params->struct_size);
+  if (params->world_size < 1 || params->rank >= params->world_size)
+    return cipc_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'cuda_ipc': rank %u is outside a world of %u", params->rank,
+                     params->world_size);
+  if (params->store == NULL && params->world_size > 1)
+    return cipc_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'cuda_ipc': no store to exchange the IPC handles through");
+  rc = cipc_parse_options(params->options, params->num_options, &opts, err, sizeof err);
+  if (rc != WSYNC_OK) return cipc_fail(rc, "transport 'cuda_ipc': %s", err);
+
+  /* The device: the core's choice when this core passes one, else the current device. On the
+   * receiver it is replaced at connect by the ordinal that sees the sender's GPU. */
+  if (PARAMS_HAS(params, device_index) && params->device_index >= 0) {
+    int count = 0;
+    const cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || params->device_index >= count)
+      return cipc_fail(WSYNC_ERR_NO_DEVICE, "transport 'cuda_ipc': rank %u: CUDA device %d does not exist here (%d "
+                       "visible%s%s)", params->rank, params->device_index, count, e != cudaSuccess ? ": " : "",
+                       e != cudaSuccess ? cudaGetErrorString(e) : "");
+    device = params->device_index;
+  } else {
+    const cudaError_t e = cudaGetDevice(&device);
+    if (e != cudaSuccess)
+      return cipc_fail(WSYNC_ERR_NO_DEVICE, "transport 'cuda_ipc': rank %u: cudaGetDevice failed: %s", params->rank,
+                       cudaGetErrorString(e));
+  }
+
+  t = (cipc_transport_t*)calloc(1, sizeof *t);
+  if (t == NULL) return cipc_fail(WSYNC_ERR_OUT_OF_MEMORY, "transport 'cuda_ipc': out of memory");
+  t->rank = params->rank;
+  t->world_size = params->world_size;
+  t->store = params->store;
+  t->opts = opts;
+  t->device = device;
+  atomic_init(&t->aborted, 0);
+  t->group = strdup(params->group_name ? params->group_name : "wsync");
+  t->forgotten = (uint8_t*)calloc(params->world_size, 1);
+  if (t->group == NULL || t->forgotten == NULL) {
+    free_instance(t);
+    return cipc_fail(WSYNC_ERR_OUT_OF_MEMORY, "transport 'cuda_ipc': out of memory");
+  }
+  if (cipc_key(t->key_staging, sizeof t->key_staging, t->group, "staging", -1) != 0 ||
+      cipc_key(t->key_post, sizeof t->key_post, t->group, "post", -1) != 0) {
+    free_instance(t);
+    return cipc_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'cuda_ipc': the group name '%.64s...' is too long for a "
+                     "store key", params->group_name);
+  }
+  *out = t;
+  return WSYNC_OK;
+}
+
+static wsync_status_t cipc_connect(void* self, int64_t timeout_ms) {
+  cipc_transport_t* t = (cipc_transport_t*)self;
+  wsync_status_t rc;
+  if (t == NULL) return cipc_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'cuda_ipc': connect on NULL");
+  if (t->connected)
+    return cipc_fail(WSYNC_ERR_INVALID_STATE, "transport 'cuda_ipc': rank %u is already connected", t->rank);
+  if (atomic_load(&t->aborted)) return cipc_fail(WSYNC_ERR_ABORTED, "transport 'cuda_ipc': rank %u: aborted", t->rank);
+  rc = t->rank == 0 ? cipc_connect_sender(t, timeout_ms) : cipc_connect_receiver(t, timeout_ms);
+  if (rc == WSYNC_OK) t->connected = 1;
+  return rc;
+}
+
+static void cipc_abort(void* self) {
+  cipc_transport_t* t = (cipc_transport_t*)self;
+  /* Any thread: only the flag; every wait loop of the plugin looks at it. */
+  if (t != NULL) atomic_store(&t->aborted, 1);
+}
+
+static void cipc_destroy(void* self) {
+  cipc_transport_t* t = (cipc_transport_t*)self;
+  if (t == NULL) return;
+  if (t->rank == 0)
+    cipc_release_sender(t);
+  else
+    cipc_release_receiver(t);
+  free_instance(t);
+}
+
+static wsync_status_t cipc_get_property(void* self, const char* key, char* buf, uint64_t cap) {
+  (void)buf;
+  (void)cap;
+  if (self == NULL || key == NULL)
+    return cipc_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'cuda_ipc': get_property: NULL instance or key");
+  return cipc_fail(WSYNC_ERR_NOT_FOUND, "transport 'cuda_ipc' has no property '%s' (it publishes none)", key);
+}
+
+static const wsync_transport_v1_t kCudaIpcTransport = {
+    (uint32_t)sizeof(wsync_transport_v1_t),
+    WSYNC_PLUGIN_ABI_VERSION,
+    CIPC_NAME,
+    "0.1.0",
+    WSYNC_TRANSPORT_CAP_CUDA_MEMORY | WSYNC_TRANSPORT_CAP_STAGING_ONLY | WSYNC_TRANSPORT_CAP_SCATTER_RECV,
+    cipc_create,
+    cipc_connect,
+    cipc_send_post,
+    cipc_send_wait,
+    cipc_recv_post,
+    cipc_recv_wait,
+    cipc_forget_peer,
+    cipc_abort,
+    cipc_destroy,
+    cipc_register_staging,
+    cipc_get_property,
+};
+
+__attribute__((visibility("default"))) const wsync_transport_v1_t* wsync_transport_entry_v1(
+    const wsync_host_v1_t* host) {
+  int count = 0;
+  cudaError_t e;
+  if (host == NULL) return NULL;
+  if (host->struct_size < sizeof(wsync_host_v1_t) || host->abi_version != WSYNC_PLUGIN_ABI_VERSION ||
+      host->set_error == NULL || host->store_set == NULL || host->store_get == NULL) {
+    if (host->struct_size >= offsetof(wsync_host_v1_t, set_error) + sizeof host->set_error && host->set_error)
+      host->set_error(WSYNC_ERR_VERSION_MISMATCH,
+                      "transport 'cuda_ipc': the host table is too small, of another plugin ABI, or lacks "
+                      "set_error/store_set/store_get");
+    return NULL;
+  }
+  cipc_host = host;
+  /* Without a driver libcudart_static answers with an error here; it never crashes. */
+  e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count <= 0) {
+    cipc_fail(WSYNC_ERR_NO_DEVICE, "transport 'cuda_ipc': no CUDA device (cudaGetDeviceCount: %s)",
+              e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+    return NULL;
+  }
+  return &kCudaIpcTransport;
+}
