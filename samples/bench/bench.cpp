@@ -3,6 +3,11 @@
 // with "ratio_vs_ucx_perftest: <min ratio over the rows>".
 //
 //   wsync-bench [--sizes-mib 64,256,1024] [--tls sm:tcp] [--iters N] [--repeat 3] [--perftest PATH]
+//               [--gpu auto|on|off] [--gpu-sizes-gib 4]
+//
+// Where wsync was built with CUDA and a GPU is present (--gpu auto), GPU rows follow: the
+// cuda_ipc transport against cudaMemcpy device-to-device (bench_gpu.cpp), ending with
+// "ratio_vs_cudamemcpy: <min ratio>".
 //
 // Each --tls entry is a UCX_TLS value; both wsync and ucx_perftest run with it (set in the
 // environment both inherit), so every row compares the two on the same UCX transport. A UCX_TLS
@@ -28,6 +33,9 @@
 #include <vector>
 
 #include "wsync.h"
+#ifdef WSYNC_BENCH_CUDA
+#include "bench_gpu.h"
+#endif
 
 namespace {
 
@@ -190,6 +198,8 @@ int main(int argc, char** argv) {
   int iters = 0;
   int repeat = 3;
   std::string tool = "ucx_perftest";
+  std::string gpu = "auto";
+  std::vector<uint64_t> gpu_gib = {4};
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i], v = argv[i + 1];
     if (a == "--sizes-mib") {
@@ -208,6 +218,13 @@ int main(int argc, char** argv) {
       repeat = std::max(1, std::atoi(v.c_str()));
     } else if (a == "--perftest") {
       tool = v;
+    } else if (a == "--gpu") {
+      gpu = v;
+    } else if (a == "--gpu-sizes-gib") {
+      gpu_gib.clear();
+      std::stringstream ss(v);
+      std::string item;
+      while (std::getline(ss, item, ',')) gpu_gib.push_back(std::stoull(item));
     } else {
       std::fprintf(stderr, "wsync-bench: unknown flag %s\n", a.c_str());
       return 2;
@@ -246,5 +263,19 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   }
   std::printf("ratio_vs_ucx_perftest: %.3f\n", min_ratio);
-  return min_ratio > 0 ? 0 : 1;
+  int rc = min_ratio > 0 ? 0 : 1;
+  if (gpu != "off") {
+#ifdef WSYNC_BENCH_CUDA
+    double gpu_ratio = 0;
+    if (bench_gpu_rows(gpu_gib, repeat, &gpu_ratio) != 0) {
+      if (gpu == "on") rc = 1;
+    } else if (gpu_ratio <= 0) {
+      rc = 1;
+    }
+#else
+    std::printf("\nGPU rows: not built (wsync was configured without CUDA)\n");
+    if (gpu == "on") rc = 1;
+#endif
+  }
+  return rc;
 }

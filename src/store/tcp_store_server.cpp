@@ -425,6 +425,13 @@ struct TcpStoreServer::Impl {
   // Execute a parsed request. Returns "" or the reason to close the connection.
   std::string execute(Conn* c, Request& q) {
     const w::Query t = static_cast<w::Query>(q.type);
+    // WSYNC_LOG_LEVEL=debug traces every key a client asks for (how docs/TORCH_KEYS.md was
+    // settled: what a torch ProcessGroupNCCL reads from the store).
+    if (::wsync::log_enabled(WSYNC_LOG_DEBUG) && !q.keys.empty()) {
+      std::string keys;
+      for (const auto& k : q.keys) keys += (keys.empty() ? "'" : ", '") + k + "'";
+      WSYNC_LOGD("store server: %s from %s: %s", w::query_name(q.type), c->peer.c_str(), keys.c_str());
+    }
     switch (t) {
       case w::Query::VALIDATE:
         if (q.u32 != w::kValidationMagic) return "VALIDATE with a wrong magic number";

@@ -7,4 +7,5 @@ if ! "$py" -c "import torch.distributed" >/dev/null 2>&1; then
   echo "SKIPPED: '$py' has no torch (set WSYNC_TORCH_PYTHON to a Python with PyTorch)"
   exit 77
 fi
-exec "$py" "$(dirname "$0")/store_interop.py" "$1"
+# $2: another script of this folder to run the same way (nccl_store_keys.py).
+exec "$py" "${2:-$(dirname "$0")/store_interop.py}" "$1"

@@ -1,0 +1,9 @@
+// wsync-bench's GPU rows (built where the CUDA toolkit is): see bench_gpu.cpp.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+// Prints the GPU table and sets *min_ratio (wsync over cudaMemcpy D2D); returns 1 when there is
+// no GPU (nothing measured).
+int bench_gpu_rows(const std::vector<uint64_t>& sizes_gib, int repeat, double* min_ratio);
