@@ -1,0 +1,266 @@
+/* nccl_plugin.c — transport 'nccl': the entry point, the function table, and the life of an
+ * instance (create, abort, destroy, properties). Every function that does CUDA or NCCL work
+ * makes the instance's device current first and gives the caller's thread its own back after.
+ * The communicator is in nccl_comm.c, the data plane in nccl_ops.c. */
+#include <limits.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nccl_transport.h"
+
+const wsync_host_v1_t* nccl_host;
+
+#define PARAMS_HAS(p, field) ((p)->struct_size >= offsetof(wsync_transport_params_t, field) + sizeof((p)->field))
+
+static wsync_status_t pick_device(const wsync_transport_params_t* params, int* out) {
+  cudaError_t e;
+  int count = 0, dev = -1;
+  if ((e = cudaGetDeviceCount(&count)) != cudaSuccess || count <= 0) {
+    (void)cudaGetLastError();
+    return nccl_fail(WSYNC_ERR_NO_DEVICE, NCCL_TP ": no CUDA device (cudaGetDeviceCount: %s)",
+                     e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+  }
+  if (PARAMS_HAS(params, device_index) && params->device_index >= 0) {
+    dev = params->device_index;
+  } else if ((e = cudaGetDevice(&dev)) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return nccl_fail(WSYNC_ERR_NO_DEVICE, NCCL_TP ": rank %u: no current CUDA device (cudaGetDevice: %s)", params->rank,
+                     cudaGetErrorString(e));
+  }
+  if (dev >= count)
+    return nccl_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": rank %u: device_index %d is not a CUDA device of this "
+                     "process (%d visible)", params->rank, dev, count);
+  *out = dev;
+  return WSYNC_OK;
+}
+
+static void free_instance(nccl_transport_t* t) {
+  if (t == NULL) return;
+  free(t->group);
+  free(t);
+}
+
+static wsync_status_t tp_create(const wsync_transport_params_t* params, void** out) {
+  char err[512];
+  nccl_transport_t* t;
+  wsync_status_t st;
+  int prev;
+  if (out != NULL) *out = NULL;
+  if (params == NULL || out == NULL) return nccl_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": create: NULL argument");
+  if (!PARAMS_HAS(params, timeout_ms))
+    return nccl_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": params struct_size %u is too small", params->struct_size);
+  if (params->world_size < 1 || params->world_size > INT_MAX || params->rank >= params->world_size)
+    return nccl_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": rank %u is outside a world of %u", params->rank,
+                     params->world_size);
+  if (params->store == NULL && params->world_size > 1)
+    return nccl_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": rank %u: no store to exchange the NCCL unique id through",
+                     params->rank);
+
+  t = (nccl_transport_t*)calloc(1, sizeof *t);
+  if (t == NULL) return nccl_fail(WSYNC_ERR_OUT_OF_MEMORY, NCCL_TP ": out of memory");
+  atomic_init(&t->aborted, 0);
+  t->rank = params->rank;
+  t->world_size = params->world_size;
+  t->store = params->store;
+  t->broken_status = WSYNC_OK;
+  t->group = strdup(params->group_name != NULL ? params->group_name : "wsync");
+  if (t->group == NULL) {
+    free_instance(t);
+    return nccl_fail(WSYNC_ERR_OUT_OF_MEMORY, NCCL_TP ": out of memory");
+  }
+  if (nccl_parse_options(params->options, params->num_options, &t->opts, err, sizeof err) != WSYNC_OK) {
+    free_instance(t);
+    return nccl_fail(WSYNC_ERR_INVALID_ARGUMENT, "%s", err);
+  }
+  if (nccl_wsync_id_key(t->group, t->id_key, sizeof t->id_key) < 0) {
+    st = nccl_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": the group name '%.64s...' is too long for a store key",
+                   t->group);
+    free_instance(t);
+    return st;
+  }
+  if (t->opts.torch_group[0] != '\0') {
+    if (nccl_torch_id_key(t->opts.torch_group, t->torch_key, sizeof t->torch_key) < 0) {
+      free_instance(t); /* cannot happen: torch_group is at most 255 bytes */
+      return nccl_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": option 'transport.torch_group' is too long");
+    }
+    if (t->store == NULL) {
+      free_instance(t);
+      return nccl_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": option 'transport.torch_group' needs the group's store, "
+                       "and there is none");
+    }
+  }
+  if ((st = pick_device(params, &t->device)) != WSYNC_OK) {
+    free_instance(t);
+    return st;
+  }
+  if (t->rank == 0) {
+    /* The id exists from create on, so that an adapter can hand it to engines (vLLM's
+     * nccl_unique_id_b64) before they join in connect. */
+    if ((st = nccl_device_enter(t, &prev)) != WSYNC_OK) {
+      free_instance(t);
+      return st;
+    }
+    st = nccl_publish_id(t);
+    nccl_device_leave(t, prev);
+    if (st != WSYNC_OK) {
+      free_instance(t);
+      return st;
+    }
+  }
+  nccl_log(WSYNC_LOG_DEBUG, NCCL_TP ": rank %u of %u created on cuda:%d (group '%s'%s%s%s)", t->rank, t->world_size,
+           t->device, t->group, t->opts.torch_group[0] ? ", torch group '" : "", t->opts.torch_group,
+           t->opts.torch_group[0] ? "'" : "");
+  *out = t;
+  return WSYNC_OK;
+}
+
+static void tp_abort(void* self) {
+  nccl_transport_t* t = (nccl_transport_t*)self;
+  /* Any thread: only the flag. The owner thread's poll loops (and its next call) see it and
+   * ncclCommAbort the communicator themselves. */
+  if (t != NULL) atomic_store_explicit(&t->aborted, 1, memory_order_release);
+}
+
+static void tp_destroy(void* self) {
+  nccl_transport_t* t = (nccl_transport_t*)self;
+  int prev = -1;
+  if (t == NULL) return;
+  if (nccl_device_enter(t, &prev) != WSYNC_OK) prev = -1; /* go on: free what can be freed */
+  nccl_comm_close(t, nccl_ops_idle(t));
+  if (t->scratch != NULL) nccl_dev_free(t, t->scratch);
+  t->scratch = NULL;
+  nccl_ops_free(t);
+  if (t->stream != NULL && cudaStreamDestroy(t->stream) != cudaSuccess) (void)cudaGetLastError();
+  t->stream = NULL;
+  nccl_device_leave(t, prev);
+  free_instance(t);
+}
+
+static wsync_status_t tp_get_property(void* self, const char* key, char* buf, uint64_t cap) {
+  nccl_transport_t* t = (nccl_transport_t*)self;
+  char b64[NCCL_LOGIC_ID_B64_CHARS + 1];
+  const char* value;
+  size_t len;
+  if (t == NULL || key == NULL || (buf == NULL && cap > 0))
+    return nccl_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": get_property: NULL argument");
+  if (strcmp(key, "nccl_unique_id_b64") == 0) {
+    if (!t->have_id)
+      return nccl_fail(WSYNC_ERR_INVALID_STATE, NCCL_TP ": rank %u has no NCCL unique id yet (a receiver reads it from "
+                       "store key '%s' in connect)", t->rank, t->id_key);
+    if (nccl_b64_encode(&t->id, sizeof t->id, b64, sizeof b64) < 0)
+      return nccl_fail(WSYNC_ERR_INTERNAL, NCCL_TP ": base64 of the unique id failed (please report)");
+    value = b64;
+  } else if (strcmp(key, "torch_store_key") == 0) {
+    if (t->torch_key[0] == '\0')
+      return nccl_fail(WSYNC_ERR_NOT_FOUND, NCCL_TP ": property 'torch_store_key' is not set: the option "
+                       "'transport.torch_group' was not given");
+    value = t->torch_key;
+  } else {
+    return nccl_fail(WSYNC_ERR_NOT_FOUND, NCCL_TP ": unknown property '%s' (known: nccl_unique_id_b64, "
+                     "torch_store_key)", key);
+  }
+  len = strlen(value);
+  if (cap < (uint64_t)len + 1)
+    return nccl_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": property '%s' needs %zu bytes with its NUL; the buffer "
+                     "holds %llu", key, len + 1, (unsigned long long)cap);
+  memcpy(buf, value, len + 1);
+  return WSYNC_OK;
+}
+
+/* ---- the table: device-scoped wrappers ---------------------------------------------------------- */
+
+#define WITH_DEVICE(t, call)                                    \
+  do {                                                          \
+    int prev_;                                                  \
+    wsync_status_t st_;                                         \
+    if ((st_ = nccl_device_enter((t), &prev_)) != WSYNC_OK) return st_; \
+    st_ = (call);                                               \
+    nccl_device_leave((t), prev_);                              \
+    return st_;                                                 \
+  } while (0)
+
+static wsync_status_t tp_connect(void* self, int64_t timeout_ms) {
+  nccl_transport_t* t = (nccl_transport_t*)self;
+  if (t == NULL) return nccl_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": connect on NULL");
+  WITH_DEVICE(t, nccl_connect(t, timeout_ms));
+}
+
+static wsync_status_t tp_send_post(void* self, uint64_t seq, const wsync_buffer_t* buf, const uint32_t* ranks,
+                                   uint32_t num_ranks) {
+  nccl_transport_t* t = (nccl_transport_t*)self;
+  if (t == NULL) return nccl_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": send_post on NULL");
+  WITH_DEVICE(t, nccl_send_post(t, seq, buf, ranks, num_ranks));
+}
+
+static wsync_status_t tp_send_wait(void* self, uint64_t seq, int64_t timeout_ms) {
+  nccl_transport_t* t = (nccl_transport_t*)self;
+  if (t == NULL) return nccl_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": send_wait on NULL");
+  WITH_DEVICE(t, nccl_wait(t, NCCL_OP_SEND, seq, timeout_ms));
+}
+
+static wsync_status_t tp_recv_post(void* self, uint64_t seq, const wsync_iov_t* iov, uint64_t num_iov) {
+  nccl_transport_t* t = (nccl_transport_t*)self;
+  if (t == NULL) return nccl_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": recv_post on NULL");
+  WITH_DEVICE(t, nccl_recv_post(t, seq, iov, num_iov));
+}
+
+static wsync_status_t tp_recv_wait(void* self, uint64_t seq, int64_t timeout_ms) {
+  nccl_transport_t* t = (nccl_transport_t*)self;
+  if (t == NULL) return nccl_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": recv_wait on NULL");
+  WITH_DEVICE(t, nccl_wait(t, NCCL_OP_RECV, seq, timeout_ms));
+}
+
+static void tp_forget_peer(void* self, uint32_t rank) {
+  nccl_transport_t* t = (nccl_transport_t*)self;
+  int prev = -1;
+  if (t == NULL) return;
+  if (nccl_device_enter(t, &prev) != WSYNC_OK) prev = -1;
+  nccl_forget_peer(t, rank);
+  nccl_device_leave(t, prev);
+}
+
+static const wsync_transport_v1_t kNcclTransport = {
+    (uint32_t)sizeof(wsync_transport_v1_t),
+    WSYNC_PLUGIN_ABI_VERSION,
+    "nccl",
+    "0.1.0",
+    WSYNC_TRANSPORT_CAP_CUDA_MEMORY,
+    tp_create,
+    tp_connect,
+    tp_send_post,
+    tp_send_wait,
+    tp_recv_post,
+    tp_recv_wait,
+    tp_forget_peer,
+    tp_abort,
+    tp_destroy,
+    NULL, /* register_staging: sends go straight from any CUDA buffer of the device */
+    tp_get_property,
+};
+
+__attribute__((visibility("default"))) const wsync_transport_v1_t* wsync_transport_entry_v1(
+    const wsync_host_v1_t* host) {
+  cudaError_t e;
+  int count = 0;
+  if (host == NULL) return NULL;
+  if (host->struct_size < sizeof(wsync_host_v1_t) || host->abi_version != WSYNC_PLUGIN_ABI_VERSION ||
+      host->set_error == NULL || host->store_set == NULL || host->store_get == NULL) {
+    if (host->struct_size >= offsetof(wsync_host_v1_t, set_error) + sizeof host->set_error && host->set_error)
+      host->set_error(WSYNC_ERR_VERSION_MISMATCH, NCCL_TP ": the host table is too small, of another ABI version, or "
+                      "lacks set_error/store_set/store_get");
+    return NULL;
+  }
+  nccl_host = host;
+  /* Without a GPU or a driver this fails (or counts 0): refuse to load, never crash. */
+  if ((e = cudaGetDeviceCount(&count)) != cudaSuccess || count <= 0) {
+    char msg[256];
+    (void)cudaGetLastError();
+    snprintf(msg, sizeof msg, NCCL_TP ": no CUDA device (cudaGetDeviceCount: %s)",
+             e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+    host->set_error(WSYNC_ERR_NO_DEVICE, msg);
+    return NULL;
+  }
+  return &kNcclTransport;
+}
