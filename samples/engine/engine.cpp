@@ -114,6 +114,12 @@ int main(int argc, char** argv) {
       bytes += ev.bytes;
       for (uint64_t i = 0; i < ev.num_tensors; ++i) {
         const wsync_tensor_t& t = ev.tensors[i];
+        if (t.device_type == WSYNC_DEVICE_CUDA) {  // a GPU transport: see tests/gpu for checks on the device
+          std::fprintf(stderr, "engine rank %u: tensor '%s' arrived in CUDA memory; this sample checks host memory "
+                       "only (use the ucx transport)\n", rank, t.name);
+          wsync_receiver_destroy(rx);
+          return 1;
+        }
         // Placed tensors are checked at commit, in the engine's own buffers; views now, before
         // the next call releases them.
         got[t.name] = ev.placed[i] ? 0 : synth_checksum(t.data, t.nbytes);
