@@ -122,9 +122,14 @@ wsync_status_t cipc_register_staging(void* self, const wsync_buffer_t* bufs, uin
   if (num_bufs == 0 || num_bufs > CIPC_MAX_SLOTS)
     return cipc_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'cuda_ipc': register_staging got %u buffers, expected "
                      "1..%u", num_bufs, CIPC_MAX_SLOTS);
+  /* Stepped by bufs[0].struct_size: a newer core's buffer struct may be longer than ours. */
+  if (bufs[0].struct_size < min_buf || bufs[0].struct_size % 8 != 0)
+    return cipc_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'cuda_ipc': staging buffer 0 has struct_size %u",
+                     bufs[0].struct_size);
+#define CIPC_BUF(i) ((const wsync_buffer_t*)((const char*)bufs + (size_t)(i) * bufs[0].struct_size))
   for (i = 0; i < num_bufs; ++i) {
-    const wsync_buffer_t* s = &bufs[i];
-    if (s->struct_size < min_buf)
+    const wsync_buffer_t* s = CIPC_BUF(i);
+    if (s->struct_size != bufs[0].struct_size)
       return cipc_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'cuda_ipc': staging buffer %u has struct_size %u", i,
                        s->struct_size);
     if (s->device_type != WSYNC_DEVICE_CUDA)
@@ -151,8 +156,8 @@ wsync_status_t cipc_register_staging(void* self, const wsync_buffer_t* bufs, uin
   for (i = 1; i < t->world_size; ++i)
     if (t->forgotten[i]) cipc_book_forget(&t->book, i); /* forget_peer may come first */
   for (i = 0; i < num_bufs; ++i) {
-    t->ranges[i].base = (uintptr_t)bufs[i].data;
-    t->ranges[i].size = bufs[i].len;
+    t->ranges[i].base = (uintptr_t)CIPC_BUF(i)->data;
+    t->ranges[i].size = CIPC_BUF(i)->len;
   }
   if (cipc_ranges_overlap(t->ranges, num_bufs, &a, &b)) {
     cipc_release_sender(t);

@@ -101,6 +101,19 @@ const CudaRt* cuda_runtime() {
   return &g_rt;
 }
 
+CudaDeviceGuard::CudaDeviceGuard(const CudaRt* rt, int device) : rt_(rt) {
+  if (rt_ == nullptr || device < 0) return;
+  int cur = -1;
+  if (rt_->GetDevice(&cur) == kCudaSuccess && cur != device) {
+    previous_ = cur;
+    status_ = rt_->SetDevice(device);
+  }
+}
+
+CudaDeviceGuard::~CudaDeviceGuard() {
+  if (previous_ >= 0) rt_->SetDevice(previous_);
+}
+
 wsync_status_t cuda_fail(const CudaRt* rt, int err, const std::string& what) {
   const char* s = rt && rt->GetErrorString ? rt->GetErrorString(err) : "unknown";
   return fail(err == 2 /* cudaErrorMemoryAllocation */ ? WSYNC_ERR_OUT_OF_MEMORY : WSYNC_ERR_IO, "%s: %s (cuda error %d)",

@@ -38,10 +38,11 @@ struct CudaRt {
   const char* (*GetErrorString)(int);
 };
 
-// The runtime and at least one device, or nullptr after fail(WSYNC_ERR_NO_DEVICE, ...) saying
-// what is missing (no runtime library, no driver, no device). Loaded once per process; the
-// search: WSYNC_CUDART (a path), a runtime already loaded in the process (torch's), then the
-// sonames of CUDA 13, 12 and 11 and the one wsync was built against.
+// The runtime and at least one device, or nullptr after fail() saying what is missing: no runtime
+// library or no driver or no device (WSYNC_ERR_NO_DEVICE), a runtime lacking a call
+// (WSYNC_ERR_UNSUPPORTED). Loaded once per process; the search: a runtime already loaded in the
+// process (torch's) wins; else WSYNC_CUDART (a path), the sonames of CUDA 13, 12 and 11, and the
+// runtime of the toolkit wsync was built with.
 const CudaRt* cuda_runtime();
 
 // fail() with a CUDA error: "<what>: <cudaGetErrorString> (cuda error N)"; WSYNC_ERR_OUT_OF_MEMORY
@@ -51,5 +52,21 @@ wsync_status_t cuda_fail(const CudaRt* rt, int err, const std::string& what);
 // Resolve the device a group or receiver works on: `requested` >= 0 is checked against the device
 // count; -1 takes the calling thread's current device.
 wsync_status_t cuda_pick_device(const CudaRt* rt, int requested, int* out);
+
+// Makes `device` current for its lifetime and then restores the caller's device, so wsync never
+// leaves the trainer's or engine's thread on another GPU. device < 0: does nothing.
+class CudaDeviceGuard {
+ public:
+  CudaDeviceGuard(const CudaRt* rt, int device);
+  ~CudaDeviceGuard();
+  int status() const { return status_; }  // the cudaSetDevice result
+  CudaDeviceGuard(const CudaDeviceGuard&) = delete;
+  CudaDeviceGuard& operator=(const CudaDeviceGuard&) = delete;
+
+ private:
+  const CudaRt* rt_;
+  int previous_ = -1;
+  int status_ = kCudaSuccess;
+};
 
 }  // namespace wsync

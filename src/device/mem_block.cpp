@@ -35,7 +35,8 @@ wsync_status_t MemBlock::alloc(uint64_t bytes, int device, MemBlock* out) {
   }
   const CudaRt* rt = cuda_runtime();
   if (rt == nullptr) return last_status();
-  int err = rt->SetDevice(device);
+  CudaDeviceGuard on(rt, device);
+  int err = on.status();
   if (err != kCudaSuccess) return cuda_fail(rt, err, "cudaSetDevice(" + std::to_string(device) + ")");
   void* p = nullptr;
   if ((err = rt->Malloc(&p, bytes)) != kCudaSuccess)
@@ -51,7 +52,7 @@ void MemBlock::reset() {
     if (device_ < 0) {
       std::free(data_);
     } else if (const CudaRt* rt = cuda_runtime()) {
-      rt->SetDevice(device_);
+      CudaDeviceGuard on(rt, device_);
       rt->Free(data_);
     }
   }

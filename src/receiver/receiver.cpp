@@ -309,7 +309,9 @@ wsync_status_t handle_manifest(wsync_receiver_t* rx, const Frame& f, wsync_recei
   std::vector<wsync_iov_t> iov;
   auto add_piece = [&](uint8_t* base, uint64_t len) {
     if (len == 0) return;
-    if (!iov.empty() && static_cast<uint8_t*>(iov.back().base) + iov.back().len == base)
+    // Adjacent host regions merge; device regions never do (two cudaMalloc blocks may be adjacent
+    // in the address space, and one copy may not span both).
+    if (!rx->device_memory && !iov.empty() && static_cast<uint8_t*>(iov.back().base) + iov.back().len == base)
       iov.back().len += len;
     else
       iov.push_back(wsync_iov_t{base, len});
@@ -335,6 +337,7 @@ wsync_status_t handle_manifest(wsync_receiver_t* rx, const Frame& f, wsync_recei
                                 what.c_str(), static_cast<unsigned long long>(max_gap),
                                 static_cast<unsigned long long>(kMaxPadding)));
   if (staging_need > rx->staging.size()) {
+    rx->staging.reset();  // first: on a full engine GPU, old and new together may not fit
     MemBlock grown;
     if ((st = MemBlock::alloc((staging_need + 4095) / 4096 * 4096, rx->device, &grown)) != WSYNC_OK)
       return refuse(rx, seq, fail_msg(st, "cannot allocate staging for " + what + ": " + last_error()));
@@ -389,7 +392,10 @@ wsync_status_t handle_manifest(wsync_receiver_t* rx, const Frame& f, wsync_recei
   ByteWriter ready;
   ready.u64(seq);
   if ((st = rx->conn.send(MsgType::kReady, ready.data(), rx->timeout_ms)) != WSYNC_OK) {
-    if (m.bucket_bytes > 0) rx->transport.table->forget_peer(rx->transport_self, 0);
+    if (m.bucket_bytes > 0) {
+      rx->transport.table->forget_peer(rx->transport_self, 0);
+      rx->broken = "the sender went away while " + what + " was posted";  // buffers go to the graveyard
+    }
     return st;
   }
   if (m.bucket_bytes > 0 && (st = wait_recv(rx, seq, what)) != WSYNC_OK) {
