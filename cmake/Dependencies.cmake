@@ -49,6 +49,17 @@ if(WSYNC_WITH_NCCL_ENABLED)
   get_filename_component(NCCL_LIBRARY_DIR "${NCCL_LIBRARY}" DIRECTORY)
 endif()
 
+# HTTP engines: libcurl and cJSON in the core (required: the core sends the adapters' requests),
+# cpp-httplib for the reference engine and the tests' HTTP servers (optional).
+pkg_check_modules(CURL REQUIRED IMPORTED_TARGET libcurl)
+pkg_check_modules(CJSON REQUIRED IMPORTED_TARGET libcjson)
+pkg_check_modules(HTTPLIB IMPORTED_TARGET cpp-httplib)
+if(HTTPLIB_FOUND)
+  list(APPEND WSYNC_SUMMARY "reference engine (samples/reference_engine, cpp-httplib): yes")
+else()
+  list(APPEND WSYNC_SUMMARY "reference engine (samples/reference_engine): no (Debian: apt-get install libcpp-httplib-dev)")
+endif()
+
 find_program(UCX_PERFTEST ucx_perftest)
 if(UCX_PERFTEST)
   list(APPEND WSYNC_SUMMARY "bench baseline ucx_perftest: ${UCX_PERFTEST}")

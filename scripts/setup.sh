@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PACKAGES=(build-essential cmake pkg-config libucx-dev ucx-utils libcjson-dev libcurl4-openssl-dev
-          libcmocka-dev libgtest-dev libxxhash-dev)
+          libcmocka-dev libgtest-dev libxxhash-dev libcpp-httplib-dev)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

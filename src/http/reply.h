@@ -1,0 +1,43 @@
+// Judging an engine's reply to one request (per WSYNC_REPLY_*): a wsync status and a message
+// that names the engine and the route and quotes the engine's own words.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <string>
+
+#include "http/http_client.h"
+#include "wsync_plugin.h"
+
+namespace wsync {
+
+// At most `max` bytes of `body` for a message: control characters become spaces, runs of
+// whitespace collapse, the ends are trimmed, a cut is marked with "..." (never inside a UTF-8
+// sequence). "(empty body)" for an empty or all-blank body.
+std::string body_excerpt(const std::string& body, size_t max = 300);
+
+// The engine's own words in an error (or success) body: from a JSON object, "message" (string);
+// else "error" (string, or object with a string "message"); else FastAPI's "detail" (string, or a
+// list of {"loc":[...],"msg":...} rendered "body.field: msg" and joined by "; "). Anything else
+// (not JSON, other shapes): body_excerpt(body). Capped at 1000 bytes, sanitised like an excerpt.
+std::string engine_message(const std::string& body);
+
+// Judge `result`, the outcome of `req` sent to the engine at `base_url` with `opts`. WSYNC_OK when
+// it matches req.reply (*message then gets the engine's "message" for SUCCESS_FIELD, else is
+// cleared). Otherwise the status (see docs in reply.cpp's table) with *message saying what
+// failed. Does not record the error (no fail()).
+wsync_status_t judge_reply(const std::string& base_url, const wsync_http_request_t& req,
+                           const HttpOptions& opts, const HttpResult& result, std::string* message);
+
+// http_perform + judge_reply; a failure is recorded with fail_msg (for wsync_last_error on this
+// thread). `reply` (may be NULL) gets what the engine answered, also on failure.
+wsync_status_t http_send_judged(const std::string& base_url, const wsync_http_request_t& req,
+                                const HttpOptions& opts, const std::atomic<bool>* abort_flag,
+                                HttpReply* reply);
+
+// The same, for callers that keep the message themselves (e.g. per-server worker threads): the
+// message goes to *why (cleared on success) and is also recorded with fail_msg on this thread.
+wsync_status_t http_call(const std::string& base_url, const wsync_http_request_t& req, const HttpOptions& opts,
+                         const std::atomic<bool>* abort_flag, std::string* why, HttpReply* reply = nullptr);
+
+}  // namespace wsync
