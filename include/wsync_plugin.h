@@ -155,7 +155,8 @@ typedef struct wsync_transport_v1_t {
 
   /* Optional. Sender: the core's staging buffers, given once after create and before connect
    * (they live until destroy). Every send_post of a transport with CAP_STAGING_ONLY points into
-   * one of them. A transport that needs them and does not get them fails connect. */
+   * one of them. A transport that needs them and does not get them fails connect. The array is
+   * stepped by bufs[0].struct_size, like every array of structs in the ABI. */
   wsync_status_t (*register_staging)(void* self, const wsync_buffer_t* bufs, uint32_t num_bufs);
   /* Optional. Copy a NUL-terminated property of the instance into buf (cap bytes, including the
    * NUL). Valid after create. Known keys are listed by each plugin (nccl: "nccl_unique_id_b64",
@@ -172,6 +173,9 @@ typedef const wsync_transport_v1_t* (*wsync_transport_entry_v1_fn)(const wsync_h
  * ------------------------------------------------------------------------------------------- */
 
 #define WSYNC_ADAPTER_CAP_INBAND_MANIFEST (1u << 0) /* manifests travel on wsync's own channel */
+/* Since 1.1: the engine is driven over HTTP; the adapter builds the requests (build_requests) and
+ * the core sends them with libcurl and judges the replies. */
+#define WSYNC_ADAPTER_CAP_HTTP (1u << 1)
 
 /* How the planner must lay tensors out in a bucket. */
 #define WSYNC_LAYOUT_BYTES_MIXED 1       /* byte offsets, mixed dtypes in one bucket */
@@ -183,9 +187,14 @@ typedef struct wsync_layout_rule_t {
   int32_t kind;         /* WSYNC_LAYOUT_* */
   uint32_t alignment;   /* byte alignment of each entry's offset (power of two; 1 = none) */
   uint32_t allow_split; /* 1: a tensor larger than a bucket may be split across buckets */
+  uint32_t reserved0;
+  /* Since 1.1: the bucket size the engine protocol itself fixes (vLLM's packed_buffer_size_bytes:
+   * both sides must cut at the same size), 0 = the group's bucket_bytes. A group whose
+   * bucket_bytes option says otherwise is refused at init. */
+  uint64_t bucket_bytes;
 } wsync_layout_rule_t;
 
-#define WSYNC_LAYOUT_RULE_INIT {(uint32_t)sizeof(wsync_layout_rule_t), WSYNC_LAYOUT_BYTES_MIXED, 1u, 0u}
+#define WSYNC_LAYOUT_RULE_INIT {(uint32_t)sizeof(wsync_layout_rule_t), WSYNC_LAYOUT_BYTES_MIXED, 1u, 0u, 0u, 0u}
 
 typedef struct wsync_adapter_params_t {
   uint32_t struct_size;
@@ -196,6 +205,63 @@ typedef struct wsync_adapter_params_t {
 } wsync_adapter_params_t;
 
 #define WSYNC_ADAPTER_PARAMS_INIT {(uint32_t)sizeof(wsync_adapter_params_t), 0u, NULL, NULL, 0u}
+
+/* ---- since plugin ABI 1.1: HTTP engines ---- */
+
+/* The steps of a group's life the core asks an HTTP adapter to build requests for. Each step is
+ * built once per engine server; an empty list means "nothing to send at this step". */
+#define WSYNC_STEP_HEALTH 1       /* before init: is the server up (any 2xx) */
+#define WSYNC_STEP_INIT 2         /* join the weight-update group (sent concurrently with the data plane's connect) */
+#define WSYNC_STEP_PAUSE 3        /* before the first batch of an update, when option adapter.pause=1 */
+#define WSYNC_STEP_BEGIN_UPDATE 4 /* before the first batch of an update (vLLM start_weight_update) */
+#define WSYNC_STEP_UPDATE 5       /* one bucket: posted concurrently with its transfer; the reply comes after it */
+#define WSYNC_STEP_FINALIZE 6     /* after the last bucket: end-of-update markers, cache flush, version */
+#define WSYNC_STEP_RESUME 7       /* after finalize, when option adapter.pause=1 */
+#define WSYNC_STEP_DESTROY 8      /* at group destroy: leave the weight-update group */
+
+typedef struct wsync_engine_step_t {
+  uint32_t struct_size;
+  int32_t step;                   /* WSYNC_STEP_* */
+  uint32_t server_index;          /* 0-based, in the filtered server list */
+  uint32_t server_gpus;           /* GPUs (receiver ranks) of this server */
+  uint32_t rank_offset;           /* rank of its first GPU: 1 + GPUs of the servers before it */
+  uint32_t world_size;            /* 1 + GPUs of all servers */
+  const char* master_address;     /* the sender's store host (torch rendezvous / wsync receivers) */
+  uint32_t master_port;           /* the sender's store port */
+  uint32_t reserved0;
+  const char* group_name;
+  const char* nccl_unique_id_b64; /* from the transport (nccl), else NULL */
+  /* UPDATE: this bucket's tensors in bucket order (whole tensors; HTTP adapters do not split) */
+  uint64_t num_tensors;
+  const char* const* names;
+  const int32_t* dtypes;          /* WSYNC_DTYPE_* */
+  const int32_t* ndims;
+  const int64_t* shapes;          /* num_tensors x WSYNC_MAX_NDIM, row-major */
+  uint64_t bucket_bytes;          /* payload bytes of this bucket */
+  uint64_t update_index;          /* UPDATE: index of this bucket within the update, from 0 */
+  uint64_t version;               /* FINALIZE: the version being committed */
+} wsync_engine_step_t;
+
+#define WSYNC_HTTP_GET 1
+#define WSYNC_HTTP_POST 2
+
+/* How the core judges a reply. Any non-2xx status, a connection failure or a timeout is always a
+ * failure (after the bounded retries of an idempotent request). */
+#define WSYNC_REPLY_STATUS 1  /* a 2xx status is success; the body is not read */
+#define WSYNC_REPLY_SUCCESS_FIELD 2 /* also a JSON object whose "success" is true; its "message" is
+                                       the engine's detail, quoted in errors */
+#define WSYNC_REPLY_JSON 3    /* also a body that parses as JSON */
+
+typedef struct wsync_http_request_t {
+  uint32_t struct_size;
+  int32_t method;      /* WSYNC_HTTP_* */
+  const char* path;    /* "/route" with an optional "?query"; appended to the server's base URL */
+  const char* body;    /* JSON text, or NULL for no body (still sent as Content-Type: application/json) */
+  uint32_t idempotent; /* 1: the core may retry it (bounded, with back-off) on failure */
+  int32_t reply;       /* WSYNC_REPLY_* */
+} wsync_http_request_t;
+
+#define WSYNC_HTTP_REQUEST_INIT {(uint32_t)sizeof(wsync_http_request_t), WSYNC_HTTP_POST, NULL, NULL, 0u, WSYNC_REPLY_STATUS}
 
 typedef struct wsync_adapter_v1_t {
   uint32_t struct_size;
@@ -208,6 +274,14 @@ typedef struct wsync_adapter_v1_t {
   /* The bucket layout this engine protocol needs. */
   wsync_status_t (*get_layout)(void* self, wsync_layout_rule_t* out);
   void (*destroy)(void* self);
+
+  /* ---- since plugin ABI 1.1 (read only when struct_size covers it) ---- */
+
+  /* Required with CAP_HTTP. The requests of one step at one server, in sending order: *out points
+   * to *num_out requests (0 is fine) owned by the adapter, valid until the next build_requests or
+   * destroy. Must not do I/O. WSYNC_ERR_INVALID_ARGUMENT for a step it cannot express (naming it). */
+  wsync_status_t (*build_requests)(void* self, const wsync_engine_step_t* step, const wsync_http_request_t** out,
+                                   uint32_t* num_out);
 } wsync_adapter_v1_t;
 
 typedef const wsync_adapter_v1_t* (*wsync_adapter_entry_v1_fn)(const wsync_host_v1_t* host);

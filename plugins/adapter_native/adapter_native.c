@@ -16,6 +16,8 @@ static wsync_status_t native_create(const wsync_adapter_params_t* params, void**
   native_adapter_t* a;
   uint64_t i;
   if (params == NULL || out == NULL) return WSYNC_ERR_INVALID_ARGUMENT;
+  if (params->num_options > 0 && params->options == NULL)
+    return g_host->set_error(WSYNC_ERR_INVALID_ARGUMENT, "adapter 'native': num_options > 0 but options is NULL");
   for (i = 0; i < params->num_options; ++i) {
     /* No adapter options yet: name the key so a typo is caught. */
     char msg[256];
@@ -53,6 +55,7 @@ static const wsync_adapter_v1_t kNativeAdapter = {
     native_create,
     native_get_layout,
     native_destroy,
+    NULL, /* build_requests: not an HTTP engine */
 };
 
 __attribute__((visibility("default"))) const wsync_adapter_v1_t* wsync_adapter_entry_v1(const wsync_host_v1_t* host) {

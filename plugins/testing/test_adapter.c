@@ -40,6 +40,7 @@ static const wsync_adapter_v1_t kTable = {
     stub_create,
     stub_get_layout,
     stub_destroy,
+    NULL, /* build_requests: not an HTTP engine */
 };
 
 __attribute__((visibility("default"))) const wsync_adapter_v1_t* wsync_adapter_entry_v1(const wsync_host_v1_t* host) {

@@ -173,12 +173,18 @@ wsync_status_t load_adapter(const std::string& name_or_path, LoadedAdapter* out)
   clear_error();
   const wsync_adapter_v1_t* t = entry(host_table());
   if (t == nullptr) return refused("adapter", path);
-  st = check_table("adapter", path, t, sizeof(wsync_adapter_v1_t));
+  st = check_table("adapter", path, t, offsetof(wsync_adapter_v1_t, destroy) + sizeof(t->destroy));  // 1.0
   if (st != WSYNC_OK) return st;
   if ((st = check_name("adapter", name_or_path, path, t->name)) != WSYNC_OK) return st;
   REQUIRE_FN("adapter", path, t, create);
   REQUIRE_FN("adapter", path, t, get_layout);
   REQUIRE_FN("adapter", path, t, destroy);
+  // An HTTP adapter is useless without its request builder: refuse it here, by name.
+  if ((t->caps & WSYNC_ADAPTER_CAP_HTTP) &&
+      (t->struct_size < offsetof(wsync_adapter_v1_t, build_requests) + sizeof(t->build_requests) ||
+       t->build_requests == nullptr))
+    return fail(WSYNC_ERR_UNSUPPORTED, "adapter plugin %s declares CAP_HTTP but its table has no 'build_requests'",
+                path.c_str());
   out->path = path;
   out->handle = h;
   out->table = t;

@@ -1,0 +1,397 @@
+/* http_common: shared helpers of the HTTP engine adapters; see http_common.h. */
+#include "http_common.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const wsync_host_v1_t* g_host;
+
+void hc_set_host(const wsync_host_v1_t* host) { g_host = host; }
+const wsync_host_v1_t* hc_host(void) { return g_host; }
+
+static void vformat(char* buf, size_t cap, const char* adapter, const char* fmt, va_list ap) {
+  int n = snprintf(buf, cap, "adapter '%s': ", adapter);
+  if (n < 0 || (size_t)n >= cap) return;
+  vsnprintf(buf + n, cap - (size_t)n, fmt, ap);
+}
+
+wsync_status_t hc_error(wsync_status_t status, const char* adapter, const char* fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vformat(msg, sizeof msg, adapter, fmt, ap);
+  va_end(ap);
+  if (g_host != NULL && g_host->set_error != NULL) return g_host->set_error(status, msg);
+  return status;
+}
+
+void hc_log(int32_t level, const char* adapter, const char* fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  if (g_host == NULL || g_host->log == NULL) return;
+  va_start(ap, fmt);
+  vformat(msg, sizeof msg, adapter, fmt, ap);
+  va_end(ap);
+  g_host->log(level, msg);
+}
+
+/* Row for row the names of wsync_dtype_name (src/common/status.cpp): torch's dtype attribute
+ * names, which the engines resolve with getattr(torch, name). */
+static const char* const kDtypeNames[WSYNC_DTYPE_COUNT] = {
+    NULL,      "bool",    "int8",     "int16",   "int32",         "int64",       "uint8",
+    "float16", "bfloat16", "float32", "float64", "float8_e4m3fn", "float8_e5m2",
+};
+
+const char* hc_dtype_name(int32_t dtype) {
+  if (dtype <= 0 || dtype >= WSYNC_DTYPE_COUNT) return NULL;
+  return kDtypeNames[dtype];
+}
+
+/* Row for row wsync_dtype_size (src/common/status.cpp). */
+static const uint32_t kDtypeSizes[WSYNC_DTYPE_COUNT] = {0, 1, 1, 2, 4, 8, 1, 2, 2, 4, 8, 1, 1};
+
+uint32_t hc_dtype_size(int32_t dtype) {
+  if (dtype <= 0 || dtype >= WSYNC_DTYPE_COUNT) return 0;
+  return kDtypeSizes[dtype];
+}
+
+int hc_tensor_bytes(const wsync_engine_step_t* step, uint64_t i, uint64_t* out) {
+  uint64_t n = hc_dtype_size(step->dtypes[i]);
+  int32_t d;
+  for (d = 0; d < step->ndims[i]; ++d) {
+    uint64_t dim = (uint64_t)step->shapes[i * WSYNC_MAX_NDIM + (uint64_t)d];
+    if (dim != 0 && n > UINT64_MAX / dim) return 0;
+    n *= dim;
+  }
+  *out = n;
+  return 1;
+}
+
+const char* hc_step_name(int32_t step) {
+  switch (step) {
+    case WSYNC_STEP_HEALTH: return "HEALTH";
+    case WSYNC_STEP_INIT: return "INIT";
+    case WSYNC_STEP_PAUSE: return "PAUSE";
+    case WSYNC_STEP_BEGIN_UPDATE: return "BEGIN_UPDATE";
+    case WSYNC_STEP_UPDATE: return "UPDATE";
+    case WSYNC_STEP_FINALIZE: return "FINALIZE";
+    case WSYNC_STEP_RESUME: return "RESUME";
+    case WSYNC_STEP_DESTROY: return "DESTROY";
+    default: return "unknown";
+  }
+}
+
+/* ---- options ---- */
+
+static void join_known(char* buf, size_t cap, const char* const* known, size_t n) {
+  size_t i, used = 0;
+  buf[0] = '\0';
+  for (i = 0; i < n; ++i) {
+    int w = snprintf(buf + used, cap - used, "%s%s", i ? ", " : "", known[i]);
+    if (w < 0 || (size_t)w >= cap - used) return;
+    used += (size_t)w;
+  }
+}
+
+wsync_status_t hc_check_option_keys(const char* adapter, const wsync_adapter_params_t* params,
+                                    const char* const* known, size_t n) {
+  uint64_t i;
+  size_t k;
+  char list[512];
+  if (params->num_options > 0 && params->options == NULL)
+    return hc_error(WSYNC_ERR_INVALID_ARGUMENT, adapter, "num_options is %" PRIu64 " but options is NULL",
+                    params->num_options);
+  for (i = 0; i < params->num_options; ++i) {
+    const wsync_option_t* o = &params->options[i];
+    int found = 0;
+    if (o->key == NULL) return hc_error(WSYNC_ERR_INVALID_ARGUMENT, adapter, "option %" PRIu64 " has a NULL key", i);
+    for (k = 0; k < n && !found; ++k) found = strcmp(o->key, known[k]) == 0;
+    if (!found) {
+      join_known(list, sizeof list, known, n);
+      return hc_error(WSYNC_ERR_INVALID_ARGUMENT, adapter, "unknown option 'adapter.%.200s' (known: %s)", o->key,
+                      list);
+    }
+    if (o->value == NULL)
+      return hc_error(WSYNC_ERR_INVALID_ARGUMENT, adapter, "option 'adapter.%s' has a NULL value", o->key);
+  }
+  return WSYNC_OK;
+}
+
+const char* hc_option(const wsync_adapter_params_t* params, const char* key) {
+  const char* v = NULL;
+  uint64_t i;
+  for (i = 0; i < params->num_options; ++i)
+    if (params->options[i].key != NULL && strcmp(params->options[i].key, key) == 0) v = params->options[i].value;
+  return v;
+}
+
+wsync_status_t hc_parse_bool(const char* adapter, const char* key, const char* value, int* out) {
+  if (value != NULL && strcmp(value, "0") == 0) {
+    *out = 0;
+    return WSYNC_OK;
+  }
+  if (value != NULL && strcmp(value, "1") == 0) {
+    *out = 1;
+    return WSYNC_OK;
+  }
+  return hc_error(WSYNC_ERR_INVALID_ARGUMENT, adapter, "option 'adapter.%s' must be 0 or 1, not '%.100s'", key,
+                  value ? value : "(null)");
+}
+
+wsync_status_t hc_parse_u64(const char* adapter, const char* key, const char* value, uint64_t min,
+                            uint64_t max, uint64_t* out) {
+  char* end = NULL;
+  unsigned long long v;
+  if (value == NULL || value[0] < '0' || value[0] > '9') goto bad;
+  errno = 0;
+  v = strtoull(value, &end, 10);
+  if (errno != 0 || end == value || *end != '\0' || v < min || v > max) goto bad;
+  *out = (uint64_t)v;
+  return WSYNC_OK;
+bad:
+  return hc_error(WSYNC_ERR_INVALID_ARGUMENT, adapter,
+                  "option 'adapter.%s' must be a decimal integer in [%" PRIu64 ", %" PRIu64 "], not '%.100s'", key,
+                  min, max, value ? value : "(null)");
+}
+
+wsync_status_t hc_parse_choice(const char* adapter, const char* key, const char* value,
+                               const char* const* choices, size_t n, size_t* out) {
+  size_t i;
+  char list[256];
+  for (i = 0; value != NULL && i < n; ++i) {
+    if (strcmp(value, choices[i]) == 0) {
+      *out = i;
+      return WSYNC_OK;
+    }
+  }
+  join_known(list, sizeof list, choices, n);
+  return hc_error(WSYNC_ERR_INVALID_ARGUMENT, adapter, "option 'adapter.%s' must be one of %s, not '%.100s'", key,
+                  list, value ? value : "(null)");
+}
+
+/* ---- steps ---- */
+
+wsync_status_t hc_check_step(const char* adapter, const wsync_engine_step_t* step) {
+  uint64_t i;
+  if (step == NULL) return hc_error(WSYNC_ERR_INVALID_ARGUMENT, adapter, "build_requests: step is NULL");
+  if (step->struct_size < sizeof(wsync_engine_step_t))
+    return hc_error(WSYNC_ERR_INVALID_ARGUMENT, adapter,
+                    "build_requests: step struct_size %u is smaller than wsync_engine_step_t (%u bytes)",
+                    (unsigned)step->struct_size, (unsigned)sizeof(wsync_engine_step_t));
+  if (step->step < WSYNC_STEP_HEALTH || step->step > WSYNC_STEP_DESTROY)
+    return hc_error(WSYNC_ERR_INVALID_ARGUMENT, adapter, "build_requests: unknown step %d", (int)step->step);
+  if (step->num_tensors > 0 &&
+      (step->names == NULL || step->dtypes == NULL || step->ndims == NULL || step->shapes == NULL))
+    return hc_error(WSYNC_ERR_INVALID_ARGUMENT, adapter, "%s step has %" PRIu64 " tensors but a NULL %s array",
+                    hc_step_name(step->step), step->num_tensors,
+                    step->names == NULL    ? "names"
+                    : step->dtypes == NULL ? "dtypes"
+                    : step->ndims == NULL  ? "ndims"
+                                           : "shapes");
+  if (step->step != WSYNC_STEP_UPDATE) return WSYNC_OK;
+  if (step->num_tensors == 0)
+    return hc_error(WSYNC_ERR_INVALID_ARGUMENT, adapter, "UPDATE step (bucket %" PRIu64 ") has no tensors",
+                    step->update_index);
+  for (i = 0; i < step->num_tensors; ++i) {
+    const char* name = step->names[i];
+    int32_t d, nd = step->ndims[i];
+    if (name == NULL || name[0] == '\0')
+      return hc_error(WSYNC_ERR_INVALID_ARGUMENT, adapter, "UPDATE step: tensor %" PRIu64 " has %s name", i,
+                      name == NULL ? "a NULL" : "an empty");
+    if (hc_dtype_name(step->dtypes[i]) == NULL)
+      return hc_error(WSYNC_ERR_INVALID_ARGUMENT, adapter, "UPDATE step: tensor '%.200s' has invalid dtype %d", name,
+                      (int)step->dtypes[i]);
+    if (nd < 0 || nd > WSYNC_MAX_NDIM)
+      return hc_error(WSYNC_ERR_INVALID_ARGUMENT, adapter, "UPDATE step: tensor '%.200s' has ndim %d (0..%d)", name,
+                      (int)nd, WSYNC_MAX_NDIM);
+    for (d = 0; d < nd; ++d) {
+      if (step->shapes[i * WSYNC_MAX_NDIM + (uint64_t)d] < 0)
+        return hc_error(WSYNC_ERR_INVALID_ARGUMENT, adapter,
+                        "UPDATE step: tensor '%.200s' has a negative dimension %d (%" PRId64 ")", name, (int)d,
+                        step->shapes[i * WSYNC_MAX_NDIM + (uint64_t)d]);
+    }
+    {
+      uint64_t bytes;
+      if (!hc_tensor_bytes(step, i, &bytes))
+        return hc_error(WSYNC_ERR_INVALID_ARGUMENT, adapter, "UPDATE step: tensor '%.200s' has a size that overflows",
+                        name);
+    }
+  }
+  return WSYNC_OK;
+}
+
+wsync_status_t hc_check_one_dtype(const char* adapter, const wsync_engine_step_t* step) {
+  uint64_t i;
+  for (i = 1; i < step->num_tensors; ++i) {
+    if (step->dtypes[i] != step->dtypes[0])
+      return hc_error(WSYNC_ERR_INVALID_ARGUMENT, adapter,
+                      "UPDATE step: bucket %" PRIu64 " mixes dtypes: tensor '%.200s' is %s but tensor '%.200s' is %s "
+                      "(this engine's flattened_bucket needs one dtype per bucket)",
+                      step->update_index, step->names[i], hc_dtype_name(step->dtypes[i]), step->names[0],
+                      hc_dtype_name(step->dtypes[0]));
+  }
+  return WSYNC_OK;
+}
+
+wsync_status_t hc_check_rendezvous(const char* adapter, const wsync_engine_step_t* step) {
+  if (step->master_address == NULL || step->master_address[0] == '\0')
+    return hc_error(WSYNC_ERR_INVALID_ARGUMENT, adapter, "%s step (server %u): master_address is %s",
+                    hc_step_name(step->step), (unsigned)step->server_index,
+                    step->master_address == NULL ? "NULL" : "empty");
+  if (step->master_port == 0 || step->master_port > 65535)
+    return hc_error(WSYNC_ERR_INVALID_ARGUMENT, adapter, "%s step (server %u): master_port %u is not in 1..65535",
+                    hc_step_name(step->step), (unsigned)step->server_index, (unsigned)step->master_port);
+  return WSYNC_OK;
+}
+
+wsync_status_t hc_check_group_name(const char* adapter, const wsync_engine_step_t* step) {
+  if (step->group_name == NULL || step->group_name[0] == '\0')
+    return hc_error(WSYNC_ERR_INVALID_ARGUMENT, adapter, "%s step (server %u): group_name is %s",
+                    hc_step_name(step->step), (unsigned)step->server_index,
+                    step->group_name == NULL ? "NULL" : "empty");
+  return WSYNC_OK;
+}
+
+/* ---- request lists ---- */
+
+void hc_reset(hc_requests_t* list) {
+  uint32_t i;
+  for (i = 0; i < list->num_owned; ++i) free(list->owned[i]);
+  memset(list, 0, sizeof *list);
+}
+
+void hc_free(hc_requests_t* list) {
+  if (list != NULL) hc_reset(list);
+}
+
+static char* copy_string(const char* s) {
+  size_t n = strlen(s) + 1;
+  char* c = (char*)malloc(n);
+  if (c != NULL) memcpy(c, s, n);
+  return c;
+}
+
+wsync_status_t hc_add(hc_requests_t* list, const char* adapter, int32_t method, const char* path,
+                      cJSON* body, uint32_t idempotent, int32_t reply) {
+  wsync_http_request_t* r;
+  char* p;
+  char* b = NULL;
+  if (list->num >= HC_MAX_REQUESTS || list->num_owned + 2 > 2 * HC_MAX_REQUESTS) {
+    cJSON_Delete(body);
+    return hc_error(WSYNC_ERR_INTERNAL, adapter, "more than %d requests in one step", HC_MAX_REQUESTS);
+  }
+  p = copy_string(path);
+  if (body != NULL) {
+    b = cJSON_PrintUnformatted(body);
+    cJSON_Delete(body);
+  }
+  if (p == NULL || (body != NULL && b == NULL)) {
+    free(p);
+    if (b != NULL) cJSON_free(b);
+    return hc_error(WSYNC_ERR_OUT_OF_MEMORY, adapter, "out of memory building %s", path);
+  }
+  if (b != NULL) {
+    /* cJSON_free may be a custom allocator: keep every owned string malloc'd. */
+    char* c = copy_string(b);
+    cJSON_free(b);
+    if (c == NULL) {
+      free(p);
+      return hc_error(WSYNC_ERR_OUT_OF_MEMORY, adapter, "out of memory building %s", path);
+    }
+    b = c;
+    list->owned[list->num_owned++] = b;
+  }
+  list->owned[list->num_owned++] = p;
+  r = &list->req[list->num++];
+  r->struct_size = (uint32_t)sizeof *r;
+  r->method = method;
+  r->path = p;
+  r->body = b;
+  r->idempotent = idempotent;
+  r->reply = reply;
+  return WSYNC_OK;
+}
+
+/* ---- JSON ---- */
+
+wsync_status_t hc_oom(const char* adapter, cJSON* body) {
+  cJSON_Delete(body);
+  return hc_error(WSYNC_ERR_OUT_OF_MEMORY, adapter, "out of memory building a request");
+}
+
+cJSON* hc_int(int64_t v) {
+  char buf[32];
+  snprintf(buf, sizeof buf, "%" PRId64, v);
+  return cJSON_CreateRaw(buf);
+}
+
+int hc_put(cJSON* obj, const char* key, cJSON* item) {
+  if (obj == NULL || item == NULL) {
+    cJSON_Delete(item);
+    return 0;
+  }
+  if (!cJSON_AddItemToObject(obj, key, item)) {
+    cJSON_Delete(item);
+    return 0;
+  }
+  return 1;
+}
+
+static int push(cJSON* arr, cJSON* item) {
+  if (item == NULL) return 0;
+  if (!cJSON_AddItemToArray(arr, item)) {
+    cJSON_Delete(item);
+    return 0;
+  }
+  return 1;
+}
+
+cJSON* hc_names(const wsync_engine_step_t* step) {
+  uint64_t i;
+  cJSON* a = cJSON_CreateArray();
+  for (i = 0; a != NULL && i < step->num_tensors; ++i) {
+    if (!push(a, cJSON_CreateString(step->names[i]))) {
+      cJSON_Delete(a);
+      return NULL;
+    }
+  }
+  return a;
+}
+
+cJSON* hc_dtype_names(const wsync_engine_step_t* step) {
+  uint64_t i;
+  cJSON* a = cJSON_CreateArray();
+  for (i = 0; a != NULL && i < step->num_tensors; ++i) {
+    if (!push(a, cJSON_CreateString(hc_dtype_name(step->dtypes[i])))) {
+      cJSON_Delete(a);
+      return NULL;
+    }
+  }
+  return a;
+}
+
+cJSON* hc_shapes(const wsync_engine_step_t* step) {
+  uint64_t i;
+  int32_t d;
+  cJSON* a = cJSON_CreateArray();
+  for (i = 0; a != NULL && i < step->num_tensors; ++i) {
+    cJSON* s = cJSON_CreateArray();
+    for (d = 0; s != NULL && d < step->ndims[i]; ++d) {
+      if (!push(s, hc_int(step->shapes[i * WSYNC_MAX_NDIM + (uint64_t)d]))) {
+        cJSON_Delete(s);
+        s = NULL;
+      }
+    }
+    if (!push(a, s)) {
+      cJSON_Delete(a);
+      return NULL;
+    }
+  }
+  return a;
+}
+
+void hc_version_string(uint64_t version, char* buf, size_t cap) { snprintf(buf, cap, "%" PRIu64, version); }

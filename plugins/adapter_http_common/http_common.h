@@ -1,0 +1,116 @@
+/* http_common: what the HTTP engine adapters (sglang, vllm, lmdeploy) share. Compiled INTO each
+ * adapter plugin (there is no shared library, and plugins never link libwsync), so every plugin
+ * has its own copy of the host pointer and of the dtype table below.
+ *
+ * - errors: hc_error formats a message and hands it to host->set_error;
+ * - options: known-key check, 0|1, unsigned integers, one of a list;
+ * - steps: validation of a wsync_engine_step_t (struct_size, step, tensor arrays, ndims, dtypes);
+ * - requests: a small list of wsync_http_request_t whose strings the list owns until the next
+ *   reset (build_requests) or free (destroy);
+ * - JSON: names / torch dtype names / shapes arrays, exact int64 numbers. */
+#ifndef WSYNC_HTTP_COMMON_H_
+#define WSYNC_HTTP_COMMON_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cJSON.h>
+
+#include "wsync_plugin.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- host and errors ---- */
+
+void hc_set_host(const wsync_host_v1_t* host);
+const wsync_host_v1_t* hc_host(void);
+/* Formats "adapter '<adapter>': <fmt...>", passes it to host->set_error and returns `status`. */
+wsync_status_t hc_error(wsync_status_t status, const char* adapter, const char* fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void hc_log(int32_t level, const char* adapter, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* torch's name of a WSYNC_DTYPE_* ("bfloat16", "float8_e4m3fn"); NULL for an invalid code. The
+ * table matches wsync_dtype_name (src/common/status.cpp) row for row. */
+const char* hc_dtype_name(int32_t dtype);
+/* Bytes per element, matching wsync_dtype_size; 0 for an invalid code. */
+uint32_t hc_dtype_size(int32_t dtype);
+/* Payload bytes of tensor i of a checked UPDATE step (numel * itemsize); 0 on overflow. */
+int hc_tensor_bytes(const wsync_engine_step_t* step, uint64_t i, uint64_t* out);
+/* The name of a WSYNC_STEP_* ("INIT"), or "unknown". */
+const char* hc_step_name(int32_t step);
+
+/* ---- options ---- */
+
+/* Every params->options[i].key must be one of `known` (n of them); otherwise INVALID_ARGUMENT
+ * naming the key and listing the known ones. Also refuses a NULL key or value. */
+wsync_status_t hc_check_option_keys(const char* adapter, const wsync_adapter_params_t* params,
+                                    const char* const* known, size_t n);
+/* The value of the last option named `key`, or NULL. */
+const char* hc_option(const wsync_adapter_params_t* params, const char* key);
+/* "0" or "1". */
+wsync_status_t hc_parse_bool(const char* adapter, const char* key, const char* value, int* out);
+/* A decimal integer in [min, max]. */
+wsync_status_t hc_parse_u64(const char* adapter, const char* key, const char* value, uint64_t min,
+                            uint64_t max, uint64_t* out);
+/* One of `choices` (n of them); *out is its index. */
+wsync_status_t hc_parse_choice(const char* adapter, const char* key, const char* value,
+                               const char* const* choices, size_t n, size_t* out);
+
+/* ---- steps ---- */
+
+/* The checks every adapter needs: step non-NULL, struct_size covers the 1.1 struct, a known
+ * WSYNC_STEP_*, and for UPDATE: at least one tensor, non-NULL arrays, names non-NULL and
+ * non-empty, valid dtypes, ndims in 0..WSYNC_MAX_NDIM, no negative dimension. */
+wsync_status_t hc_check_step(const char* adapter, const wsync_engine_step_t* step);
+/* UPDATE: every tensor has the dtype of the first (ELEMENTS_ONE_DTYPE engines); otherwise
+ * INVALID_ARGUMENT naming the first tensor of another dtype and the first tensor. */
+wsync_status_t hc_check_one_dtype(const char* adapter, const wsync_engine_step_t* step);
+/* INIT through torch's TCP rendezvous: master_address non-empty, master_port in 1..65535. */
+wsync_status_t hc_check_rendezvous(const char* adapter, const wsync_engine_step_t* step);
+/* group_name non-NULL and non-empty (the engines assert it). */
+wsync_status_t hc_check_group_name(const char* adapter, const wsync_engine_step_t* step);
+
+/* ---- request lists ---- */
+
+#define HC_MAX_REQUESTS 4
+
+typedef struct hc_requests {
+  wsync_http_request_t req[HC_MAX_REQUESTS];
+  char* owned[2 * HC_MAX_REQUESTS]; /* paths and bodies built for the current list */
+  uint32_t num;
+  uint32_t num_owned;
+} hc_requests_t;
+
+/* Frees the strings of the previous list and empties it. */
+void hc_reset(hc_requests_t* list);
+/* Frees everything (the list itself is not freed). */
+void hc_free(hc_requests_t* list);
+/* Appends a request. `path` is copied. `body`, when non-NULL, is consumed (printed unformatted
+ * and deleted, also on failure); NULL sends no body. */
+wsync_status_t hc_add(hc_requests_t* list, const char* adapter, int32_t method, const char* path,
+                      cJSON* body, uint32_t idempotent, int32_t reply);
+
+/* ---- JSON ---- */
+
+/* Deletes a half-built body (NULL is fine) and returns OUT_OF_MEMORY after set_error. */
+wsync_status_t hc_oom(const char* adapter, cJSON* body);
+
+/* A number written exactly as the decimal integer (cJSON numbers are doubles: this keeps int64
+ * values exact). NULL on failure. */
+cJSON* hc_int(int64_t v);
+/* cJSON_AddItemToObject that reports failure (and deletes `item` then). 0 on failure. */
+int hc_put(cJSON* obj, const char* key, cJSON* item);
+/* Arrays of the UPDATE step's tensors: names, torch dtype names, shapes ([[d0, d1], [], ...]). */
+cJSON* hc_names(const wsync_engine_step_t* step);
+cJSON* hc_dtype_names(const wsync_engine_step_t* step);
+cJSON* hc_shapes(const wsync_engine_step_t* step);
+/* The decimal text of a version ("42"); buf holds at least 21 bytes. */
+void hc_version_string(uint64_t version, char* buf, size_t cap);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* WSYNC_HTTP_COMMON_H_ */

@@ -1,0 +1,209 @@
+/* adapter_sglang: SGLang's disaggregated NCCL weight update over HTTP. The engine joins a torch
+ * process group at rank_offset + tp_rank through the TCP store at master_address:master_port
+ * (/init_weights_update_group); each bucket is one /update_weights_from_distributed with
+ * load_format "flattened_bucket" and one broadcast of the bucket; the update ends with
+ * /flush_cache and /update_weight_version.
+ *
+ * Layout: element offsets, one dtype per bucket, no padding. Older SGLang builds the receive
+ * buffer with torch.cat of flattened tensors (one dtype); newer SGLang views it as uint8 and
+ * accepts mixed dtypes, but lays one-dtype buckets out the same way, so this is read by both.
+ *
+ * Options (adapter.<key>):
+ *   pause          0|1 (0)  PAUSE/RESUME send /pause_generation and /continue_generation
+ *   pause_mode     abort|retract|in_place (unset: the engine's default, "abort"); sent as "mode"
+ *   load_format    flattened_bucket (the only bucket format this adapter speaks; the per-tensor
+ *                  format needs one broadcast per tensor, which the core does not send)
+ *   set_version    0|1 (1)  FINALIZE posts /update_weight_version; 0 for SGLang releases that do
+ *                  not have the route
+ * Field names and defaults: SGLang io_struct.py / http_server.py; see /work/shared/PROTOCOLS.md. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "http_common.h"
+
+#define ADAPTER "sglang"
+
+static const char* const kOptions[] = {"pause", "pause_mode", "load_format", "set_version"};
+static const char* const kPauseModes[] = {"abort", "retract", "in_place"};
+static const char* const kLoadFormats[] = {"flattened_bucket"};
+
+typedef struct sglang_adapter {
+  int pause;
+  const char* pause_mode; /* NULL: send {} and let the engine pick its default */
+  int set_version;
+  hc_requests_t list;
+} sglang_adapter_t;
+
+static wsync_status_t sglang_create(const wsync_adapter_params_t* params, void** out) {
+  sglang_adapter_t* a;
+  const char* v;
+  size_t idx;
+  int pause = 0, set_version = 1;
+  const char* pause_mode = NULL;
+  wsync_status_t st;
+  if (params == NULL || out == NULL)
+    return hc_error(WSYNC_ERR_INVALID_ARGUMENT, ADAPTER, "create: params or out is NULL");
+  st = hc_check_option_keys(ADAPTER, params, kOptions, sizeof kOptions / sizeof kOptions[0]);
+  if (st != WSYNC_OK) return st;
+  if ((v = hc_option(params, "pause")) != NULL && (st = hc_parse_bool(ADAPTER, "pause", v, &pause)) != WSYNC_OK)
+    return st;
+  if ((v = hc_option(params, "pause_mode")) != NULL) {
+    st = hc_parse_choice(ADAPTER, "pause_mode", v, kPauseModes, sizeof kPauseModes / sizeof kPauseModes[0], &idx);
+    if (st != WSYNC_OK) return st;
+    pause_mode = kPauseModes[idx];
+  }
+  if ((v = hc_option(params, "load_format")) != NULL &&
+      (st = hc_parse_choice(ADAPTER, "load_format", v, kLoadFormats, 1, &idx)) != WSYNC_OK)
+    return st;
+  if ((v = hc_option(params, "set_version")) != NULL &&
+      (st = hc_parse_bool(ADAPTER, "set_version", v, &set_version)) != WSYNC_OK)
+    return st;
+  a = (sglang_adapter_t*)calloc(1, sizeof *a);
+  if (a == NULL) return hc_error(WSYNC_ERR_OUT_OF_MEMORY, ADAPTER, "out of memory");
+  a->pause = pause;
+  a->pause_mode = pause_mode;
+  a->set_version = set_version;
+  *out = a;
+  return WSYNC_OK;
+}
+
+static wsync_status_t sglang_get_layout(void* self, wsync_layout_rule_t* out) {
+  if (self == NULL || out == NULL) return hc_error(WSYNC_ERR_INVALID_ARGUMENT, ADAPTER, "get_layout: NULL argument");
+  out->struct_size = (uint32_t)sizeof *out;
+  out->kind = WSYNC_LAYOUT_ELEMENTS_ONE_DTYPE;
+  out->alignment = 1;
+  out->allow_split = 0;
+  return WSYNC_OK;
+}
+
+static void sglang_destroy(void* self) {
+  sglang_adapter_t* a = (sglang_adapter_t*)self;
+  if (a == NULL) return;
+  hc_free(&a->list);
+  free(a);
+}
+
+static wsync_status_t build(sglang_adapter_t* a, const wsync_engine_step_t* s) {
+  hc_requests_t* l = &a->list;
+  wsync_status_t st;
+  cJSON* b;
+  int ok;
+  char version[32];
+  switch (s->step) {
+    case WSYNC_STEP_HEALTH:
+      return hc_add(l, ADAPTER, WSYNC_HTTP_GET, "/health", NULL, 1, WSYNC_REPLY_STATUS);
+
+    case WSYNC_STEP_INIT:
+      /* InitWeightsUpdateGroupReqInput. nccl_unique_id_b64 is not used: SGLang always joins
+       * through the torch TCP store. */
+      if ((st = hc_check_rendezvous(ADAPTER, s)) != WSYNC_OK) return st;
+      if ((st = hc_check_group_name(ADAPTER, s)) != WSYNC_OK) return st;
+      b = cJSON_CreateObject();
+      ok = hc_put(b, "master_address", cJSON_CreateString(s->master_address));
+      ok = ok && hc_put(b, "master_port", hc_int(s->master_port));
+      ok = ok && hc_put(b, "rank_offset", hc_int(s->rank_offset));
+      ok = ok && hc_put(b, "world_size", hc_int(s->world_size));
+      ok = ok && hc_put(b, "group_name", cJSON_CreateString(s->group_name));
+      ok = ok && hc_put(b, "backend", cJSON_CreateString("nccl"));
+      if (!ok) return hc_oom(ADAPTER, b);
+      return hc_add(l, ADAPTER, WSYNC_HTTP_POST, "/init_weights_update_group", b, 0, WSYNC_REPLY_SUCCESS_FIELD);
+
+    case WSYNC_STEP_PAUSE:
+      if (!a->pause) return WSYNC_OK;
+      /* Newer SGLang requires a JSON body (PauseGenerationReqInput); older ignores it. */
+      b = cJSON_CreateObject();
+      ok = b != NULL && (a->pause_mode == NULL || hc_put(b, "mode", cJSON_CreateString(a->pause_mode)));
+      if (!ok) return hc_oom(ADAPTER, b);
+      return hc_add(l, ADAPTER, WSYNC_HTTP_POST, "/pause_generation", b, 1, WSYNC_REPLY_JSON);
+
+    case WSYNC_STEP_BEGIN_UPDATE:
+      return WSYNC_OK; /* SGLang has no start-of-update route */
+
+    case WSYNC_STEP_UPDATE:
+      /* UpdateWeightsFromDistributedReqInput. flush_cache defaults to true there: the flush is
+       * done once at FINALIZE instead; weight_version is set once at FINALIZE too. */
+      if ((st = hc_check_one_dtype(ADAPTER, s)) != WSYNC_OK) return st;
+      if ((st = hc_check_group_name(ADAPTER, s)) != WSYNC_OK) return st;
+      b = cJSON_CreateObject();
+      ok = hc_put(b, "names", hc_names(s));
+      ok = ok && hc_put(b, "dtypes", hc_dtype_names(s));
+      ok = ok && hc_put(b, "shapes", hc_shapes(s));
+      ok = ok && hc_put(b, "group_name", cJSON_CreateString(s->group_name));
+      ok = ok && hc_put(b, "flush_cache", cJSON_CreateFalse());
+      ok = ok && hc_put(b, "abort_all_requests", cJSON_CreateFalse());
+      ok = ok && hc_put(b, "weight_version", cJSON_CreateNull());
+      ok = ok && hc_put(b, "load_format", cJSON_CreateString("flattened_bucket"));
+      if (!ok) return hc_oom(ADAPTER, b);
+      return hc_add(l, ADAPTER, WSYNC_HTTP_POST, "/update_weights_from_distributed", b, 0,
+                    WSYNC_REPLY_SUCCESS_FIELD);
+
+    case WSYNC_STEP_FINALIZE:
+      /* SGLang refuses the flush (400) while requests run or wait: idempotent, so the core
+       * retries it. */
+      if ((st = hc_add(l, ADAPTER, WSYNC_HTTP_GET, "/flush_cache", NULL, 1, WSYNC_REPLY_STATUS)) != WSYNC_OK)
+        return st;
+      if (!a->set_version) return WSYNC_OK;
+      /* UpdateWeightVersionReqInput: abort_all_requests defaults to true there. Reply
+       * {"success": true, "message": ..., "new_version": ...}. Setting a value: idempotent. */
+      hc_version_string(s->version, version, sizeof version);
+      b = cJSON_CreateObject();
+      ok = hc_put(b, "new_version", cJSON_CreateString(version));
+      ok = ok && hc_put(b, "abort_all_requests", cJSON_CreateFalse());
+      if (!ok) return hc_oom(ADAPTER, b);
+      return hc_add(l, ADAPTER, WSYNC_HTTP_POST, "/update_weight_version", b, 1, WSYNC_REPLY_SUCCESS_FIELD);
+
+    case WSYNC_STEP_RESUME:
+      if (!a->pause) return WSYNC_OK;
+      /* ContinueGenerationReqInput: {} keeps torch_empty_cache at its default (true). */
+      b = cJSON_CreateObject();
+      if (b == NULL) return hc_oom(ADAPTER, NULL);
+      return hc_add(l, ADAPTER, WSYNC_HTTP_POST, "/continue_generation", b, 1, WSYNC_REPLY_JSON);
+
+    case WSYNC_STEP_DESTROY:
+      /* A second destroy answers success=false ("does not exist"): not idempotent. */
+      if ((st = hc_check_group_name(ADAPTER, s)) != WSYNC_OK) return st;
+      b = cJSON_CreateObject();
+      if (!hc_put(b, "group_name", cJSON_CreateString(s->group_name))) return hc_oom(ADAPTER, b);
+      return hc_add(l, ADAPTER, WSYNC_HTTP_POST, "/destroy_weights_update_group", b, 0, WSYNC_REPLY_SUCCESS_FIELD);
+
+    default:
+      return hc_error(WSYNC_ERR_INVALID_ARGUMENT, ADAPTER, "build_requests: unknown step %d", (int)s->step);
+  }
+}
+
+static wsync_status_t sglang_build_requests(void* self, const wsync_engine_step_t* step,
+                                            const wsync_http_request_t** out, uint32_t* num_out) {
+  sglang_adapter_t* a = (sglang_adapter_t*)self;
+  wsync_status_t st;
+  if (a == NULL || out == NULL || num_out == NULL)
+    return hc_error(WSYNC_ERR_INVALID_ARGUMENT, ADAPTER, "build_requests: NULL argument");
+  hc_reset(&a->list);
+  *out = a->list.req;
+  *num_out = 0;
+  st = hc_check_step(ADAPTER, step);
+  if (st == WSYNC_OK) st = build(a, step);
+  if (st != WSYNC_OK) {
+    hc_reset(&a->list);
+    return st;
+  }
+  *num_out = a->list.num;
+  return WSYNC_OK;
+}
+
+static const wsync_adapter_v1_t kSglangAdapter = {
+    (uint32_t)sizeof(wsync_adapter_v1_t),
+    WSYNC_PLUGIN_ABI_VERSION,
+    ADAPTER,
+    "0.1.0",
+    WSYNC_ADAPTER_CAP_HTTP,
+    sglang_create,
+    sglang_get_layout,
+    sglang_destroy,
+    sglang_build_requests,
+};
+
+__attribute__((visibility("default"))) const wsync_adapter_v1_t* wsync_adapter_entry_v1(const wsync_host_v1_t* host) {
+  if (host == NULL || host->struct_size < sizeof(wsync_host_v1_t)) return NULL;
+  hc_set_host(host);
+  return &kSglangAdapter;
+}
