@@ -10,6 +10,8 @@
 
 #include "control/control_conn.h"
 #include "device/mem_block.h"
+#include "http/engine_set.h"
+#include "http/http_client.h"
 #include "loader/plugin_loader.h"
 #include "planner/bucket_planner.h"
 #include "store/store_handle.h"
@@ -41,6 +43,7 @@ struct wsync_group {
   bool verify_payload = false;
   wsync::LayoutRule rule;
   int requested_device = -1;  // option 'device'; -1 = the current device at init
+  bool bucket_bytes_set = false;  // the caller gave option bucket_bytes
 
   // plugins
   wsync::LoadedAdapter adapter;
@@ -74,5 +77,14 @@ struct wsync_group {
   void* caller_stream = nullptr;  // wsync_group_set_cuda_stream
   void* copy_stream = nullptr;    // packs buckets
   void* caller_event = nullptr;   // recorded on caller_stream per batch
+
+  // HTTP engines (group_engines.cpp); only for an adapter with WSYNC_ADAPTER_CAP_HTTP
+  bool http_engines = false;
+  std::string engines_spec;                 // option 'engines'
+  std::vector<wsync::EngineServer> engines; // the healthy servers, used for every step
+  wsync::HttpOptions http;
+  std::string nccl_unique_id_b64;           // from the transport, for engines that take it
+  bool update_open = false;                 // PAUSE / BEGIN_UPDATE were sent for this update
+  std::atomic<bool> engines_failed{false};  // an INIT request failed: stop waiting for receivers
   wsync_group_stats_t stats = WSYNC_GROUP_STATS_INIT;
 };

@@ -13,6 +13,7 @@
 #include "control/group_info.h"
 #include "group/group.h"
 #include "group/group_device.h"
+#include "group/group_engines.h"
 #include "store/host_port.h"
 
 using namespace wsync;
@@ -29,6 +30,7 @@ wsync_status_t apply_options(wsync_group_t* g, const OptionList& opts, std::stri
     wsync_status_t st = WSYNC_OK;
     if (k == "bucket_bytes") {
       st = parse_u64_option(k, v, kMinBucket, kMaxBucket, &g->rule.bucket_bytes);
+      g->bucket_bytes_set = true;
     } else if (k == "staging_buckets") {
       uint64_t n = 0;
       st = parse_u64_option(k, v, 2, 16, &n);
@@ -46,12 +48,15 @@ wsync_status_t apply_options(wsync_group_t* g, const OptionList& opts, std::stri
     } else if (k == "store_addr_file") {
       if (v.empty()) st = fail(WSYNC_ERR_INVALID_ARGUMENT, "option 'store_addr_file' is empty");
       *addr_file = v;
+    } else if (engines_option(g, k, v, &st)) {
+      // HTTP engines (group_engines.cpp)
     } else if (k.compare(0, 10, "transport.") == 0 || k.compare(0, 8, "adapter.") == 0) {
       // validated by the plugin
     } else {
       st = fail(WSYNC_ERR_INVALID_ARGUMENT,
                 "unknown group option '%s' (known: bucket_bytes, staging_buckets, timeout_ms, "
-                "device, verify_payload, store_addr_file, transport.*, adapter.*)", k.c_str());
+                "device, verify_payload, store_addr_file, engines, engine_api_key, engine_connect_timeout_ms, "
+                "engine_timeout_ms, engine_retries, transport.*, adapter.*)", k.c_str());
     }
     if (st != WSYNC_OK) return st;
   }
@@ -130,6 +135,7 @@ wsync_status_t accept_receivers(wsync_group_t* g, int64_t deadline) {
   uint32_t joined = 0;
   while (joined < g->num_receivers) {
     if (g->aborted.load()) return fail(WSYNC_ERR_ABORTED, "group init aborted");
+    if (g->engines_failed.load()) return fail(WSYNC_ERR_ENGINE, "an engine refused to join the group");
     int64_t left = deadline - now_ms();
     if (left <= 0)
       return fail(WSYNC_ERR_TIMEOUT, "group '%s': receiver rank(s) %s did not join in time (store at %s)",
@@ -164,6 +170,7 @@ wsync_status_t wait_joined(wsync_group_t* g, int64_t deadline) {
   for (auto& p : g->peers) {
     for (;;) {
       if (g->aborted.load()) return fail(WSYNC_ERR_ABORTED, "group init aborted");
+      if (g->engines_failed.load()) return fail(WSYNC_ERR_ENGINE, "an engine refused to join the group");
       int64_t left = deadline - now_ms();
       Frame f;
       wsync_status_t st = p->conn.recv(&f, std::max<int64_t>(0, std::min<int64_t>(left, 50)));
@@ -194,6 +201,13 @@ wsync_status_t wait_joined(wsync_group_t* g, int64_t deadline) {
 }
 
 void teardown(wsync_group_t* g) {
+  if (g->http_engines && g->adapter_self && !g->engines.empty()) {  // leave the engines' group: best effort
+    g->http.request_timeout_ms = std::min<int64_t>(g->http.request_timeout_ms, 5000);
+    g->http.retries = 0;
+    if (engines_step(g, WSYNC_STEP_DESTROY) != WSYNC_OK)
+      WSYNC_LOGW("group '%s': leaving the engines' weight-update group failed: %s", g->group_name.c_str(),
+                 last_error().c_str());
+  }
   std::vector<pollfd> fds;
   for (auto& p : g->peers)
     if (p && p->conn.open()) {
@@ -228,6 +242,9 @@ wsync_status_t choose_staging(wsync_group_t* g) {
     return fail(WSYNC_ERR_UNSUPPORTED, "transport '%s' declares neither host nor CUDA memory", name);
   g->staging_only = (caps & WSYNC_TRANSPORT_CAP_STAGING_ONLY) != 0;
   g->device_staging = !(caps & WSYNC_TRANSPORT_CAP_HOST_MEMORY);
+  if (g->staging_only && !g->device_staging)
+    return fail(WSYNC_ERR_UNSUPPORTED, "transport '%s' declares CAP_STAGING_ONLY for host memory; wsync registers fixed "
+                "staging only for transports that move CUDA memory only", name);
   if (!g->device_staging) return WSYNC_OK;
   if (g->verify_payload)
     return fail(WSYNC_ERR_UNSUPPORTED, "option verify_payload checksums bytes on the host; transport '%s' moves CUDA "
@@ -236,6 +253,16 @@ wsync_status_t choose_staging(wsync_group_t* g) {
     return fail(WSYNC_ERR_UNSUPPORTED, "transport '%s' sends from fixed staging buffers and must split tensors larger "
                 "than a bucket, which adapter '%s' does not allow", name, g->adapter.table->name);
   return device_init_staging(g);
+}
+
+// The NCCL unique id, for engines that take it in their init request (vLLM).
+void read_nccl_id(wsync_group_t* g) {
+  const wsync_transport_v1_t* t = g->transport.table;
+  if (t->struct_size < offsetof(wsync_transport_v1_t, get_property) + sizeof(void*) || t->get_property == nullptr)
+    return;
+  char b64[512];
+  if (t->get_property(g->transport_self, "nccl_unique_id_b64", b64, sizeof b64) == WSYNC_OK) g->nccl_unique_id_b64 = b64;
+  clear_error();
 }
 
 // A STAGING_ONLY transport learns the staging buffers once, before connect.
@@ -264,7 +291,7 @@ wsync_status_t group_init(const wsync_group_config_t* config, wsync_group_t* g) 
   wsync_group_config_t cfg;
   wsync_status_t st = read_struct(config, "config", &cfg, defaults);
   if (st != WSYNC_OK) return st;
-  if (cfg.num_receivers < 1 || cfg.num_receivers > 4096)
+  if (cfg.num_receivers > 4096)
     return fail(WSYNC_ERR_INVALID_ARGUMENT, "config->num_receivers is %u; it must be 1..4096", cfg.num_receivers);
   g->num_receivers = cfg.num_receivers;
   g->group_name = cfg.group_name ? cfg.group_name : "wsync";
@@ -296,9 +323,30 @@ wsync_status_t group_init(const wsync_group_config_t* config, wsync_group_t* g) 
   wsync_layout_rule_t lr = WSYNC_LAYOUT_RULE_INIT;
   if ((st = g->adapter.table->get_layout(g->adapter_self, &lr)) != WSYNC_OK)
     return fail(st, "adapter '%s' get_layout failed: %s", g->adapter.table->name, last_error().c_str());
-  if (!(g->adapter.table->caps & WSYNC_ADAPTER_CAP_INBAND_MANIFEST))
-    return fail(WSYNC_ERR_UNSUPPORTED, "adapter '%s' needs an engine HTTP protocol, which this release does not drive yet",
-                g->adapter.table->name);
+  const wsync_adapter_v1_t* at = g->adapter.table;
+  g->http_engines = (at->caps & WSYNC_ADAPTER_CAP_HTTP) != 0;
+  if (g->http_engines &&
+      (at->struct_size < offsetof(wsync_adapter_v1_t, build_requests) + sizeof(void*) || at->build_requests == nullptr))
+    return fail(WSYNC_ERR_UNSUPPORTED, "adapter '%s' declares CAP_HTTP but has no build_requests", at->name);
+  if (!g->http_engines && !(at->caps & WSYNC_ADAPTER_CAP_INBAND_MANIFEST))
+    return fail(WSYNC_ERR_UNSUPPORTED, "adapter '%s' declares neither CAP_INBAND_MANIFEST nor CAP_HTTP", at->name);
+  if (g->http_engines) {
+    if ((st = engines_health(g, cfg.num_receivers)) != WSYNC_OK) return st;
+  } else if (cfg.num_receivers < 1) {
+    return fail(WSYNC_ERR_INVALID_ARGUMENT, "config->num_receivers is %u; it must be 1..4096", cfg.num_receivers);
+  }
+  if (lr.struct_size >= offsetof(wsync_layout_rule_t, bucket_bytes) + sizeof(uint64_t) && lr.bucket_bytes != 0) {
+    if (g->bucket_bytes_set && g->rule.bucket_bytes != lr.bucket_bytes)
+      return fail(WSYNC_ERR_INVALID_ARGUMENT, "option bucket_bytes is %llu but adapter '%s' cuts buckets at %llu bytes "
+                  "(both sides must agree); drop bucket_bytes or set the adapter's size to match",
+                  static_cast<unsigned long long>(g->rule.bucket_bytes), g->adapter.table->name,
+                  static_cast<unsigned long long>(lr.bucket_bytes));
+    if (lr.bucket_bytes < kMinBucket || lr.bucket_bytes > kMaxBucket)
+      return fail(WSYNC_ERR_INVALID_ARGUMENT, "adapter '%s' asks for %llu-byte buckets, outside %llu..%llu",
+                  g->adapter.table->name, static_cast<unsigned long long>(lr.bucket_bytes),
+                  static_cast<unsigned long long>(kMinBucket), static_cast<unsigned long long>(kMaxBucket));
+    g->rule.bucket_bytes = lr.bucket_bytes;
+  }
   g->rule.kind = lr.kind;
   g->rule.alignment = lr.alignment ? lr.alignment : 1;
   g->rule.allow_split = lr.allow_split != 0;
@@ -336,9 +384,8 @@ wsync_status_t group_init(const wsync_group_config_t* config, wsync_group_t* g) 
              g->group_name.c_str(), g->store_addr.c_str(), g->num_receivers, g->transport.table->name,
              g->adapter.table->name, static_cast<unsigned long long>(g->rule.bucket_bytes));
 
-  g->peers.resize(g->num_receivers);
-  if ((st = accept_receivers(g, deadline)) != WSYNC_OK) return st;
-
+  // The transport instance first (it talks to no peer yet): an engine may need what it made (the
+  // NCCL unique id) in its init request.
   OptionList t_opts = options_with_prefix(opts, "transport.");
   std::vector<wsync_option_t> t_c = to_c_options(t_opts);
   wsync_transport_params_t tp = {sizeof(wsync_transport_params_t), 0, g->num_receivers + 1, 0,
@@ -348,10 +395,30 @@ wsync_status_t group_init(const wsync_group_config_t* config, wsync_group_t* g) 
   if ((st = g->transport.table->create(&tp, &g->transport_self)) != WSYNC_OK)
     return fail(st, "transport '%s' create failed: %s", g->transport.table->name, last_error().c_str());
   if ((st = register_staging(g)) != WSYNC_OK) return st;
-  clear_error();
-  if ((st = g->transport.table->connect(g->transport_self, std::max<int64_t>(deadline - now_ms(), 1))) != WSYNC_OK)
-    return fail(st, "transport '%s' connect failed: %s", g->transport.table->name, last_error().c_str());
-  if ((st = wait_joined(g, deadline)) != WSYNC_OK) return st;
+  read_nccl_id(g);
+
+  // HTTP engines are told to join now; they answer once joined, so the requests run while the
+  // receivers are accepted and the transport connects.
+  EngineCalls init_calls;
+  if (g->http_engines && (st = init_calls.start(g, WSYNC_STEP_INIT, nullptr, nullptr, 0, &g->engines_failed)) != WSYNC_OK)
+    return st;
+  g->peers.resize(g->num_receivers);
+  st = accept_receivers(g, deadline);
+  if (st == WSYNC_OK) {
+    clear_error();
+    if ((st = g->transport.table->connect(g->transport_self, std::max<int64_t>(deadline - now_ms(), 1))) != WSYNC_OK)
+      st = fail(st, "transport '%s' connect failed: %s", g->transport.table->name, last_error().c_str());
+  }
+  if (st == WSYNC_OK) st = wait_joined(g, deadline);
+  if (g->http_engines) {
+    // An engine's own refusal explains a receiver that never joined best.
+    std::string why = last_error();
+    if (st != WSYNC_OK && !g->engines_failed.load()) init_calls.cancel();
+    wsync_status_t hst = init_calls.finish();
+    if (hst != WSYNC_OK) return hst;
+    if (st != WSYNC_OK) return fail_msg(st, why);
+  }
+  if (st != WSYNC_OK) return st;
 
   if (!g->device_staging) g->staging.resize(g->staging_buckets);  // host slots grow on first use
   g->stats.num_receivers = g->num_receivers;

@@ -18,6 +18,7 @@
 #include "common/tensors.h"
 #include "group/group.h"
 #include "group/group_device.h"
+#include "group/group_engines.h"
 #include "manifest/manifest.h"
 
 using namespace wsync;
@@ -62,6 +63,11 @@ wsync_status_t break_group(wsync_group_t* g, wsync_status_t st) {
       if (p->alive) g->transport.table->forget_peer(g->transport_self, p->rank);
     g->inflight_seq = 0;
   }
+  // Packing queued on the copy stream may still read the caller's CUDA tensors: finish it, so
+  // that "send_batch no longer reads the tensors once it returns" holds on failure too.
+  if (g->copy_stream != nullptr && device_wait_copies(g) != WSYNC_OK)
+    WSYNC_LOGW("group '%s': waiting for wsync's copy stream after a failure: %s", g->group_name.c_str(),
+               last_error().c_str());
   announce_abort(g, why);
   return fail_msg(st, why);
 }
@@ -346,6 +352,12 @@ wsync_status_t send_batch(wsync_group_t* g, const wsync_tensor_t* tensors, uint6
   std::vector<PlanBucket> plan;
   if ((st = plan_buckets(g->rule, pt, &plan)) != WSYNC_OK) return st;
   if ((st = begin_device_batch(g, t)) != WSYNC_OK) return st;
+  if (g->http_engines && !g->update_open && !plan.empty()) {
+    // The first batch of an update: pause generation (if asked) and open the update.
+    if ((st = engines_step(g, WSYNC_STEP_PAUSE)) != WSYNC_OK || (st = engines_step(g, WSYNC_STEP_BEGIN_UPDATE)) != WSYNC_OK)
+      return break_group(g, st);
+    g->update_open = true;
+  }
 
   const int64_t tmo = timeout_ms >= 0 ? timeout_ms : g->timeout_ms;
   const auto t0 = std::chrono::steady_clock::now();
@@ -361,6 +373,10 @@ wsync_status_t send_batch(wsync_group_t* g, const wsync_tensor_t* tensors, uint6
     const uint64_t seq = g->next_seq++;
     const std::string what = bucket_what(g, k, plan.size());
     Prepared& cur = prep[k % nslots];
+    // HTTP engines: the update request goes out before the bytes; engines answer once they arrived.
+    EngineCalls update_calls;
+    if (g->http_engines && (st = update_calls.start(g, WSYNC_STEP_UPDATE, &b, &t, 0)) != WSYNC_OK)
+      return break_group(g, st);
     std::vector<uint8_t> body = manifest_body(g, seq, b, t, cur);
     for (auto& p : g->peers)
       if ((st = p->conn.send(MsgType::kManifest, body, tmo)) != WSYNC_OK) {
@@ -391,6 +407,7 @@ wsync_status_t send_batch(wsync_group_t* g, const wsync_tensor_t* tensors, uint6
     if (b.bytes > 0 && (st = wait_send(g, seq, tmo, what)) != WSYNC_OK) return break_group(g, st);
     g->inflight_seq = 0;
     if ((st = wait_all(g, MsgType::kAck, seq, tmo, what)) != WSYNC_OK) return break_group(g, st);
+    if (g->http_engines && (st = update_calls.finish()) != WSYNC_OK) return break_group(g, st);
     g->bucket_in_update++;
     g->stats.buckets++;
   }
@@ -411,6 +428,8 @@ wsync_status_t finalize(wsync_group_t* g, uint64_t version, int64_t timeout_ms) 
     return fail(WSYNC_ERR_INVALID_ARGUMENT, "version %llu is not greater than the committed version %llu",
                 static_cast<unsigned long long>(version), static_cast<unsigned long long>(g->stats.committed_version));
   const int64_t tmo = timeout_ms >= 0 ? timeout_ms : g->timeout_ms;
+  // HTTP engines: their end-of-update markers (cache flush, version, LMDeploy's finished) first.
+  if (g->http_engines && (st = engines_step(g, WSYNC_STEP_FINALIZE, version)) != WSYNC_OK) return break_group(g, st);
   ByteWriter w;
   w.u64(version);
   w.u64(g->update_id);
@@ -422,6 +441,10 @@ wsync_status_t finalize(wsync_group_t* g, uint64_t version, int64_t timeout_ms) 
       return break_group(g, st);
     }
   if ((st = wait_all(g, MsgType::kCommitted, version, tmo, what)) != WSYNC_OK) return break_group(g, st);
+  if (g->http_engines && g->update_open) {
+    g->update_open = false;
+    if ((st = engines_step(g, WSYNC_STEP_RESUME)) != WSYNC_OK) return break_group(g, st);
+  }
   g->stats.committed_version = version;
   g->stats.updates++;
   g->update_id++;
