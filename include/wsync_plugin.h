@@ -69,6 +69,9 @@ typedef struct wsync_host_v1_t {
  * core then never sends straight from a caller's tensor). CUDA IPC needs this: it exports its
  * staging once per group instead of a handle per tensor. */
 #define WSYNC_TRANSPORT_CAP_STAGING_ONLY (1u << 3)
+/* Since 1.1: takes the option torch_group=<name> and then also publishes its bootstrap id (the
+ * NCCL unique id) where a torch ProcessGroupNCCL of that group name reads it from the store. */
+#define WSYNC_TRANSPORT_CAP_TORCH_STORE_ID (1u << 4)
 
 typedef struct wsync_transport_params_t {
   uint32_t struct_size;
@@ -176,6 +179,11 @@ typedef const wsync_transport_v1_t* (*wsync_transport_entry_v1_fn)(const wsync_h
 /* Since 1.1: the engine is driven over HTTP; the adapter builds the requests (build_requests) and
  * the core sends them with libcurl and judges the replies. */
 #define WSYNC_ADAPTER_CAP_HTTP (1u << 1)
+/* Since 1.1: the engine's workers join with torch's rendezvous on the sender's store and read the
+ * NCCL unique id where a ProcessGroupNCCL of the group's name looks (SGLang, LMDeploy). With a
+ * transport that has WSYNC_TRANSPORT_CAP_TORCH_STORE_ID the core then passes it
+ * transport.torch_group=<group name> (unless the caller set that option). */
+#define WSYNC_ADAPTER_CAP_TORCH_STORE_ID (1u << 2)
 
 /* How the planner must lay tensors out in a bucket. */
 #define WSYNC_LAYOUT_BYTES_MIXED 1       /* byte offsets, mixed dtypes in one bucket */

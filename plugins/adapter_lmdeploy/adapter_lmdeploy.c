@@ -169,7 +169,7 @@ static const wsync_adapter_v1_t kLmdeployAdapter = {
     WSYNC_PLUGIN_ABI_VERSION,
     ADAPTER,
     "0.1.0",
-    WSYNC_ADAPTER_CAP_HTTP,
+    WSYNC_ADAPTER_CAP_HTTP | WSYNC_ADAPTER_CAP_TORCH_STORE_ID,
     lmdeploy_create,
     lmdeploy_get_layout,
     lmdeploy_destroy,

@@ -195,7 +195,7 @@ static const wsync_adapter_v1_t kSglangAdapter = {
     WSYNC_PLUGIN_ABI_VERSION,
     ADAPTER,
     "0.1.0",
-    WSYNC_ADAPTER_CAP_HTTP,
+    WSYNC_ADAPTER_CAP_HTTP | WSYNC_ADAPTER_CAP_TORCH_STORE_ID,
     sglang_create,
     sglang_get_layout,
     sglang_destroy,

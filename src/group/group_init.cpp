@@ -255,6 +255,19 @@ wsync_status_t choose_staging(wsync_group_t* g) {
   return device_init_staging(g);
 }
 
+// Engines that read the NCCL id where torch looks (SGLang, LMDeploy) and a transport that can put
+// it there (nccl): have it published under this group's name, unless the caller chose otherwise.
+void add_torch_group(wsync_group_t* g, OptionList* t_opts) {
+  if (!(g->adapter.table->caps & WSYNC_ADAPTER_CAP_TORCH_STORE_ID) ||
+      !(g->transport.table->caps & WSYNC_TRANSPORT_CAP_TORCH_STORE_ID))
+    return;
+  for (const auto& kv : *t_opts)
+    if (kv.first == "torch_group") return;
+  t_opts->push_back({"torch_group", g->group_name});
+  WSYNC_LOGI("group '%s': transport '%s' also publishes its id for torch (torch_group=%s), as adapter '%s' needs",
+             g->group_name.c_str(), g->transport.table->name, g->group_name.c_str(), g->adapter.table->name);
+}
+
 // The NCCL unique id, for engines that take it in their init request (vLLM).
 void read_nccl_id(wsync_group_t* g) {
   const wsync_transport_v1_t* t = g->transport.table;
@@ -387,6 +400,7 @@ wsync_status_t group_init(const wsync_group_config_t* config, wsync_group_t* g) 
   // The transport instance first (it talks to no peer yet): an engine may need what it made (the
   // NCCL unique id) in its init request.
   OptionList t_opts = options_with_prefix(opts, "transport.");
+  add_torch_group(g, &t_opts);
   std::vector<wsync_option_t> t_c = to_c_options(t_opts);
   wsync_transport_params_t tp = {sizeof(wsync_transport_params_t), 0, g->num_receivers + 1, 0,
                                  g->group_name.c_str(), &g->store_handle, t_c.data(), t_c.size(),

@@ -18,7 +18,8 @@ namespace {
 
 constexpr size_t kAdapterV10Size = offsetof(wsync_adapter_v1_t, destroy) + sizeof(void (*)(void*));
 constexpr size_t kAdapterBuildRequestsEnd = offsetof(wsync_adapter_v1_t, build_requests) + sizeof(void*);
-constexpr uint64_t kKnownAdapterCaps = WSYNC_ADAPTER_CAP_INBAND_MANIFEST | WSYNC_ADAPTER_CAP_HTTP;
+constexpr uint64_t kKnownAdapterCaps =
+    WSYNC_ADAPTER_CAP_INBAND_MANIFEST | WSYNC_ADAPTER_CAP_HTTP | WSYNC_ADAPTER_CAP_TORCH_STORE_ID;
 constexpr size_t kRuleV10Size = offsetof(wsync_layout_rule_t, allow_split) + sizeof(uint32_t);
 constexpr size_t kRuleBucketBytesEnd = offsetof(wsync_layout_rule_t, bucket_bytes) + sizeof(uint64_t);
 constexpr uint64_t kMinBucket = 4096, kMaxBucket = 1ull << 40;  // the core's limits on bucket_bytes

@@ -274,7 +274,10 @@ inline void expect_table(const wsync_adapter_v1_t* t, const char* name) {
   EXPECT_STREQ(t->name, name);
   EXPECT_NE(t->version, nullptr);
   EXPECT_EQ(t->abi_version, static_cast<uint32_t>(WSYNC_PLUGIN_ABI_VERSION));
-  EXPECT_EQ(t->caps, static_cast<uint64_t>(WSYNC_ADAPTER_CAP_HTTP));
+  // SGLang and LMDeploy workers read the NCCL id where torch's ProcessGroupNCCL looks; vLLM takes
+  // it in its init request.
+  const uint64_t torch_id = std::string(name) == "vllm" ? 0u : WSYNC_ADAPTER_CAP_TORCH_STORE_ID;
+  EXPECT_EQ(t->caps, static_cast<uint64_t>(WSYNC_ADAPTER_CAP_HTTP) | torch_id);
   EXPECT_EQ(t->struct_size, sizeof(wsync_adapter_v1_t));
   EXPECT_GE(t->struct_size, offsetof(wsync_adapter_v1_t, build_requests) + sizeof(t->build_requests));
   EXPECT_NE(t->create, nullptr);

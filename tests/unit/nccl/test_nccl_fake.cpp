@@ -169,7 +169,7 @@ TEST_F(NcclFake, EntryRefusesWithoutDevice) {
 TEST_F(NcclFake, TableIsComplete) {
   EXPECT_STREQ(tp_->name, "nccl");
   EXPECT_EQ(tp_->struct_size, sizeof(wsync_transport_v1_t));
-  EXPECT_EQ(tp_->caps, static_cast<uint64_t>(WSYNC_TRANSPORT_CAP_CUDA_MEMORY));
+  EXPECT_EQ(tp_->caps, static_cast<uint64_t>(WSYNC_TRANSPORT_CAP_CUDA_MEMORY | WSYNC_TRANSPORT_CAP_TORCH_STORE_ID));
   EXPECT_NE(tp_->abort, nullptr);
   EXPECT_NE(tp_->get_property, nullptr);
   EXPECT_EQ(tp_->register_staging, nullptr);
