@@ -92,8 +92,10 @@ bool retryable(const HttpResult& r) {
     case HttpOutcome::kConnectTimeout:
       return true;
     case HttpOutcome::kReplied: {
+      // Any refusal of an idempotent request may pass (SGLang answers /flush_cache with 400 while
+      // requests run); only a missing or wrong API key and a missing route never will.
       long s = r.reply.status;
-      return s >= 500 || s == 408 || s == 429;
+      return (s < 200 || s >= 300) && s != 401 && s != 403 && s != 404 && s != 405;
     }
     default:
       return false;

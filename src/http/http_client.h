@@ -65,9 +65,9 @@ std::string http_request_problem(const wsync_http_request_t& req);
 // Perform `req` against `base_url`. POST always carries "Content-Type: application/json" (also
 // with no body). `abort_flag` (may be NULL) is polled every ~50 ms and during back-off; once it
 // is true the request stops with kAborted. A request with idempotent=1 is tried again, up to
-// opts.retries times, after kUnreachable, kDisconnected, kConnectTimeout, or a reply with status
-// 5xx, 408 or 429; other replies (2xx, other 4xx) and kTimeout end it. A non-idempotent request
-// is sent exactly once. Thread-safe; never throws except std::bad_alloc.
+// opts.retries times, after kUnreachable, kDisconnected, kConnectTimeout, or a reply that is not
+// 2xx other than 401, 403, 404 and 405 (SGLang refuses /flush_cache with 400 while requests run);
+// a 2xx, those four and kTimeout end it. A non-idempotent request is sent exactly once. Thread-safe; never throws except std::bad_alloc.
 HttpResult http_perform(const std::string& base_url, const wsync_http_request_t& req,
                         const HttpOptions& opts, const std::atomic<bool>* abort_flag);
 

@@ -621,19 +621,34 @@ TEST(HttpRetries, NonIdempotentRequestIsSentExactlyOnce) {
   EXPECT_EQ(s.hits, 1);
 }
 
-TEST(HttpRetries, ClientErrorsAreNotRetried) {
+// An idempotent request refused with 400 is retried (SGLang's /flush_cache while requests run);
+// a wrong key (401) or a missing route (404) never passes, so it is not.
+TEST(HttpRetries, RefusalsAreRetriedButAuthAndMissingRoutesAreNot) {
   TestServer s;
   s.svr.Get("/model_info", [&](const httplib::Request&, httplib::Response& res) {
     ++s.hits;
     json_reply(res, 400, R"({"message":"bad"})");
   });
+  s.svr.Get("/auth", [&](const httplib::Request&, httplib::Response& res) {
+    ++s.hits;
+    json_reply(res, 401, R"({"error":"Unauthorized"})");
+  });
   s.start();
   HttpOptions o;
   o.retry_backoff_ms = 1;
+  o.retries = 2;
   Sent r = send(s.url(), make_req(WSYNC_HTTP_GET, "/model_info", nullptr, WSYNC_REPLY_JSON, true), o);
   EXPECT_EQ(r.status, WSYNC_ERR_ENGINE);
-  EXPECT_EQ(r.message, "engine " + s.url() + " answered GET /model_info with HTTP 400: bad");
+  EXPECT_EQ(r.message, "engine " + s.url() + " answered GET /model_info with HTTP 400: bad (after 3 attempts)");
+  EXPECT_EQ(s.hits, 3);
+  s.hits = 0;
+  r = send(s.url(), make_req(WSYNC_HTTP_GET, "/auth", nullptr, WSYNC_REPLY_JSON, true), o);
+  EXPECT_EQ(r.status, WSYNC_ERR_REJECTED);
   EXPECT_EQ(s.hits, 1);
+  s.hits = 0;
+  r = send(s.url(), make_req(WSYNC_HTTP_GET, "/no_such_route", nullptr, WSYNC_REPLY_JSON, true), o);
+  EXPECT_EQ(r.status, WSYNC_ERR_ENGINE);
+  EXPECT_EQ(s.hits, 0);
 }
 
 TEST(HttpRetries, IdempotentRequestToADownServerIsRetried) {
