@@ -85,6 +85,9 @@ struct wsync_group {
   wsync::HttpOptions http;
   std::string nccl_unique_id_b64;           // from the transport, for engines that take it
   bool update_open = false;                 // PAUSE / BEGIN_UPDATE were sent for this update
+  // option engine_receivers: "none" (an unmodified engine: its HTTP replies are the only
+  // acknowledgements; no wsync control channel) or "wsync" (the engine embeds wsync receivers)
+  bool engines_embed_wsync = false;
   std::atomic<bool> engines_failed{false};  // an INIT request failed: stop waiting for receivers
   wsync_group_stats_t stats = WSYNC_GROUP_STATS_INIT;
 };

@@ -122,6 +122,12 @@ bool engines_option(wsync_group_t* g, const std::string& k, const std::string& v
   uint64_t n = 0;
   if (k == "engines") {
     g->engines_spec = v;
+  } else if (k == "engine_receivers") {
+    if (v == "none" || v == "wsync")
+      g->engines_embed_wsync = v == "wsync";
+    else
+      *st = fail(WSYNC_ERR_INVALID_ARGUMENT, "option 'engine_receivers' is '%s'; use 'none' (unmodified engines) or "
+                 "'wsync' (engines that embed a wsync receiver)", v.c_str());
   } else if (k == "engine_api_key") {
     g->http.api_key = v;
   } else if (k == "engine_connect_timeout_ms") {

@@ -21,7 +21,7 @@
 
 namespace wsync {
 
-// Options of an HTTP group: engines, engine_api_key, engine_connect_timeout_ms,
+// Options of an HTTP group: engines, engine_receivers, engine_api_key, engine_connect_timeout_ms,
 // engine_timeout_ms, engine_retries. Returns true when `key` is one of them (st set on a bad value).
 bool engines_option(wsync_group_t* g, const std::string& key, const std::string& value, wsync_status_t* st);
 

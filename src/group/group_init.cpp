@@ -55,7 +55,7 @@ wsync_status_t apply_options(wsync_group_t* g, const OptionList& opts, std::stri
     } else {
       st = fail(WSYNC_ERR_INVALID_ARGUMENT,
                 "unknown group option '%s' (known: bucket_bytes, staging_buckets, timeout_ms, "
-                "device, verify_payload, store_addr_file, engines, engine_api_key, engine_connect_timeout_ms, "
+                "device, verify_payload, store_addr_file, engines, engine_receivers, engine_api_key, engine_connect_timeout_ms, "
                 "engine_timeout_ms, engine_retries, transport.*, adapter.*)", k.c_str());
     }
     if (st != WSYNC_OK) return st;
@@ -416,14 +416,19 @@ wsync_status_t group_init(const wsync_group_config_t* config, wsync_group_t* g) 
   EngineCalls init_calls;
   if (g->http_engines && (st = init_calls.start(g, WSYNC_STEP_INIT, nullptr, nullptr, 0, &g->engines_failed)) != WSYNC_OK)
     return st;
-  g->peers.resize(g->num_receivers);
-  st = accept_receivers(g, deadline);
+  // Unmodified engines have no wsync receiver: no control channel, their HTTP replies are the
+  // acknowledgements. Engines that embed one join it like any receiver.
+  const bool control = !g->http_engines || g->engines_embed_wsync;
+  if (control) {
+    g->peers.resize(g->num_receivers);
+    st = accept_receivers(g, deadline);
+  }
   if (st == WSYNC_OK) {
     clear_error();
     if ((st = g->transport.table->connect(g->transport_self, std::max<int64_t>(deadline - now_ms(), 1))) != WSYNC_OK)
       st = fail(st, "transport '%s' connect failed: %s", g->transport.table->name, last_error().c_str());
   }
-  if (st == WSYNC_OK) st = wait_joined(g, deadline);
+  if (st == WSYNC_OK && control) st = wait_joined(g, deadline);
   if (g->http_engines) {
     // An engine's own refusal explains a receiver that never joined best.
     std::string why = last_error();

@@ -363,6 +363,8 @@ wsync_status_t send_batch(wsync_group_t* g, const wsync_tensor_t* tensors, uint6
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<uint32_t> ranks;
   for (auto& p : g->peers) ranks.push_back(p->rank);
+  if (g->peers.empty())  // unmodified HTTP engines: every engine rank, no control channel
+    for (uint32_t r = 1; r <= g->num_receivers; ++r) ranks.push_back(r);
 
   // The pipeline: prepared[k % slots] holds bucket k; bucket k+1 is packed while k moves.
   const size_t nslots = g->staging.size();

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -83,11 +84,13 @@ int closed_port() {
 
 struct Trainer {
   std::vector<std::string> keys, values;
+  std::string transport;  // empty: the default (ucx)
   wsync_group_t* g = nullptr;
   wsync_status_t init(const std::string& adapter, const std::string& engines,
                       std::vector<std::pair<std::string, std::string>> extra = {}) {
+    // The reference engine embeds wsync receivers (an unmodified engine would not: "none").
     std::vector<std::pair<std::string, std::string>> kv = {
-        {"engines", engines}, {"timeout_ms", "20000"}, {"engine_timeout_ms", "20000"}};
+        {"engines", engines}, {"engine_receivers", "wsync"}, {"timeout_ms", "20000"}, {"engine_timeout_ms", "20000"}};
     // vLLM fixes the bucket size itself (packed_buffer_size_bytes): the group takes it from the adapter.
     if (adapter == "vllm")
       kv.push_back({"adapter.packed_buffer_size_bytes", "262144"});
@@ -107,6 +110,7 @@ struct Trainer {
     cfg.options = opts.data();
     cfg.num_options = opts.size();
     cfg.timeout_ms = 30000;
+    cfg.transport = transport.empty() ? nullptr : transport.c_str();
     return wsync_group_init(&cfg, &g);
   }
   ~Trainer() { wsync_group_destroy(g); }
@@ -324,6 +328,68 @@ TEST(HttpEngines, AReplyThatIsNotJsonIsAProtocolError) {
   EXPECT_EQ(WSYNC_ERR_PROTOCOL, st) << msg;
   EXPECT_NE(std::string::npos, msg.find("JSON")) << msg;
   EXPECT_NE(std::string::npos, msg.find("gateway says hi")) << msg;
+}
+
+// An unmodified engine embeds no wsync receiver: there is no control channel, its HTTP replies are
+// the acknowledgements and the transport moves the bytes to ranks rank_offset.. (NCCL in real
+// life). Here an in-process server plays SGLang and the stub test transport moves nothing: what is
+// checked is the dialogue, in order, with the fields the engine must see.
+TEST(HttpEngines, UnmodifiedEngineGetsTheWholeDialogueInOrder) {
+  httplib::Server srv;
+  std::mutex mu;
+  std::vector<std::string> seen;  // "METHOD /path body"
+  auto record = [&](const httplib::Request& q, httplib::Response& r) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      seen.push_back(q.method + " " + q.path + " " + q.body);
+    }
+    r.set_content(R"({"success":true,"message":"ok"})", "application/json");
+  };
+  srv.Get("/health", record);
+  srv.Get("/flush_cache", record);
+  srv.Post(R"(/.*)", record);
+  int port = srv.bind_to_any_port("127.0.0.1");
+  std::thread th([&] { srv.listen_after_bind(); });
+  Model m;
+  m.spec = tensor_set(6, 0);
+  {
+    Trainer tr;
+    tr.transport = WSYNC_TEST_STUB_TRANSPORT;
+    ASSERT_EQ(WSYNC_OK, tr.init("sglang", "http://127.0.0.1:" + std::to_string(port) + "=2",
+                                {{"engine_receivers", "none"}, {"timeout_ms", "5000"}}))
+        << wsync_last_error();
+    wsync_group_stats_t s = WSYNC_GROUP_STATS_INIT;
+    ASSERT_EQ(WSYNC_OK, wsync_group_get_stats(tr.g, &s));
+    EXPECT_EQ(2u, s.num_receivers);
+    for (uint64_t v = 1; v <= 2; ++v) ASSERT_EQ(WSYNC_OK, publish(tr, m, v)) << wsync_last_error();
+    ASSERT_EQ(WSYNC_OK, wsync_group_get_stats(tr.g, &s));
+    EXPECT_EQ(2u, s.committed_version);
+    std::lock_guard<std::mutex> lock(mu);
+    ASSERT_GE(seen.size(), 3u);
+    EXPECT_EQ(0u, seen[0].rfind("GET /health", 0)) << seen[0];
+    EXPECT_EQ(0u, seen[1].rfind("POST /init_weights_update_group", 0)) << seen[1];
+    EXPECT_NE(std::string::npos, seen[1].find("\"rank_offset\":1")) << seen[1];
+    EXPECT_NE(std::string::npos, seen[1].find("\"world_size\":3")) << seen[1];
+    EXPECT_NE(std::string::npos, seen[1].find("\"group_name\":\"weight_update_group\"")) << seen[1];
+    size_t i = 2;
+    for (uint64_t v = 1; v <= 2; ++v) {
+      size_t updates = 0;
+      for (; i < seen.size() && seen[i].rfind("POST /update_weights_from_distributed", 0) == 0; ++i) {
+        EXPECT_NE(std::string::npos, seen[i].find("\"flush_cache\":false")) << seen[i];
+        ++updates;
+      }
+      EXPECT_EQ(s.buckets / 2, updates) << "version " << v;
+      ASSERT_LT(i + 1, seen.size());
+      EXPECT_EQ(0u, seen[i++].rfind("GET /flush_cache", 0));
+      EXPECT_EQ(0u, seen[i].rfind("POST /update_weight_version", 0)) << seen[i];
+      EXPECT_NE(std::string::npos, seen[i++].find("\"new_version\":\"" + std::to_string(v) + "\"")) << seen[i - 1];
+    }
+    EXPECT_EQ(seen.size(), i);
+  }  // destroy
+  srv.stop();
+  th.join();
+  ASSERT_FALSE(seen.empty());
+  EXPECT_EQ(0u, seen.back().rfind("POST /destroy_weights_update_group", 0)) << seen.back();
 }
 
 }  // namespace
