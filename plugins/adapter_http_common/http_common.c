@@ -395,3 +395,22 @@ cJSON* hc_shapes(const wsync_engine_step_t* step) {
 }
 
 void hc_version_string(uint64_t version, char* buf, size_t cap) { snprintf(buf, cap, "%" PRIu64, version); }
+
+wsync_status_t hc_build_requests(const char* adapter, hc_requests_t* list, void* self, hc_build_fn build,
+                                 const wsync_engine_step_t* step, const wsync_http_request_t** out,
+                                 uint32_t* num_out) {
+  wsync_status_t st;
+  if (self == NULL || list == NULL || out == NULL || num_out == NULL)
+    return hc_error(WSYNC_ERR_INVALID_ARGUMENT, adapter, "build_requests: NULL argument");
+  hc_reset(list);
+  *out = list->req;
+  *num_out = 0;
+  st = hc_check_step(adapter, step);
+  if (st == WSYNC_OK) st = build(self, step);
+  if (st != WSYNC_OK) {
+    hc_reset(list);
+    return st;
+  }
+  *num_out = list->num;
+  return WSYNC_OK;
+}

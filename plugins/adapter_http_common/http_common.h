@@ -83,6 +83,13 @@ typedef struct hc_requests {
   uint32_t num_owned;
 } hc_requests_t;
 
+/* The common body of build_requests: check the arguments and the step, reset `list`, run
+ * build(self, step), and hand out the list (left empty on failure). */
+typedef wsync_status_t (*hc_build_fn)(void* self, const wsync_engine_step_t* step);
+wsync_status_t hc_build_requests(const char* adapter, hc_requests_t* list, void* self, hc_build_fn build,
+                                 const wsync_engine_step_t* step, const wsync_http_request_t** out,
+                                 uint32_t* num_out);
+
 /* Frees the strings of the previous list and empties it. */
 void hc_reset(hc_requests_t* list);
 /* Frees everything (the list itself is not freed). */

@@ -283,23 +283,14 @@ static wsync_status_t build(vllm_adapter_t* a, const wsync_engine_step_t* s) {
   }
 }
 
+static wsync_status_t vllm_build(void* self, const wsync_engine_step_t* step) {
+  return build((vllm_adapter_t*)self, step);
+}
+
 static wsync_status_t vllm_build_requests(void* self, const wsync_engine_step_t* step,
-                                          const wsync_http_request_t** out, uint32_t* num_out) {
+                                      const wsync_http_request_t** out, uint32_t* num_out) {
   vllm_adapter_t* a = (vllm_adapter_t*)self;
-  wsync_status_t st;
-  if (a == NULL || out == NULL || num_out == NULL)
-    return hc_error(WSYNC_ERR_INVALID_ARGUMENT, ADAPTER, "build_requests: NULL argument");
-  hc_reset(&a->list);
-  *out = a->list.req;
-  *num_out = 0;
-  st = hc_check_step(ADAPTER, step);
-  if (st == WSYNC_OK) st = build(a, step);
-  if (st != WSYNC_OK) {
-    hc_reset(&a->list);
-    return st;
-  }
-  *num_out = a->list.num;
-  return WSYNC_OK;
+  return hc_build_requests(ADAPTER, a ? &a->list : NULL, self, vllm_build, step, out, num_out);
 }
 
 static const wsync_adapter_v1_t kVllmAdapter = {
