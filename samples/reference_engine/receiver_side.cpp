@@ -148,14 +148,18 @@ void Engine::run_loop(Member* m) {
       ++m->buckets;
       cv_.notify_all();
     } else if (ev.kind == WSYNC_EVENT_COMMIT) {
+      // Apply first, then confirm: once the trainer's finalize returns, the engine already shows
+      // the new version.
+      {
+        std::lock_guard<std::mutex> lk(mu_);
+        workers_[m->local].committed_version = ev.version;
+        ++m->commits;
+        // The update is over: its arrivals can no longer satisfy a later update request (the
+        // trainer collects the update requests' replies before it finalizes).
+        for (auto& kv : workers_[m->local].tensors) kv.second.fresh = false;
+      }
       st = wsync_receiver_commit(m->rx, ev.version);
       if (st != WSYNC_OK) { reason = status_text("wsync_receiver_commit", st, wsync_last_error()); break; }
-      std::lock_guard<std::mutex> lk(mu_);
-      workers_[m->local].committed_version = ev.version;
-      ++m->commits;
-      // The update is over: its arrivals can no longer satisfy a later update request (the
-      // trainer collects the update requests' replies before it finalizes).
-      for (auto& kv : workers_[m->local].tensors) kv.second.fresh = false;
     } else if (ev.kind == WSYNC_EVENT_ABORTED) {
       reason = "the sender aborted the update";
       std::lock_guard<std::mutex> lk(mu_);
