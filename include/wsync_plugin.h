@@ -250,6 +250,10 @@ typedef struct wsync_engine_step_t {
   uint64_t version;               /* FINALIZE: the version being committed */
 } wsync_engine_step_t;
 
+#define WSYNC_ENGINE_STEP_INIT                                                                      \
+  {(uint32_t)sizeof(wsync_engine_step_t), 0, 0u, 0u, 0u, 0u, NULL, 0u, 0u, NULL, NULL, 0u, NULL, NULL, NULL, \
+   NULL, 0u, 0u, 0u}
+
 #define WSYNC_HTTP_GET 1
 #define WSYNC_HTTP_POST 2
 

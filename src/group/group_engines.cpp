@@ -51,9 +51,7 @@ struct StepTensors {
 wsync_status_t build(wsync_group_t* g, size_t index, int step, const PlanBucket* bucket,
                      const std::vector<wsync_tensor_t>* tensors, uint64_t version, std::vector<OwnedRequest>* out) {
   const EngineServer& s = g->engines[index];
-  wsync_engine_step_t es;
-  std::memset(&es, 0, sizeof es);
-  es.struct_size = sizeof es;
+  wsync_engine_step_t es = WSYNC_ENGINE_STEP_INIT;
   es.step = step;
   es.server_index = static_cast<uint32_t>(index);
   es.server_gpus = s.gpus;

@@ -32,6 +32,13 @@ int main(void) {
   wsync_transport_entry_v1_fn tfn = (wsync_transport_entry_v1_fn)0;
   wsync_adapter_entry_v1_fn afn = (wsync_adapter_entry_v1_fn)0;
   wsync_log_fn lfn = (wsync_log_fn)0;
+  /* The plugin header's macros, all of them (-Wextra -Werror: a macro missing a field fails). */
+  wsync_transport_params_t tp = WSYNC_TRANSPORT_PARAMS_INIT;
+  wsync_buffer_t bu = WSYNC_BUFFER_INIT;
+  wsync_layout_rule_t lr = WSYNC_LAYOUT_RULE_INIT;
+  wsync_adapter_params_t ap = WSYNC_ADAPTER_PARAMS_INIT;
+  wsync_http_request_t hr = WSYNC_HTTP_REQUEST_INIT;
+  wsync_engine_step_t es = WSYNC_ENGINE_STEP_INIT;
   int bad = 0;
   bad += check(o.struct_size == sizeof o, "WSYNC_OPTION struct_size");
   bad += check(t.struct_size == sizeof t && t.device_type == WSYNC_DEVICE_CPU, "WSYNC_TENSOR_INIT");
@@ -40,6 +47,13 @@ int main(void) {
   bad += check(ev.struct_size == sizeof ev && ev.kind == WSYNC_EVENT_NONE, "WSYNC_RECEIVER_EVENT_INIT");
   bad += check(st.struct_size == sizeof st, "WSYNC_GROUP_STATS_INIT");
   bad += check(tfn == 0 && afn == 0 && lfn == 0, "function pointer types");
+  bad += check(tp.struct_size == sizeof tp && tp.device_index == -1 && tp.timeout_ms == -1, "WSYNC_TRANSPORT_PARAMS_INIT");
+  bad += check(bu.struct_size == sizeof bu && bu.stream == NULL && bu.device_type == WSYNC_DEVICE_CPU, "WSYNC_BUFFER_INIT");
+  bad += check(lr.struct_size == sizeof lr && lr.bucket_bytes == 0, "WSYNC_LAYOUT_RULE_INIT");
+  bad += check(ap.struct_size == sizeof ap, "WSYNC_ADAPTER_PARAMS_INIT");
+  bad += check(hr.struct_size == sizeof hr && hr.method == WSYNC_HTTP_POST && hr.reply == WSYNC_REPLY_STATUS,
+               "WSYNC_HTTP_REQUEST_INIT");
+  bad += check(es.struct_size == sizeof es && es.names == NULL && es.version == 0, "WSYNC_ENGINE_STEP_INIT");
   bad += check((wsync_abi_version() >> 16) == WSYNC_ABI_VERSION_MAJOR, "wsync_abi_version major");
   return bad;
 }
