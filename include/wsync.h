@@ -192,7 +192,9 @@ typedef struct wsync_group wsync_group_t; /* opaque */
 
 typedef struct wsync_group_config_t {
   uint32_t struct_size;
-  uint32_t num_receivers;        /* receivers expected to join; world size = 1 + num_receivers */
+  uint32_t num_receivers;        /* receivers expected to join; world size = 1 + num_receivers.
+                                    With an HTTP engine adapter (since 1.1): 0 = the GPUs of the
+                                    healthy servers in option "engines" */
   const char* group_name;        /* NULL = "wsync"; receivers must name the same group */
   const char* store_addr;        /* "host:port" to host the rendezvous store on; port 0 picks a
                                     free port (see the store_addr_file option and
