@@ -1,5 +1,6 @@
 /* nccl_comm.c — the life of the communicator: the unique id through the store, the non-blocking
- * init with its deadline, vLLM's all-reduce after init, and finalize/destroy or abort. */
+ * init with its deadline (or, with transport.lazy_init=1, left pending for the op queue to look
+ * at), vLLM's all-reduce after init, and finalize/destroy or abort. */
 #include <stdio.h>
 #include <string.h>
 
@@ -234,7 +235,14 @@ wsync_status_t nccl_connect(nccl_transport_t* t, int64_t timeout_ms) {
   c.t = t;
   if (t->comm == NULL)
     return nccl_fail(WSYNC_ERR_INTERNAL, NCCL_TP ": rank %u: ncclCommInitRankConfig gave no communicator", t->rank);
-  if ((st = wait_comm(t, &c, deadline, tmo, "NCCL communicator", "a rank never joined")) != WSYNC_OK) return st;
+  if (t->opts.lazy_init) {
+    /* The peers join only at their first broadcast: the init stays pending and the op queue
+     * looks at it (nccl_lazy_init_poll) before issuing anything. */
+    t->init_pending = 1;
+    t->init_deadline_ms = t->opts.init_timeout_ms >= 0 ? deadline : INT64_MAX;
+  } else if ((st = wait_comm(t, &c, deadline, tmo, "NCCL communicator", "a rank never joined")) != WSYNC_OK) {
+    return st;
+  }
 
   if ((e = cudaStreamCreateWithFlags(&t->stream, cudaStreamNonBlocking)) != cudaSuccess) {
     (void)cudaGetLastError();
@@ -249,14 +257,55 @@ wsync_status_t nccl_connect(nccl_transport_t* t, int64_t timeout_ms) {
   }
   t->mem_pools = pools != 0;
 
-  if (t->opts.allreduce_after_init && (st = allreduce_after_init(t, deadline, tmo)) != WSYNC_OK) return st;
+  /* (lazy_init with allreduce_after_init is refused by nccl_parse_options.) */
+  if (t->opts.allreduce_after_init && !t->init_pending && (st = allreduce_after_init(t, deadline, tmo)) != WSYNC_OK)
+    return st;
 
   t->connected = 1;
   (void)ncclGetVersion(&version);
+  if (t->init_pending) {
+    nccl_log(WSYNC_LOG_INFO, NCCL_TP ": rank %u of %u on cuda:%d started the NCCL communicator's init without waiting "
+             "for it (transport.lazy_init=1, NCCL %d): buckets are issued once every rank has joined", t->rank,
+             t->world_size, t->device, version);
+    return WSYNC_OK;
+  }
   nccl_log(WSYNC_LOG_INFO, NCCL_TP ": rank %u of %u on cuda:%d joined the NCCL communicator in %lld ms (NCCL %d%s)",
            t->rank, t->world_size, t->device, (long long)(nccl_mono_ms() - t0), version,
            t->opts.allreduce_after_init ? ", all-reduce after init done" : "");
   return WSYNC_OK;
+}
+
+/* ---- lazy init --------------------------------------------------------------------------------- */
+
+wsync_status_t nccl_lazy_init_poll(nccl_transport_t* t) {
+  char why[768];
+  ncclResult_t a = ncclSuccess, r;
+  if (!t->init_pending) return WSYNC_OK;
+  if (t->comm == NULL) { /* cannot happen: a break clears init_pending */
+    t->init_pending = 0;
+    return t->broken_status != WSYNC_OK ? nccl_broken(t) : WSYNC_OK;
+  }
+  r = ncclCommGetAsyncError(t->comm, &a);
+  if (r != ncclSuccess) a = r;
+  if (a == ncclInProgress) return WSYNC_OK;
+  if (a == ncclSuccess) {
+    t->init_pending = 0;
+    nccl_log(WSYNC_LOG_INFO, NCCL_TP ": rank %u of %u on cuda:%d: the NCCL communicator's init completed "
+             "(transport.lazy_init=1)", t->rank, t->world_size, t->device);
+    return WSYNC_OK;
+  }
+  nccl_describe(t, a, why, sizeof why);
+  nccl_break(t, WSYNC_ERR_IO, NCCL_TP ": rank %u: the NCCL communicator's init failed (lazy, world size %u, cuda:%d): "
+             "%s; a rank never joined?", t->rank, t->world_size, t->device, why);
+  return nccl_broken(t);
+}
+
+int nccl_lazy_init_expired(nccl_transport_t* t) {
+  if (!t->init_pending || nccl_mono_ms() < t->init_deadline_ms) return 0;
+  nccl_break(t, WSYNC_ERR_TIMEOUT, NCCL_TP ": rank %u: lazy NCCL init: rank(s) never joined within %lld ms "
+             "(transport.init_timeout_ms, counted from connect; world size %u, cuda:%d)", t->rank,
+             (long long)t->opts.init_timeout_ms, t->world_size, t->device);
+  return 1;
 }
 
 /* ---- teardown ---------------------------------------------------------------------------------- */
@@ -265,10 +314,17 @@ void nccl_comm_close(nccl_transport_t* t, int idle) {
   comm_poll_t c;
   ncclResult_t r;
   if (t->comm == NULL) return;
-  if (!idle || t->broken_status != WSYNC_OK || atomic_load(&t->aborted) || !t->connected) {
+  if (t->init_pending) {
+    /* lazy_init: finalize only a communicator whose init has completed; one look, no wait. */
+    ncclResult_t a = ncclSuccess;
+    r = ncclCommGetAsyncError(t->comm, &a);
+    if (r == ncclSuccess && a == ncclSuccess) t->init_pending = 0;
+  }
+  if (!idle || t->broken_status != WSYNC_OK || atomic_load(&t->aborted) || !t->connected || t->init_pending) {
     /* Work in flight, a failed or unfinished init, or an abort: nothing to flush politely. */
     r = ncclCommAbort(t->comm);
     t->comm = NULL;
+    t->init_pending = 0;
     if (r != ncclSuccess)
       nccl_log(WSYNC_LOG_WARN, NCCL_TP ": rank %u: ncclCommAbort returned %s", t->rank, ncclGetErrorString(r));
     nccl_ops_drain(t, 2000);

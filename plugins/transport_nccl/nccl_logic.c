@@ -149,6 +149,14 @@ wsync_status_t nccl_parse_options(const wsync_option_t* opts, uint64_t num_opts,
         return opt_fail(err, err_cap, "transport nccl: option 'transport.allreduce_after_init' is '%s'; use 0 or 1%s", v,
                         "");
       }
+    } else if (strcmp(k, "lazy_init") == 0) {
+      if (strcmp(v, "0") == 0) {
+        out->lazy_init = 0;
+      } else if (strcmp(v, "1") == 0) {
+        out->lazy_init = 1;
+      } else {
+        return opt_fail(err, err_cap, "transport nccl: option 'transport.lazy_init' is '%s'; use 0 or 1%s", v, "");
+      }
     } else if (strcmp(k, "init_timeout_ms") == 0) {
       if (parse_ms(v, 1, NCCL_INIT_TIMEOUT_MAX_MS, &out->init_timeout_ms) != 0)
         return opt_fail(err, err_cap,
@@ -159,6 +167,11 @@ wsync_status_t nccl_parse_options(const wsync_option_t* opts, uint64_t num_opts,
                       NCCL_KNOWN_OPTIONS);
     }
   }
+  if (out->lazy_init && out->allreduce_after_init)
+    return opt_fail(err, err_cap,
+                    "transport nccl: options 'transport.lazy_init=1' and 'transport.allreduce_after_init=1' cannot be "
+                    "combined: the all-reduce needs the communicator complete at connect (vLLM, which wants it, "
+                    "initialises eagerly)%s%s", "", "");
   return WSYNC_OK;
 }
 

@@ -62,13 +62,16 @@ typedef struct nccl_options {
   char torch_group[NCCL_TORCH_GROUP_MAX + 1]; /* "" = not set */
   int allreduce_after_init;                   /* 0 or 1 */
   int64_t init_timeout_ms;                    /* -1 = not set: connect's own timeout */
+  int lazy_init;                              /* 0 or 1: connect does not wait for the init */
 } nccl_options_t;
 
 /* The list of known keys, for messages. */
-#define NCCL_KNOWN_OPTIONS "transport.torch_group, transport.allreduce_after_init, transport.init_timeout_ms"
+#define NCCL_KNOWN_OPTIONS \
+  "transport.torch_group, transport.allreduce_after_init, transport.init_timeout_ms, transport.lazy_init"
 
 /* Parse the transport.* options (prefix removed). On failure returns WSYNC_ERR_INVALID_ARGUMENT
- * and writes a message naming the option into err. */
+ * and writes a message naming the option into err. lazy_init=1 together with
+ * allreduce_after_init=1 is refused (the all-reduce needs the communicator complete at connect). */
 wsync_status_t nccl_parse_options(const wsync_option_t* opts, uint64_t num_opts, nccl_options_t* out, char* err,
                                   size_t err_cap);
 

@@ -150,12 +150,17 @@ static wsync_status_t issue(nccl_transport_t* t, nccl_op_t* op) {
 }
 
 /* Move the queue along without blocking: finish the enqueue in progress, issue what is queued,
- * in post order. */
+ * in post order. With a lazy init still pending (transport.lazy_init=1) nothing may be called
+ * on the communicator yet: one look at the init, and the queue stays as it is until it is done. */
 static wsync_status_t pump(nccl_transport_t* t) {
   char why[768];
   size_t i;
   wsync_status_t st;
   if (t->broken_status != WSYNC_OK) return nccl_broken(t);
+  if (t->init_pending) {
+    if ((st = nccl_lazy_init_poll(t)) != WSYNC_OK) return st;
+    if (t->init_pending) return WSYNC_OK;
+  }
   for (i = 0; i < t->num_ops; ++i) {
     nccl_op_t* op = &t->ops[i];
     if (op->state == NCCL_OP_ISSUED) continue;
@@ -337,6 +342,7 @@ static nccl_poll_state_t op_state(void* arg) {
   ncclResult_t a = ncclSuccess, r;
   cudaError_t e;
   if (pump(t) != WSYNC_OK) return NCCL_POLL_FAILED;
+  if (nccl_lazy_init_expired(t)) return NCCL_POLL_FAILED;
   op = find_op(t, c->kind, c->seq);
   if (op == NULL) return NCCL_POLL_DONE;
   if (op->state != NCCL_OP_ISSUED) return NCCL_POLL_PENDING;
@@ -380,6 +386,11 @@ wsync_status_t nccl_wait(nccl_transport_t* t, nccl_op_kind_t kind, uint64_t seq,
     case NCCL_WAIT_TIMEOUT:
     default:
       op = find_op(t, kind, seq);
+      if (t->init_pending)
+        return nccl_fail(WSYNC_ERR_TIMEOUT, NCCL_TP ": rank %u: bucket %llu (%llu bytes) is queued: the NCCL "
+                         "communicator's init is still pending (transport.lazy_init=1; every rank of the world of %u "
+                         "must join)", t->rank, (unsigned long long)seq, (unsigned long long)(op ? op->len : 0),
+                         t->world_size);
       return nccl_fail(WSYNC_ERR_TIMEOUT, NCCL_TP ": rank %u: the broadcast of bucket %llu (%llu bytes) is not %s yet "
                        "(it needs every rank of the world of %u)", t->rank, (unsigned long long)seq,
                        (unsigned long long)(op ? op->len : 0),

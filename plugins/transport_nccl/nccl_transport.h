@@ -15,7 +15,10 @@
  *
  * Threading: the core calls an instance from one thread; abort() only sets `aborted`, and the
  * owner thread's poll loops (and its next call) see it, ncclCommAbort the communicator and
- * return WSYNC_ERR_ABORTED. NCCL is never called from the aborting thread. */
+ * return WSYNC_ERR_ABORTED. NCCL is never called from the aborting thread.
+ *
+ * With transport.lazy_init=1 connect does not wait for the init either: it stays pending
+ * (t->init_pending) and nccl_pump() looks at it once per call, issuing nothing until it is done. */
 #ifndef WSYNC_NCCL_TRANSPORT_H_
 #define WSYNC_NCCL_TRANSPORT_H_
 
@@ -74,6 +77,13 @@ struct nccl_transport {
 
   ncclComm_t comm;     /* NULL before connect and after an abort */
   int connected;
+  /* transport.lazy_init=1: connect started the non-blocking init and returned without waiting
+   * for it (torch's ProcessGroupNCCL in newer SGLang/LMDeploy creates its communicator only at
+   * the first broadcast). Set until ncclCommGetAsyncError first answers ncclSuccess; meanwhile
+   * nothing is issued on the communicator (posted buckets stay queued, waits time out), and a
+   * wait past init_deadline_ms breaks the instance with WSYNC_ERR_TIMEOUT. */
+  int init_pending;
+  int64_t init_deadline_ms; /* connect's start + transport.init_timeout_ms, or INT64_MAX (not set) */
   cudaStream_t stream; /* ours, non-blocking */
   int mem_pools;       /* the device has stream-ordered allocation (cudaMallocAsync) */
   void* scratch;       /* receiver: several regions are received here, then copied out */
@@ -119,6 +129,13 @@ nccl_wait_result_t nccl_poll(nccl_transport_t* t, nccl_poll_state_t (*state)(voi
 /* Rank 0, at create: ncclGetUniqueId, and publish the 128 bytes under t->id_key (and t->torch_key). */
 wsync_status_t nccl_publish_id(nccl_transport_t* t);
 wsync_status_t nccl_connect(nccl_transport_t* t, int64_t timeout_ms);
+/* lazy_init: one non-blocking look at the pending init. WSYNC_OK with t->init_pending cleared
+ * once it completed, or still set while NCCL says ncclInProgress; an error breaks the instance
+ * (the communicator is aborted) and is returned. Nothing to do when no init is pending. */
+wsync_status_t nccl_lazy_init_poll(nccl_transport_t* t);
+/* lazy_init: the init is still pending at or past t->init_deadline_ms: break the instance with
+ * WSYNC_ERR_TIMEOUT (aborting the communicator) and return 1; else 0. */
+int nccl_lazy_init_expired(nccl_transport_t* t);
 /* Free the communicator: finalize and destroy when it is healthy and idle, else abort. */
 void nccl_comm_close(nccl_transport_t* t, int idle);
 /* Device memory for the scratch buffer: stream-ordered where the device supports it. */

@@ -85,6 +85,7 @@ void nccl_break(nccl_transport_t* t, wsync_status_t status, const char* fmt, ...
      * communicator. Called only from the owner thread. */
     ncclResult_t r = ncclCommAbort(t->comm);
     t->comm = NULL;
+    t->init_pending = 0; /* a pending lazy init ends with the communicator */
     if (r != ncclSuccess)
       nccl_log(WSYNC_LOG_WARN, NCCL_TP ": rank %u: ncclCommAbort returned %s", t->rank, ncclGetErrorString(r));
     /* Buckets still on the device may write into receive regions the core is about to reuse:

@@ -53,6 +53,10 @@ void DevFree(void* p) {
 
 void ReleaseKernels() { g.released = g.kernels; }
 
+void CompleteInit() {
+  if (g_comm != nullptr) g_comm->pending = 0;
+}
+
 }  // namespace fake
 
 using fake::g;
@@ -179,6 +183,7 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId i
 }
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* a) {
   if (comm == nullptr || a == nullptr) return ncclInvalidArgument;
+  g.async_polls++;
   if (g.async_error != ncclSuccess) {
     *a = g.async_error;
     return ncclSuccess;

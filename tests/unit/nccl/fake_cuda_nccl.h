@@ -57,6 +57,7 @@ struct State {
   int init_nranks = -1, init_rank = -1;
   unsigned char init_id[NCCL_UNIQUE_ID_BYTES] = {};
   int inits = 0, aborts = 0, finalizes = 0, destroys = 0, live_comms = 0;
+  int async_polls = 0;      // ncclCommGetAsyncError calls
   int violations = 0;
   std::vector<std::string> violation_what;
 
@@ -83,5 +84,6 @@ void Reset();
 void* DevAlloc(size_t n);
 void DevFree(void* p);
 void ReleaseKernels();  // every kernel so far completes
+void CompleteInit();    // the live communicator's call in progress (e.g. an init with init_polls = -1) ends now
 
 }  // namespace fake

@@ -203,7 +203,7 @@ TEST_F(NcclFake, CreateRefusesBadOptionsAndParams) {
   EXPECT_EQ(Create(0, 2, {{"bogus", "1"}}, 0, WSYNC_ERR_INVALID_ARGUMENT), nullptr);
   EXPECT_EQ(t_error,
             "transport nccl: unknown option 'transport.bogus' (known: transport.torch_group, "
-            "transport.allreduce_after_init, transport.init_timeout_ms)");
+            "transport.allreduce_after_init, transport.init_timeout_ms, transport.lazy_init)");
   EXPECT_EQ(Create(0, 2, {{"allreduce_after_init", "yes"}}, 0, WSYNC_ERR_INVALID_ARGUMENT), nullptr);
   EXPECT_EQ(Create(0, 2, {}, 5, WSYNC_ERR_INVALID_ARGUMENT), nullptr);  // one device only
   EXPECT_NE(t_error.find("device_index 5"), std::string::npos) << t_error;
@@ -312,6 +312,241 @@ TEST_F(NcclFake, AllReduceThatNeverCompletesTimesOut) {
   void* self = Create(0, 2, {{"allreduce_after_init", "1"}});
   EXPECT_EQ(tp_->connect(self, 100), WSYNC_ERR_TIMEOUT);
   EXPECT_NE(t_error.find("all-reduce after NCCL init"), std::string::npos) << t_error;
+  EXPECT_EQ(fake::g.aborts, 1);
+}
+
+// ---- lazy init (transport.lazy_init=1) -----------------------------------------------------------
+
+const char kLazyFailed[] =
+    "transport nccl: rank 0: the NCCL communicator's init failed (lazy, world size 2, cuda:0): fake NCCL error (NCCL "
+    "result 6); NCCL's last error: fake last error from NCCL; a rank never joined?";
+
+TEST_F(NcclFake, LazyConnectReturnsAtOnce) {
+  fake::g.init_polls = -1;  // nobody else joins before the first broadcast
+  void* self = Create(0, 3, {{"lazy_init", "1"}});
+  ASSERT_NE(self, nullptr);
+  auto t0 = Clock::now();
+  EXPECT_EQ(tp_->connect(self, 10000), WSYNC_OK) << t_error;
+  EXPECT_LT(MsSince(t0), 500);
+  EXPECT_EQ(fake::g.inits, 1);
+  EXPECT_EQ(fake::g.init_blocking, 0);
+  EXPECT_EQ(fake::g.init_nranks, 3);
+  EXPECT_EQ(fake::g.async_polls, 0);  // connect did not even look
+  EXPECT_EQ(fake::g.streams_created, 1);
+  EXPECT_TRUE(fake::g.allreduces.empty());
+  EXPECT_EQ(tp_->connect(self, 1000), WSYNC_ERR_INVALID_STATE);  // twice
+  Destroy(self);  // the init is still pending: aborted, never finalized
+  EXPECT_EQ(fake::g.aborts, 1);
+  EXPECT_EQ(fake::g.finalizes, 0);
+  EXPECT_EQ(fake::g.destroys, 0);
+}
+
+TEST_F(NcclFake, LazySendIsQueuedUntilTheInitCompletes) {
+  fake::g.init_polls = -1;
+  void* self = Connected(0, 2, {{"lazy_init", "1"}});
+  ASSERT_NE(self, nullptr);
+  void* d = Dev(128);
+  wsync_buffer_t b1 = Buf(d, 64), b2 = Buf(static_cast<char*>(d) + 64, 64);
+  const uint32_t r = 1;
+  fake::g.calls.clear();
+  fake::g.async_polls = 0;
+  ASSERT_EQ(tp_->send_post(self, 1, &b1, &r, 1), WSYNC_OK) << t_error;
+  EXPECT_EQ(fake::g.async_polls, 1);  // one look at the init, no waiting
+  EXPECT_TRUE(fake::g.bcasts.empty()) << "a broadcast was issued before the init completed";
+  ASSERT_EQ(tp_->send_post(self, 2, &b2, &r, 1), WSYNC_OK) << t_error;
+  EXPECT_EQ(fake::g.async_polls, 2);
+  EXPECT_TRUE(fake::g.bcasts.empty());
+  EXPECT_EQ(fake::g.calls, (std::vector<std::string>{"record_caller", "record_caller"}));
+  EXPECT_EQ(tp_->send_wait(self, 1, 0), WSYNC_ERR_TIMEOUT);
+  EXPECT_EQ(t_error,
+            "transport nccl: rank 0: bucket 1 (64 bytes) is queued: the NCCL communicator's init is still pending "
+            "(transport.lazy_init=1; every rank of the world of 2 must join)");
+  auto t0 = Clock::now();
+  EXPECT_EQ(tp_->send_wait(self, 2, 30), WSYNC_ERR_TIMEOUT);  // the core's ~20 ms slices
+  EXPECT_GE(MsSince(t0), 29);
+  EXPECT_TRUE(fake::g.bcasts.empty());
+  EXPECT_EQ(fake::g.aborts, 0);
+
+  fake::CompleteInit();
+  EXPECT_EQ(tp_->send_wait(self, 2, 100), WSYNC_OK) << t_error;  // issues 1 then 2, in post order
+  ASSERT_EQ(fake::g.bcasts.size(), 2u);
+  EXPECT_EQ(fake::g.bcasts[0].recv, b1.data);
+  EXPECT_EQ(fake::g.bcasts[0].count, 64u);
+  EXPECT_EQ(fake::g.bcasts[0].root, 0);
+  EXPECT_EQ(fake::g.bcasts[1].recv, b2.data);
+  EXPECT_EQ(fake::g.calls, (std::vector<std::string>{"record_caller", "record_caller", "wait", "bcast", "record",
+                                                     "wait", "bcast", "record"}));
+  EXPECT_EQ(tp_->send_wait(self, 1, 100), WSYNC_OK) << t_error;
+  Destroy(self);  // complete and idle: finalized politely
+  EXPECT_EQ(fake::g.finalizes, 1);
+  EXPECT_EQ(fake::g.destroys, 1);
+  EXPECT_EQ(fake::g.aborts, 0);
+}
+
+TEST_F(NcclFake, LazyReceiverIssuesOnceTheInitAnswersSuccess) {
+  fake::g.init_polls = 3;  // three looks answer ncclInProgress, the fourth ncclSuccess
+  void* self = Connected(1, 2, {{"lazy_init", "1"}});
+  ASSERT_NE(self, nullptr);
+  EXPECT_EQ(fake::g.async_polls, 0);
+  std::vector<unsigned char> src(24);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<unsigned char>(i * 3 + 1);
+  fake::g.bcast_source = src.data();
+  void* d = Dev(24);
+  wsync_iov_t iov[] = {{d, 24}};
+  ASSERT_EQ(tp_->recv_post(self, 4, iov, 1), WSYNC_OK) << t_error;
+  EXPECT_EQ(fake::g.async_polls, 1);
+  EXPECT_EQ(tp_->recv_wait(self, 4, 0), WSYNC_ERR_TIMEOUT);
+  EXPECT_EQ(fake::g.async_polls, 2);
+  EXPECT_EQ(tp_->recv_wait(self, 4, 0), WSYNC_ERR_TIMEOUT);
+  EXPECT_EQ(fake::g.async_polls, 3);
+  EXPECT_TRUE(fake::g.bcasts.empty());
+  EXPECT_EQ(tp_->recv_wait(self, 4, 0), WSYNC_OK) << t_error;  // 4th look: done; issued and complete
+  ASSERT_EQ(fake::g.bcasts.size(), 1u);
+  EXPECT_EQ(fake::g.bcasts[0].recv, d);
+  EXPECT_EQ(fake::g.bcasts[0].count, 24u);
+  EXPECT_EQ(std::memcmp(d, src.data(), 24), 0);
+}
+
+TEST_F(NcclFake, LazyInitFailureBreaksTheInstance) {
+  fake::g.init_polls = -1;
+  void* self = Connected(0, 2, {{"lazy_init", "1"}});
+  ASSERT_NE(self, nullptr);
+  wsync_buffer_t b = Buf(Dev(8), 8);
+  const uint32_t r = 1;
+  ASSERT_EQ(tp_->send_post(self, 1, &b, &r, 1), WSYNC_OK) << t_error;
+  fake::g.async_error = ncclRemoteError;
+  EXPECT_EQ(tp_->send_wait(self, 1, 1000), WSYNC_ERR_IO);
+  EXPECT_EQ(t_error, kLazyFailed);
+  EXPECT_EQ(fake::g.aborts, 1);
+  EXPECT_TRUE(fake::g.bcasts.empty());
+  EXPECT_EQ(tp_->send_post(self, 2, &b, &r, 1), WSYNC_ERR_IO);
+  EXPECT_EQ(t_error, kLazyFailed);
+  Destroy(self);
+  EXPECT_EQ(fake::g.aborts, 1);  // not twice
+}
+
+TEST_F(NcclFake, LazyInitFailureSeenByAPost) {
+  fake::g.init_polls = -1;
+  void* self = Connected(0, 2, {{"lazy_init", "1"}});
+  ASSERT_NE(self, nullptr);
+  fake::g.async_error = ncclRemoteError;
+  wsync_buffer_t b = Buf(Dev(8), 8);
+  const uint32_t r = 1;
+  EXPECT_EQ(tp_->send_post(self, 1, &b, &r, 1), WSYNC_ERR_IO);
+  EXPECT_EQ(t_error, kLazyFailed);
+  EXPECT_EQ(fake::g.aborts, 1);
+  EXPECT_TRUE(fake::g.bcasts.empty());
+}
+
+TEST_F(NcclFake, LazyInitTimeoutOptionBreaksTheFirstWaitPastIt) {
+  fake::g.init_polls = -1;
+  void* self = Connected(0, 2, {{"lazy_init", "1"}, {"init_timeout_ms", "60"}});
+  ASSERT_NE(self, nullptr);
+  wsync_buffer_t b = Buf(Dev(8), 8);
+  const uint32_t r = 1;
+  ASSERT_EQ(tp_->send_post(self, 1, &b, &r, 1), WSYNC_OK) << t_error;
+  EXPECT_EQ(tp_->send_wait(self, 1, 0), WSYNC_ERR_TIMEOUT);  // before the deadline: only not yet
+  EXPECT_NE(t_error.find("is queued: the NCCL communicator's init is still pending"), std::string::npos) << t_error;
+  EXPECT_EQ(fake::g.aborts, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(80));
+  EXPECT_EQ(tp_->send_wait(self, 1, 0), WSYNC_ERR_TIMEOUT);
+  const std::string expect =
+      "transport nccl: rank 0: lazy NCCL init: rank(s) never joined within 60 ms (transport.init_timeout_ms, counted "
+      "from connect; world size 2, cuda:0)";
+  EXPECT_EQ(t_error, expect);
+  EXPECT_EQ(fake::g.aborts, 1);
+  EXPECT_TRUE(fake::g.bcasts.empty());
+  EXPECT_EQ(tp_->send_post(self, 2, &b, &r, 1), WSYNC_ERR_TIMEOUT);  // broken: says why again
+  EXPECT_EQ(t_error, expect);
+  Destroy(self);
+  EXPECT_EQ(fake::g.aborts, 1);
+
+  // A long wait that spans the deadline ends at the deadline, not at its own timeout.
+  void* again = Connected(0, 2, {{"lazy_init", "1"}, {"init_timeout_ms", "80"}});
+  ASSERT_NE(again, nullptr);
+  ASSERT_EQ(tp_->send_post(again, 1, &b, &r, 1), WSYNC_OK) << t_error;
+  auto t0 = Clock::now();
+  EXPECT_EQ(tp_->send_wait(again, 1, 10000), WSYNC_ERR_TIMEOUT);
+  const int64_t took = MsSince(t0);
+  EXPECT_GE(took, 60);
+  EXPECT_LT(took, 2000);
+  EXPECT_NE(t_error.find("lazy NCCL init: rank(s) never joined within 80 ms"), std::string::npos) << t_error;
+  EXPECT_EQ(fake::g.aborts, 2);
+  EXPECT_TRUE(fake::g.bcasts.empty());
+}
+
+TEST_F(NcclFake, LazyWithoutInitTimeoutLeavesTheDeadlineToTheCore) {
+  fake::g.init_polls = -1;
+  void* self = Connected(0, 2, {{"lazy_init", "1"}});
+  ASSERT_NE(self, nullptr);
+  wsync_buffer_t b = Buf(Dev(8), 8);
+  const uint32_t r = 1;
+  ASSERT_EQ(tp_->send_post(self, 1, &b, &r, 1), WSYNC_OK) << t_error;
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(tp_->send_wait(self, 1, 20), WSYNC_ERR_TIMEOUT);
+  EXPECT_NE(t_error.find("is queued"), std::string::npos) << t_error;
+  EXPECT_EQ(fake::g.aborts, 0);  // still usable
+  fake::CompleteInit();
+  EXPECT_EQ(tp_->send_wait(self, 1, 100), WSYNC_OK) << t_error;
+  EXPECT_EQ(fake::g.bcasts.size(), 1u);
+}
+
+TEST_F(NcclFake, LazyAbortDuringThePendingInit) {
+  fake::g.init_polls = -1;
+  void* self = Connected(0, 2, {{"lazy_init", "1"}});
+  ASSERT_NE(self, nullptr);
+  wsync_buffer_t b = Buf(Dev(8), 8);
+  const uint32_t r = 1;
+  ASSERT_EQ(tp_->send_post(self, 1, &b, &r, 1), WSYNC_OK) << t_error;
+  std::thread th([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    tp_->abort(self);
+  });
+  auto t0 = Clock::now();
+  EXPECT_EQ(tp_->send_wait(self, 1, 10000), WSYNC_ERR_ABORTED);
+  th.join();
+  EXPECT_LT(MsSince(t0), 2000);
+  EXPECT_EQ(t_error, "transport nccl: rank 0: aborted");
+  EXPECT_EQ(fake::g.aborts, 1);
+  EXPECT_TRUE(fake::g.bcasts.empty());
+  EXPECT_EQ(tp_->send_post(self, 2, &b, &r, 1), WSYNC_ERR_ABORTED);
+  Destroy(self);
+  EXPECT_EQ(fake::g.aborts, 1);
+}
+
+TEST_F(NcclFake, LazyForgetPeerDuringThePendingInit) {
+  fake::g.init_polls = -1;
+  void* self = Connected(1, 2, {{"lazy_init", "1"}});
+  ASSERT_NE(self, nullptr);
+  void* d = Dev(8);
+  wsync_iov_t iov[] = {{d, 8}};
+  ASSERT_EQ(tp_->recv_post(self, 1, iov, 1), WSYNC_OK) << t_error;
+  tp_->forget_peer(self, 0);
+  EXPECT_EQ(fake::g.aborts, 1);
+  EXPECT_EQ(tp_->recv_wait(self, 1, 100), WSYNC_ERR_PEER_FAILED);
+  EXPECT_EQ(t_error,
+            "transport nccl: rank 0 (the sender) was dropped; an NCCL group cannot continue without it (this rank 1, "
+            "world size 2)");
+  EXPECT_TRUE(fake::g.bcasts.empty());
+}
+
+TEST_F(NcclFake, LazyInitOptionValues) {
+  const std::string conflict =
+      "transport nccl: options 'transport.lazy_init=1' and 'transport.allreduce_after_init=1' cannot be combined: the "
+      "all-reduce needs the communicator complete at connect (vLLM, which wants it, initialises eagerly)";
+  EXPECT_EQ(Create(0, 2, {{"lazy_init", "1"}, {"allreduce_after_init", "1"}}, 0, WSYNC_ERR_INVALID_ARGUMENT), nullptr);
+  EXPECT_EQ(t_error, conflict);
+  EXPECT_EQ(Create(0, 2, {{"allreduce_after_init", "1"}, {"lazy_init", "1"}}, 0, WSYNC_ERR_INVALID_ARGUMENT), nullptr);
+  EXPECT_EQ(t_error, conflict);
+  EXPECT_EQ(Create(0, 2, {{"lazy_init", "yes"}}, 0, WSYNC_ERR_INVALID_ARGUMENT), nullptr);
+  EXPECT_EQ(t_error, "transport nccl: option 'transport.lazy_init' is 'yes'; use 0 or 1");
+  // lazy_init=0 is the eager default: connect waits for the init (and times out on it).
+  fake::g.init_polls = -1;
+  void* eager = Create(0, 2, {{"lazy_init", "0"}, {"allreduce_after_init", "1"}});
+  ASSERT_NE(eager, nullptr);
+  EXPECT_EQ(tp_->connect(eager, 50), WSYNC_ERR_TIMEOUT);
+  EXPECT_NE(t_error.find("NCCL communicator (world size 2, this rank 0) was not complete after 50 ms"),
+            std::string::npos)
+      << t_error;
   EXPECT_EQ(fake::g.aborts, 1);
 }
 

@@ -120,6 +120,7 @@ TEST(NcclOptions, Defaults) {
   EXPECT_STREQ(o.torch_group, "");
   EXPECT_EQ(o.allreduce_after_init, 0);
   EXPECT_EQ(o.init_timeout_ms, -1);
+  EXPECT_EQ(o.lazy_init, 0);
   EXPECT_EQ(err, "");
 }
 
@@ -127,13 +128,25 @@ TEST(NcclOptions, AllKnownKeys) {
   nccl_options_t o;
   std::string err;
   ASSERT_EQ(Parse(Opt().add("torch_group", "weight_update_group").add("allreduce_after_init", "1").add(
-                      "init_timeout_ms", "120000"),
+                      "init_timeout_ms", "120000").add("lazy_init", "0"),
                   &o, &err),
             WSYNC_OK)
       << err;
   EXPECT_STREQ(o.torch_group, "weight_update_group");
   EXPECT_EQ(o.allreduce_after_init, 1);
   EXPECT_EQ(o.init_timeout_ms, 120000);
+  EXPECT_EQ(o.lazy_init, 0);
+  ASSERT_EQ(Parse(Opt().add("torch_group", "g").add("lazy_init", "1").add("init_timeout_ms", "5000"), &o, &err),
+            WSYNC_OK)
+      << err;
+  EXPECT_EQ(o.lazy_init, 1);
+  EXPECT_EQ(o.allreduce_after_init, 0);
+  EXPECT_EQ(o.init_timeout_ms, 5000);
+  ASSERT_EQ(Parse(Opt().add("lazy_init", "1").add("lazy_init", "0").add("allreduce_after_init", "1"), &o, &err),
+            WSYNC_OK)
+      << err;
+  EXPECT_EQ(o.lazy_init, 0);  // the later one wins
+  EXPECT_EQ(o.allreduce_after_init, 1);
   ASSERT_EQ(Parse(Opt().add("allreduce_after_init", "1").add("allreduce_after_init", "0"), &o, &err), WSYNC_OK);
   EXPECT_EQ(o.allreduce_after_init, 0);  // the later one wins
   ASSERT_EQ(Parse(Opt().add("init_timeout_ms", "1"), &o, &err), WSYNC_OK);
@@ -151,7 +164,7 @@ TEST(NcclOptions, UnknownKeyIsNamedWithTheKnownOnes) {
             WSYNC_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(err,
             "transport nccl: unknown option 'transport.nccl_socket_ifname' (known: transport.torch_group, "
-            "transport.allreduce_after_init, transport.init_timeout_ms)");
+            "transport.allreduce_after_init, transport.init_timeout_ms, transport.lazy_init)");
 }
 
 TEST(NcclOptions, BadZeroOneValue) {
@@ -160,7 +173,27 @@ TEST(NcclOptions, BadZeroOneValue) {
   for (const char* v : {"2", "true", "", "01", " 1", "yes"}) {
     EXPECT_EQ(Parse(Opt().add("allreduce_after_init", v), &o, &err), WSYNC_ERR_INVALID_ARGUMENT) << v;
     EXPECT_EQ(err, std::string("transport nccl: option 'transport.allreduce_after_init' is '") + v + "'; use 0 or 1");
+    EXPECT_EQ(Parse(Opt().add("lazy_init", v), &o, &err), WSYNC_ERR_INVALID_ARGUMENT) << v;
+    EXPECT_EQ(err, std::string("transport nccl: option 'transport.lazy_init' is '") + v + "'; use 0 or 1");
   }
+}
+
+TEST(NcclOptions, LazyInitRefusesTheAllReduceAfterInit) {
+  nccl_options_t o;
+  std::string err;
+  const std::string msg =
+      "transport nccl: options 'transport.lazy_init=1' and 'transport.allreduce_after_init=1' cannot be combined: the "
+      "all-reduce needs the communicator complete at connect (vLLM, which wants it, initialises eagerly)";
+  EXPECT_EQ(Parse(Opt().add("lazy_init", "1").add("allreduce_after_init", "1"), &o, &err), WSYNC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(err, msg);
+  EXPECT_EQ(Parse(Opt().add("allreduce_after_init", "1").add("lazy_init", "1"), &o, &err), WSYNC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(err, msg);
+  EXPECT_EQ(Parse(Opt().add("allreduce_after_init", "1").add("lazy_init", "1").add("allreduce_after_init", "0"), &o,
+                  &err),
+            WSYNC_OK)
+      << err;  // the combination that counts is the final one
+  EXPECT_EQ(o.lazy_init, 1);
+  EXPECT_EQ(o.allreduce_after_init, 0);
 }
 
 TEST(NcclOptions, BadTimeout) {
