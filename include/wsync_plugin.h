@@ -70,7 +70,9 @@ typedef struct wsync_host_v1_t {
  * staging once per group instead of a handle per tensor. */
 #define WSYNC_TRANSPORT_CAP_STAGING_ONLY (1u << 3)
 /* Since 1.1: takes the option torch_group=<name> and then also publishes its bootstrap id (the
- * NCCL unique id) where a torch ProcessGroupNCCL of that group name reads it from the store. */
+ * NCCL unique id) where a torch ProcessGroupNCCL of that group name reads it from the store; and
+ * takes lazy_init=1: connect starts the communicator and returns, the first transfer waits for it
+ * (torch creates its side at the first collective). */
 #define WSYNC_TRANSPORT_CAP_TORCH_STORE_ID (1u << 4)
 
 typedef struct wsync_transport_params_t {
@@ -182,7 +184,7 @@ typedef const wsync_transport_v1_t* (*wsync_transport_entry_v1_fn)(const wsync_h
 /* Since 1.1: the engine's workers join with torch's rendezvous on the sender's store and read the
  * NCCL unique id where a ProcessGroupNCCL of the group's name looks (SGLang, LMDeploy). With a
  * transport that has WSYNC_TRANSPORT_CAP_TORCH_STORE_ID the core then passes it
- * transport.torch_group=<group name> (unless the caller set that option). */
+ * transport.torch_group=<group name> and transport.lazy_init=1 (unless the caller set them). */
 #define WSYNC_ADAPTER_CAP_TORCH_STORE_ID (1u << 2)
 
 /* How the planner must lay tensors out in a bucket. */

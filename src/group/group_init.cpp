@@ -261,11 +261,16 @@ void add_torch_group(wsync_group_t* g, OptionList* t_opts) {
   if (!(g->adapter.table->caps & WSYNC_ADAPTER_CAP_TORCH_STORE_ID) ||
       !(g->transport.table->caps & WSYNC_TRANSPORT_CAP_TORCH_STORE_ID))
     return;
-  for (const auto& kv : *t_opts)
-    if (kv.first == "torch_group") return;
-  t_opts->push_back({"torch_group", g->group_name});
-  WSYNC_LOGI("group '%s': transport '%s' also publishes its id for torch (torch_group=%s), as adapter '%s' needs",
-             g->group_name.c_str(), g->transport.table->name, g->group_name.c_str(), g->adapter.table->name);
+  bool group = false, lazy = false;
+  for (const auto& kv : *t_opts) {
+    group |= kv.first == "torch_group";
+    lazy |= kv.first == "lazy_init";
+  }
+  if (!group) t_opts->push_back({"torch_group", g->group_name});
+  // torch creates a ProcessGroupNCCL's communicator at its first collective, not at init.
+  if (!lazy) t_opts->push_back({"lazy_init", "1"});
+  WSYNC_LOGI("group '%s': transport '%s' publishes its id for torch and creates its communicator lazily, as "
+             "adapter '%s' needs", g->group_name.c_str(), g->transport.table->name, g->adapter.table->name);
 }
 
 // The NCCL unique id, for engines that take it in their init request (vLLM).
