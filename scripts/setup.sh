@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Installs what wsync needs from Debian (when missing) and builds it into build/.
+# Fails (non-zero exit, the compiler's errors on stderr) when anything does not configure or build,
+# so nothing after it ever runs binaries left over from an earlier build.
 # Usage: scripts/setup.sh [extra cmake args]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PACKAGES=(build-essential cmake pkg-config libucx-dev ucx-utils libcjson-dev libcurl4-openssl-dev
-          libcmocka-dev libgtest-dev libxxhash-dev libcpp-httplib-dev)
+          libcmocka-dev libgtest-dev libxxhash-dev libcpp-httplib-dev valgrind)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -19,8 +21,17 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 JOBS=${WSYNC_JOBS:-$(nproc)}
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >build-configure.log 2>&1 || { cat build-configure.log; exit 1; }
-grep -A12 "configuration summary" build-configure.log | sed 's/^-- //'
-cmake --build build -j"$JOBS" 2>&1 | grep -E "error|warning|Error" || true
-test -x build/bin/wsync-sample-trainer
-echo "setup: built into build/"
+if ! cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >build-configure.log 2>&1; then
+  cat build-configure.log >&2
+  echo "setup: FAILED: cmake could not configure the project (log above, also in build-configure.log)" >&2
+  exit 1
+fi
+sed -n '/configuration summary/,/^-- $/p' build-configure.log | sed 's/^-- //'
+if ! cmake --build build -j"$JOBS" >build.log 2>&1; then
+  grep -E -B2 -A6 "error|Error" build.log | tail -n 80 >&2 || tail -n 80 build.log >&2
+  echo "setup: FAILED: the build failed (full log: build.log)" >&2
+  exit 1
+fi
+warnings=$(grep -c "warning:" build.log || true)
+[ "$warnings" -eq 0 ] || grep "warning:" build.log | sort -u | head -n 20
+echo "setup: built into build/ ($warnings compiler warning(s))"

@@ -159,7 +159,7 @@ static const wsync_adapter_v1_t kLmdeployAdapter = {
     (uint32_t)sizeof(wsync_adapter_v1_t),
     WSYNC_PLUGIN_ABI_VERSION,
     ADAPTER,
-    "0.1.0",
+    WSYNC_PLUGIN_VERSION,
     WSYNC_ADAPTER_CAP_HTTP | WSYNC_ADAPTER_CAP_TORCH_STORE_ID,
     lmdeploy_create,
     lmdeploy_get_layout,

@@ -50,7 +50,7 @@ static const wsync_adapter_v1_t kNativeAdapter = {
     (uint32_t)sizeof(wsync_adapter_v1_t),
     WSYNC_PLUGIN_ABI_VERSION,
     "native",
-    "0.1.0",
+    WSYNC_PLUGIN_VERSION,
     WSYNC_ADAPTER_CAP_INBAND_MANIFEST,
     native_create,
     native_get_layout,

@@ -185,7 +185,7 @@ static const wsync_adapter_v1_t kSglangAdapter = {
     (uint32_t)sizeof(wsync_adapter_v1_t),
     WSYNC_PLUGIN_ABI_VERSION,
     ADAPTER,
-    "0.1.0",
+    WSYNC_PLUGIN_VERSION,
     WSYNC_ADAPTER_CAP_HTTP | WSYNC_ADAPTER_CAP_TORCH_STORE_ID,
     sglang_create,
     sglang_get_layout,

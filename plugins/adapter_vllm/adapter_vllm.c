@@ -297,7 +297,7 @@ static const wsync_adapter_v1_t kVllmAdapter = {
     (uint32_t)sizeof(wsync_adapter_v1_t),
     WSYNC_PLUGIN_ABI_VERSION,
     ADAPTER,
-    "0.1.0",
+    WSYNC_PLUGIN_VERSION,
     WSYNC_ADAPTER_CAP_HTTP,
     vllm_create,
     vllm_get_layout,

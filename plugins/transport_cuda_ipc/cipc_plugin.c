@@ -122,7 +122,7 @@ static const wsync_transport_v1_t kCudaIpcTransport = {
     (uint32_t)sizeof(wsync_transport_v1_t),
     WSYNC_PLUGIN_ABI_VERSION,
     CIPC_NAME,
-    "0.1.0",
+    WSYNC_PLUGIN_VERSION,
     WSYNC_TRANSPORT_CAP_CUDA_MEMORY | WSYNC_TRANSPORT_CAP_STAGING_ONLY | WSYNC_TRANSPORT_CAP_SCATTER_RECV,
     cipc_create,
     cipc_connect,

@@ -225,7 +225,7 @@ static const wsync_transport_v1_t kNcclTransport = {
     (uint32_t)sizeof(wsync_transport_v1_t),
     WSYNC_PLUGIN_ABI_VERSION,
     "nccl",
-    "0.1.0",
+    WSYNC_PLUGIN_VERSION,
     WSYNC_TRANSPORT_CAP_CUDA_MEMORY | WSYNC_TRANSPORT_CAP_TORCH_STORE_ID,
     tp_create,
     tp_connect,

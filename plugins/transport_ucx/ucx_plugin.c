@@ -120,7 +120,7 @@ static const wsync_transport_v1_t kUcxTransport = {
     (uint32_t)sizeof(wsync_transport_v1_t),
     WSYNC_PLUGIN_ABI_VERSION,
     "ucx",
-    "0.1.0",
+    WSYNC_PLUGIN_VERSION,
     WSYNC_TRANSPORT_CAP_HOST_MEMORY | WSYNC_TRANSPORT_CAP_SCATTER_RECV,
     ucx_create,
     ucx_connect,
