@@ -6,17 +6,21 @@
  *
  * ABI rules (see docs/ABI.md for the full policy):
  *  - Status codes are pinned forever; a retired code keeps its number and name.
- *  - Every public struct starts with `uint32_t struct_size` and has a WSYNC_*_INIT macro.
- *    The library reads min(struct_size, its own sizeof) bytes and defaults the rest, so a
- *    caller built against an older header keeps working when fields are appended.
+ *  - Every public struct starts with `uint32_t struct_size` and has a WSYNC_*_INIT macro and a
+ *    WSYNC_*_STRUCT_SIZE constant (the size up to its last field, as PJRT does). The library
+ *    reads min(struct_size, its own size) bytes and defaults the rest, so a caller built against
+ *    an older header keeps working when fields are appended.
+ *  - Zero means default (since 1.2): a config struct that is all zero but for struct_size and
+ *    the fields the call cannot guess (marked "required") works, with the defaults written next
+ *    to each field. A timeout_ms field of a config struct: 0 or negative = the default.
  *  - Arrays of structs (tensors, options) are stepped through by the struct_size of their
  *    first element; every element of one array must carry the same struct_size.
  *  - Strings and option arrays passed in are copied during the call unless a comment says
  *    otherwise. Returned pointers state their lifetime next to the function.
  *  - Destroy functions accept NULL and never fail.
- *  - Every blocking call takes a timeout in milliseconds; a negative timeout means "the
- *    default" (WSYNC_DEFAULT_TIMEOUT_MS, or the group's "timeout_ms" option), 0 means "do not
- *    block" where that makes sense, and there is no "wait forever".
+ *  - Every blocking call takes a timeout in milliseconds as an argument; a negative timeout
+ *    means "the default" (the group's or receiver's "timeout_ms" option, 60000 unless set), 0
+ *    means "do not block" where that makes sense, and there is no "wait forever".
  *  - Only wsync_* symbols are exported. This header needs nothing but <stddef.h>/<stdint.h>
  *    and compiles as C99 and C++.
  */
@@ -43,14 +47,19 @@ extern "C" {
 /* ABI major: bumped only by a breaking change (the soname is libwsync.so.<major>).
  * ABI minor: bumped when functions or struct fields are appended. */
 #define WSYNC_ABI_VERSION_MAJOR 1
-#define WSYNC_ABI_VERSION_MINOR 1
+#define WSYNC_ABI_VERSION_MINOR 2
 #define WSYNC_ABI_VERSION ((WSYNC_ABI_VERSION_MAJOR << 16) | WSYNC_ABI_VERSION_MINOR)
+
+/* Since 1.2. The size of `type` up to and including `field`: the struct_size a caller built
+ * against the header whose struct ended at `field` passes. Each public struct has a
+ * WSYNC_<NAME>_STRUCT_SIZE built from its current last field; a test pins it to sizeof. */
+#define WSYNC_STRUCT_SIZE(type, field) (offsetof(type, field) + sizeof(((type*)0)->field))
 
 /* (major << 16) | minor of the library actually loaded. Compare its major with
  * WSYNC_ABI_VERSION_MAJOR before use. Thread-safe; never fails. */
 WSYNC_API uint32_t wsync_abi_version(void);
 
-/* The library's release, e.g. "0.1.0". Static storage; thread-safe. */
+/* The library's release, e.g. "0.3.0". Static storage; thread-safe. */
 WSYNC_API const char* wsync_version_string(void);
 
 /* ---------------------------------------------------------------------------------------------
@@ -121,11 +130,13 @@ typedef struct wsync_option_t {
   const char* value; /* e.g. "536870912" */
 } wsync_option_t;
 
-#define WSYNC_OPTION(k, v) {(uint32_t)sizeof(wsync_option_t), 0u, (k), (v)}
+#define WSYNC_OPTION_STRUCT_SIZE WSYNC_STRUCT_SIZE(wsync_option_t, value)
+#define WSYNC_OPTION(k, v) {(uint32_t)WSYNC_OPTION_STRUCT_SIZE, 0u, (k), (v)}
 
 /* Group options (see docs/ABI.md for the full table):
  *   bucket_bytes      bucket size in bytes (default 536870912 = 512 MiB; 4096..2^40)
- *   staging_buckets   staging buffers per group, >= 2 (default 2)
+ *   staging_buckets   staging buffers per group, >= 2 (default 2); also how many batches may be
+ *                     in flight at once (wsync_group_send_start)
  *   timeout_ms        default timeout of blocking calls (default 60000)
  *   verify_payload    "1" to checksum every bucket's bytes end to end (default "0")
  *   store_addr_file   path the sender writes "host:port" of its bound store to (for port 0)
@@ -170,10 +181,10 @@ WSYNC_API const char* wsync_dtype_name(int32_t dtype);
  * takes the descriptor, unless that call says otherwise. */
 typedef struct wsync_tensor_t {
   uint32_t struct_size;
-  int32_t dtype;        /* WSYNC_DTYPE_* */
-  const char* name;     /* UTF-8, 1..1024 bytes, unique within one update */
-  void* data;           /* may be NULL only when nbytes == 0 */
-  uint64_t nbytes;
+  int32_t dtype;        /* required: WSYNC_DTYPE_* */
+  const char* name;     /* required: UTF-8, 1..1024 bytes, no NUL inside, unique within one update */
+  void* data;           /* required unless nbytes == 0 */
+  uint64_t nbytes;      /* product(shape) * wsync_dtype_size(dtype) */
   int32_t ndim;         /* 0..WSYNC_MAX_NDIM; 0 is a scalar */
   int32_t device_type;  /* WSYNC_DEVICE_*; 0 means CPU */
   int32_t device_index; /* CUDA ordinal in the calling process; ignored for CPU */
@@ -181,8 +192,9 @@ typedef struct wsync_tensor_t {
   int64_t shape[WSYNC_MAX_NDIM];
 } wsync_tensor_t;
 
+#define WSYNC_TENSOR_STRUCT_SIZE WSYNC_STRUCT_SIZE(wsync_tensor_t, shape)
 #define WSYNC_TENSOR_INIT \
-  {(uint32_t)sizeof(wsync_tensor_t), WSYNC_DTYPE_INVALID, NULL, NULL, 0u, 0, WSYNC_DEVICE_CPU, 0, 0, {0}}
+  {(uint32_t)WSYNC_TENSOR_STRUCT_SIZE, WSYNC_DTYPE_INVALID, NULL, NULL, 0u, 0, WSYNC_DEVICE_CPU, 0, 0, {0}}
 
 /* ---------------------------------------------------------------------------------------------
  * Sender half: the trainer
@@ -192,9 +204,9 @@ typedef struct wsync_group wsync_group_t; /* opaque */
 
 typedef struct wsync_group_config_t {
   uint32_t struct_size;
-  uint32_t num_receivers;        /* receivers expected to join; world size = 1 + num_receivers.
-                                    With an HTTP engine adapter (since 1.1): 0 = the GPUs of the
-                                    healthy servers in option "engines" */
+  uint32_t num_receivers;        /* required: receivers expected to join; world size = 1 +
+                                    num_receivers. With an HTTP engine adapter (since 1.1): 0 = the
+                                    GPUs of the healthy servers in option "engines" */
   const char* group_name;        /* NULL = "wsync"; receivers must name the same group */
   const char* store_addr;        /* "host:port" to host the rendezvous store on; port 0 picks a
                                     free port (see the store_addr_file option and
@@ -203,11 +215,14 @@ typedef struct wsync_group_config_t {
   const char* adapter;           /* plugin name ("native") or absolute path; NULL = "native" */
   const wsync_option_t* options; /* may be NULL when num_options == 0 */
   uint64_t num_options;
-  int64_t timeout_ms;            /* how long init waits for every receiver; < 0 = default */
+  int64_t timeout_ms;            /* how long init waits for every receiver; 0 or < 0 = the
+                                    option timeout_ms (60000 unless set). Until 1.1, 0 meant "do
+                                    not wait" */
 } wsync_group_config_t;
 
+#define WSYNC_GROUP_CONFIG_STRUCT_SIZE WSYNC_STRUCT_SIZE(wsync_group_config_t, timeout_ms)
 #define WSYNC_GROUP_CONFIG_INIT \
-  {(uint32_t)sizeof(wsync_group_config_t), 0u, NULL, NULL, NULL, NULL, NULL, 0u, -1}
+  {(uint32_t)WSYNC_GROUP_CONFIG_STRUCT_SIZE, 0u, NULL, NULL, NULL, NULL, NULL, 0u, -1}
 
 /* Create a group: load the transport and adapter plugins, host the rendezvous store, wait
  * until all `num_receivers` receivers joined (each rank 1..num_receivers exactly once), and
@@ -225,9 +240,51 @@ WSYNC_API const char* wsync_group_store_addr(const wsync_group_t* group);
  * Tensor memory is borrowed only during the call. Names must be unique within an update.
  * A failure names the receiver (rank) or tensor at fault; after a failure the update is
  * broken: the next successful finalize is impossible, destroy the group.
- * timeout_ms bounds each wait for a receiver, not the whole call. */
+ * timeout_ms bounds each wait for a receiver, not the whole call.
+ * Since 1.2 this is wsync_group_send_start followed by waiting for that batch; while it waits
+ * the calling thread sleeps (no core is spun). */
 WSYNC_API wsync_status_t wsync_group_send_batch(wsync_group_t* group, const wsync_tensor_t* tensors,
                                                 uint64_t num_tensors, int64_t timeout_ms);
+
+/* Since 1.2: the asynchronous send. Start moving one batch and return without waiting for it, so
+ * the caller can produce the next batch (an FSDP all-gather, a TP gather) while this one moves.
+ * The group's own thread plans, packs and moves the batches in the order they were started.
+ *
+ * Checks first, and on any refusal starts nothing and leaves the group usable: the descriptors,
+ * shapes, names (unique within the update, counting batches still in flight), devices.
+ * *ticket (required) gets the batch's number: 1 for the first batch of the group, then one more
+ * per started batch.
+ *
+ * Ownership: the descriptors and names are copied during the call; the tensor MEMORY is borrowed
+ * until wsync_group_send_wait for this ticket (or a later one) returns anything but
+ * WSYNC_ERR_TIMEOUT, or until wsync_group_destroy returns. Do not free or overwrite it before.
+ * For CUDA tensors an event is recorded on the stream set with wsync_group_set_cuda_stream during
+ * this call: work queued on that stream before the call is seen, work queued after it is not.
+ *
+ * Depth: at most the option staging_buckets batches (default 2) are in flight. When that many
+ * are, the call first waits, up to timeout_ms, for the oldest to finish; if none finished it
+ * returns WSYNC_ERR_TIMEOUT and starts nothing. A batch that failed stops the pipeline: the
+ * failure is reported by the wait (and by this call, for batches started after it).
+ *
+ * timeout_ms: for the depth wait above, and then for each wait of this batch for a receiver
+ * (negative: the group's timeout_ms option). */
+WSYNC_API wsync_status_t wsync_group_send_start(wsync_group_t* group, const wsync_tensor_t* tensors,
+                                                uint64_t num_tensors, int64_t timeout_ms, uint64_t* ticket);
+
+/* Since 1.2: wait up to timeout_ms for batch `ticket` to be delivered: every bucket of it (and of
+ * every batch started before it, which finish first) acknowledged by every receiver.
+ *   WSYNC_OK              delivered; wsync no longer reads the batch's tensors
+ *   WSYNC_ERR_TIMEOUT     not yet (timeout_ms 0: never blocks, a test); still in flight and
+ *                         borrowed; wait again
+ *   any other status      the batch failed, or an earlier one did, or the group was aborted
+ *                         (WSYNC_ERR_ABORTED): the group is broken (see send_batch). wsync no
+ *                         longer reads the tensors of this or any earlier batch. Every later
+ *                         wait returns the same status and message.
+ * A ticket never handed out: WSYNC_ERR_INVALID_ARGUMENT. Waiting again for a delivered ticket
+ * returns WSYNC_OK at once. timeout_ms < 0 = the group's timeout_ms option.
+ * Threading: like every call on a group but abort, from one thread at a time (any thread).
+ * wsync_group_abort from another thread makes a wait in progress return WSYNC_ERR_ABORTED soon. */
+WSYNC_API wsync_status_t wsync_group_send_wait(wsync_group_t* group, uint64_t ticket, int64_t timeout_ms);
 
 /* Since 1.1. The cudaStream_t (passed as void*) that produces the tensors of the following
  * send_batch calls; NULL = the legacy default stream (the initial value). Before it reads a CUDA
@@ -238,13 +295,14 @@ WSYNC_API wsync_status_t wsync_group_set_cuda_stream(wsync_group_t* group, void*
 
 /* Close the current update as weight version `version` (must be greater than the last
  * committed one): every receiver is told, commits, and confirms; returns only when all did.
- * The next send_batch starts a new update. */
+ * Batches still in flight are delivered first (a failed one fails the finalize). The next
+ * send_batch starts a new update. */
 WSYNC_API wsync_status_t wsync_group_finalize(wsync_group_t* group, uint64_t version,
                                               int64_t timeout_ms);
 
 /* Make any call in progress on the group, and every later one, return WSYNC_ERR_ABORTED soon
- * (within ~100 ms). Receivers are told the update was aborted. Safe from any thread and from a
- * signal handler's thread context (it only sets flags); idempotent. NULL is ignored. */
+ * (within ~100 ms), batches in flight included. Receivers are told the update was aborted. Safe
+ * from any thread (it sets flags and wakes the group's thread); idempotent. NULL is ignored. */
 WSYNC_API void wsync_group_abort(wsync_group_t* group);
 
 /* Counters of a group, for logs and benchmarks. */
@@ -258,18 +316,21 @@ typedef struct wsync_group_stats_t {
   uint64_t tensors;           /* tensors sent (a split tensor counts once) */
   uint64_t bytes;             /* tensor bytes sent per receiver */
   uint64_t staging_bytes;     /* host staging memory held by the group */
-  double send_seconds;        /* wall time spent inside send_batch */
+  double send_seconds;        /* wall time from the start of each batch to its delivery */
   uint64_t device_staging_bytes; /* since 1.1: CUDA staging memory held by the group */
 } wsync_group_stats_t;
 
-#define WSYNC_GROUP_STATS_INIT {(uint32_t)sizeof(wsync_group_stats_t), 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0.0, 0u}
+#define WSYNC_GROUP_STATS_STRUCT_SIZE WSYNC_STRUCT_SIZE(wsync_group_stats_t, device_staging_bytes)
+#define WSYNC_GROUP_STATS_INIT {(uint32_t)WSYNC_GROUP_STATS_STRUCT_SIZE, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0.0, 0u}
 
-/* Fill *stats (honouring stats->struct_size). Not thread-safe against a running call. */
+/* Fill *stats (honouring stats->struct_size). Since 1.2 safe while batches are in flight (the
+ * counters then include what has been delivered so far). */
 WSYNC_API wsync_status_t wsync_group_get_stats(const wsync_group_t* group, wsync_group_stats_t* stats);
 
 /* Tear the group down: receivers are told the group closed, the store stops, plugins are
- * unloaded. Accepts NULL; never fails; must not race with other calls on the group except
- * wsync_group_abort. */
+ * unloaded. Batches still in flight are abandoned (receivers are told) and their tensors are no
+ * longer read once this returns. Accepts NULL; never fails; must not race with other calls on
+ * the group except wsync_group_abort. */
 WSYNC_API void wsync_group_destroy(wsync_group_t* group);
 
 /* ---------------------------------------------------------------------------------------------
@@ -280,17 +341,20 @@ typedef struct wsync_receiver wsync_receiver_t; /* opaque */
 
 typedef struct wsync_receiver_config_t {
   uint32_t struct_size;
-  uint32_t rank;                 /* 1..num_receivers of the group */
-  const char* store_addr;        /* the sender's store, "host:port" */
+  uint32_t rank;                 /* required: 1..num_receivers of the group */
+  const char* store_addr;        /* required: the sender's store, "host:port" */
   const char* group_name;        /* NULL = "wsync"; must equal the sender's */
   const char* transport;         /* NULL = the one the sender announces; else a name or path */
   const wsync_option_t* options; /* "transport.*" options; may be NULL */
   uint64_t num_options;
-  int64_t timeout_ms;            /* how long init waits for the store and the sender */
+  int64_t timeout_ms;            /* how long init waits for the store and the sender; 0 or < 0 =
+                                    the option timeout_ms (60000 unless set). Until 1.1, 0 meant
+                                    "do not wait" */
 } wsync_receiver_config_t;
 
+#define WSYNC_RECEIVER_CONFIG_STRUCT_SIZE WSYNC_STRUCT_SIZE(wsync_receiver_config_t, timeout_ms)
 #define WSYNC_RECEIVER_CONFIG_INIT \
-  {(uint32_t)sizeof(wsync_receiver_config_t), 0u, NULL, NULL, NULL, NULL, 0u, -1}
+  {(uint32_t)WSYNC_RECEIVER_CONFIG_STRUCT_SIZE, 0u, NULL, NULL, NULL, NULL, 0u, -1}
 
 /* Join a group: connect to the store (retrying until timeout), check the group name and rank
  * with the sender (a mismatch returns WSYNC_ERR_REJECTED with the reason), and bring the
@@ -330,13 +394,15 @@ typedef struct wsync_receiver_event_t {
   uint64_t bytes;                 /* for BUCKET: payload bytes of the bucket */
 } wsync_receiver_event_t;
 
+#define WSYNC_RECEIVER_EVENT_STRUCT_SIZE WSYNC_STRUCT_SIZE(wsync_receiver_event_t, bytes)
 #define WSYNC_RECEIVER_EVENT_INIT \
-  {(uint32_t)sizeof(wsync_receiver_event_t), WSYNC_EVENT_NONE, 0u, 0u, 0u, NULL, NULL, 0u}
+  {(uint32_t)WSYNC_RECEIVER_EVENT_STRUCT_SIZE, WSYNC_EVENT_NONE, 0u, 0u, 0u, NULL, NULL, 0u}
 
 /* Wait up to timeout_ms for the next event and describe it in *event. A tensor split across
  * buckets is reported once, in the event of its last chunk. WSYNC_ERR_TIMEOUT when nothing
  * arrived in time (the receiver stays usable); WSYNC_ERR_PEER_FAILED when the sender vanished;
- * WSYNC_ERR_PROTOCOL for corrupted data (the update is refused and the sender told). */
+ * WSYNC_ERR_PROTOCOL for corrupted data (the update is refused and the sender told). The calling
+ * thread sleeps while it waits (on the control socket and the transport's event descriptor). */
 WSYNC_API wsync_status_t wsync_receiver_next(wsync_receiver_t* rx, wsync_receiver_event_t* event,
                                              int64_t timeout_ms);
 
@@ -349,6 +415,49 @@ WSYNC_API uint64_t wsync_receiver_committed_version(const wsync_receiver_t* rx);
 
 /* Leave the group and free everything. Accepts NULL; never fails. */
 WSYNC_API void wsync_receiver_destroy(wsync_receiver_t* rx);
+
+/* ---------------------------------------------------------------------------------------------
+ * Plugins: what this process can load (since 1.2; what the wsync-info program prints)
+ * ------------------------------------------------------------------------------------------- */
+
+#define WSYNC_PLUGIN_KIND_TRANSPORT 1
+#define WSYNC_PLUGIN_KIND_ADAPTER 2
+
+/* One plugin file found in the plugin folders. Strings are never NULL. */
+typedef struct wsync_plugin_info_t {
+  uint32_t struct_size;
+  int32_t kind;           /* WSYNC_PLUGIN_KIND_* */
+  const char* name;       /* from the file name libwsync_<kind>_<name>.so */
+  const char* path;       /* the file */
+  const char* version;    /* the plugin's release; "" when it did not load */
+  const char* detail;     /* what the plugin reports about its libraries and devices ("UCX
+                             1.13.1"); "" when it reports nothing */
+  const char* error;      /* "" when it loads; else why not, in the words init would use */
+  uint64_t caps;          /* WSYNC_TRANSPORT_CAP_* or WSYNC_ADAPTER_CAP_* (wsync_plugin.h) */
+  uint32_t abi_major;     /* the plugin ABI its table was built for (0 when it did not load) */
+  uint32_t abi_minor;     /* the newest minor its table's size covers */
+  wsync_status_t status;  /* WSYNC_OK when it loads, else the status init would return */
+  uint32_t shadowed;      /* 1: a file of the same kind and name in an earlier folder is the one
+                             wsync loads, not this one */
+} wsync_plugin_info_t;
+
+#define WSYNC_PLUGIN_INFO_STRUCT_SIZE WSYNC_STRUCT_SIZE(wsync_plugin_info_t, shadowed)
+#define WSYNC_PLUGIN_INFO_INIT \
+  {(uint32_t)WSYNC_PLUGIN_INFO_STRUCT_SIZE, 0, NULL, NULL, NULL, NULL, NULL, 0u, 0u, 0u, 0, 0u}
+
+/* Since 1.2. The folders searched for plugins, in search order, joined by ':' (WSYNC_PLUGIN_PATH
+ * first, then the wsync/ folder beside the loaded libwsync); "" when there is none. Valid until
+ * the next wsync call on the same thread. Never NULL. */
+WSYNC_API const char* wsync_plugin_dirs(void);
+
+/* Since 1.2. Load every libwsync_transport_*.so and libwsync_adapter_*.so in the plugin folders
+ * and describe each, in search order. Writes at most `capacity` entries to `infos` (stepped by
+ * infos[0].struct_size: set it, e.g. with WSYNC_PLUGIN_INFO_INIT); *count (required) gets the
+ * number of files found, which may be more than capacity (call again with a larger array).
+ * infos may be NULL when capacity is 0. The strings stay valid until the next
+ * wsync_list_plugins call on the same thread. A plugin that fails to load is listed with its
+ * status and error; the call itself fails only for bad arguments. Thread-safe. */
+WSYNC_API wsync_status_t wsync_list_plugins(wsync_plugin_info_t* infos, uint64_t capacity, uint64_t* count);
 
 #ifdef __cplusplus
 } /* extern "C" */

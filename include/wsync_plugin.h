@@ -28,8 +28,12 @@
 extern "C" {
 #endif
 
-#define WSYNC_PLUGIN_ABI_VERSION 1 /* the major; tables grow by appending (minor 1: GPU fields) */
-#define WSYNC_PLUGIN_ABI_MINOR 1
+#define WSYNC_PLUGIN_ABI_VERSION 1 /* the major; tables grow by appending */
+#define WSYNC_PLUGIN_ABI_MINOR 2   /* 1: GPU fields and HTTP engines; 2: event fd, side channel, hints */
+
+/* Since 1.2. Does the versioned struct at `p` (which starts with struct_size) reach the end of
+ * `field` of `type`? Read a field only when it does: an older peer passes a shorter struct. */
+#define WSYNC_HAS_FIELD(p, type, field) ((p) != NULL && (p)->struct_size >= WSYNC_STRUCT_SIZE(type, field))
 
 /* ---------------------------------------------------------------------------------------------
  * The host table: core services for plugins. Process-wide; valid while the plugin is loaded.
@@ -55,7 +59,32 @@ typedef struct wsync_host_v1_t {
   /* Page-aligned host memory for staging; NULL on failure. */
   void* (*alloc_host)(uint64_t bytes);
   void (*free_host)(void* ptr, uint64_t bytes);
+  /* Since 1.2: the plugin ABI minor of the core (WSYNC_PLUGIN_ABI_MINOR it was built with). A
+   * plugin that needs a 1.2 core (the side channel, hints) checks it; an older core's table ends
+   * before this field. */
+  uint32_t abi_minor;
+  uint32_t reserved0;
 } wsync_host_v1_t;
+
+#define WSYNC_HOST_STRUCT_SIZE WSYNC_STRUCT_SIZE(wsync_host_v1_t, reserved0)
+
+/* Since 1.2. True when `host` can serve a plugin that uses the host table up to `last_field`:
+ * the same plugin ABI major and a table at least that large (a larger, newer table is fine). */
+#define WSYNC_PLUGIN_HOST_USABLE(host, last_field) \
+  ((host) != NULL && (host)->abi_version == WSYNC_PLUGIN_ABI_VERSION && WSYNC_HAS_FIELD(host, wsync_host_v1_t, last_field))
+
+/* Since 1.2. The first line of every entry function: when `host` cannot serve a plugin that uses
+ * the host table up to `last_field`, say why (through set_error, when the table has one) and
+ * return NULL. `plugin` names the plugin in the message ("transport 'ucx'"). */
+#define WSYNC_PLUGIN_CHECK_HOST(host, last_field, plugin)                                                         \
+  do {                                                                                                            \
+    if (!WSYNC_PLUGIN_HOST_USABLE(host, last_field)) {                                                            \
+      if ((host) != NULL && WSYNC_HAS_FIELD(host, wsync_host_v1_t, set_error) && (host)->set_error != NULL)        \
+        (host)->set_error(WSYNC_ERR_VERSION_MISMATCH, plugin ": this wsync core's host table is of another plugin " \
+                          "ABI or older than the plugin needs (field '" #last_field "'); update libwsync");        \
+      return NULL;                                                                                                \
+    }                                                                                                             \
+  } while (0)
 
 /* ---------------------------------------------------------------------------------------------
  * Transport plugins: the data plane. They move one bucket's bytes from rank 0 to receivers.
@@ -69,11 +98,16 @@ typedef struct wsync_host_v1_t {
  * core then never sends straight from a caller's tensor). CUDA IPC needs this: it exports its
  * staging once per group instead of a handle per tensor. */
 #define WSYNC_TRANSPORT_CAP_STAGING_ONLY (1u << 3)
-/* Since 1.1: takes the option torch_group=<name> and then also publishes its bootstrap id (the
- * NCCL unique id) where a torch ProcessGroupNCCL of that group name reads it from the store; and
- * takes lazy_init=1: connect starts the communicator and returns, the first transfer waits for it
- * (torch creates its side at the first collective). */
-#define WSYNC_TRANSPORT_CAP_TORCH_STORE_ID (1u << 4)
+/* Retired in 1.2 (bit 4 stays reserved; the core ignores it). In 1.1 it made the core add two
+ * transport options of its own; since 1.2 adapters ask for what their engine needs with
+ * get_needs (transport hints), and the core forwards that without reading it. */
+#define WSYNC_TRANSPORT_CAP_RETIRED_4 (1u << 4)
+
+/* The kinds of message a side-channel blob travels with (since 1.2, see describe_send). */
+#define WSYNC_BLOB_MANIFEST 1 /* sender -> every receiver, before the bucket moves */
+#define WSYNC_BLOB_READY 2    /* receiver -> sender, once its receive is posted */
+#define WSYNC_BLOB_ACK 3      /* receiver -> sender, once the bucket's bytes are in place */
+#define WSYNC_BLOB_MAX_BYTES 4096
 
 typedef struct wsync_transport_params_t {
   uint32_t struct_size;
@@ -90,10 +124,18 @@ typedef struct wsync_transport_params_t {
    * sender's staging device, or the receiver's. -1 for a host-only group. */
   int32_t device_index;
   uint32_t reserved1;
+  /* Since plugin ABI 1.2 (read only when struct_size covers them). Hints from the group's adapter:
+   * what its engine needs from the data plane (nccl: torch_group, lazy_init,
+   * allreduce_after_init). Apply the keys you know, ignore the others (a hint is not an option:
+   * no error for an unknown key). The core drops a hint whose key the caller set as an option,
+   * so options win. Sender only; may be NULL when num_hints is 0. */
+  const wsync_option_t* hints;
+  uint64_t num_hints;
 } wsync_transport_params_t;
 
+#define WSYNC_TRANSPORT_PARAMS_STRUCT_SIZE WSYNC_STRUCT_SIZE(wsync_transport_params_t, num_hints)
 #define WSYNC_TRANSPORT_PARAMS_INIT \
-  {(uint32_t)sizeof(wsync_transport_params_t), 0u, 0u, 0u, NULL, NULL, NULL, 0u, -1, -1, 0u}
+  {(uint32_t)WSYNC_TRANSPORT_PARAMS_STRUCT_SIZE, 0u, 0u, 0u, NULL, NULL, NULL, 0u, -1, -1, 0u, NULL, 0u}
 
 /* One contiguous region of the sender's bucket. */
 typedef struct wsync_buffer_t {
@@ -110,7 +152,8 @@ typedef struct wsync_buffer_t {
   void* stream;
 } wsync_buffer_t;
 
-#define WSYNC_BUFFER_INIT {(uint32_t)sizeof(wsync_buffer_t), WSYNC_DEVICE_CPU, 0, 0, NULL, 0u, NULL}
+#define WSYNC_BUFFER_STRUCT_SIZE WSYNC_STRUCT_SIZE(wsync_buffer_t, stream)
+#define WSYNC_BUFFER_INIT {(uint32_t)WSYNC_BUFFER_STRUCT_SIZE, WSYNC_DEVICE_CPU, 0, 0, NULL, 0u, NULL}
 
 /* One destination region on a receiver; the regions of one recv, in order, cover the bucket.
  * The one struct without struct_size, on purpose: like POSIX struct iovec it is a frozen
@@ -168,7 +211,44 @@ typedef struct wsync_transport_v1_t {
    * "torch_store_key"). WSYNC_ERR_NOT_FOUND for an unknown key, WSYNC_ERR_INVALID_ARGUMENT when
    * cap is too small. */
   wsync_status_t (*get_property)(void* self, const char* key, char* buf, uint64_t cap);
+
+  /* ---- since plugin ABI 1.2; the core calls these only when struct_size covers them and the
+   * pointer is non-NULL ---- */
+
+  /* Optional: waiting without spinning. A file descriptor that becomes readable when the instance
+   * has progress to make (UCX: ucp_worker_get_efd). Valid from connect until destroy; the core only
+   * polls it, never reads or closes it. *fd = -1 (or no entry): the core calls the waits in short
+   * slices instead. */
+  wsync_status_t (*get_event_fd)(void* self, int32_t* fd);
+  /* Optional, with get_event_fd. Called after a wait answered WSYNC_ERR_TIMEOUT, right before the
+   * core blocks on the fd: *armed = 1 when the fd will signal the next event (the core sleeps on it),
+   * 0 when there is work to do already (the core calls the wait again at once). */
+  wsync_status_t (*arm)(void* self, int32_t* armed);
+  /* Optional: the per-bucket side channel. Sender: called once the bytes of bucket `seq` are final
+   * (packed: `buf` is what send_post will get, ready on buf->stream) and right before the core sends
+   * the bucket's MANIFEST; up to `cap` (WSYNC_BLOB_MAX_BYTES) bytes written to `blob` (*len = 0:
+   * nothing) travel with the MANIFEST to every receiver. The core's control channel carries them;
+   * no store round trip per bucket. */
+  wsync_status_t (*describe_send)(void* self, uint64_t seq, const wsync_buffer_t* buf, void* blob, uint64_t cap,
+                                  uint64_t* len);
+  /* Optional: the receiver's side. kind WSYNC_BLOB_READY: after recv_post, before READY is sent;
+   * WSYNC_BLOB_ACK: after recv_wait succeeded, before ACK is sent. Same rules as describe_send. */
+  wsync_status_t (*describe_recv)(void* self, uint64_t seq, int32_t kind, void* blob, uint64_t cap, uint64_t* len);
+  /* Optional: a peer's blob arrived (only non-empty ones are delivered). Receiver: from rank 0 with
+   * WSYNC_BLOB_MANIFEST, before recv_post of `seq`. Sender: from receiver `rank` with
+   * WSYNC_BLOB_READY (before send_post) or WSYNC_BLOB_ACK (before the core next calls send_wait).
+   * The bytes come from the network: check every field. A failure fails the bucket, and the core
+   * names the rank. */
+  wsync_status_t (*peer_blob)(void* self, uint64_t seq, uint32_t rank, int32_t kind, const void* blob, uint64_t len);
+  /* Optional: one line on what the plugin finds in this process (its libraries' versions, devices),
+   * for wsync-info and wsync_list_plugins. Static storage; no instance needed; must not fail. */
+  const char* (*runtime_info)(void);
 } wsync_transport_v1_t;
+
+/* Table sizes of each plugin ABI minor (what a plugin built against that header reports). */
+#define WSYNC_TRANSPORT_V1_0_SIZE WSYNC_STRUCT_SIZE(wsync_transport_v1_t, destroy)
+#define WSYNC_TRANSPORT_V1_1_SIZE WSYNC_STRUCT_SIZE(wsync_transport_v1_t, get_property)
+#define WSYNC_TRANSPORT_V1_2_SIZE WSYNC_STRUCT_SIZE(wsync_transport_v1_t, runtime_info)
 
 typedef const wsync_transport_v1_t* (*wsync_transport_entry_v1_fn)(const wsync_host_v1_t* host);
 
@@ -181,11 +261,9 @@ typedef const wsync_transport_v1_t* (*wsync_transport_entry_v1_fn)(const wsync_h
 /* Since 1.1: the engine is driven over HTTP; the adapter builds the requests (build_requests) and
  * the core sends them with libcurl and judges the replies. */
 #define WSYNC_ADAPTER_CAP_HTTP (1u << 1)
-/* Since 1.1: the engine's workers join with torch's rendezvous on the sender's store and read the
- * NCCL unique id where a ProcessGroupNCCL of the group's name looks (SGLang, LMDeploy). With a
- * transport that has WSYNC_TRANSPORT_CAP_TORCH_STORE_ID the core then passes it
- * transport.torch_group=<group name> and transport.lazy_init=1 (unless the caller set them). */
-#define WSYNC_ADAPTER_CAP_TORCH_STORE_ID (1u << 2)
+/* Retired in 1.2 (bit 2 stays reserved; the core ignores it): an adapter asks for what its engine
+ * needs from the transport with get_needs instead. */
+#define WSYNC_ADAPTER_CAP_RETIRED_2 (1u << 2)
 
 /* How the planner must lay tensors out in a bucket. */
 #define WSYNC_LAYOUT_BYTES_MIXED 1       /* byte offsets, mixed dtypes in one bucket */
@@ -204,7 +282,8 @@ typedef struct wsync_layout_rule_t {
   uint64_t bucket_bytes;
 } wsync_layout_rule_t;
 
-#define WSYNC_LAYOUT_RULE_INIT {(uint32_t)sizeof(wsync_layout_rule_t), WSYNC_LAYOUT_BYTES_MIXED, 1u, 0u, 0u, 0u}
+#define WSYNC_LAYOUT_RULE_STRUCT_SIZE WSYNC_STRUCT_SIZE(wsync_layout_rule_t, bucket_bytes)
+#define WSYNC_LAYOUT_RULE_INIT {(uint32_t)WSYNC_LAYOUT_RULE_STRUCT_SIZE, WSYNC_LAYOUT_BYTES_MIXED, 1u, 0u, 0u, 0u}
 
 typedef struct wsync_adapter_params_t {
   uint32_t struct_size;
@@ -214,7 +293,30 @@ typedef struct wsync_adapter_params_t {
   uint64_t num_options;
 } wsync_adapter_params_t;
 
-#define WSYNC_ADAPTER_PARAMS_INIT {(uint32_t)sizeof(wsync_adapter_params_t), 0u, NULL, NULL, 0u}
+#define WSYNC_ADAPTER_PARAMS_STRUCT_SIZE WSYNC_STRUCT_SIZE(wsync_adapter_params_t, num_options)
+#define WSYNC_ADAPTER_PARAMS_INIT {(uint32_t)WSYNC_ADAPTER_PARAMS_STRUCT_SIZE, 0u, NULL, NULL, 0u}
+
+/* Since 1.2: what an engine needs from the data plane, filled by the adapter's get_needs. The
+ * core forwards it without reading the keys, so the core stays free of engine and transport
+ * knowledge. */
+typedef struct wsync_adapter_needs_t {
+  uint32_t struct_size;
+  uint32_t reserved0;
+  /* Hints for the transport (wsync_transport_params_t.hints): e.g. torch_group=<group>, lazy_init=1
+   * for engines whose torch process group reads the NCCL id from the store and creates its
+   * communicator at the first collective; allreduce_after_init=1 for vLLM. Owned by the adapter,
+   * valid until destroy. */
+  const wsync_option_t* transport_hints;
+  uint64_t num_transport_hints;
+  /* Transport properties (get_property keys) the adapter's requests need, e.g.
+   * "nccl_unique_id_b64": the core reads each one the transport has and passes them in every
+   * wsync_engine_step_t (properties). A key the transport does not have is left out. */
+  const char* const* transport_properties;
+  uint64_t num_transport_properties;
+} wsync_adapter_needs_t;
+
+#define WSYNC_ADAPTER_NEEDS_STRUCT_SIZE WSYNC_STRUCT_SIZE(wsync_adapter_needs_t, num_transport_properties)
+#define WSYNC_ADAPTER_NEEDS_INIT {(uint32_t)WSYNC_ADAPTER_NEEDS_STRUCT_SIZE, 0u, NULL, 0u, NULL, 0u}
 
 /* ---- since plugin ABI 1.1: HTTP engines ---- */
 
@@ -240,7 +342,8 @@ typedef struct wsync_engine_step_t {
   uint32_t master_port;           /* the sender's store port */
   uint32_t reserved0;
   const char* group_name;
-  const char* nccl_unique_id_b64; /* from the transport (nccl), else NULL */
+  const char* retired_ptr0;       /* 1.1 carried a transport id here; since 1.2 always NULL: ask
+                                     for transport properties with get_needs, read `properties` */
   /* UPDATE: this bucket's tensors in bucket order (whole tensors; HTTP adapters do not split) */
   uint64_t num_tensors;
   const char* const* names;
@@ -250,11 +353,16 @@ typedef struct wsync_engine_step_t {
   uint64_t bucket_bytes;          /* payload bytes of this bucket */
   uint64_t update_index;          /* UPDATE: index of this bucket within the update, from 0 */
   uint64_t version;               /* FINALIZE: the version being committed */
+  /* Since 1.2: the transport properties the adapter asked for in get_needs that the transport has
+   * (key = property name, value = its text), at every step. */
+  const wsync_option_t* properties;
+  uint64_t num_properties;
 } wsync_engine_step_t;
 
+#define WSYNC_ENGINE_STEP_STRUCT_SIZE WSYNC_STRUCT_SIZE(wsync_engine_step_t, num_properties)
 #define WSYNC_ENGINE_STEP_INIT                                                                      \
-  {(uint32_t)sizeof(wsync_engine_step_t), 0, 0u, 0u, 0u, 0u, NULL, 0u, 0u, NULL, NULL, 0u, NULL, NULL, NULL, \
-   NULL, 0u, 0u, 0u}
+  {(uint32_t)WSYNC_ENGINE_STEP_STRUCT_SIZE, 0, 0u, 0u, 0u, 0u, NULL, 0u, 0u, NULL, NULL, 0u, NULL, NULL, NULL, \
+   NULL, 0u, 0u, 0u, NULL, 0u}
 
 #define WSYNC_HTTP_GET 1
 #define WSYNC_HTTP_POST 2
@@ -275,7 +383,8 @@ typedef struct wsync_http_request_t {
   int32_t reply;       /* WSYNC_REPLY_* */
 } wsync_http_request_t;
 
-#define WSYNC_HTTP_REQUEST_INIT {(uint32_t)sizeof(wsync_http_request_t), WSYNC_HTTP_POST, NULL, NULL, 0u, WSYNC_REPLY_STATUS}
+#define WSYNC_HTTP_REQUEST_STRUCT_SIZE WSYNC_STRUCT_SIZE(wsync_http_request_t, reply)
+#define WSYNC_HTTP_REQUEST_INIT {(uint32_t)WSYNC_HTTP_REQUEST_STRUCT_SIZE, WSYNC_HTTP_POST, NULL, NULL, 0u, WSYNC_REPLY_STATUS}
 
 typedef struct wsync_adapter_v1_t {
   uint32_t struct_size;
@@ -296,7 +405,19 @@ typedef struct wsync_adapter_v1_t {
    * destroy. Must not do I/O. WSYNC_ERR_INVALID_ARGUMENT for a step it cannot express (naming it). */
   wsync_status_t (*build_requests)(void* self, const wsync_engine_step_t* step, const wsync_http_request_t** out,
                                    uint32_t* num_out);
+
+  /* ---- since plugin ABI 1.2 (read only when struct_size covers it; optional) ---- */
+
+  /* What the engine needs from the transport (hints and properties); `out` is the core's struct
+   * (write only the fields its struct_size covers). Called once, after create. */
+  wsync_status_t (*get_needs)(void* self, wsync_adapter_needs_t* out);
+  /* As for transports: one line for wsync-info, static storage, no instance. */
+  const char* (*runtime_info)(void);
 } wsync_adapter_v1_t;
+
+#define WSYNC_ADAPTER_V1_0_SIZE WSYNC_STRUCT_SIZE(wsync_adapter_v1_t, destroy)
+#define WSYNC_ADAPTER_V1_1_SIZE WSYNC_STRUCT_SIZE(wsync_adapter_v1_t, build_requests)
+#define WSYNC_ADAPTER_V1_2_SIZE WSYNC_STRUCT_SIZE(wsync_adapter_v1_t, runtime_info)
 
 typedef const wsync_adapter_v1_t* (*wsync_adapter_entry_v1_fn)(const wsync_host_v1_t* host);
 

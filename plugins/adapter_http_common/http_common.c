@@ -8,35 +8,24 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const wsync_host_v1_t* g_host;
-
-void hc_set_host(const wsync_host_v1_t* host) { g_host = host; }
-const wsync_host_v1_t* hc_host(void) { return g_host; }
-
-static void vformat(char* buf, size_t cap, const char* adapter, const char* fmt, va_list ap) {
-  int n = snprintf(buf, cap, "adapter '%s': ", adapter);
-  if (n < 0 || (size_t)n >= cap) return;
-  vsnprintf(buf + n, cap - (size_t)n, fmt, ap);
-}
-
 wsync_status_t hc_error(wsync_status_t status, const char* adapter, const char* fmt, ...) {
-  char msg[1024];
+  char prefix[128];
   va_list ap;
+  wsync_status_t st;
+  snprintf(prefix, sizeof prefix, "adapter '%s': ", adapter);
   va_start(ap, fmt);
-  vformat(msg, sizeof msg, adapter, fmt, ap);
+  st = wsp_vfail(status, prefix, fmt, ap);
   va_end(ap);
-  if (g_host != NULL && g_host->set_error != NULL) return g_host->set_error(status, msg);
-  return status;
+  return st;
 }
 
 void hc_log(int32_t level, const char* adapter, const char* fmt, ...) {
-  char msg[1024];
+  char prefix[128];
   va_list ap;
-  if (g_host == NULL || g_host->log == NULL) return;
+  snprintf(prefix, sizeof prefix, "adapter '%s': ", adapter);
   va_start(ap, fmt);
-  vformat(msg, sizeof msg, adapter, fmt, ap);
+  wsp_vlog(level, prefix, fmt, ap);
   va_end(ap);
-  g_host->log(level, msg);
 }
 
 /* Row for row the names of wsync_dtype_name (src/common/status.cpp): torch's dtype attribute
@@ -178,10 +167,10 @@ wsync_status_t hc_parse_choice(const char* adapter, const char* key, const char*
 wsync_status_t hc_check_step(const char* adapter, const wsync_engine_step_t* step) {
   uint64_t i;
   if (step == NULL) return hc_error(WSYNC_ERR_INVALID_ARGUMENT, adapter, "build_requests: step is NULL");
-  if (step->struct_size < sizeof(wsync_engine_step_t))
+  if (!WSYNC_HAS_FIELD(step, wsync_engine_step_t, version))  /* the 1.1 step; `properties` is read when there */
     return hc_error(WSYNC_ERR_INVALID_ARGUMENT, adapter,
-                    "build_requests: step struct_size %u is smaller than wsync_engine_step_t (%u bytes)",
-                    (unsigned)step->struct_size, (unsigned)sizeof(wsync_engine_step_t));
+                    "build_requests: step struct_size %u is smaller than a plugin ABI 1.1 step (%u bytes)",
+                    (unsigned)step->struct_size, (unsigned)WSYNC_STRUCT_SIZE(wsync_engine_step_t, version));
   if (step->step < WSYNC_STEP_HEALTH || step->step > WSYNC_STEP_DESTROY)
     return hc_error(WSYNC_ERR_INVALID_ARGUMENT, adapter, "build_requests: unknown step %d", (int)step->step);
   if (step->num_tensors > 0 &&
@@ -412,5 +401,72 @@ wsync_status_t hc_build_requests(const char* adapter, hc_requests_t* list, void*
     return st;
   }
   *num_out = list->num;
+  return WSYNC_OK;
+}
+
+const char* hc_property(const wsync_engine_step_t* step, const char* key) {
+  uint64_t i;
+  if (step == NULL || !WSYNC_HAS_FIELD(step, wsync_engine_step_t, num_properties) || step->properties == NULL)
+    return NULL;
+  for (i = 0; i < step->num_properties; ++i)
+    if (step->properties[i].key != NULL && strcmp(step->properties[i].key, key) == 0) return step->properties[i].value;
+  return NULL;
+}
+
+void* hc_adapter_new(size_t size, const char* name, hc_build_fn build) {
+  hc_adapter_t* a = (hc_adapter_t*)calloc(1, size);
+  if (a == NULL) {
+    hc_error(WSYNC_ERR_OUT_OF_MEMORY, name, "out of memory");
+    return NULL;
+  }
+  a->name = name;
+  a->build = build;
+  return a;
+}
+
+void hc_adapter_destroy(void* self) {
+  hc_adapter_t* a = (hc_adapter_t*)self;
+  if (a == NULL) return;
+  hc_free(&a->list);
+  free(a);
+}
+
+wsync_status_t hc_adapter_build_requests(void* self, const wsync_engine_step_t* step, const wsync_http_request_t** out,
+                                         uint32_t* num_out) {
+  hc_adapter_t* a = (hc_adapter_t*)self;
+  if (a == NULL) return hc_error(WSYNC_ERR_INVALID_ARGUMENT, "?", "build_requests: NULL instance");
+  return hc_build_requests(a->name, &a->list, self, a->build, step, out, num_out);
+}
+
+wsync_status_t hc_adapter_get_needs(void* self, wsync_adapter_needs_t* out) {
+  const hc_adapter_t* a = (const hc_adapter_t*)self;
+  if (a == NULL || out == NULL) return hc_error(WSYNC_ERR_INVALID_ARGUMENT, "?", "get_needs: NULL argument");
+  if (!WSYNC_HAS_FIELD(out, wsync_adapter_needs_t, num_transport_properties))
+    return hc_error(WSYNC_ERR_INVALID_ARGUMENT, a->name, "get_needs: struct_size %u is too small",
+                    (unsigned)out->struct_size);
+  out->transport_hints = a->hints;
+  out->num_transport_hints = a->num_hints;
+  out->transport_properties = a->properties;
+  out->num_transport_properties = a->num_properties;
+  return WSYNC_OK;
+}
+
+void hc_needs_hint(hc_adapter_t* a, const char* key, const char* value) {
+  if (a->num_hints >= HC_MAX_HINTS) return;
+  wsync_option_t o = WSYNC_OPTION(key, value);
+  a->hints[a->num_hints++] = o;
+}
+
+void hc_needs_property(hc_adapter_t* a, const char* key) {
+  if (a->num_properties < HC_MAX_PROPERTIES) a->properties[a->num_properties++] = key;
+}
+
+wsync_status_t hc_needs_torch_group(hc_adapter_t* a, const char* group_name) {
+  const char* g = group_name != NULL ? group_name : "wsync";
+  if (strlen(g) >= sizeof a->group)
+    return hc_error(WSYNC_ERR_INVALID_ARGUMENT, a->name, "group name of %zu bytes is too long", strlen(g));
+  strcpy(a->group, g);
+  hc_needs_hint(a, "torch_group", a->group);
+  hc_needs_hint(a, "lazy_init", "1");
   return WSYNC_OK;
 }

@@ -16,16 +16,15 @@
 
 #include <cJSON.h>
 
+#include "plugin_util.h"
 #include "wsync_plugin.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* ---- host and errors ---- */
+/* ---- errors (the host table itself is plugin_util's: wsp_set_host / wsp_host) ---- */
 
-void hc_set_host(const wsync_host_v1_t* host);
-const wsync_host_v1_t* hc_host(void);
 /* Formats "adapter '<adapter>': <fmt...>", passes it to host->set_error and returns `status`. */
 wsync_status_t hc_error(wsync_status_t status, const char* adapter, const char* fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -59,6 +58,9 @@ wsync_status_t hc_parse_choice(const char* adapter, const char* key, const char*
                                const char* const* choices, size_t n, size_t* out);
 
 /* ---- steps ---- */
+
+/* The value of transport property `key` in the step (since 1.2, what get_needs asked for), or NULL. */
+const char* hc_property(const wsync_engine_step_t* step, const char* key);
 
 /* The checks every adapter needs: step non-NULL, struct_size covers the 1.1 struct, a known
  * WSYNC_STEP_*, and for UPDATE: at least one tensor, non-NULL arrays, names non-NULL and
@@ -98,6 +100,49 @@ void hc_free(hc_requests_t* list);
  * and deleted, also on failure); NULL sends no body. */
 wsync_status_t hc_add(hc_requests_t* list, const char* adapter, int32_t method, const char* path,
                       cJSON* body, uint32_t idempotent, int32_t reply);
+
+/* ---- the adapter instance and its table entries ---- */
+
+#define HC_MAX_HINTS 4
+#define HC_MAX_PROPERTIES 2
+#define HC_GROUP_MAX 257
+
+/* Every HTTP adapter's instance starts with this: the request list, the step builder, and what its
+ * engine needs from the transport (get_needs). */
+typedef struct hc_adapter {
+  const char* name;  /* "sglang" */
+  hc_build_fn build;
+  hc_requests_t list;
+  wsync_option_t hints[HC_MAX_HINTS];
+  uint64_t num_hints;
+  const char* properties[HC_MAX_PROPERTIES];
+  uint64_t num_properties;
+  char group[HC_GROUP_MAX]; /* a hint's value: the group's name */
+} hc_adapter_t;
+
+/* A zeroed instance of `size` bytes (>= sizeof(hc_adapter_t)) whose base is set up; NULL (after
+ * set_error) when out of memory. */
+void* hc_adapter_new(size_t size, const char* name, hc_build_fn build);
+/* The table entries every HTTP adapter shares. */
+void hc_adapter_destroy(void* self);
+wsync_status_t hc_adapter_build_requests(void* self, const wsync_engine_step_t* step, const wsync_http_request_t** out,
+                                         uint32_t* num_out);
+wsync_status_t hc_adapter_get_needs(void* self, wsync_adapter_needs_t* out);
+/* What engines whose workers join through torch's rendezvous need (SGLang, LMDeploy): the transport
+ * publishes its id where a ProcessGroupNCCL of this group's name reads it (torch_group = the group),
+ * and creates its communicator at the first transfer, like torch does (lazy_init = 1). */
+wsync_status_t hc_needs_torch_group(hc_adapter_t* a, const char* group_name);
+/* One more hint / transport property (static strings). */
+void hc_needs_hint(hc_adapter_t* a, const char* key, const char* value);
+void hc_needs_property(hc_adapter_t* a, const char* key);
+
+/* The entry function of an HTTP adapter whose table is `table`. */
+#define HC_DEFINE_ENTRY(table, label)                                                                     \
+  __attribute__((visibility("default"))) const wsync_adapter_v1_t* wsync_adapter_entry_v1(const wsync_host_v1_t* host) { \
+    WSYNC_PLUGIN_CHECK_HOST(host, set_error, label);                                                     \
+    wsp_set_host(host);                                                                                  \
+    return &table;                                                                                       \
+  }
 
 /* ---- JSON ---- */
 

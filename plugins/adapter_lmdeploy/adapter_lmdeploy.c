@@ -30,9 +30,11 @@
 static const char* const kOptions[] = {"pause"};
 
 typedef struct lmdeploy_adapter {
+  hc_adapter_t base; /* first: the shared table entries see an hc_adapter_t */
   int pause;
-  hc_requests_t list;
 } lmdeploy_adapter_t;
+
+static wsync_status_t lmdeploy_build(void* self, const wsync_engine_step_t* step);
 
 static wsync_status_t lmdeploy_create(const wsync_adapter_params_t* params, void** out) {
   lmdeploy_adapter_t* a;
@@ -49,8 +51,13 @@ static wsync_status_t lmdeploy_create(const wsync_adapter_params_t* params, void
     hc_log(WSYNC_LOG_WARN, ADAPTER,
            "option pause=1 has no effect: LMDeploy has no pause route (/abort_request needs "
            "--enable-abort-handling and does not hold new requests back)");
-  a = (lmdeploy_adapter_t*)calloc(1, sizeof *a);
-  if (a == NULL) return hc_error(WSYNC_ERR_OUT_OF_MEMORY, ADAPTER, "out of memory");
+  a = (lmdeploy_adapter_t*)hc_adapter_new(sizeof *a, ADAPTER, lmdeploy_build);
+  if (a == NULL) return WSYNC_ERR_OUT_OF_MEMORY;
+  /* Its workers join a torch process group on the sender's store, like SGLang's. */
+  if ((st = hc_needs_torch_group(&a->base, params->group_name)) != WSYNC_OK) {
+    hc_adapter_destroy(a);
+    return st;
+  }
   a->pause = pause;
   *out = a;
   return WSYNC_OK;
@@ -63,13 +70,6 @@ static wsync_status_t lmdeploy_get_layout(void* self, wsync_layout_rule_t* out) 
   out->alignment = 1;
   out->allow_split = 0;
   return WSYNC_OK;
-}
-
-static void lmdeploy_destroy(void* self) {
-  lmdeploy_adapter_t* a = (lmdeploy_adapter_t*)self;
-  if (a == NULL) return;
-  hc_free(&a->list);
-  free(a);
 }
 
 /* UpdateWeightsFromDistributedRequest: one bucket (finished=false), or the finalize-only request
@@ -90,12 +90,12 @@ static wsync_status_t add_update(lmdeploy_adapter_t* a, const wsync_engine_step_
   ok = ok && hc_put(b, "load_format", cJSON_CreateString("flattened_bucket"));
   ok = ok && hc_put(b, "finished", cJSON_CreateBool(finished));
   if (!ok) return hc_oom(ADAPTER, b);
-  return hc_add(&a->list, ADAPTER, WSYNC_HTTP_POST, "/update_weights_from_distributed", b, 0,
+  return hc_add(&a->base.list, ADAPTER, WSYNC_HTTP_POST, "/update_weights_from_distributed", b, 0,
                 WSYNC_REPLY_SUCCESS_FIELD);
 }
 
 static wsync_status_t build(lmdeploy_adapter_t* a, const wsync_engine_step_t* s) {
-  hc_requests_t* l = &a->list;
+  hc_requests_t* l = &a->base.list;
   wsync_status_t st;
   cJSON* b;
   int ok;
@@ -149,26 +149,18 @@ static wsync_status_t lmdeploy_build(void* self, const wsync_engine_step_t* step
   return build((lmdeploy_adapter_t*)self, step);
 }
 
-static wsync_status_t lmdeploy_build_requests(void* self, const wsync_engine_step_t* step,
-                                      const wsync_http_request_t** out, uint32_t* num_out) {
-  lmdeploy_adapter_t* a = (lmdeploy_adapter_t*)self;
-  return hc_build_requests(ADAPTER, a ? &a->list : NULL, self, lmdeploy_build, step, out, num_out);
-}
-
 static const wsync_adapter_v1_t kLmdeployAdapter = {
     (uint32_t)sizeof(wsync_adapter_v1_t),
     WSYNC_PLUGIN_ABI_VERSION,
     ADAPTER,
     WSYNC_PLUGIN_VERSION,
-    WSYNC_ADAPTER_CAP_HTTP | WSYNC_ADAPTER_CAP_TORCH_STORE_ID,
+    WSYNC_ADAPTER_CAP_HTTP,
     lmdeploy_create,
     lmdeploy_get_layout,
-    lmdeploy_destroy,
-    lmdeploy_build_requests,
+    hc_adapter_destroy,
+    hc_adapter_build_requests,
+    hc_adapter_get_needs,
+    NULL, /* runtime_info */
 };
 
-__attribute__((visibility("default"))) const wsync_adapter_v1_t* wsync_adapter_entry_v1(const wsync_host_v1_t* host) {
-  if (host == NULL || host->struct_size < sizeof(wsync_host_v1_t)) return NULL;
-  hc_set_host(host);
-  return &kLmdeployAdapter;
-}
+HC_DEFINE_ENTRY(kLmdeployAdapter, "adapter 'lmdeploy'")

@@ -4,9 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plugin_util.h"
 #include "wsync_plugin.h"
-
-static const wsync_host_v1_t* g_host;
 
 typedef struct native_adapter {
   uint32_t alignment;
@@ -17,18 +16,12 @@ static wsync_status_t native_create(const wsync_adapter_params_t* params, void**
   uint64_t i;
   if (params == NULL || out == NULL) return WSYNC_ERR_INVALID_ARGUMENT;
   if (params->num_options > 0 && params->options == NULL)
-    return g_host->set_error(WSYNC_ERR_INVALID_ARGUMENT, "adapter 'native': num_options > 0 but options is NULL");
-  for (i = 0; i < params->num_options; ++i) {
-    /* No adapter options yet: name the key so a typo is caught. */
-    char msg[256];
-    const char* key = params->options[i].key ? params->options[i].key : "(null)";
-    strcpy(msg, "adapter 'native' has no option '");
-    strncat(msg, key, 200);
-    strcat(msg, "'");
-    return g_host->set_error(WSYNC_ERR_INVALID_ARGUMENT, msg);
-  }
+    return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, "adapter 'native': num_options > 0 but options is NULL");
+  for (i = 0; i < params->num_options; ++i) /* no adapter options yet: name the key so a typo is caught */
+    return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, "adapter 'native' has no option '%.200s'",
+                    params->options[i].key ? params->options[i].key : "(null)");
   a = (native_adapter_t*)calloc(1, sizeof *a);
-  if (a == NULL) return g_host->set_error(WSYNC_ERR_OUT_OF_MEMORY, "adapter 'native': out of memory");
+  if (a == NULL) return wsp_fail(WSYNC_ERR_OUT_OF_MEMORY, "adapter 'native': out of memory");
   a->alignment = 256; /* views of every dtype, and vector loads, stay aligned */
   *out = a;
   return WSYNC_OK;
@@ -56,10 +49,12 @@ static const wsync_adapter_v1_t kNativeAdapter = {
     native_get_layout,
     native_destroy,
     NULL, /* build_requests: not an HTTP engine */
+    NULL, /* get_needs: the engine embeds a wsync receiver, which needs nothing from the transport */
+    NULL, /* runtime_info */
 };
 
 __attribute__((visibility("default"))) const wsync_adapter_v1_t* wsync_adapter_entry_v1(const wsync_host_v1_t* host) {
-  if (host == NULL || host->struct_size < sizeof(wsync_host_v1_t)) return NULL;
-  g_host = host;
+  WSYNC_PLUGIN_CHECK_HOST(host, set_error, "adapter 'native'");
+  wsp_set_host(host);
   return &kNativeAdapter;
 }

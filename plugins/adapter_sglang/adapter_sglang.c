@@ -28,11 +28,13 @@ static const char* const kPauseModes[] = {"abort", "retract", "in_place"};
 static const char* const kLoadFormats[] = {"flattened_bucket"};
 
 typedef struct sglang_adapter {
+  hc_adapter_t base; /* first: the shared table entries see an hc_adapter_t */
   int pause;
   const char* pause_mode; /* NULL: send {} and let the engine pick its default */
   int set_version;
-  hc_requests_t list;
 } sglang_adapter_t;
+
+static wsync_status_t sglang_build(void* self, const wsync_engine_step_t* step);
 
 static wsync_status_t sglang_create(const wsync_adapter_params_t* params, void** out) {
   sglang_adapter_t* a;
@@ -58,8 +60,13 @@ static wsync_status_t sglang_create(const wsync_adapter_params_t* params, void**
   if ((v = hc_option(params, "set_version")) != NULL &&
       (st = hc_parse_bool(ADAPTER, "set_version", v, &set_version)) != WSYNC_OK)
     return st;
-  a = (sglang_adapter_t*)calloc(1, sizeof *a);
-  if (a == NULL) return hc_error(WSYNC_ERR_OUT_OF_MEMORY, ADAPTER, "out of memory");
+  a = (sglang_adapter_t*)hc_adapter_new(sizeof *a, ADAPTER, sglang_build);
+  if (a == NULL) return WSYNC_ERR_OUT_OF_MEMORY;
+  /* Its workers join a torch process group on the sender's store (see the top of this file). */
+  if ((st = hc_needs_torch_group(&a->base, params->group_name)) != WSYNC_OK) {
+    hc_adapter_destroy(a);
+    return st;
+  }
   a->pause = pause;
   a->pause_mode = pause_mode;
   a->set_version = set_version;
@@ -76,15 +83,8 @@ static wsync_status_t sglang_get_layout(void* self, wsync_layout_rule_t* out) {
   return WSYNC_OK;
 }
 
-static void sglang_destroy(void* self) {
-  sglang_adapter_t* a = (sglang_adapter_t*)self;
-  if (a == NULL) return;
-  hc_free(&a->list);
-  free(a);
-}
-
 static wsync_status_t build(sglang_adapter_t* a, const wsync_engine_step_t* s) {
-  hc_requests_t* l = &a->list;
+  hc_requests_t* l = &a->base.list;
   wsync_status_t st;
   cJSON* b;
   int ok;
@@ -94,8 +94,8 @@ static wsync_status_t build(sglang_adapter_t* a, const wsync_engine_step_t* s) {
       return hc_add(l, ADAPTER, WSYNC_HTTP_GET, "/health", NULL, 1, WSYNC_REPLY_STATUS);
 
     case WSYNC_STEP_INIT:
-      /* InitWeightsUpdateGroupReqInput. nccl_unique_id_b64 is not used: SGLang always joins
-       * through the torch TCP store. */
+      /* InitWeightsUpdateGroupReqInput. SGLang always joins through the torch TCP store, where the
+       * transport put its id (the torch_group hint of get_needs). */
       if ((st = hc_check_rendezvous(ADAPTER, s)) != WSYNC_OK) return st;
       if ((st = hc_check_group_name(ADAPTER, s)) != WSYNC_OK) return st;
       b = cJSON_CreateObject();
@@ -175,26 +175,18 @@ static wsync_status_t sglang_build(void* self, const wsync_engine_step_t* step) 
   return build((sglang_adapter_t*)self, step);
 }
 
-static wsync_status_t sglang_build_requests(void* self, const wsync_engine_step_t* step,
-                                      const wsync_http_request_t** out, uint32_t* num_out) {
-  sglang_adapter_t* a = (sglang_adapter_t*)self;
-  return hc_build_requests(ADAPTER, a ? &a->list : NULL, self, sglang_build, step, out, num_out);
-}
-
 static const wsync_adapter_v1_t kSglangAdapter = {
     (uint32_t)sizeof(wsync_adapter_v1_t),
     WSYNC_PLUGIN_ABI_VERSION,
     ADAPTER,
     WSYNC_PLUGIN_VERSION,
-    WSYNC_ADAPTER_CAP_HTTP | WSYNC_ADAPTER_CAP_TORCH_STORE_ID,
+    WSYNC_ADAPTER_CAP_HTTP,
     sglang_create,
     sglang_get_layout,
-    sglang_destroy,
-    sglang_build_requests,
+    hc_adapter_destroy,
+    hc_adapter_build_requests,
+    hc_adapter_get_needs,
+    NULL, /* runtime_info */
 };
 
-__attribute__((visibility("default"))) const wsync_adapter_v1_t* wsync_adapter_entry_v1(const wsync_host_v1_t* host) {
-  if (host == NULL || host->struct_size < sizeof(wsync_host_v1_t)) return NULL;
-  hc_set_host(host);
-  return &kSglangAdapter;
-}
+HC_DEFINE_ENTRY(kSglangAdapter, "adapter 'sglang'")

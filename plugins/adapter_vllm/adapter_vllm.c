@@ -50,6 +50,7 @@ static const char* const kOptions[] = {"pause",       "pause_mode", "packed", "p
 static const char* const kPauseModes[] = {"abort", "wait", "keep"};
 
 typedef struct vllm_adapter {
+  hc_adapter_t base; /* first: the shared table entries see an hc_adapter_t */
   int pause;
   const char* pause_mode;
   int packed;
@@ -57,8 +58,9 @@ typedef struct vllm_adapter {
   uint64_t num_buffers;
   uint64_t api_version;
   int lifecycle;
-  hc_requests_t list;
 } vllm_adapter_t;
+
+static wsync_status_t vllm_build(void* self, const wsync_engine_step_t* step);
 
 static wsync_status_t vllm_create(const wsync_adapter_params_t* params, void** out) {
   vllm_adapter_t tmp, *a;
@@ -102,9 +104,14 @@ static wsync_status_t vllm_create(const wsync_adapter_params_t* params, void** o
                     "option 'adapter.packed_buffer_size_bytes' cannot be sent with api_version 1 (vLLM then uses "
                     "its default, %llu); use api_version 2 or 3, or leave it unset",
                     (unsigned long long)DEFAULT_PACKED_BUFFER_SIZE_BYTES);
-  a = (vllm_adapter_t*)calloc(1, sizeof *a);
-  if (a == NULL) return hc_error(WSYNC_ERR_OUT_OF_MEMORY, ADAPTER, "out of memory");
+  a = (vllm_adapter_t*)hc_adapter_new(sizeof *a, ADAPTER, vllm_build);
+  if (a == NULL) return WSYNC_ERR_OUT_OF_MEMORY;
+  tmp.base = a->base;
   *a = tmp;
+  /* vLLM's workers take the NCCL id in the init request (nccl_unique_id_b64, where the transport
+   * has one) and run a one-element all-reduce right after NCCL init: the sender must run it too. */
+  hc_needs_property(&a->base, "nccl_unique_id_b64");
+  hc_needs_hint(&a->base, "allreduce_after_init", "1");
   *out = a;
   return WSYNC_OK;
 }
@@ -117,16 +124,9 @@ static wsync_status_t vllm_get_layout(void* self, wsync_layout_rule_t* out) {
   out->allow_split = 0;
   /* Packed: vLLM's workers recompute the cuts at packed_buffer_size_bytes, so the core's buckets
    * must be cut at exactly that size (a core older than 1.1 has no such field: set bucket_bytes). */
-  if (a->packed && out->struct_size >= offsetof(wsync_layout_rule_t, bucket_bytes) + sizeof(uint64_t))
+  if (a->packed && WSYNC_HAS_FIELD(out, wsync_layout_rule_t, bucket_bytes))
     out->bucket_bytes = a->buffer_bytes;
   return WSYNC_OK;
-}
-
-static void vllm_destroy(void* self) {
-  vllm_adapter_t* a = (vllm_adapter_t*)self;
-  if (a == NULL) return;
-  hc_free(&a->list);
-  free(a);
 }
 
 /* Standard base64 (vLLM decodes with b64decode(validate=True): no URL-safe alphabet). */
@@ -184,7 +184,8 @@ static wsync_status_t build_init(vllm_adapter_t* a, const wsync_engine_step_t* s
   cJSON* info = cJSON_CreateObject();
   wsync_status_t st;
   int ok = 1;
-  if (s->nccl_unique_id_b64 != NULL) {
+  const char* id_b64 = hc_property(s, "nccl_unique_id_b64"); /* asked for in get_needs */
+  if (id_b64 != NULL) {
     /* NCCLWeightTransferInitInfo: the unique id and master_address/master_port are mutually
      * exclusive ("pass nccl_unique_id_b64 OR master_address/master_port, not both"). */
     if (a->api_version < 3) {
@@ -194,14 +195,14 @@ static wsync_status_t build_init(vllm_adapter_t* a, const wsync_engine_step_t* s
                     (unsigned)s->server_index, (unsigned long long)a->api_version);
       goto fail;
     }
-    if (!is_std_base64(s->nccl_unique_id_b64)) {
+    if (!is_std_base64(id_b64)) {
       st = hc_error(WSYNC_ERR_INVALID_ARGUMENT, ADAPTER,
                     "INIT step (server %u): nccl_unique_id_b64 is not standard base64", (unsigned)s->server_index);
       goto fail;
     }
     ok = hc_put(info, "rank_offset", hc_int(s->rank_offset));
     ok = ok && hc_put(info, "world_size", hc_int(s->world_size));
-    ok = ok && hc_put(info, "nccl_unique_id_b64", cJSON_CreateString(s->nccl_unique_id_b64));
+    ok = ok && hc_put(info, "nccl_unique_id_b64", cJSON_CreateString(id_b64));
   } else {
     if ((st = hc_check_rendezvous(ADAPTER, s)) != WSYNC_OK) goto fail;
     ok = hc_put(info, "master_address", cJSON_CreateString(s->master_address));
@@ -215,7 +216,7 @@ static wsync_status_t build_init(vllm_adapter_t* a, const wsync_engine_step_t* s
     return hc_oom(ADAPTER, body);
   }
   if (!hc_put(body, "init_info", info)) return hc_oom(ADAPTER, body); /* hc_put freed info */
-  return hc_add(&a->list, ADAPTER, WSYNC_HTTP_POST, "/init_weight_transfer_engine", body, 0, WSYNC_REPLY_JSON);
+  return hc_add(&a->base.list, ADAPTER, WSYNC_HTTP_POST, "/init_weight_transfer_engine", body, 0, WSYNC_REPLY_JSON);
 fail:
   cJSON_Delete(info);
   cJSON_Delete(body);
@@ -240,11 +241,11 @@ static wsync_status_t build_update(vllm_adapter_t* a, const wsync_engine_step_t*
     return hc_oom(ADAPTER, body);
   }
   if (!hc_put(body, "update_info", info)) return hc_oom(ADAPTER, body);
-  return hc_add(&a->list, ADAPTER, WSYNC_HTTP_POST, "/update_weights", body, 0, WSYNC_REPLY_JSON);
+  return hc_add(&a->base.list, ADAPTER, WSYNC_HTTP_POST, "/update_weights", body, 0, WSYNC_REPLY_JSON);
 }
 
 static wsync_status_t build(vllm_adapter_t* a, const wsync_engine_step_t* s) {
-  hc_requests_t* l = &a->list;
+  hc_requests_t* l = &a->base.list;
   cJSON* b;
   char buf[64];
   switch (s->step) {
@@ -287,12 +288,6 @@ static wsync_status_t vllm_build(void* self, const wsync_engine_step_t* step) {
   return build((vllm_adapter_t*)self, step);
 }
 
-static wsync_status_t vllm_build_requests(void* self, const wsync_engine_step_t* step,
-                                      const wsync_http_request_t** out, uint32_t* num_out) {
-  vllm_adapter_t* a = (vllm_adapter_t*)self;
-  return hc_build_requests(ADAPTER, a ? &a->list : NULL, self, vllm_build, step, out, num_out);
-}
-
 static const wsync_adapter_v1_t kVllmAdapter = {
     (uint32_t)sizeof(wsync_adapter_v1_t),
     WSYNC_PLUGIN_ABI_VERSION,
@@ -301,12 +296,10 @@ static const wsync_adapter_v1_t kVllmAdapter = {
     WSYNC_ADAPTER_CAP_HTTP,
     vllm_create,
     vllm_get_layout,
-    vllm_destroy,
-    vllm_build_requests,
+    hc_adapter_destroy,
+    hc_adapter_build_requests,
+    hc_adapter_get_needs,
+    NULL, /* runtime_info */
 };
 
-__attribute__((visibility("default"))) const wsync_adapter_v1_t* wsync_adapter_entry_v1(const wsync_host_v1_t* host) {
-  if (host == NULL || host->struct_size < sizeof(wsync_host_v1_t)) return NULL;
-  hc_set_host(host);
-  return &kVllmAdapter;
-}
+HC_DEFINE_ENTRY(kVllmAdapter, "adapter 'vllm'")

@@ -359,6 +359,34 @@ static wsync_status_t check_tensors(const wsync_engine_step_t* s) {
   return WSYNC_OK;
 }
 
+/* Since plugin ABI 1.2: the value of a transport property the core passes in the step (only those
+ * asked for in ex_get_needs, and only when the transport has them), or NULL. `properties` is read
+ * only when the step's struct_size covers it: an older core passes a shorter step. */
+static const char* ex_property(const wsync_engine_step_t* s, const char* key) {
+  uint64_t i;
+  if (!WSYNC_HAS_FIELD(s, wsync_engine_step_t, num_properties) || s->properties == NULL) return NULL;
+  for (i = 0; i < s->num_properties; ++i)
+    if (s->properties[i].key != NULL && strcmp(s->properties[i].key, key) == 0) return s->properties[i].value;
+  return NULL;
+}
+
+/* Since plugin ABI 1.2: what the engine needs from the transport. This imaginary engine takes the
+ * transport's bootstrap id in its init request (when the transport has one), and asks for no
+ * hints. The core forwards both without reading them. */
+static const char* const kExProperties[] = {"nccl_unique_id_b64"};
+
+static wsync_status_t ex_get_needs(void* self, wsync_adapter_needs_t* out) {
+  if (self == NULL || out == NULL) return ex_fail(WSYNC_ERR_INVALID_ARGUMENT, "adapter '" EX_NAME "': get_needs: NULL");
+  if (!WSYNC_HAS_FIELD(out, wsync_adapter_needs_t, num_transport_properties))
+    return ex_fail(WSYNC_ERR_INVALID_ARGUMENT, "adapter '" EX_NAME "': get_needs: struct_size %u is too small",
+                   out->struct_size);
+  out->transport_hints = NULL;
+  out->num_transport_hints = 0;
+  out->transport_properties = kExProperties;
+  out->num_transport_properties = 1;
+  return WSYNC_OK;
+}
+
 static wsync_status_t ex_build_requests(void* self, const wsync_engine_step_t* s, const wsync_http_request_t** out,
                                         uint32_t* num_out) {
   ex_adapter_t* a = (ex_adapter_t*)self;
@@ -386,9 +414,10 @@ static wsync_status_t ex_build_requests(void* self, const wsync_engine_step_t* s
     case WSYNC_STEP_INIT:
       /* Join the weight-update group. The core posts this while the data plane connects: the
        * engine's GPUs join as ranks rank_offset .. rank_offset + server_gpus - 1 of world_size,
-       * rendezvous at master_address:master_port (the sender's store). With the nccl transport
-       * the sender's NCCL unique id comes along (else null). Not idempotent: joining twice is an
-       * error on most engines. */
+       * rendezvous at master_address:master_port (the sender's store). The transport's bootstrap
+       * id comes along when the transport has one (the property asked for in ex_get_needs; the
+       * nccl transport does, else null). Not idempotent: joining twice is an error on most
+       * engines. */
       if (s->master_address == NULL || s->group_name == NULL)
         return ex_fail(WSYNC_ERR_INVALID_ARGUMENT, "adapter '" EX_NAME "': the init step needs master_address and "
                        "group_name");
@@ -399,7 +428,7 @@ static wsync_status_t ex_build_requests(void* self, const wsync_engine_step_t* s
       field_u64(b, "rank_offset", s->rank_offset);
       field_u64(b, "world_size", s->world_size);
       field_u64(b, "server_gpus", s->server_gpus);
-      field_str(b, "nccl_unique_id_b64", s->nccl_unique_id_b64);
+      field_str(b, "nccl_unique_id_b64", ex_property(s, "nccl_unique_id_b64"));
       buf_raw(b, "}");
       set_request(a, n++, WSYNC_HTTP_POST, "/weights/init_group", 1, 0, WSYNC_REPLY_SUCCESS_FIELD);
       break;
@@ -503,21 +532,17 @@ static const wsync_adapter_v1_t kExampleAdapter = {
     ex_get_layout,
     ex_destroy,
     ex_build_requests, /* since plugin ABI 1.1; required with CAP_HTTP */
+    ex_get_needs,      /* since plugin ABI 1.2; optional */
+    NULL,              /* runtime_info: nothing to report (since 1.2; optional) */
 };
 
 /* The only exported symbol (everything else is hidden by -fvisibility=hidden). */
 __attribute__((visibility("default"))) const wsync_adapter_v1_t* wsync_adapter_entry_v1(const wsync_host_v1_t* host);
 
 const wsync_adapter_v1_t* wsync_adapter_entry_v1(const wsync_host_v1_t* host) {
-  /* Refuse a host table that lacks what this plugin calls (log, set_error). */
-  if (host == NULL || host->struct_size < offsetof(wsync_host_v1_t, set_error) + sizeof host->set_error ||
-      host->set_error == NULL)
-    return NULL;
-  if (host->abi_version != WSYNC_PLUGIN_ABI_VERSION) {
-    host->set_error(WSYNC_ERR_VERSION_MISMATCH, "adapter '" EX_NAME "' was built for plugin ABI 1; this core speaks "
-                    "another");
-    return NULL;
-  }
+  /* Accept any host table of plugin ABI 1 at least as large as what this plugin calls (log,
+   * set_error); a larger, newer one is fine. Refusals say why through set_error. */
+  WSYNC_PLUGIN_CHECK_HOST(host, set_error, "adapter '" EX_NAME "'");
   g_host = host;
   return &kExampleAdapter;
 }

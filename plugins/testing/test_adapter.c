@@ -44,7 +44,7 @@ static const wsync_adapter_v1_t kTable = {
 };
 
 __attribute__((visibility("default"))) const wsync_adapter_v1_t* wsync_adapter_entry_v1(const wsync_host_v1_t* host) {
-  if (host == NULL || host->struct_size < sizeof(wsync_host_v1_t)) return NULL;
+  WSYNC_PLUGIN_CHECK_HOST(host, set_error, "adapter '" TP_NAME "'");
   g_host = host;
   return &kTable;
 }

@@ -131,7 +131,7 @@ TP_EXPORT const wsync_transport_v1_t* wsync_transport_entry(const wsync_host_v1_
 }
 #else
 TP_EXPORT const wsync_transport_v1_t* wsync_transport_entry_v1(const wsync_host_v1_t* host) {
-  if (host == NULL || host->struct_size < sizeof(wsync_host_v1_t)) return NULL;
+  WSYNC_PLUGIN_CHECK_HOST(host, set_error, "transport '" TP_NAME "'");
   g_host = host;
 #ifdef TP_NULL_SEND_POST
   (void)stub_send_post; /* present, but the table leaves it NULL */

@@ -165,11 +165,3 @@ void cipc_book_forget(cipc_book_t* b, uint32_t rank) {
   b->forgotten[rank] = 1;
   for (s = 0; s < b->num_slots; ++s) pend(b, s)[rank] = 0;
 }
-
-void cipc_book_post_record(const cipc_book_t* b, uint64_t session, cipc_post_t* out) {
-  uint32_t s;
-  out->session = session;
-  out->count = 0;
-  for (s = 0; s < b->num_slots && s < CIPC_MAX_SLOTS; ++s)
-    if (b->slot[s].seq != 0) out->entries[out->count++] = b->slot[s];
-}

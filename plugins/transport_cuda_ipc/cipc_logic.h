@@ -14,13 +14,17 @@
  *                     u8[64] cudaIpcEventHandle_t of the slot's interprocess event }
  *   wsync/<group>/cuda_ipc/ready/<r>  rank r >= 1 after opening every handle: the session as 16
  *       lowercase hex digits (a value from another session does not count)
- *   wsync/<group>/cuda_ipc/post      rank 0, at every send_post: the post record, the latest
- *       bucket of every slot used so far (so a slow receiver still finds its bucket while a
- *       second slot is posted; a slot is reused only after every receiver copied out of it)
- *       u32 magic 'WCIP'  u16 version (1)  u16 count (0..num_slots)  u64 session
- *       count x { u64 seq  u32 slot  u32 reserved (0)  u64 offset in the slot  u64 len }
- *   wsync/<group>/cuda_ipc/done/<r>  rank r after its copy of bucket `seq` completed: `seq` in
- *       decimal (rank 0 resets it to "0" at connect)
+ * Both are written once per group, at connect.
+ *
+ * Per bucket, nothing touches the store (plugin ABI 1.2): the core's control channel carries two
+ * small records, the transport's side-channel blobs (describe_send / describe_recv / peer_blob):
+ *
+ *   bucket record, with the MANIFEST (rank 0 -> every receiver): where bucket `seq` lies
+ *       u32 magic 'WCIB'  u16 version (1)  u16 reserved (0)  u64 session  u64 seq
+ *       u32 slot  u32 reserved (0)  u64 offset in the slot  u64 len                     (48 bytes)
+ *   done record, with the ACK (receiver -> rank 0): its copy of bucket `seq` completed, so the
+ *       slot may be reused once every receiver sent one
+ *       u32 magic 'WCID'  u16 version (1)  u16 reserved (0)  u64 session  u64 seq       (24 bytes)
  */
 #ifndef WSYNC_CIPC_LOGIC_H_
 #define WSYNC_CIPC_LOGIC_H_
@@ -41,13 +45,13 @@ extern "C" {
 #define CIPC_MAX_SLOTS 64u
 #define CIPC_WIRE_VERSION 1u
 #define CIPC_STAGING_MAGIC 0x53494357u /* "WCIS" */
-#define CIPC_POST_MAGIC 0x50494357u    /* "WCIP" */
+#define CIPC_BUCKET_MAGIC 0x42494357u  /* "WCIB" */
+#define CIPC_DONE_MAGIC 0x44494357u    /* "WCID" */
 #define CIPC_STAGING_HEADER_BYTES 48u
 #define CIPC_STAGING_SLOT_BYTES 144u
-#define CIPC_POST_HEADER_BYTES 16u
-#define CIPC_POST_ENTRY_BYTES 32u
 #define CIPC_STAGING_MAX_BYTES (CIPC_STAGING_HEADER_BYTES + CIPC_MAX_SLOTS * CIPC_STAGING_SLOT_BYTES)
-#define CIPC_POST_MAX_BYTES (CIPC_POST_HEADER_BYTES + CIPC_MAX_SLOTS * CIPC_POST_ENTRY_BYTES)
+#define CIPC_BUCKET_BYTES 48u
+#define CIPC_DONE_BYTES 24u
 #define CIPC_KEY_MAX 512
 
 /* ---- cipc_names.c: keys, UUIDs, numbers, options ---------------------------------------- */
@@ -75,7 +79,7 @@ typedef struct cipc_options {
 wsync_status_t cipc_parse_options(const wsync_option_t* options, uint64_t num_options, cipc_options_t* out,
                                   char* err, size_t errcap);
 
-/* ---- cipc_wire.c: the staging and post records ---------------------------------------------- */
+/* ---- cipc_wire.c: the staging record and the per-bucket records ---------------------------- */
 
 typedef struct cipc_slot_desc {
   uint64_t size;         /* bytes the core may send from this slot */
@@ -93,19 +97,6 @@ typedef struct cipc_staging {
   cipc_slot_desc_t slots[CIPC_MAX_SLOTS];
 } cipc_staging_t;
 
-typedef struct cipc_post_entry {
-  uint64_t seq;
-  uint32_t slot;
-  uint64_t offset;
-  uint64_t len;
-} cipc_post_entry_t;
-
-typedef struct cipc_post {
-  uint64_t session;
-  uint32_t count;
-  cipc_post_entry_t entries[CIPC_MAX_SLOTS];
-} cipc_post_t;
-
 /* Encode into buf (cap >= CIPC_STAGING_MAX_BYTES is always enough); the length, or 0 when
  * s is invalid (no slot, too many) or cap is too small. */
 size_t cipc_staging_encode(const cipc_staging_t* s, uint8_t* buf, size_t cap);
@@ -113,17 +104,26 @@ size_t cipc_staging_encode(const cipc_staging_t* s, uint8_t* buf, size_t cap);
  * version or length, a slot count of 0 or over CIPC_MAX_SLOTS, an empty slot, an overflow. */
 wsync_status_t cipc_staging_decode(const uint8_t* buf, size_t len, cipc_staging_t* out, char* err, size_t errcap);
 
-size_t cipc_post_encode(const cipc_post_t* p, uint8_t* buf, size_t cap);
-/* Decode an untrusted post record and check it against the staging it refers to: the session,
- * every slot index, offset + len inside the slot, no slot twice, seq > 0. */
-wsync_status_t cipc_post_decode(const uint8_t* buf, size_t len, const cipc_staging_t* staging, cipc_post_t* out,
-                                char* err, size_t errcap);
+/* A bucket in a slot: what the sender's book keeps per slot, and what the bucket record carries. */
+typedef struct cipc_post_entry {
+  uint64_t seq;
+  uint32_t slot;
+  uint64_t offset;
+  uint64_t len;
+} cipc_post_entry_t;
 
-#define CIPC_POST_FOUND 1
-#define CIPC_POST_NOT_YET 0
-#define CIPC_POST_PASSED (-1) /* a later bucket is there but not `seq`: it will never come */
-/* Look for bucket seq in a decoded post record. */
-int cipc_post_find(const cipc_post_t* p, uint64_t seq, cipc_post_entry_t* out);
+/* The bucket record; the length (CIPC_BUCKET_BYTES), or 0 when cap is too small. */
+size_t cipc_bucket_encode(uint64_t session, const cipc_post_entry_t* e, uint8_t* buf, size_t cap);
+/* Decode an untrusted bucket record and check it against the staging it refers to: the exact
+ * length, magic and version, the session, seq == expect_seq, the slot index, offset + len inside
+ * the slot. WSYNC_ERR_PROTOCOL with the reason in err otherwise. */
+wsync_status_t cipc_bucket_decode(const uint8_t* buf, size_t len, const cipc_staging_t* staging, uint64_t expect_seq,
+                                  cipc_post_entry_t* out, char* err, size_t errcap);
+/* The done record; the length (CIPC_DONE_BYTES), or 0 when cap is too small. */
+size_t cipc_done_encode(uint64_t session, uint64_t seq, uint8_t* buf, size_t cap);
+/* Decode an untrusted done record of `session`: *seq gets the bucket it reports copied. */
+wsync_status_t cipc_done_decode(const uint8_t* buf, size_t len, uint64_t session, uint64_t* seq, char* err,
+                                size_t errcap);
 
 /* Sum of the regions' lengths into *total. WSYNC_ERR_INVALID_ARGUMENT (err says which region)
  * for a NULL region with a length, or a sum that overflows. */
@@ -180,8 +180,6 @@ uint32_t cipc_book_pending(const cipc_book_t* b, uint32_t slot, uint32_t* first_
 int cipc_book_is_pending(const cipc_book_t* b, uint32_t slot, uint32_t rank);
 /* The rank is gone: it is removed from every pending set and never waited for again. */
 void cipc_book_forget(cipc_book_t* b, uint32_t rank);
-/* The post record of the book: the latest bucket of every slot used so far. */
-void cipc_book_post_record(const cipc_book_t* b, uint64_t session, cipc_post_t* out);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -13,20 +13,20 @@
 
 /* Wait for the staging record until the deadline, in short slices so abort is seen. */
 static wsync_status_t fetch_staging(cipc_transport_t* t, int64_t timeout_ms, uint8_t* blob, uint64_t* len) {
-  const int64_t deadline = cipc_deadline(timeout_ms);
+  const int64_t deadline = wsp_deadline_us(timeout_ms);
   wsync_status_t rc;
   for (;;) {
-    int64_t left_ms = (deadline - cipc_now_us()) / 1000;
+    int64_t left_ms = (deadline - wsp_now_us()) / 1000;
     if (atomic_load(&t->aborted))
-      return cipc_fail(WSYNC_ERR_ABORTED, "transport 'cuda_ipc': rank %u: aborted during connect", t->rank);
+      return wsp_fail(WSYNC_ERR_ABORTED, "transport 'cuda_ipc': rank %u: aborted during connect", t->rank);
     rc = cipc_store_read(t, t->key_staging, blob, CIPC_STAGING_MAX_BYTES, len, left_ms < 50 ? left_ms : 50);
     if (rc == WSYNC_OK) return WSYNC_OK;
     if (rc == WSYNC_ERR_PROTOCOL) return rc; /* too large: already worded */
     if (rc != WSYNC_ERR_TIMEOUT)
-      return cipc_fail(rc, "transport 'cuda_ipc': rank %u: reading '%s' from the store failed", t->rank,
+      return wsp_fail(rc, "transport 'cuda_ipc': rank %u: reading '%s' from the store failed", t->rank,
                        t->key_staging);
-    if (cipc_now_us() >= deadline)
-      return cipc_fail(WSYNC_ERR_TIMEOUT, "transport 'cuda_ipc': rank %u: rank 0 did not publish its CUDA IPC staging "
+    if (wsp_now_us() >= deadline)
+      return wsp_fail(WSYNC_ERR_TIMEOUT, "transport 'cuda_ipc': rank %u: rank 0 did not publish its CUDA IPC staging "
                        "('%s') within %lld ms", t->rank, t->key_staging, (long long)timeout_ms);
   }
 }
@@ -40,21 +40,21 @@ static wsync_status_t find_device(cipc_transport_t* t, int* out) {
   cudaError_t e = cudaGetDeviceCount(&count);
   cipc_uuid_format(t->peer->uuid, want);
   if (e != cudaSuccess || count <= 0)
-    return cipc_fail(WSYNC_ERR_NO_DEVICE, "transport 'cuda_ipc': rank %u: the sender's staging is on %s, and this "
+    return wsp_fail(WSYNC_ERR_NO_DEVICE, "transport 'cuda_ipc': rank %u: the sender's staging is on %s, and this "
                      "process sees no CUDA device (cudaGetDeviceCount: %s)", t->rank, want,
                      e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
   uuids = (uint8_t(*)[CIPC_UUID_BYTES])calloc((size_t)count, CIPC_UUID_BYTES);
-  if (uuids == NULL) return cipc_fail(WSYNC_ERR_OUT_OF_MEMORY, "transport 'cuda_ipc': out of memory");
+  if (uuids == NULL) return wsp_fail(WSYNC_ERR_OUT_OF_MEMORY, "transport 'cuda_ipc': out of memory");
   for (i = 0; i < count; ++i)
     if ((e = cipc_device_uuid(i, uuids[i])) != cudaSuccess) {
       free(uuids);
-      return cipc_fail(WSYNC_ERR_IO, "transport 'cuda_ipc': rank %u: reading the UUID of CUDA device %d failed: %s",
+      return wsp_fail(WSYNC_ERR_IO, "transport 'cuda_ipc': rank %u: reading the UUID of CUDA device %d failed: %s",
                        t->rank, i, cudaGetErrorString(e));
     }
   found = cipc_uuid_find(t->peer->uuid, (const uint8_t(*)[CIPC_UUID_BYTES])uuids, count);
   free(uuids);
   if (found < 0)
-    return cipc_fail(WSYNC_ERR_NO_DEVICE, "transport 'cuda_ipc': rank %u: the sender's staging is on %s, which this "
+    return wsp_fail(WSYNC_ERR_NO_DEVICE, "transport 'cuda_ipc': rank %u: the sender's staging is on %s, which this "
                      "process does not see (CUDA_VISIBLE_DEVICES=%s); cuda_ipc needs the trainer and the engine on "
                      "the same GPU", t->rank, want, cvd ? cvd : "unset");
   *out = found;
@@ -70,7 +70,7 @@ static wsync_status_t open_slots(cipc_transport_t* t) {
   t->owns_mapping = (uint8_t*)calloc(n, 1);
   t->peer_events = (cudaEvent_t*)calloc(n, sizeof *t->peer_events);
   if (t->mapped == NULL || t->owns_mapping == NULL || t->peer_events == NULL)
-    return cipc_fail(WSYNC_ERR_OUT_OF_MEMORY, "transport 'cuda_ipc': out of memory");
+    return wsp_fail(WSYNC_ERR_OUT_OF_MEMORY, "transport 'cuda_ipc': out of memory");
   for (i = 0; i < n; ++i) {
     const cipc_slot_desc_t* d = &t->peer->slots[i];
     cudaIpcMemHandle_t mh;
@@ -84,7 +84,7 @@ static wsync_status_t open_slots(cipc_transport_t* t) {
       memcpy(&mh, d->mem_handle, sizeof mh);
       e = cudaIpcOpenMemHandle(&p, mh, cudaIpcMemLazyEnablePeerAccess);
       if (e != cudaSuccess)
-        return cipc_fail(WSYNC_ERR_IO, "transport 'cuda_ipc': rank %u: mapping staging slot %u of the sender (pid %u) "
+        return wsp_fail(WSYNC_ERR_IO, "transport 'cuda_ipc': rank %u: mapping staging slot %u of the sender (pid %u) "
                          "on CUDA device %d failed (cudaIpcOpenMemHandle: %s); is the sender still running, and do "
                          "both processes share the host's IPC and PID namespaces (containers: --ipc=host "
                          "--pid=host)?", t->rank, i, t->peer->pid, t->device, cudaGetErrorString(e));
@@ -95,19 +95,19 @@ static wsync_status_t open_slots(cipc_transport_t* t) {
     e = cudaIpcOpenEventHandle(&t->peer_events[i], eh);
     if (e != cudaSuccess) {
       t->peer_events[i] = NULL;
-      return cipc_fail(WSYNC_ERR_IO, "transport 'cuda_ipc': rank %u: opening the event of staging slot %u of the "
+      return wsp_fail(WSYNC_ERR_IO, "transport 'cuda_ipc': rank %u: opening the event of staging slot %u of the "
                        "sender (pid %u) failed (cudaIpcOpenEventHandle: %s)", t->rank, i, t->peer->pid,
                        cudaGetErrorString(e));
     }
   }
   if ((e = cudaStreamCreateWithFlags(&t->stream, cudaStreamNonBlocking)) != cudaSuccess) {
     t->stream = NULL;
-    return cipc_fail(WSYNC_ERR_IO, "transport 'cuda_ipc': rank %u: creating a stream on CUDA device %d failed: %s",
+    return wsp_fail(WSYNC_ERR_IO, "transport 'cuda_ipc': rank %u: creating a stream on CUDA device %d failed: %s",
                      t->rank, t->device, cudaGetErrorString(e));
   }
   if ((e = cudaEventCreateWithFlags(&t->copied, cudaEventDisableTiming)) != cudaSuccess) {
     t->copied = NULL;
-    return cipc_fail(WSYNC_ERR_IO, "transport 'cuda_ipc': rank %u: creating an event on CUDA device %d failed: %s",
+    return wsp_fail(WSYNC_ERR_IO, "transport 'cuda_ipc': rank %u: creating an event on CUDA device %d failed: %s",
                      t->rank, t->device, cudaGetErrorString(e));
   }
   return WSYNC_OK;
@@ -120,23 +120,23 @@ wsync_status_t cipc_connect_receiver(cipc_transport_t* t, int64_t timeout_ms) {
   int device = -1;
   wsync_status_t rc;
   if (t->forgotten[0])
-    return cipc_fail(WSYNC_ERR_PEER_FAILED, "transport 'cuda_ipc': rank %u: the sender (rank 0) was forgotten",
+    return wsp_fail(WSYNC_ERR_PEER_FAILED, "transport 'cuda_ipc': rank %u: the sender (rank 0) was forgotten",
                      t->rank);
   if ((rc = fetch_staging(t, timeout_ms, blob, &len)) != WSYNC_OK) return rc;
   t->peer = (cipc_staging_t*)calloc(1, sizeof *t->peer);
-  if (t->peer == NULL) return cipc_fail(WSYNC_ERR_OUT_OF_MEMORY, "transport 'cuda_ipc': out of memory");
+  if (t->peer == NULL) return wsp_fail(WSYNC_ERR_OUT_OF_MEMORY, "transport 'cuda_ipc': out of memory");
   if ((rc = cipc_staging_decode(blob, (size_t)len, t->peer, err, sizeof err)) != WSYNC_OK) {
     free(t->peer);
     t->peer = NULL;
-    return cipc_fail(rc, "transport 'cuda_ipc': rank %u: the staging record at store key '%s' is malformed: %s",
+    return wsp_fail(rc, "transport 'cuda_ipc': rank %u: the staging record at store key '%s' is malformed: %s",
                      t->rank, t->key_staging, err);
   }
   if (t->peer->pid == (uint32_t)getpid())
-    cipc_log(WSYNC_LOG_WARN, "transport 'cuda_ipc': rank %u: the sender is this same process (pid %u); CUDA IPC "
+    wsp_log(WSYNC_LOG_WARN, "transport 'cuda_ipc': rank %u: the sender is this same process (pid %u); CUDA IPC "
              "handles cannot be opened by the process that exported them", t->rank, t->peer->pid);
   if ((rc = find_device(t, &device)) != WSYNC_OK) goto fail;
   if (device != t->device)
-    cipc_log(WSYNC_LOG_INFO, "transport 'cuda_ipc': rank %u: the sender's GPU is CUDA device %d here; the receive "
+    wsp_log(WSYNC_LOG_INFO, "transport 'cuda_ipc': rank %u: the sender's GPU is CUDA device %d here; the receive "
              "regions were announced on device %d", t->rank, device, t->device);
   t->device = device;
   if ((rc = cipc_set_device(t, "connect")) != WSYNC_OK) goto fail;
@@ -144,12 +144,12 @@ wsync_status_t cipc_connect_receiver(cipc_transport_t* t, int64_t timeout_ms) {
 
   cipc_key(key, sizeof key, t->group, "ready", t->rank);
   cipc_session_hex(t->peer->session, session);
-  if ((rc = cipc_host->store_set(t->store, key, session, 16)) != WSYNC_OK) {
-    rc = cipc_fail(rc, "transport 'cuda_ipc': rank %u: writing '%s' to the store failed", t->rank, key);
+  if ((rc = wsp_host()->store_set(t->store, key, session, 16)) != WSYNC_OK) {
+    rc = wsp_fail(rc, "transport 'cuda_ipc': rank %u: writing '%s' to the store failed", t->rank, key);
     goto fail;
   }
   cipc_uuid_format(t->peer->uuid, uuid);
-  cipc_log(WSYNC_LOG_DEBUG, "transport 'cuda_ipc': rank %u: mapped %u staging slots of the sender (pid %u) on CUDA "
+  wsp_log(WSYNC_LOG_DEBUG, "transport 'cuda_ipc': rank %u: mapped %u staging slots of the sender (pid %u) on CUDA "
            "device %d (%s)", t->rank, t->peer->num_slots, t->peer->pid, t->device, uuid);
   return WSYNC_OK;
 

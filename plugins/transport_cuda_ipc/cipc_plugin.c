@@ -3,16 +3,12 @@
  * get_property). The sender's side is in cipc_staging.c / cipc_send.c, the receiver's in
  * cipc_open.c / cipc_recv.c; the protocol is described in cipc_transport.h and cipc_logic.h. */
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cipc_transport.h"
 
-const wsync_host_v1_t* cipc_host;
-
-/* Does params (of params->struct_size bytes) reach the end of `field`? */
-#define PARAMS_HAS(p, field) \
-  ((p)->struct_size >= offsetof(wsync_transport_params_t, field) + sizeof((p)->field))
 
 static void free_instance(cipc_transport_t* t) {
   cipc_book_free(&t->book);
@@ -29,37 +25,37 @@ static wsync_status_t cipc_create(const wsync_transport_params_t* params, void**
   int device = -1;
   if (out != NULL) *out = NULL;
   if (params == NULL || out == NULL)
-    return cipc_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'cuda_ipc': create: NULL argument");
-  if (!PARAMS_HAS(params, timeout_ms))
-    return cipc_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'cuda_ipc': params struct_size %u is too small",
+    return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'cuda_ipc': create: NULL argument");
+  if (!WSYNC_HAS_FIELD(params, wsync_transport_params_t, timeout_ms))
+    return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'cuda_ipc': params struct_size %u is too small",
                      params->struct_size);
   if (params->world_size < 1 || params->rank >= params->world_size)
-    return cipc_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'cuda_ipc': rank %u is outside a world of %u", params->rank,
+    return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'cuda_ipc': rank %u is outside a world of %u", params->rank,
                      params->world_size);
   if (params->store == NULL && params->world_size > 1)
-    return cipc_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'cuda_ipc': no store to exchange the IPC handles through");
+    return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'cuda_ipc': no store to exchange the IPC handles through");
   rc = cipc_parse_options(params->options, params->num_options, &opts, err, sizeof err);
-  if (rc != WSYNC_OK) return cipc_fail(rc, "transport 'cuda_ipc': %s", err);
+  if (rc != WSYNC_OK) return wsp_fail(rc, "transport 'cuda_ipc': %s", err);
 
   /* The device: the core's choice when this core passes one, else the current device. On the
    * receiver it is replaced at connect by the ordinal that sees the sender's GPU. */
-  if (PARAMS_HAS(params, device_index) && params->device_index >= 0) {
+  if (WSYNC_HAS_FIELD(params, wsync_transport_params_t, device_index) && params->device_index >= 0) {
     int count = 0;
     const cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess || params->device_index >= count)
-      return cipc_fail(WSYNC_ERR_NO_DEVICE, "transport 'cuda_ipc': rank %u: CUDA device %d does not exist here (%d "
+      return wsp_fail(WSYNC_ERR_NO_DEVICE, "transport 'cuda_ipc': rank %u: CUDA device %d does not exist here (%d "
                        "visible%s%s)", params->rank, params->device_index, count, e != cudaSuccess ? ": " : "",
                        e != cudaSuccess ? cudaGetErrorString(e) : "");
     device = params->device_index;
   } else {
     const cudaError_t e = cudaGetDevice(&device);
     if (e != cudaSuccess)
-      return cipc_fail(WSYNC_ERR_NO_DEVICE, "transport 'cuda_ipc': rank %u: cudaGetDevice failed: %s", params->rank,
+      return wsp_fail(WSYNC_ERR_NO_DEVICE, "transport 'cuda_ipc': rank %u: cudaGetDevice failed: %s", params->rank,
                        cudaGetErrorString(e));
   }
 
   t = (cipc_transport_t*)calloc(1, sizeof *t);
-  if (t == NULL) return cipc_fail(WSYNC_ERR_OUT_OF_MEMORY, "transport 'cuda_ipc': out of memory");
+  if (t == NULL) return wsp_fail(WSYNC_ERR_OUT_OF_MEMORY, "transport 'cuda_ipc': out of memory");
   t->rank = params->rank;
   t->world_size = params->world_size;
   t->store = params->store;
@@ -70,12 +66,11 @@ static wsync_status_t cipc_create(const wsync_transport_params_t* params, void**
   t->forgotten = (uint8_t*)calloc(params->world_size, 1);
   if (t->group == NULL || t->forgotten == NULL) {
     free_instance(t);
-    return cipc_fail(WSYNC_ERR_OUT_OF_MEMORY, "transport 'cuda_ipc': out of memory");
+    return wsp_fail(WSYNC_ERR_OUT_OF_MEMORY, "transport 'cuda_ipc': out of memory");
   }
-  if (cipc_key(t->key_staging, sizeof t->key_staging, t->group, "staging", -1) != 0 ||
-      cipc_key(t->key_post, sizeof t->key_post, t->group, "post", -1) != 0) {
+  if (cipc_key(t->key_staging, sizeof t->key_staging, t->group, "staging", -1) != 0) {
     free_instance(t);
-    return cipc_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'cuda_ipc': the group name '%.64s...' is too long for a "
+    return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'cuda_ipc': the group name '%.64s...' is too long for a "
                      "store key", params->group_name);
   }
   *out = t;
@@ -85,10 +80,10 @@ static wsync_status_t cipc_create(const wsync_transport_params_t* params, void**
 static wsync_status_t cipc_connect(void* self, int64_t timeout_ms) {
   cipc_transport_t* t = (cipc_transport_t*)self;
   wsync_status_t rc;
-  if (t == NULL) return cipc_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'cuda_ipc': connect on NULL");
+  if (t == NULL) return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'cuda_ipc': connect on NULL");
   if (t->connected)
-    return cipc_fail(WSYNC_ERR_INVALID_STATE, "transport 'cuda_ipc': rank %u is already connected", t->rank);
-  if (atomic_load(&t->aborted)) return cipc_fail(WSYNC_ERR_ABORTED, "transport 'cuda_ipc': rank %u: aborted", t->rank);
+    return wsp_fail(WSYNC_ERR_INVALID_STATE, "transport 'cuda_ipc': rank %u is already connected", t->rank);
+  if (atomic_load(&t->aborted)) return wsp_fail(WSYNC_ERR_ABORTED, "transport 'cuda_ipc': rank %u: aborted", t->rank);
   rc = t->rank == 0 ? cipc_connect_sender(t, timeout_ms) : cipc_connect_receiver(t, timeout_ms);
   if (rc == WSYNC_OK) t->connected = 1;
   return rc;
@@ -114,8 +109,21 @@ static wsync_status_t cipc_get_property(void* self, const char* key, char* buf, 
   (void)buf;
   (void)cap;
   if (self == NULL || key == NULL)
-    return cipc_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'cuda_ipc': get_property: NULL instance or key");
-  return cipc_fail(WSYNC_ERR_NOT_FOUND, "transport 'cuda_ipc' has no property '%s' (it publishes none)", key);
+    return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'cuda_ipc': get_property: NULL instance or key");
+  return wsp_fail(WSYNC_ERR_NOT_FOUND, "transport 'cuda_ipc' has no property '%s' (it publishes none)", key);
+}
+
+/* What wsync-info prints: the CUDA runtime and driver, and the devices. */
+static const char* cipc_runtime_info(void) {
+  static char text[128];
+  int rt = 0, drv = 0, count = 0;
+  if (cudaRuntimeGetVersion(&rt) != cudaSuccess) rt = 0;
+  if (cudaDriverGetVersion(&drv) != cudaSuccess) drv = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) count = 0;
+  (void)cudaGetLastError();
+  snprintf(text, sizeof text, "CUDA runtime %d.%d, driver %d.%d, %d device(s)", rt / 1000, rt % 1000 / 10, drv / 1000,
+           drv % 1000 / 10, count);
+  return text;
 }
 
 static const wsync_transport_v1_t kCudaIpcTransport = {
@@ -135,27 +143,31 @@ static const wsync_transport_v1_t kCudaIpcTransport = {
     cipc_destroy,
     cipc_register_staging,
     cipc_get_property,
+    NULL, /* get_event_fd: completion comes with the receivers' ACKs (sender) or a CUDA event (receiver) */
+    NULL, /* arm */
+    cipc_describe_send,
+    cipc_describe_recv,
+    cipc_peer_blob,
+    cipc_runtime_info,
 };
 
 __attribute__((visibility("default"))) const wsync_transport_v1_t* wsync_transport_entry_v1(
     const wsync_host_v1_t* host) {
   int count = 0;
   cudaError_t e;
-  if (host == NULL) return NULL;
-  if (host->struct_size < sizeof(wsync_host_v1_t) || host->abi_version != WSYNC_PLUGIN_ABI_VERSION ||
-      host->set_error == NULL || host->store_set == NULL || host->store_get == NULL) {
-    if (host->struct_size >= offsetof(wsync_host_v1_t, set_error) + sizeof host->set_error && host->set_error)
-      host->set_error(WSYNC_ERR_VERSION_MISMATCH,
-                      "transport 'cuda_ipc': the host table is too small, of another plugin ABI, or lacks "
-                      "set_error/store_set/store_get");
+  /* The per-bucket records need a core that carries them (plugin ABI 1.2). */
+  WSYNC_PLUGIN_CHECK_HOST(host, abi_minor, "transport 'cuda_ipc'");
+  if (host->abi_minor < 2) {
+    host->set_error(WSYNC_ERR_VERSION_MISMATCH, "transport 'cuda_ipc' needs a wsync core with plugin ABI 1.2 or newer "
+                    "(its per-bucket side channel)");
     return NULL;
   }
-  cipc_host = host;
+  wsp_set_host(host);
   /* Without a driver libcudart_static answers with an error here; it never crashes. */
   e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess || count <= 0) {
-    cipc_fail(WSYNC_ERR_NO_DEVICE, "transport 'cuda_ipc': no CUDA device (cudaGetDeviceCount: %s)",
-              e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+    wsp_fail(WSYNC_ERR_NO_DEVICE, "transport 'cuda_ipc': no CUDA device (cudaGetDeviceCount: %s)",
+             e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
     return NULL;
   }
   return &kCudaIpcTransport;

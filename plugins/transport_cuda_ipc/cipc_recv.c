@@ -1,10 +1,12 @@
-/* cipc_recv.c — the receiver's half: one receive at a time, driven as a state machine so that
- * recv_wait can return TIMEOUT anywhere and resume on the next call:
+/* cipc_recv.c — the receiver's half, and the side channel's entry points on both sides. One
+ * receive at a time, a small state machine so that recv_wait can return TIMEOUT anywhere and
+ * resume on the next call:
  *
- *   WAIT_POST  poll the post record until it names our bucket (PROTOCOL if it moved past it)
- *   COPYING    queued on our stream: wait for the sender's slot event, one cudaMemcpyAsync per
- *              region (device or host memory, cudaMemcpyDefault), record `copied`; poll it
- *   REPORT     write done/<rank> = seq: the sender may now reuse the slot
+ *   DESCRIBED  peer_blob gave the sender's bucket record (checked against the staging)
+ *   COPYING    recv_post queued, on our stream: a wait for the sender's slot event, one
+ *              cudaMemcpyAsync per region (device or host memory, cudaMemcpyDefault), our event
+ *   (idle)     recv_wait saw our event complete; describe_recv writes the done record the ACK
+ *              carries back, which frees the slot on the sender
  *
  * The host never synchronises the device: it polls cudaEventQuery until the deadline. */
 #include <stdio.h>
@@ -13,39 +15,58 @@
 
 #include "cipc_transport.h"
 
-wsync_status_t cipc_recv_post(void* self, uint64_t seq, const wsync_iov_t* iov, uint64_t num_iov) {
-  cipc_transport_t* t = (cipc_transport_t*)self;
-  cipc_recv_op_t* op;
-  char err[256];
-  uint64_t total = 0, i, n = 0;
+/* cipc_send.c */
+wsync_status_t cipc_sender_blob(cipc_transport_t* t, uint64_t seq, uint32_t rank, int32_t kind, const void* blob,
+                                uint64_t len);
+
+static void finish(cipc_transport_t* t) {
+  free(t->op.iov);
+  memset(&t->op, 0, sizeof t->op);
+}
+
+/* The sender's bucket record for the next receive. */
+static wsync_status_t receiver_blob(cipc_transport_t* t, uint64_t seq, uint32_t rank, int32_t kind, const void* blob,
+                                    uint64_t len) {
+  cipc_recv_op_t* op = &t->op;
+  char err[512];
   wsync_status_t rc;
-  if (t == NULL) return cipc_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'cuda_ipc': recv_post on NULL");
-  if (t->rank == 0) return cipc_fail(WSYNC_ERR_INVALID_STATE, "transport 'cuda_ipc': recv_post on the sender (rank 0)");
-  if (!t->connected) return cipc_fail(WSYNC_ERR_INVALID_STATE, "transport 'cuda_ipc': recv_post before connect");
-  if (atomic_load(&t->aborted)) return cipc_fail(WSYNC_ERR_ABORTED, "transport 'cuda_ipc': rank %u: aborted", t->rank);
-  if (t->forgotten[0])
-    return cipc_fail(WSYNC_ERR_PEER_FAILED, "transport 'cuda_ipc': rank %u: the sender (rank 0) was forgotten",
-                     t->rank);
-  op = &t->op;
+  if (rank != 0 || kind != WSYNC_BLOB_MANIFEST)
+    return wsp_fail(WSYNC_ERR_PROTOCOL, "transport 'cuda_ipc': rank %u: a record from rank %u with message kind %d; "
+                    "only the sender's MANIFEST carries one", t->rank, rank, (int)kind);
+  if (!t->connected || t->peer == NULL)
+    return wsp_fail(WSYNC_ERR_INVALID_STATE, "transport 'cuda_ipc': rank %u: a bucket record before connect", t->rank);
   if (op->state != CIPC_RECV_IDLE)
-    return cipc_fail(WSYNC_ERR_INVALID_STATE, "transport 'cuda_ipc': rank %u: recv_post of bucket %llu while bucket "
-                     "%llu is still being received (one at a time)", t->rank, (unsigned long long)seq,
-                     (unsigned long long)op->seq);
-  if (seq == 0) return cipc_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'cuda_ipc': recv_post of bucket 0");
-  if ((rc = cipc_iov_total(iov, num_iov, &total, err, sizeof err)) != WSYNC_OK)
-    return cipc_fail(rc, "transport 'cuda_ipc': rank %u: recv_post of bucket %llu: %s", t->rank,
-                     (unsigned long long)seq, err);
+    return wsp_fail(WSYNC_ERR_INVALID_STATE, "transport 'cuda_ipc': rank %u: the record of bucket %llu came while bucket "
+                    "%llu is still being received", t->rank, (unsigned long long)seq, (unsigned long long)op->seq);
   memset(op, 0, sizeof *op);
-  if (num_iov > 0) {
-    op->iov = (wsync_iov_t*)malloc((size_t)num_iov * sizeof *op->iov);
-    if (op->iov == NULL) return cipc_fail(WSYNC_ERR_OUT_OF_MEMORY, "transport 'cuda_ipc': out of memory");
-  }
-  for (i = 0; i < num_iov; ++i)
-    if (iov[i].len > 0) op->iov[n++] = iov[i];
-  op->num_iov = n;
-  op->total = total;
+  if ((rc = cipc_bucket_decode((const uint8_t*)blob, (size_t)len, t->peer, seq, &op->entry, err, sizeof err)) != WSYNC_OK)
+    return wsp_fail(rc, "transport 'cuda_ipc': rank %u: the sender's record of bucket %llu: %s", t->rank,
+                    (unsigned long long)seq, err);
   op->seq = seq;
-  op->state = CIPC_RECV_WAIT_POST;
+  op->state = CIPC_RECV_DESCRIBED;
+  return WSYNC_OK;
+}
+
+wsync_status_t cipc_peer_blob(void* self, uint64_t seq, uint32_t rank, int32_t kind, const void* blob, uint64_t len) {
+  cipc_transport_t* t = (cipc_transport_t*)self;
+  if (t == NULL || (blob == NULL && len > 0))
+    return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'cuda_ipc': peer_blob: NULL argument");
+  if (atomic_load(&t->aborted)) return wsp_fail(WSYNC_ERR_ABORTED, "transport 'cuda_ipc': rank %u: aborted", t->rank);
+  return t->rank == 0 ? cipc_sender_blob(t, seq, rank, kind, blob, len) : receiver_blob(t, seq, rank, kind, blob, len);
+}
+
+wsync_status_t cipc_describe_recv(void* self, uint64_t seq, int32_t kind, void* blob, uint64_t cap, uint64_t* len) {
+  cipc_transport_t* t = (cipc_transport_t*)self;
+  if (t == NULL || blob == NULL || len == NULL)
+    return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'cuda_ipc': describe_recv: NULL argument");
+  *len = 0;
+  if (kind != WSYNC_BLOB_ACK) return WSYNC_OK; /* READY carries nothing */
+  if (t->rank == 0 || t->peer == NULL)
+    return wsp_fail(WSYNC_ERR_INVALID_STATE, "transport 'cuda_ipc': describe_recv on rank %u before connect", t->rank);
+  *len = cipc_done_encode(t->peer->session, seq, (uint8_t*)blob, (size_t)cap);
+  if (*len == 0)
+    return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'cuda_ipc': describe_recv: no room for the %u-byte done "
+                    "record", CIPC_DONE_BYTES);
   return WSYNC_OK;
 }
 
@@ -57,132 +78,116 @@ static wsync_status_t start_copies(cipc_transport_t* t) {
   uint64_t i, cursor = 0;
   wsync_status_t rc;
   cudaError_t e;
-  if ((rc = cipc_set_device(t, "recv_wait")) != WSYNC_OK) return rc; /* nothing queued: stays WAIT_POST */
+  if ((rc = cipc_set_device(t, "recv_post")) != WSYNC_OK) return rc; /* nothing queued */
   /* GPU-side ordering: our copies start once the sender's staging writes are done. */
   e = cudaStreamWaitEvent(t->stream, t->peer_events[s], 0);
   if (e != cudaSuccess)
-    return cipc_fail(WSYNC_ERR_IO, "transport 'cuda_ipc': rank %u: bucket %llu: waiting for the event of staging slot "
-                     "%u failed (cudaStreamWaitEvent: %s)", t->rank, (unsigned long long)op->seq, s,
-                     cudaGetErrorString(e));
+    return wsp_fail(WSYNC_ERR_IO, "transport 'cuda_ipc': rank %u: bucket %llu: waiting for the event of staging slot "
+                    "%u failed (cudaStreamWaitEvent: %s)", t->rank, (unsigned long long)op->seq, s,
+                    cudaGetErrorString(e));
   for (i = 0; i < op->num_iov; ++i) {
     e = cudaMemcpyAsync(op->iov[i].base, src + cursor, (size_t)op->iov[i].len, cudaMemcpyDefault, t->stream);
     if (e != cudaSuccess) {
       op->event_recorded = cudaEventRecord(t->copied, t->stream) == cudaSuccess; /* what was queued, to wait on */
       op->state = CIPC_RECV_FAILED;
       op->failed = WSYNC_ERR_IO;
-      return cipc_fail(WSYNC_ERR_IO, "transport 'cuda_ipc': rank %u: bucket %llu: copying region %llu (%p, %llu bytes) "
-                       "out of staging slot %u failed (cudaMemcpyAsync: %s)", t->rank, (unsigned long long)op->seq,
-                       (unsigned long long)i, op->iov[i].base, (unsigned long long)op->iov[i].len, s,
-                       cudaGetErrorString(e));
+      return wsp_fail(WSYNC_ERR_IO, "transport 'cuda_ipc': rank %u: bucket %llu: copying region %llu (%p, %llu bytes) "
+                      "out of staging slot %u failed (cudaMemcpyAsync: %s)", t->rank, (unsigned long long)op->seq,
+                      (unsigned long long)i, op->iov[i].base, (unsigned long long)op->iov[i].len, s,
+                      cudaGetErrorString(e));
     }
     cursor += op->iov[i].len;
   }
   if ((e = cudaEventRecord(t->copied, t->stream)) != cudaSuccess) {
     op->state = CIPC_RECV_FAILED;
     op->failed = WSYNC_ERR_IO;
-    return cipc_fail(WSYNC_ERR_IO, "transport 'cuda_ipc': rank %u: bucket %llu: recording the copy event failed: %s",
-                     t->rank, (unsigned long long)op->seq, cudaGetErrorString(e));
+    return wsp_fail(WSYNC_ERR_IO, "transport 'cuda_ipc': rank %u: bucket %llu: recording the copy event failed: %s",
+                    t->rank, (unsigned long long)op->seq, cudaGetErrorString(e));
   }
   op->event_recorded = 1;
   op->state = CIPC_RECV_COPYING;
   return WSYNC_OK;
 }
 
-/* One look at the post record: OK once the copies are queued, TIMEOUT when not posted yet. */
-static wsync_status_t look_for_post(cipc_transport_t* t, int64_t deadline) {
+/* Keep the non-empty regions of `iov` (an owned copy) in the receive. */
+static wsync_status_t take_regions(cipc_transport_t* t, uint64_t seq, const wsync_iov_t* iov, uint64_t num_iov) {
   cipc_recv_op_t* op = &t->op;
-  uint8_t rec[CIPC_POST_MAX_BYTES];
-  char err[512];
-  cipc_post_t post;
-  uint64_t len = 0;
-  wsync_status_t rc = cipc_store_read(t, t->key_post, rec, sizeof rec, &len, cipc_poll_wait_ms(deadline));
-  if (rc == WSYNC_ERR_TIMEOUT) return rc;
-  if (rc != WSYNC_OK)
-    return rc == WSYNC_ERR_PROTOCOL ? rc : cipc_fail(rc, "transport 'cuda_ipc': rank %u: reading '%s' failed", t->rank,
-                                                     t->key_post);
-  if ((rc = cipc_post_decode(rec, (size_t)len, t->peer, &post, err, sizeof err)) != WSYNC_OK)
-    return cipc_fail(rc, "transport 'cuda_ipc': rank %u: the post record at store key '%s' is malformed: %s", t->rank,
-                     t->key_post, err);
-  switch (cipc_post_find(&post, op->seq, &op->entry)) {
-    case CIPC_POST_NOT_YET:
-      return WSYNC_ERR_TIMEOUT;
-    case CIPC_POST_PASSED:
-      return cipc_fail(WSYNC_ERR_PROTOCOL, "transport 'cuda_ipc': rank %u: rank 0 has moved past bucket %llu (store "
-                       "key '%s' names only later buckets); was this rank dropped by the sender?", t->rank,
-                       (unsigned long long)op->seq, t->key_post);
-    default:
-      break;
-  }
-  if (op->entry.len != op->total)
-    return cipc_fail(WSYNC_ERR_PROTOCOL, "transport 'cuda_ipc': rank %u: bucket %llu from rank 0 has %llu bytes, the "
-                     "receive expects %llu", t->rank, (unsigned long long)op->seq,
-                     (unsigned long long)op->entry.len, (unsigned long long)op->total);
-  return start_copies(t);
+  char err[256];
+  uint64_t total = 0, i;
+  wsync_status_t rc;
+  if ((rc = cipc_iov_total(iov, num_iov, &total, err, sizeof err)) != WSYNC_OK)
+    return wsp_fail(rc, "transport 'cuda_ipc': rank %u: recv_post of bucket %llu: %s", t->rank, (unsigned long long)seq,
+                    err);
+  if (total != op->entry.len)
+    return wsp_fail(WSYNC_ERR_PROTOCOL, "transport 'cuda_ipc': rank %u: bucket %llu from rank 0 has %llu bytes, the "
+                    "receive expects %llu", t->rank, (unsigned long long)seq, (unsigned long long)op->entry.len,
+                    (unsigned long long)total);
+  if (num_iov > 0 && (op->iov = (wsync_iov_t*)malloc((size_t)num_iov * sizeof *op->iov)) == NULL)
+    return wsp_fail(WSYNC_ERR_OUT_OF_MEMORY, "transport 'cuda_ipc': out of memory");
+  op->num_iov = 0;
+  for (i = 0; i < num_iov; ++i)
+    if (iov[i].len > 0) op->iov[op->num_iov++] = iov[i];
+  op->total = total;
+  return WSYNC_OK;
 }
 
-static void finish(cipc_transport_t* t) {
-  free(t->op.iov);
-  memset(&t->op, 0, sizeof t->op);
+wsync_status_t cipc_recv_post(void* self, uint64_t seq, const wsync_iov_t* iov, uint64_t num_iov) {
+  cipc_transport_t* t = (cipc_transport_t*)self;
+  cipc_recv_op_t* op;
+  wsync_status_t rc;
+  if (t == NULL) return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'cuda_ipc': recv_post on NULL");
+  if (t->rank == 0) return wsp_fail(WSYNC_ERR_INVALID_STATE, "transport 'cuda_ipc': recv_post on the sender (rank 0)");
+  if (!t->connected) return wsp_fail(WSYNC_ERR_INVALID_STATE, "transport 'cuda_ipc': recv_post before connect");
+  if (atomic_load(&t->aborted)) return wsp_fail(WSYNC_ERR_ABORTED, "transport 'cuda_ipc': rank %u: aborted", t->rank);
+  if (t->forgotten[0])
+    return wsp_fail(WSYNC_ERR_PEER_FAILED, "transport 'cuda_ipc': rank %u: the sender (rank 0) was forgotten", t->rank);
+  op = &t->op;
+  if (op->state != CIPC_RECV_DESCRIBED || op->seq != seq)
+    return wsp_fail(WSYNC_ERR_PROTOCOL, "transport 'cuda_ipc': rank %u: recv_post of bucket %llu, which the sender did "
+                    "not describe (its MANIFEST carried no cuda_ipc bucket record)", t->rank, (unsigned long long)seq);
+  if ((rc = take_regions(t, seq, iov, num_iov)) != WSYNC_OK) {
+    finish(t);
+    return rc;
+  }
+  if (op->total == 0) return WSYNC_OK; /* nothing moves (the sender describes no empty bucket either) */
+  if ((rc = start_copies(t)) != WSYNC_OK && op->state != CIPC_RECV_FAILED) finish(t);
+  return rc;
 }
 
 wsync_status_t cipc_recv_wait(void* self, uint64_t seq, int64_t timeout_ms) {
   cipc_transport_t* t = (cipc_transport_t*)self;
-  const int64_t deadline = cipc_deadline(timeout_ms);
+  const int64_t deadline = wsp_deadline_us(timeout_ms);
   cipc_recv_op_t* op;
-  char key[CIPC_KEY_MAX], val[24];
-  wsync_status_t rc;
   cudaError_t e;
-  if (t == NULL) return cipc_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'cuda_ipc': recv_wait on NULL");
+  if (t == NULL) return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'cuda_ipc': recv_wait on NULL");
   op = &t->op;
   if (op->state == CIPC_RECV_IDLE || op->seq != seq)
-    return cipc_fail(WSYNC_ERR_INVALID_STATE, "transport 'cuda_ipc': rank %u: recv_wait for bucket %llu, which was not "
-                     "posted", t->rank, (unsigned long long)seq);
-  if (op->total == 0) { /* nothing moves (the sender posts no empty bucket either) */
+    return wsp_fail(WSYNC_ERR_INVALID_STATE, "transport 'cuda_ipc': rank %u: recv_wait for bucket %llu, which was not "
+                    "posted", t->rank, (unsigned long long)seq);
+  if (op->state == CIPC_RECV_DESCRIBED && op->total == 0) {
     finish(t);
     return WSYNC_OK;
   }
   for (;;) {
-    if (atomic_load(&t->aborted))
-      return cipc_fail(WSYNC_ERR_ABORTED, "transport 'cuda_ipc': rank %u: aborted", t->rank);
-    switch (op->state) {
-      case CIPC_RECV_FAILED:
-        return cipc_fail(op->failed, "transport 'cuda_ipc': rank %u: bucket %llu: queueing its copies failed earlier",
-                         t->rank, (unsigned long long)seq);
-      case CIPC_RECV_WAIT_POST:
-        rc = look_for_post(t, deadline);
-        if (rc == WSYNC_OK) continue;
-        if (rc != WSYNC_ERR_TIMEOUT) return rc;
-        break;
-      case CIPC_RECV_COPYING:
-        (void)cudaSetDevice(t->device);
-        e = cudaEventQuery(t->copied);
-        if (e == cudaSuccess) {
-          op->state = CIPC_RECV_REPORT;
-          continue;
-        }
-        if (e != cudaErrorNotReady)
-          return cipc_fail(WSYNC_ERR_IO, "transport 'cuda_ipc': rank %u: bucket %llu: the copy out of staging slot %u "
-                           "failed: %s", t->rank, (unsigned long long)seq, op->entry.slot, cudaGetErrorString(e));
-        break;
-      case CIPC_RECV_REPORT:
-        cipc_key(key, sizeof key, t->group, "done", t->rank);
-        snprintf(val, sizeof val, "%llu", (unsigned long long)seq);
-        if ((rc = cipc_host->store_set(t->store, key, val, strlen(val))) != WSYNC_OK)
-          return cipc_fail(rc, "transport 'cuda_ipc': rank %u: bucket %llu: writing '%s' to the store failed", t->rank,
-                           (unsigned long long)seq, key);
-        finish(t);
-        return WSYNC_OK;
-      default:
-        return cipc_fail(WSYNC_ERR_INTERNAL, "transport 'cuda_ipc': rank %u: receive in state %d", t->rank,
-                         (int)op->state);
+    if (atomic_load(&t->aborted)) return wsp_fail(WSYNC_ERR_ABORTED, "transport 'cuda_ipc': rank %u: aborted", t->rank);
+    if (op->state == CIPC_RECV_FAILED)
+      return wsp_fail(op->failed, "transport 'cuda_ipc': rank %u: bucket %llu: queueing its copies failed earlier",
+                      t->rank, (unsigned long long)seq);
+    if (op->state != CIPC_RECV_COPYING)
+      return wsp_fail(WSYNC_ERR_INVALID_STATE, "transport 'cuda_ipc': rank %u: recv_wait for bucket %llu before "
+                      "recv_post", t->rank, (unsigned long long)seq);
+    (void)cudaSetDevice(t->device);
+    e = cudaEventQuery(t->copied);
+    if (e == cudaSuccess) {
+      finish(t);
+      return WSYNC_OK;
     }
-    if (cipc_now_us() >= deadline) {
-      if (op->state == CIPC_RECV_WAIT_POST)
-        return cipc_fail(WSYNC_ERR_TIMEOUT, "transport 'cuda_ipc': rank %u: rank 0 has not posted bucket %llu yet "
-                         "(store key '%s')", t->rank, (unsigned long long)seq, t->key_post);
-      return cipc_fail(WSYNC_ERR_TIMEOUT, "transport 'cuda_ipc': rank %u: bucket %llu is still being copied out of "
-                       "staging slot %u", t->rank, (unsigned long long)seq, op->entry.slot);
-    }
+    if (e != cudaErrorNotReady)
+      return wsp_fail(WSYNC_ERR_IO, "transport 'cuda_ipc': rank %u: bucket %llu: the copy out of staging slot %u "
+                      "failed: %s", t->rank, (unsigned long long)seq, op->entry.slot, cudaGetErrorString(e));
+    if (wsp_now_us() >= deadline)
+      return wsp_fail(WSYNC_ERR_TIMEOUT, "transport 'cuda_ipc': rank %u: bucket %llu is still being copied out of "
+                      "staging slot %u", t->rank, (unsigned long long)seq, op->entry.slot);
     cipc_pause(t, deadline);
   }
 }
@@ -191,14 +196,14 @@ void cipc_cancel_recv(cipc_transport_t* t, int64_t budget_ms) {
   cipc_recv_op_t* op = &t->op;
   if (op->state == CIPC_RECV_IDLE) return;
   if ((op->state == CIPC_RECV_COPYING || op->state == CIPC_RECV_FAILED) && op->event_recorded && t->copied != NULL) {
-    const int64_t deadline = cipc_deadline(budget_ms);
+    const int64_t deadline = wsp_deadline_us(budget_ms);
     cudaError_t e;
     (void)cudaSetDevice(t->device);
-    while ((e = cudaEventQuery(t->copied)) == cudaErrorNotReady && cipc_now_us() < deadline) cipc_pause(t, deadline);
+    while ((e = cudaEventQuery(t->copied)) == cudaErrorNotReady && wsp_now_us() < deadline) cipc_pause(t, deadline);
     if (e == cudaErrorNotReady)
-      cipc_log(WSYNC_LOG_WARN, "transport 'cuda_ipc': rank %u: bucket %llu is still being copied after %lld ms; "
-               "abandoning it (its regions may still be written)", t->rank, (unsigned long long)op->seq,
-               (long long)budget_ms);
+      wsp_log(WSYNC_LOG_WARN, "transport 'cuda_ipc': rank %u: bucket %llu is still being copied after %lld ms; "
+              "abandoning it (its regions may still be written)", t->rank, (unsigned long long)op->seq,
+              (long long)budget_ms);
   }
   finish(t);
 }

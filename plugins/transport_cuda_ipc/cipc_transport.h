@@ -4,12 +4,18 @@
  * Transport 'cuda_ipc' moves buckets between processes on the SAME GPU with CUDA IPC. The
  * sender (rank 0) exports the core's cudaMalloc'd staging slots once per group (one
  * cudaIpcMemHandle per allocation, one interprocess event per slot) through the store; each
- * receiver maps them and, per bucket, copies out of the mapped slot on its own stream:
+ * receiver maps them. Per bucket nothing touches the store: the core's control channel carries
+ * the plugin's records (plugin ABI 1.2 side channel):
  *
- *   sender send_post:  cudaEventRecord(slot event, the core's stream); store post record
- *   receiver recv_wait: read the post record; cudaStreamWaitEvent(own stream, slot event);
- *                      cudaMemcpyAsync into each region; poll a local event; store done/<rank>
- *   sender send_wait:  every rank of the bucket has done/<rank> >= seq -> the slot is free
+ *   sender describe_send:   cudaEventRecord(slot event, the core's stream); the bucket record
+ *                           travels with the MANIFEST
+ *   receiver peer_blob:     the bucket record (checked against the staging)
+ *   receiver recv_post:     cudaStreamWaitEvent(own stream, slot event); cudaMemcpyAsync into
+ *                           each region; record a local event
+ *   receiver recv_wait:     poll the local event
+ *   receiver describe_recv: the done record travels with the ACK
+ *   sender peer_blob:       the done record marks the rank done; send_wait: every rank done ->
+ *                           the slot is free
  *
  * The GPU orders the receiver's copies after the sender's staging writes; neither host waits on
  * the device beyond polling an event. Record layouts and store keys: cipc_logic.h.
@@ -28,17 +34,15 @@
 #include <cuda_runtime_api.h>
 
 #include "cipc_logic.h"
+#include "plugin_util.h"
 #include "wsync_plugin.h"
-
-extern const wsync_host_v1_t* cipc_host;
 
 /* The receiver's one receive in progress: a small state machine, so that recv_wait may return
  * TIMEOUT at any point and be called again for the same bucket. */
 enum cipc_recv_state {
   CIPC_RECV_IDLE = 0,
-  CIPC_RECV_WAIT_POST, /* waiting for the sender's post record to name our bucket */
+  CIPC_RECV_DESCRIBED, /* the sender's bucket record arrived (peer_blob); recv_post comes next */
   CIPC_RECV_COPYING,   /* copies queued on our stream; polling the local event */
-  CIPC_RECV_REPORT,    /* copies complete; done/<rank> still to be written */
   CIPC_RECV_FAILED     /* queueing the copies failed: the same error on every call */
 };
 
@@ -48,7 +52,7 @@ typedef struct cipc_recv_op {
   wsync_iov_t* iov; /* owned copy */
   uint64_t num_iov;
   uint64_t total;
-  cipc_post_entry_t entry; /* where the bucket is, once posted */
+  cipc_post_entry_t entry; /* where the bucket is, from the sender's bucket record */
   int event_recorded;      /* `copied` was recorded after the copies (COPYING / FAILED) */
   wsync_status_t failed;   /* CIPC_RECV_FAILED: the status to return */
 } cipc_recv_op_t;
@@ -64,7 +68,6 @@ typedef struct cipc_transport {
   atomic_int aborted;
   uint8_t* forgotten; /* [world_size]: forget_peer was called for the rank */
   char key_staging[CIPC_KEY_MAX];
-  char key_post[CIPC_KEY_MAX];
 
   /* sender */
   uint32_t num_slots;      /* 0 until register_staging */
@@ -72,6 +75,7 @@ typedef struct cipc_transport {
   cudaEvent_t* events;     /* [num_slots] interprocess events, one per slot */
   cipc_staging_t* info;    /* the staging record published at connect */
   cipc_book_t book;
+  cipc_post_entry_t described; /* the bucket describe_send recorded the event for (seq 0: none) */
 
   /* receiver */
   cipc_staging_t* peer;    /* the sender's staging record */
@@ -84,13 +88,8 @@ typedef struct cipc_transport {
 } cipc_transport_t;
 
 /* cipc_util.c */
-wsync_status_t cipc_fail(wsync_status_t status, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
-void cipc_log(int32_t level, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
-int64_t cipc_now_us(void);
-/* Sleep the option's poll interval, never past deadline_us. */
+/* Sleep the option's poll interval, never past deadline_us (wsp_now_us clock). */
 void cipc_pause(const cipc_transport_t* t, int64_t deadline_us);
-/* The deadline (cipc_now_us clock) timeout_ms from now; a negative timeout counts as 0. */
-int64_t cipc_deadline(int64_t timeout_ms);
 /* Read `key` waiting at most wait_ms for it to exist; TIMEOUT when it does not (no error set),
  * PROTOCOL (naming the key) when it holds more than cap bytes, other failures passed on. */
 wsync_status_t cipc_store_read(cipc_transport_t* t, const char* key, void* buf, uint64_t cap, uint64_t* len,
@@ -112,12 +111,18 @@ wsync_status_t cipc_connect_receiver(cipc_transport_t* t, int64_t timeout_ms);
 void cipc_release_receiver(cipc_transport_t* t);
 
 /* cipc_send.c */
+wsync_status_t cipc_describe_send(void* self, uint64_t seq, const wsync_buffer_t* buf, void* blob, uint64_t cap,
+                                  uint64_t* len);
 wsync_status_t cipc_send_post(void* self, uint64_t seq, const wsync_buffer_t* buf, const uint32_t* ranks,
                               uint32_t num_ranks);
 wsync_status_t cipc_send_wait(void* self, uint64_t seq, int64_t timeout_ms);
 void cipc_forget_peer(void* self, uint32_t rank);
 
 /* cipc_recv.c */
+/* The side channel: a peer's record (the sender's bucket record on a receiver, a receiver's done
+ * record on the sender), and the receiver's own records. */
+wsync_status_t cipc_peer_blob(void* self, uint64_t seq, uint32_t rank, int32_t kind, const void* blob, uint64_t len);
+wsync_status_t cipc_describe_recv(void* self, uint64_t seq, int32_t kind, void* blob, uint64_t cap, uint64_t* len);
 wsync_status_t cipc_recv_post(void* self, uint64_t seq, const wsync_iov_t* iov, uint64_t num_iov);
 wsync_status_t cipc_recv_wait(void* self, uint64_t seq, int64_t timeout_ms);
 /* Drop the receive in progress, letting queued copies finish for at most budget_ms. */

@@ -1,6 +1,7 @@
-/* cipc_wire.c — encode and decode the two records transport 'cuda_ipc' keeps on the store (the
- * staging record and the post record; layouts in cipc_logic.h). Both are read from the network,
- * so decoding treats them as untrusted: exact lengths, bounded counts, overflow-free sums. */
+/* cipc_wire.c — encode and decode the records of transport 'cuda_ipc' (layouts in cipc_logic.h):
+ * the staging record it keeps on the store, and the bucket and done records the core carries per
+ * bucket. All are read from the network, so decoding treats them as untrusted: exact lengths,
+ * bounded counts, overflow-free sums. */
 #include <stdio.h>
 #include <string.h>
 
@@ -108,109 +109,84 @@ wsync_status_t cipc_staging_decode(const uint8_t* buf, size_t len, cipc_staging_
   return WSYNC_OK;
 }
 
-/* ---- the post record ---- */
+/* ---- the per-bucket records ---- */
 
-size_t cipc_post_encode(const cipc_post_t* p, uint8_t* buf, size_t cap) {
-  size_t need, i;
-  if (p == NULL || buf == NULL || p->count > CIPC_MAX_SLOTS) return 0;
-  need = CIPC_POST_HEADER_BYTES + (size_t)p->count * CIPC_POST_ENTRY_BYTES;
-  if (cap < need) return 0;
-  memset(buf, 0, need);
-  put32(buf + 0, CIPC_POST_MAGIC);
-  put16(buf + 4, CIPC_WIRE_VERSION);
-  put16(buf + 6, (uint16_t)p->count);
-  put64(buf + 8, p->session);
-  for (i = 0; i < p->count; ++i) {
-    uint8_t* e = buf + CIPC_POST_HEADER_BYTES + i * CIPC_POST_ENTRY_BYTES;
-    put64(e + 0, p->entries[i].seq);
-    put32(e + 8, p->entries[i].slot);
-    put64(e + 16, p->entries[i].offset);
-    put64(e + 24, p->entries[i].len);
-  }
-  return need;
+/* magic u32, version u16, reserved u16, session u64 */
+static void put_head(uint8_t* p, uint32_t magic, uint64_t session) {
+  put32(p, magic);
+  put16(p + 4, CIPC_WIRE_VERSION);
+  put16(p + 6, 0);
+  put64(p + 8, session);
 }
 
-wsync_status_t cipc_post_decode(const uint8_t* buf, size_t len, const cipc_staging_t* staging, cipc_post_t* out,
-                                char* err, size_t errcap) {
-  uint32_t magic, count, i, j;
-  uint16_t version;
-  if (buf == NULL || len < CIPC_POST_HEADER_BYTES) {
-    snprintf(err, errcap, "%zu bytes, shorter than the %u-byte header", len, CIPC_POST_HEADER_BYTES);
+static wsync_status_t check_head(const uint8_t* buf, size_t len, size_t want, uint32_t magic, const char* what,
+                                 uint64_t session, char* err, size_t errcap) {
+  if (buf == NULL || len != want) {
+    snprintf(err, errcap, "a %s record of %zu bytes, expected %zu", what, len, want);
     return WSYNC_ERR_PROTOCOL;
   }
-  magic = get32(buf);
-  version = get16(buf + 4);
-  count = get16(buf + 6);
-  if (magic != CIPC_POST_MAGIC) {
-    snprintf(err, errcap, "magic 0x%08x is not a cuda_ipc post record (0x%08x)", magic, CIPC_POST_MAGIC);
+  if (get32(buf) != magic || get16(buf + 4) != CIPC_WIRE_VERSION) {
+    snprintf(err, errcap, "not a version %u cuda_ipc %s record (magic 0x%08x, version %u)", CIPC_WIRE_VERSION, what,
+             get32(buf), get16(buf + 4));
     return WSYNC_ERR_PROTOCOL;
   }
-  if (version != CIPC_WIRE_VERSION) {
-    snprintf(err, errcap, "record version %u, this plugin reads version %u", version, CIPC_WIRE_VERSION);
+  if (get64(buf + 8) != session) {
+    snprintf(err, errcap, "a %s record of session %016llx, but this group's is %016llx (a leftover of an earlier "
+             "sender?)", what, (unsigned long long)get64(buf + 8), (unsigned long long)session);
     return WSYNC_ERR_PROTOCOL;
-  }
-  if (count > staging->num_slots) {
-    snprintf(err, errcap, "%u entries for %u staging slots", count, staging->num_slots);
-    return WSYNC_ERR_PROTOCOL;
-  }
-  if (len != CIPC_POST_HEADER_BYTES + (size_t)count * CIPC_POST_ENTRY_BYTES) {
-    snprintf(err, errcap, "%zu bytes for %u entries, expected %zu", len, count,
-             CIPC_POST_HEADER_BYTES + (size_t)count * CIPC_POST_ENTRY_BYTES);
-    return WSYNC_ERR_PROTOCOL;
-  }
-  out->session = get64(buf + 8);
-  out->count = count;
-  if (out->session != staging->session) {
-    snprintf(err, errcap, "session %016llx, but the staging record is of session %016llx (a leftover of an "
-             "earlier sender?)", (unsigned long long)out->session, (unsigned long long)staging->session);
-    return WSYNC_ERR_PROTOCOL;
-  }
-  for (i = 0; i < count; ++i) {
-    const uint8_t* e = buf + CIPC_POST_HEADER_BYTES + (size_t)i * CIPC_POST_ENTRY_BYTES;
-    cipc_post_entry_t* d = &out->entries[i];
-    d->seq = get64(e);
-    d->slot = get32(e + 8);
-    d->offset = get64(e + 16);
-    d->len = get64(e + 24);
-    if (d->seq == 0) {
-      snprintf(err, errcap, "entry %u has bucket 0", i);
-      return WSYNC_ERR_PROTOCOL;
-    }
-    if (d->slot >= staging->num_slots) {
-      snprintf(err, errcap, "bucket %llu names slot %u of %u", (unsigned long long)d->seq, d->slot,
-               staging->num_slots);
-      return WSYNC_ERR_PROTOCOL;
-    }
-    if (d->offset > staging->slots[d->slot].size || d->len > staging->slots[d->slot].size - d->offset) {
-      snprintf(err, errcap, "bucket %llu: %llu bytes at offset %llu run past the %llu-byte slot %u",
-               (unsigned long long)d->seq, (unsigned long long)d->len, (unsigned long long)d->offset,
-               (unsigned long long)staging->slots[d->slot].size, d->slot);
-      return WSYNC_ERR_PROTOCOL;
-    }
-    for (j = 0; j < i; ++j)
-      if (out->entries[j].slot == d->slot || out->entries[j].seq == d->seq) {
-        snprintf(err, errcap, "entries %u and %u repeat slot %u or bucket %llu", j, i, d->slot,
-                 (unsigned long long)d->seq);
-        return WSYNC_ERR_PROTOCOL;
-      }
   }
   return WSYNC_OK;
 }
 
-int cipc_post_find(const cipc_post_t* p, uint64_t seq, cipc_post_entry_t* out) {
-  uint32_t i;
-  int later = 0;
-  for (i = 0; i < p->count; ++i) {
-    if (p->entries[i].seq == seq) {
-      if (out != NULL) *out = p->entries[i];
-      return CIPC_POST_FOUND;
-    }
-    if (p->entries[i].seq > seq) later = 1;
+size_t cipc_bucket_encode(uint64_t session, const cipc_post_entry_t* e, uint8_t* buf, size_t cap) {
+  if (e == NULL || buf == NULL || cap < CIPC_BUCKET_BYTES) return 0;
+  memset(buf, 0, CIPC_BUCKET_BYTES);
+  put_head(buf, CIPC_BUCKET_MAGIC, session);
+  put64(buf + 16, e->seq);
+  put32(buf + 24, e->slot);
+  put64(buf + 32, e->offset);
+  put64(buf + 40, e->len);
+  return CIPC_BUCKET_BYTES;
+}
+
+wsync_status_t cipc_bucket_decode(const uint8_t* buf, size_t len, const cipc_staging_t* staging, uint64_t expect_seq,
+                                  cipc_post_entry_t* out, char* err, size_t errcap) {
+  wsync_status_t rc = check_head(buf, len, CIPC_BUCKET_BYTES, CIPC_BUCKET_MAGIC, "bucket", staging->session, err, errcap);
+  if (rc != WSYNC_OK) return rc;
+  out->seq = get64(buf + 16);
+  out->slot = get32(buf + 24);
+  out->offset = get64(buf + 32);
+  out->len = get64(buf + 40);
+  if (out->seq != expect_seq) {
+    snprintf(err, errcap, "the record describes bucket %llu, but it came with bucket %llu",
+             (unsigned long long)out->seq, (unsigned long long)expect_seq);
+    return WSYNC_ERR_PROTOCOL;
   }
-  /* Buckets are posted in order and a slot is reused only after every receiver copied its
-   * bucket: a later bucket without ours means ours was posted without us, or we were dropped.
-   * With one slot the record holds only the latest bucket, so the same reasoning holds. */
-  return later ? CIPC_POST_PASSED : CIPC_POST_NOT_YET;
+  if (out->slot >= staging->num_slots) {
+    snprintf(err, errcap, "bucket %llu names slot %u of %u", (unsigned long long)out->seq, out->slot, staging->num_slots);
+    return WSYNC_ERR_PROTOCOL;
+  }
+  if (out->offset > staging->slots[out->slot].size || out->len > staging->slots[out->slot].size - out->offset) {
+    snprintf(err, errcap, "bucket %llu: %llu bytes at offset %llu run past the %llu-byte slot %u",
+             (unsigned long long)out->seq, (unsigned long long)out->len, (unsigned long long)out->offset,
+             (unsigned long long)staging->slots[out->slot].size, out->slot);
+    return WSYNC_ERR_PROTOCOL;
+  }
+  return WSYNC_OK;
+}
+
+size_t cipc_done_encode(uint64_t session, uint64_t seq, uint8_t* buf, size_t cap) {
+  if (buf == NULL || cap < CIPC_DONE_BYTES) return 0;
+  put_head(buf, CIPC_DONE_MAGIC, session);
+  put64(buf + 16, seq);
+  return CIPC_DONE_BYTES;
+}
+
+wsync_status_t cipc_done_decode(const uint8_t* buf, size_t len, uint64_t session, uint64_t* seq, char* err,
+                                size_t errcap) {
+  wsync_status_t rc = check_head(buf, len, CIPC_DONE_BYTES, CIPC_DONE_MAGIC, "done", session, err, errcap);
+  if (rc == WSYNC_OK) *seq = get64(buf + 16);
+  return rc;
 }
 
 wsync_status_t cipc_iov_total(const wsync_iov_t* iov, uint64_t n, uint64_t* total, char* err, size_t errcap) {

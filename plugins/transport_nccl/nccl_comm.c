@@ -18,17 +18,17 @@ wsync_status_t nccl_publish_id(nccl_transport_t* t) {
   wsync_status_t st;
   ncclResult_t r = ncclGetUniqueId(&t->id);
   if (r != ncclSuccess)
-    return nccl_fail(WSYNC_ERR_IO, NCCL_TP ": rank 0: ncclGetUniqueId failed: %s", nccl_describe(NULL, r, why, sizeof why));
+    return wsp_fail(WSYNC_ERR_IO, NCCL_TP ": rank 0: ncclGetUniqueId failed: %s", nccl_describe(NULL, r, why, sizeof why));
   t->have_id = 1;
   if (t->store == NULL) return WSYNC_OK; /* a world of one: nobody reads it */
-  if ((st = nccl_host->store_set(t->store, t->id_key, &t->id, sizeof t->id)) != WSYNC_OK)
-    return nccl_fail(st, NCCL_TP ": rank 0: could not publish the NCCL unique id under store key '%s' (status %d)",
+  if ((st = wsp_host()->store_set(t->store, t->id_key, &t->id, sizeof t->id)) != WSYNC_OK)
+    return wsp_fail(st, NCCL_TP ": rank 0: could not publish the NCCL unique id under store key '%s' (status %d)",
                      t->id_key, (int)st);
   if (t->torch_key[0] != '\0' &&
-      (st = nccl_host->store_set(t->store, t->torch_key, &t->id, sizeof t->id)) != WSYNC_OK)
-    return nccl_fail(st, NCCL_TP ": rank 0: could not publish the NCCL unique id under the torch store key '%s' "
+      (st = wsp_host()->store_set(t->store, t->torch_key, &t->id, sizeof t->id)) != WSYNC_OK)
+    return wsp_fail(st, NCCL_TP ": rank 0: could not publish the NCCL unique id under the torch store key '%s' "
                      "(transport.torch_group '%s', status %d)", t->torch_key, t->opts.torch_group, (int)st);
-  nccl_log(WSYNC_LOG_DEBUG, NCCL_TP ": rank 0: NCCL unique id published under '%s'%s%s%s", t->id_key,
+  wsp_log(WSYNC_LOG_DEBUG, NCCL_TP ": rank 0: NCCL unique id published under '%s'%s%s%s", t->id_key,
            t->torch_key[0] ? " and torch key '" : "", t->torch_key, t->torch_key[0] ? "'" : "");
   return WSYNC_OK;
 }
@@ -43,21 +43,21 @@ static wsync_status_t fetch_id(nccl_transport_t* t, int64_t deadline, int64_t ti
     if (atomic_load(&t->aborted)) return nccl_on_abort(t);
     if (slice > NCCL_STORE_SLICE_MS) slice = NCCL_STORE_SLICE_MS;
     if (slice < 1) slice = 1;
-    st = nccl_host->store_get(t->store, t->id_key, buf, sizeof buf, &len, slice);
+    st = wsp_host()->store_get(t->store, t->id_key, buf, sizeof buf, &len, slice);
     if (st == WSYNC_OK) break;
     if (st == WSYNC_ERR_INVALID_ARGUMENT) /* longer than buf */
-      return nccl_fail(WSYNC_ERR_PROTOCOL, NCCL_TP ": rank %u: store key '%s' holds %llu bytes, not the %d bytes of an "
+      return wsp_fail(WSYNC_ERR_PROTOCOL, NCCL_TP ": rank %u: store key '%s' holds %llu bytes, not the %d bytes of an "
                        "NCCL unique id", t->rank, t->id_key, (unsigned long long)len, NCCL_UNIQUE_ID_BYTES);
     if (st != WSYNC_ERR_TIMEOUT)
-      return nccl_fail(st, NCCL_TP ": rank %u: reading the NCCL unique id from store key '%s' failed (status %d)",
+      return wsp_fail(st, NCCL_TP ": rank %u: reading the NCCL unique id from store key '%s' failed (status %d)",
                        t->rank, t->id_key, (int)st);
     if (nccl_mono_ms() >= deadline)
-      return nccl_fail(WSYNC_ERR_TIMEOUT, NCCL_TP ": rank %u: no NCCL unique id under store key '%s' after %lld ms: "
+      return wsp_fail(WSYNC_ERR_TIMEOUT, NCCL_TP ": rank %u: no NCCL unique id under store key '%s' after %lld ms: "
                        "the sender (rank 0) has not created its nccl transport", t->rank, t->id_key,
                        (long long)timeout_ms);
   }
   if (len != NCCL_UNIQUE_ID_BYTES)
-    return nccl_fail(WSYNC_ERR_PROTOCOL, NCCL_TP ": rank %u: store key '%s' holds %llu bytes, not the %d bytes of an "
+    return wsp_fail(WSYNC_ERR_PROTOCOL, NCCL_TP ": rank %u: store key '%s' holds %llu bytes, not the %d bytes of an "
                      "NCCL unique id", t->rank, t->id_key, (unsigned long long)len, NCCL_UNIQUE_ID_BYTES);
   memcpy(&t->id, buf, sizeof t->id);
   t->have_id = 1;
@@ -128,7 +128,7 @@ wsync_status_t nccl_dev_alloc(nccl_transport_t* t, void** p, uint64_t bytes, con
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
     *p = NULL;
-    return nccl_fail(WSYNC_ERR_OUT_OF_MEMORY, NCCL_TP ": rank %u: cannot allocate %llu bytes on cuda:%d for %s: %s",
+    return wsp_fail(WSYNC_ERR_OUT_OF_MEMORY, NCCL_TP ": rank %u: cannot allocate %llu bytes on cuda:%d for %s: %s",
                      t->rank, (unsigned long long)bytes, t->device, what, cudaGetErrorString(e));
   }
   return WSYNC_OK;
@@ -141,7 +141,7 @@ void nccl_dev_free(nccl_transport_t* t, void* p) {
   e = t->mem_pools ? cudaFreeAsync(p, t->stream) : cudaFree(p);
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
-    nccl_log(WSYNC_LOG_WARN, NCCL_TP ": rank %u: freeing CUDA memory on cuda:%d failed: %s", t->rank, t->device,
+    wsp_log(WSYNC_LOG_WARN, NCCL_TP ": rank %u: freeing CUDA memory on cuda:%d failed: %s", t->rank, t->device,
              cudaGetErrorString(e));
   }
 }
@@ -164,7 +164,7 @@ static wsync_status_t allreduce_after_init(nccl_transport_t* t, int64_t deadline
   if ((e = cudaMemcpyAsync(d, &kOne, sizeof kOne, cudaMemcpyHostToDevice, t->stream)) != cudaSuccess) {
     (void)cudaGetLastError();
     nccl_dev_free(t, d);
-    return nccl_fail(WSYNC_ERR_IO, NCCL_TP ": rank %u: cudaMemcpyAsync for %s failed on cuda:%d: %s", t->rank, what,
+    return wsp_fail(WSYNC_ERR_IO, NCCL_TP ": rank %u: cudaMemcpyAsync for %s failed on cuda:%d: %s", t->rank, what,
                      t->device, cudaGetErrorString(e));
   }
   memset(&c, 0, sizeof c);
@@ -190,7 +190,7 @@ static wsync_status_t allreduce_after_init(nccl_transport_t* t, int64_t deadline
     (void)cudaGetLastError();
     nccl_event_put(t, ev);
     nccl_dev_free(t, d);
-    return nccl_fail(WSYNC_ERR_IO, NCCL_TP ": rank %u: cudaEventRecord on cuda:%d failed: %s", t->rank, t->device,
+    return wsp_fail(WSYNC_ERR_IO, NCCL_TP ": rank %u: cudaEventRecord on cuda:%d failed: %s", t->rank, t->device,
                      cudaGetErrorString(e));
   }
   c.event = ev;
@@ -214,11 +214,11 @@ wsync_status_t nccl_connect(nccl_transport_t* t, int64_t timeout_ms) {
   int pools = 0, version = 0;
 
   if (t->connected || t->comm != NULL)
-    return nccl_fail(WSYNC_ERR_INVALID_STATE, NCCL_TP ": rank %u: connect was called twice", t->rank);
+    return wsp_fail(WSYNC_ERR_INVALID_STATE, NCCL_TP ": rank %u: connect was called twice", t->rank);
   if (atomic_load(&t->aborted)) return nccl_on_abort(t);
   if (t->broken_status != WSYNC_OK) return nccl_broken(t);
   if (t->rank != 0 && (st = fetch_id(t, deadline, tmo)) != WSYNC_OK) return st;
-  if (!t->have_id) return nccl_fail(WSYNC_ERR_INTERNAL, NCCL_TP ": rank %u: no NCCL unique id (please report)", t->rank);
+  if (!t->have_id) return wsp_fail(WSYNC_ERR_INTERNAL, NCCL_TP ": rank %u: no NCCL unique id (please report)", t->rank);
 
   /* Non-blocking: init runs on NCCL's own thread and we poll it, so a rank that never joins
    * costs a timeout and an ncclCommAbort, not a hung process. */
@@ -234,7 +234,7 @@ wsync_status_t nccl_connect(nccl_transport_t* t, int64_t timeout_ms) {
   memset(&c, 0, sizeof c);
   c.t = t;
   if (t->comm == NULL)
-    return nccl_fail(WSYNC_ERR_INTERNAL, NCCL_TP ": rank %u: ncclCommInitRankConfig gave no communicator", t->rank);
+    return wsp_fail(WSYNC_ERR_INTERNAL, NCCL_TP ": rank %u: ncclCommInitRankConfig gave no communicator", t->rank);
   if (t->opts.lazy_init) {
     /* The peers join only at their first broadcast: the init stays pending and the op queue
      * looks at it (nccl_lazy_init_poll) before issuing anything. */
@@ -264,12 +264,12 @@ wsync_status_t nccl_connect(nccl_transport_t* t, int64_t timeout_ms) {
   t->connected = 1;
   (void)ncclGetVersion(&version);
   if (t->init_pending) {
-    nccl_log(WSYNC_LOG_INFO, NCCL_TP ": rank %u of %u on cuda:%d started the NCCL communicator's init without waiting "
+    wsp_log(WSYNC_LOG_INFO, NCCL_TP ": rank %u of %u on cuda:%d started the NCCL communicator's init without waiting "
              "for it (transport.lazy_init=1, NCCL %d): buckets are issued once every rank has joined", t->rank,
              t->world_size, t->device, version);
     return WSYNC_OK;
   }
-  nccl_log(WSYNC_LOG_INFO, NCCL_TP ": rank %u of %u on cuda:%d joined the NCCL communicator in %lld ms (NCCL %d%s)",
+  wsp_log(WSYNC_LOG_INFO, NCCL_TP ": rank %u of %u on cuda:%d joined the NCCL communicator in %lld ms (NCCL %d%s)",
            t->rank, t->world_size, t->device, (long long)(nccl_mono_ms() - t0), version,
            t->opts.allreduce_after_init ? ", all-reduce after init done" : "");
   return WSYNC_OK;
@@ -290,7 +290,7 @@ wsync_status_t nccl_lazy_init_poll(nccl_transport_t* t) {
   if (a == ncclInProgress) return WSYNC_OK;
   if (a == ncclSuccess) {
     t->init_pending = 0;
-    nccl_log(WSYNC_LOG_INFO, NCCL_TP ": rank %u of %u on cuda:%d: the NCCL communicator's init completed "
+    wsp_log(WSYNC_LOG_INFO, NCCL_TP ": rank %u of %u on cuda:%d: the NCCL communicator's init completed "
              "(transport.lazy_init=1)", t->rank, t->world_size, t->device);
     return WSYNC_OK;
   }
@@ -326,7 +326,7 @@ void nccl_comm_close(nccl_transport_t* t, int idle) {
     t->comm = NULL;
     t->init_pending = 0;
     if (r != ncclSuccess)
-      nccl_log(WSYNC_LOG_WARN, NCCL_TP ": rank %u: ncclCommAbort returned %s", t->rank, ncclGetErrorString(r));
+      wsp_log(WSYNC_LOG_WARN, NCCL_TP ": rank %u: ncclCommAbort returned %s", t->rank, ncclGetErrorString(r));
     nccl_ops_drain(t, 2000);
     return;
   }
@@ -338,17 +338,17 @@ void nccl_comm_close(nccl_transport_t* t, int idle) {
       r = ncclCommDestroy(t->comm);
       t->comm = NULL;
       if (r != ncclSuccess)
-        nccl_log(WSYNC_LOG_WARN, NCCL_TP ": rank %u: ncclCommDestroy returned %s", t->rank, ncclGetErrorString(r));
+        wsp_log(WSYNC_LOG_WARN, NCCL_TP ": rank %u: ncclCommDestroy returned %s", t->rank, ncclGetErrorString(r));
       return;
     }
-    nccl_log(WSYNC_LOG_WARN, NCCL_TP ": rank %u: ncclCommFinalize did not finish within %d ms; aborting the "
+    wsp_log(WSYNC_LOG_WARN, NCCL_TP ": rank %u: ncclCommFinalize did not finish within %d ms; aborting the "
              "communicator", t->rank, NCCL_FINALIZE_BUDGET_MS);
   } else {
-    nccl_log(WSYNC_LOG_WARN, NCCL_TP ": rank %u: ncclCommFinalize returned %s; aborting the communicator", t->rank,
+    wsp_log(WSYNC_LOG_WARN, NCCL_TP ": rank %u: ncclCommFinalize returned %s; aborting the communicator", t->rank,
              ncclGetErrorString(r));
   }
   r = ncclCommAbort(t->comm);
   t->comm = NULL;
   if (r != ncclSuccess)
-    nccl_log(WSYNC_LOG_WARN, NCCL_TP ": rank %u: ncclCommAbort returned %s", t->rank, ncclGetErrorString(r));
+    wsp_log(WSYNC_LOG_WARN, NCCL_TP ": rank %u: ncclCommAbort returned %s", t->rank, ncclGetErrorString(r));
 }

@@ -119,6 +119,45 @@ static int parse_ms(const char* s, int64_t lo, int64_t hi, int64_t* out) {
   return 0;
 }
 
+static wsync_status_t parse_flag(const char* k, const char* v, int* out, char* err, size_t err_cap) {
+  if (strcmp(v, "0") == 0 || strcmp(v, "1") == 0) {
+    *out = v[0] == '1';
+    return WSYNC_OK;
+  }
+  return opt_fail(err, err_cap, "transport nccl: option 'transport.%s' is '%s'; use 0 or 1", k, v);
+}
+
+/* One key; INVALID_ARGUMENT (err names it) for a bad value, NOT_FOUND for an unknown key. */
+static wsync_status_t parse_one(const char* k, const char* v, nccl_options_t* out, char* err, size_t err_cap) {
+  if (strcmp(k, "torch_group") == 0) {
+    if (v[0] == '\0')
+      return opt_fail(err, err_cap, "transport nccl: option 'transport.torch_group' is empty%s%s", "",
+                      " (give the torch process group name, e.g. weight_update_group)");
+    if (strlen(v) > NCCL_TORCH_GROUP_MAX)
+      return opt_fail(err, err_cap, "transport nccl: option 'transport.torch_group' is longer than %s bytes%s", "255", "");
+    memcpy(out->torch_group, v, strlen(v) + 1);
+    return WSYNC_OK;
+  }
+  if (strcmp(k, "allreduce_after_init") == 0) return parse_flag(k, v, &out->allreduce_after_init, err, err_cap);
+  if (strcmp(k, "lazy_init") == 0) return parse_flag(k, v, &out->lazy_init, err, err_cap);
+  if (strcmp(k, "init_timeout_ms") == 0) {
+    if (parse_ms(v, 1, NCCL_INIT_TIMEOUT_MAX_MS, &out->init_timeout_ms) == 0) return WSYNC_OK;
+    return opt_fail(err, err_cap, "transport nccl: option 'transport.init_timeout_ms' is '%s'; use milliseconds from 1 "
+                    "to %s", v, "86400000");
+  }
+  opt_fail(err, err_cap, "transport nccl: unknown option 'transport.%s' (known: %s)", k, NCCL_KNOWN_OPTIONS);
+  return WSYNC_ERR_NOT_FOUND;
+}
+
+static wsync_status_t check_combination(const nccl_options_t* out, char* err, size_t err_cap) {
+  if (out->lazy_init && out->allreduce_after_init)
+    return opt_fail(err, err_cap,
+                    "transport nccl: options 'transport.lazy_init=1' and 'transport.allreduce_after_init=1' cannot be "
+                    "combined: the all-reduce needs the communicator complete at connect (vLLM, which wants it, "
+                    "initialises eagerly)%s%s", "", "");
+  return WSYNC_OK;
+}
+
 wsync_status_t nccl_parse_options(const wsync_option_t* opts, uint64_t num_opts, nccl_options_t* out, char* err,
                                   size_t err_cap) {
   uint64_t i;
@@ -132,47 +171,29 @@ wsync_status_t nccl_parse_options(const wsync_option_t* opts, uint64_t num_opts,
     const char* v = opts[i].value;
     if (k == NULL || v == NULL)
       return opt_fail(err, err_cap, "transport nccl: option %s has a NULL key or value%s", k ? k : "(NULL)", "");
-    if (strcmp(k, "torch_group") == 0) {
-      if (v[0] == '\0')
-        return opt_fail(err, err_cap, "transport nccl: option 'transport.torch_group' is empty%s%s", "",
-                        " (give the torch process group name, e.g. weight_update_group)");
-      if (strlen(v) > NCCL_TORCH_GROUP_MAX)
-        return opt_fail(err, err_cap, "transport nccl: option 'transport.torch_group' is longer than %s bytes%s", "255",
-                        "");
-      memcpy(out->torch_group, v, strlen(v) + 1);
-    } else if (strcmp(k, "allreduce_after_init") == 0) {
-      if (strcmp(v, "0") == 0) {
-        out->allreduce_after_init = 0;
-      } else if (strcmp(v, "1") == 0) {
-        out->allreduce_after_init = 1;
-      } else {
-        return opt_fail(err, err_cap, "transport nccl: option 'transport.allreduce_after_init' is '%s'; use 0 or 1%s", v,
-                        "");
-      }
-    } else if (strcmp(k, "lazy_init") == 0) {
-      if (strcmp(v, "0") == 0) {
-        out->lazy_init = 0;
-      } else if (strcmp(v, "1") == 0) {
-        out->lazy_init = 1;
-      } else {
-        return opt_fail(err, err_cap, "transport nccl: option 'transport.lazy_init' is '%s'; use 0 or 1%s", v, "");
-      }
-    } else if (strcmp(k, "init_timeout_ms") == 0) {
-      if (parse_ms(v, 1, NCCL_INIT_TIMEOUT_MAX_MS, &out->init_timeout_ms) != 0)
-        return opt_fail(err, err_cap,
-                        "transport nccl: option 'transport.init_timeout_ms' is '%s'; use milliseconds from 1 to %s", v,
-                        "86400000");
-    } else {
-      return opt_fail(err, err_cap, "transport nccl: unknown option 'transport.%s' (known: %s)", k,
-                      NCCL_KNOWN_OPTIONS);
-    }
+    if (parse_one(k, v, out, err, err_cap) != WSYNC_OK) return WSYNC_ERR_INVALID_ARGUMENT;
   }
-  if (out->lazy_init && out->allreduce_after_init)
-    return opt_fail(err, err_cap,
-                    "transport nccl: options 'transport.lazy_init=1' and 'transport.allreduce_after_init=1' cannot be "
-                    "combined: the all-reduce needs the communicator complete at connect (vLLM, which wants it, "
-                    "initialises eagerly)%s%s", "", "");
-  return WSYNC_OK;
+  return check_combination(out, err, err_cap);
+}
+
+static int has_key(const wsync_option_t* opts, uint64_t n, const char* key) {
+  uint64_t i;
+  for (i = 0; i < n && opts != NULL; ++i)
+    if (opts[i].key != NULL && strcmp(opts[i].key, key) == 0) return 1;
+  return 0;
+}
+
+wsync_status_t nccl_apply_hints(const wsync_option_t* opts, uint64_t num_opts, const wsync_option_t* hints,
+                                uint64_t num_hints, nccl_options_t* out, char* err, size_t err_cap) {
+  uint64_t i;
+  char ignored[256];
+  for (i = 0; i < num_hints && hints != NULL; ++i) {
+    const char* k = hints[i].key;
+    const char* v = hints[i].value;
+    if (k == NULL || v == NULL || has_key(opts, num_opts, k)) continue; /* an option of the caller wins */
+    (void)parse_one(k, v, out, ignored, sizeof ignored);              /* hints are not options: no error */
+  }
+  return check_combination(out, err, err_cap);
 }
 
 /* ---- deadline poll loop ------------------------------------------------------------------------ */

@@ -75,6 +75,12 @@ typedef struct nccl_options {
 wsync_status_t nccl_parse_options(const wsync_option_t* opts, uint64_t num_opts, nccl_options_t* out, char* err,
                                   size_t err_cap);
 
+/* Then the adapter's hints (plugin ABI 1.2, wsync_transport_params_t.hints): a hint sets a key the
+ * options did not set; unknown keys and values that do not parse are ignored (a hint is not an
+ * option). The combination check runs again on the result. */
+wsync_status_t nccl_apply_hints(const wsync_option_t* opts, uint64_t num_opts, const wsync_option_t* hints,
+                                uint64_t num_hints, nccl_options_t* out, char* err, size_t err_cap);
+
 /* ---- deadline poll loop ------------------------------------------------------------------------ */
 
 typedef enum nccl_poll_state {

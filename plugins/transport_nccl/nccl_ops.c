@@ -18,7 +18,7 @@ wsync_status_t nccl_event_get(nccl_transport_t* t, cudaEvent_t* ev) {
   if ((e = cudaEventCreateWithFlags(ev, cudaEventDisableTiming)) != cudaSuccess) {
     (void)cudaGetLastError();
     *ev = NULL;
-    return nccl_fail(WSYNC_ERR_IO, NCCL_TP ": rank %u: cudaEventCreateWithFlags on cuda:%d failed: %s", t->rank,
+    return wsp_fail(WSYNC_ERR_IO, NCCL_TP ": rank %u: cudaEventCreateWithFlags on cuda:%d failed: %s", t->rank,
                      t->device, cudaGetErrorString(e));
   }
   return WSYNC_OK;
@@ -26,7 +26,7 @@ wsync_status_t nccl_event_get(nccl_transport_t* t, cudaEvent_t* ev) {
 
 void nccl_event_put(nccl_transport_t* t, cudaEvent_t ev) {
   if (ev == NULL) return;
-  if (nccl_reserve((void**)&t->free_events, &t->cap_free_events, t->num_free_events, sizeof *t->free_events) != 0) {
+  if (wsp_reserve((void**)&t->free_events, &t->cap_free_events, t->num_free_events, sizeof *t->free_events) != 0) {
     cudaEventDestroy(ev);
     return;
   }
@@ -62,8 +62,8 @@ static wsync_status_t push_op(nccl_transport_t* t, nccl_op_kind_t kind, uint64_t
   nccl_op_t* op;
   wsync_status_t st;
   *out = NULL;
-  if (nccl_reserve((void**)&t->ops, &t->cap_ops, t->num_ops, sizeof *t->ops) != 0)
-    return nccl_fail(WSYNC_ERR_OUT_OF_MEMORY, NCCL_TP ": rank %u: out of memory", t->rank);
+  if (wsp_reserve((void**)&t->ops, &t->cap_ops, t->num_ops, sizeof *t->ops) != 0)
+    return wsp_fail(WSYNC_ERR_OUT_OF_MEMORY, NCCL_TP ": rank %u: out of memory", t->rank);
   op = &t->ops[t->num_ops];
   memset(op, 0, sizeof *op);
   op->kind = kind;
@@ -188,7 +188,7 @@ static wsync_status_t pump(nccl_transport_t* t) {
 static wsync_status_t usable(nccl_transport_t* t, const char* what) {
   if (atomic_load(&t->aborted)) return nccl_on_abort(t);
   if (t->broken_status != WSYNC_OK) return nccl_broken(t);
-  if (!t->connected) return nccl_fail(WSYNC_ERR_INVALID_STATE, NCCL_TP ": rank %u: %s before connect", t->rank, what);
+  if (!t->connected) return wsp_fail(WSYNC_ERR_INVALID_STATE, NCCL_TP ": rank %u: %s before connect", t->rank, what);
   return WSYNC_OK;
 }
 
@@ -221,47 +221,47 @@ wsync_status_t nccl_send_post(nccl_transport_t* t, uint64_t seq, const wsync_buf
   uint32_t i;
   int type, dev;
   if (buf == NULL || (ranks == NULL && num_ranks > 0))
-    return nccl_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": send_post: NULL argument");
-  if (t->rank != 0) return nccl_fail(WSYNC_ERR_INVALID_STATE, NCCL_TP ": send_post on receiver rank %u", t->rank);
+    return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": send_post: NULL argument");
+  if (t->rank != 0) return wsp_fail(WSYNC_ERR_INVALID_STATE, NCCL_TP ": send_post on receiver rank %u", t->rank);
   if ((st = usable(t, "send_post")) != WSYNC_OK) return st;
   if (buf->device_type != WSYNC_DEVICE_CUDA)
-    return nccl_fail(WSYNC_ERR_UNSUPPORTED, NCCL_TP ": bucket %llu is in host memory (device type %d); nccl moves "
+    return wsp_fail(WSYNC_ERR_UNSUPPORTED, NCCL_TP ": bucket %llu is in host memory (device type %d); nccl moves "
                      "device memory only", s, (int)buf->device_type);
   if (buf->device_index != t->device)
-    return nccl_fail(WSYNC_ERR_UNSUPPORTED, NCCL_TP ": bucket %llu is on cuda:%d but this transport works on cuda:%d",
+    return wsp_fail(WSYNC_ERR_UNSUPPORTED, NCCL_TP ": bucket %llu is on cuda:%d but this transport works on cuda:%d",
                      s, (int)buf->device_index, t->device);
   if (buf->data == NULL && buf->len > 0)
-    return nccl_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": bucket %llu has %llu bytes at NULL", s,
+    return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": bucket %llu has %llu bytes at NULL", s,
                      (unsigned long long)buf->len);
   if (buf->len > 0 && on_our_device(t, buf->data, &type, &dev) != 0)
-    return nccl_fail(WSYNC_ERR_UNSUPPORTED, NCCL_TP ": bucket %llu at %p is not CUDA memory of cuda:%d (CUDA pointer "
+    return wsp_fail(WSYNC_ERR_UNSUPPORTED, NCCL_TP ": bucket %llu at %p is not CUDA memory of cuda:%d (CUDA pointer "
                      "type %d, device %d); nccl moves device memory only", s, buf->data, t->device, type, dev);
 
   /* NCCL broadcasts to the whole communicator: every receiver, every time. */
   if ((seen = (unsigned char*)calloc(t->world_size, 1)) == NULL)
-    return nccl_fail(WSYNC_ERR_OUT_OF_MEMORY, NCCL_TP ": out of memory");
+    return wsp_fail(WSYNC_ERR_OUT_OF_MEMORY, NCCL_TP ": out of memory");
   for (i = 0; i < num_ranks; ++i) {
     const uint32_t r = ranks[i];
     if (r == 0 || r >= t->world_size) {
       free(seen);
-      return nccl_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": send_post of bucket %llu to rank %u, outside 1..%u", s, r,
+      return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": send_post of bucket %llu to rank %u, outside 1..%u", s, r,
                        t->world_size - 1);
     }
     if (seen[r]) {
       free(seen);
-      return nccl_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": send_post of bucket %llu names rank %u twice", s, r);
+      return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": send_post of bucket %llu names rank %u twice", s, r);
     }
     seen[r] = 1;
   }
   for (i = 1; i < t->world_size; ++i)
     if (!seen[i]) {
       free(seen);
-      return nccl_fail(WSYNC_ERR_UNSUPPORTED, NCCL_TP ": bucket %llu: rank %u was dropped; an NCCL group cannot "
+      return wsp_fail(WSYNC_ERR_UNSUPPORTED, NCCL_TP ": bucket %llu: rank %u was dropped; an NCCL group cannot "
                        "continue without it", s, i);
     }
   free(seen);
   if (find_op(t, NCCL_OP_SEND, seq) != NULL)
-    return nccl_fail(WSYNC_ERR_INVALID_STATE, NCCL_TP ": bucket %llu was already posted", s);
+    return wsp_fail(WSYNC_ERR_INVALID_STATE, NCCL_TP ": bucket %llu was already posted", s);
 
   if (buf->struct_size >= offsetof(wsync_buffer_t, stream) + sizeof buf->stream) caller = (cudaStream_t)buf->stream;
   if ((st = push_op(t, NCCL_OP_SEND, seq, &op)) != WSYNC_OK) return st;
@@ -272,7 +272,7 @@ wsync_status_t nccl_send_post(nccl_transport_t* t, uint64_t seq, const wsync_buf
   if ((e = cudaEventRecord(op->ready, caller)) != cudaSuccess) {
     (void)cudaGetLastError();
     remove_op(t, op);
-    return nccl_fail(WSYNC_ERR_IO, NCCL_TP ": rank 0: cudaEventRecord on the caller's stream %p (cuda:%d) for bucket "
+    return wsp_fail(WSYNC_ERR_IO, NCCL_TP ": rank 0: cudaEventRecord on the caller's stream %p (cuda:%d) for bucket "
                      "%llu failed: %s", (void*)caller, t->device, s, cudaGetErrorString(e));
   }
   return pump(t);
@@ -287,21 +287,21 @@ wsync_status_t nccl_recv_post(nccl_transport_t* t, uint64_t seq, const wsync_iov
   nccl_op_t* op;
   wsync_status_t st;
   int type, dev;
-  if (iov == NULL && num_iov > 0) return nccl_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": recv_post: NULL iov");
-  if (t->rank == 0) return nccl_fail(WSYNC_ERR_INVALID_STATE, NCCL_TP ": recv_post on the sender (rank 0)");
+  if (iov == NULL && num_iov > 0) return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": recv_post: NULL iov");
+  if (t->rank == 0) return wsp_fail(WSYNC_ERR_INVALID_STATE, NCCL_TP ": recv_post on the sender (rank 0)");
   if ((st = usable(t, "recv_post")) != WSYNC_OK) return st;
   if (find_op(t, NCCL_OP_RECV, seq) != NULL)
-    return nccl_fail(WSYNC_ERR_INVALID_STATE, NCCL_TP ": rank %u: bucket %llu was already posted", t->rank, s);
+    return wsp_fail(WSYNC_ERR_INVALID_STATE, NCCL_TP ": rank %u: bucket %llu was already posted", t->rank, s);
   for (i = 0; i < num_iov; ++i) {
     if (iov[i].len == 0) continue;
     if (iov[i].base == NULL)
-      return nccl_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": rank %u: region %llu of bucket %llu has %llu bytes at NULL",
+      return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": rank %u: region %llu of bucket %llu has %llu bytes at NULL",
                        t->rank, (unsigned long long)i, s, (unsigned long long)iov[i].len);
     if (total + iov[i].len < total)
-      return nccl_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": rank %u: the regions of bucket %llu overflow 64 bits",
+      return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": rank %u: the regions of bucket %llu overflow 64 bits",
                        t->rank, s);
     if (on_our_device(t, iov[i].base, &type, &dev) != 0)
-      return nccl_fail(WSYNC_ERR_UNSUPPORTED, NCCL_TP ": rank %u: region %llu of bucket %llu at %p is not CUDA memory "
+      return wsp_fail(WSYNC_ERR_UNSUPPORTED, NCCL_TP ": rank %u: region %llu of bucket %llu at %p is not CUDA memory "
                        "of cuda:%d (CUDA pointer type %d, device %d); nccl receives into device memory only", t->rank,
                        (unsigned long long)i, s, iov[i].base, t->device, type, dev);
     total += iov[i].len;
@@ -317,7 +317,7 @@ wsync_status_t nccl_recv_post(nccl_transport_t* t, uint64_t seq, const wsync_iov
     op->iov = (wsync_iov_t*)malloc((size_t)nonempty * sizeof *op->iov);
     if (op->iov == NULL) {
       remove_op(t, op);
-      return nccl_fail(WSYNC_ERR_OUT_OF_MEMORY, NCCL_TP ": rank %u: out of memory", t->rank);
+      return wsp_fail(WSYNC_ERR_OUT_OF_MEMORY, NCCL_TP ": rank %u: out of memory", t->rank);
     }
     for (i = 0, k = 0; i < num_iov; ++i)
       if (iov[i].len > 0) op->iov[k++] = iov[i];
@@ -387,11 +387,11 @@ wsync_status_t nccl_wait(nccl_transport_t* t, nccl_op_kind_t kind, uint64_t seq,
     default:
       op = find_op(t, kind, seq);
       if (t->init_pending)
-        return nccl_fail(WSYNC_ERR_TIMEOUT, NCCL_TP ": rank %u: bucket %llu (%llu bytes) is queued: the NCCL "
+        return wsp_fail(WSYNC_ERR_TIMEOUT, NCCL_TP ": rank %u: bucket %llu (%llu bytes) is queued: the NCCL "
                          "communicator's init is still pending (transport.lazy_init=1; every rank of the world of %u "
                          "must join)", t->rank, (unsigned long long)seq, (unsigned long long)(op ? op->len : 0),
                          t->world_size);
-      return nccl_fail(WSYNC_ERR_TIMEOUT, NCCL_TP ": rank %u: the broadcast of bucket %llu (%llu bytes) is not %s yet "
+      return wsp_fail(WSYNC_ERR_TIMEOUT, NCCL_TP ": rank %u: the broadcast of bucket %llu (%llu bytes) is not %s yet "
                        "(it needs every rank of the world of %u)", t->rank, (unsigned long long)seq,
                        (unsigned long long)(op ? op->len : 0),
                        op == NULL || op->state == NCCL_OP_ISSUED ? "complete" : "enqueued", t->world_size);
@@ -437,7 +437,7 @@ void nccl_ops_drain(nccl_transport_t* t, int64_t budget_ms) {
     }
     if (pending == 0) return;
     if (nccl_mono_ms() >= deadline) {
-      nccl_log(WSYNC_LOG_WARN, NCCL_TP ": rank %u: %zu bucket(s) still on cuda:%d %lld ms after the communicator was "
+      wsp_log(WSYNC_LOG_WARN, NCCL_TP ": rank %u: %zu bucket(s) still on cuda:%d %lld ms after the communicator was "
                "aborted", t->rank, pending, t->device, (long long)budget_ms);
       return;
     }

@@ -10,27 +10,24 @@
 
 #include "nccl_transport.h"
 
-const wsync_host_v1_t* nccl_host;
-
-#define PARAMS_HAS(p, field) ((p)->struct_size >= offsetof(wsync_transport_params_t, field) + sizeof((p)->field))
 
 static wsync_status_t pick_device(const wsync_transport_params_t* params, int* out) {
   cudaError_t e;
   int count = 0, dev = -1;
   if ((e = cudaGetDeviceCount(&count)) != cudaSuccess || count <= 0) {
     (void)cudaGetLastError();
-    return nccl_fail(WSYNC_ERR_NO_DEVICE, NCCL_TP ": no CUDA device (cudaGetDeviceCount: %s)",
+    return wsp_fail(WSYNC_ERR_NO_DEVICE, NCCL_TP ": no CUDA device (cudaGetDeviceCount: %s)",
                      e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
   }
-  if (PARAMS_HAS(params, device_index) && params->device_index >= 0) {
+  if (WSYNC_HAS_FIELD(params, wsync_transport_params_t, device_index) && params->device_index >= 0) {
     dev = params->device_index;
   } else if ((e = cudaGetDevice(&dev)) != cudaSuccess) {
     (void)cudaGetLastError();
-    return nccl_fail(WSYNC_ERR_NO_DEVICE, NCCL_TP ": rank %u: no current CUDA device (cudaGetDevice: %s)", params->rank,
+    return wsp_fail(WSYNC_ERR_NO_DEVICE, NCCL_TP ": rank %u: no current CUDA device (cudaGetDevice: %s)", params->rank,
                      cudaGetErrorString(e));
   }
   if (dev >= count)
-    return nccl_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": rank %u: device_index %d is not a CUDA device of this "
+    return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": rank %u: device_index %d is not a CUDA device of this "
                      "process (%d visible)", params->rank, dev, count);
   *out = dev;
   return WSYNC_OK;
@@ -48,18 +45,18 @@ static wsync_status_t tp_create(const wsync_transport_params_t* params, void** o
   wsync_status_t st;
   int prev;
   if (out != NULL) *out = NULL;
-  if (params == NULL || out == NULL) return nccl_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": create: NULL argument");
-  if (!PARAMS_HAS(params, timeout_ms))
-    return nccl_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": params struct_size %u is too small", params->struct_size);
+  if (params == NULL || out == NULL) return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": create: NULL argument");
+  if (!WSYNC_HAS_FIELD(params, wsync_transport_params_t, timeout_ms))
+    return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": params struct_size %u is too small", params->struct_size);
   if (params->world_size < 1 || params->world_size > INT_MAX || params->rank >= params->world_size)
-    return nccl_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": rank %u is outside a world of %u", params->rank,
+    return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": rank %u is outside a world of %u", params->rank,
                      params->world_size);
   if (params->store == NULL && params->world_size > 1)
-    return nccl_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": rank %u: no store to exchange the NCCL unique id through",
+    return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": rank %u: no store to exchange the NCCL unique id through",
                      params->rank);
 
   t = (nccl_transport_t*)calloc(1, sizeof *t);
-  if (t == NULL) return nccl_fail(WSYNC_ERR_OUT_OF_MEMORY, NCCL_TP ": out of memory");
+  if (t == NULL) return wsp_fail(WSYNC_ERR_OUT_OF_MEMORY, NCCL_TP ": out of memory");
   atomic_init(&t->aborted, 0);
   t->rank = params->rank;
   t->world_size = params->world_size;
@@ -68,14 +65,17 @@ static wsync_status_t tp_create(const wsync_transport_params_t* params, void** o
   t->group = strdup(params->group_name != NULL ? params->group_name : "wsync");
   if (t->group == NULL) {
     free_instance(t);
-    return nccl_fail(WSYNC_ERR_OUT_OF_MEMORY, NCCL_TP ": out of memory");
+    return wsp_fail(WSYNC_ERR_OUT_OF_MEMORY, NCCL_TP ": out of memory");
   }
-  if (nccl_parse_options(params->options, params->num_options, &t->opts, err, sizeof err) != WSYNC_OK) {
+  if (nccl_parse_options(params->options, params->num_options, &t->opts, err, sizeof err) != WSYNC_OK ||
+      (WSYNC_HAS_FIELD(params, wsync_transport_params_t, num_hints) &&
+       nccl_apply_hints(params->options, params->num_options, params->hints, params->num_hints, &t->opts, err,
+                        sizeof err) != WSYNC_OK)) {
     free_instance(t);
-    return nccl_fail(WSYNC_ERR_INVALID_ARGUMENT, "%s", err);
+    return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, "%s", err);
   }
   if (nccl_wsync_id_key(t->group, t->id_key, sizeof t->id_key) < 0) {
-    st = nccl_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": the group name '%.64s...' is too long for a store key",
+    st = wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": the group name '%.64s...' is too long for a store key",
                    t->group);
     free_instance(t);
     return st;
@@ -83,11 +83,11 @@ static wsync_status_t tp_create(const wsync_transport_params_t* params, void** o
   if (t->opts.torch_group[0] != '\0') {
     if (nccl_torch_id_key(t->opts.torch_group, t->torch_key, sizeof t->torch_key) < 0) {
       free_instance(t); /* cannot happen: torch_group is at most 255 bytes */
-      return nccl_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": option 'transport.torch_group' is too long");
+      return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": option 'transport.torch_group' is too long");
     }
     if (t->store == NULL) {
       free_instance(t);
-      return nccl_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": option 'transport.torch_group' needs the group's store, "
+      return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": option 'transport.torch_group' needs the group's store, "
                        "and there is none");
     }
   }
@@ -109,7 +109,7 @@ static wsync_status_t tp_create(const wsync_transport_params_t* params, void** o
       return st;
     }
   }
-  nccl_log(WSYNC_LOG_DEBUG, NCCL_TP ": rank %u of %u created on cuda:%d (group '%s'%s%s%s)", t->rank, t->world_size,
+  wsp_log(WSYNC_LOG_DEBUG, NCCL_TP ": rank %u of %u created on cuda:%d (group '%s'%s%s%s)", t->rank, t->world_size,
            t->device, t->group, t->opts.torch_group[0] ? ", torch group '" : "", t->opts.torch_group,
            t->opts.torch_group[0] ? "'" : "");
   *out = t;
@@ -144,26 +144,26 @@ static wsync_status_t tp_get_property(void* self, const char* key, char* buf, ui
   const char* value;
   size_t len;
   if (t == NULL || key == NULL || (buf == NULL && cap > 0))
-    return nccl_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": get_property: NULL argument");
+    return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": get_property: NULL argument");
   if (strcmp(key, "nccl_unique_id_b64") == 0) {
     if (!t->have_id)
-      return nccl_fail(WSYNC_ERR_INVALID_STATE, NCCL_TP ": rank %u has no NCCL unique id yet (a receiver reads it from "
+      return wsp_fail(WSYNC_ERR_INVALID_STATE, NCCL_TP ": rank %u has no NCCL unique id yet (a receiver reads it from "
                        "store key '%s' in connect)", t->rank, t->id_key);
     if (nccl_b64_encode(&t->id, sizeof t->id, b64, sizeof b64) < 0)
-      return nccl_fail(WSYNC_ERR_INTERNAL, NCCL_TP ": base64 of the unique id failed (please report)");
+      return wsp_fail(WSYNC_ERR_INTERNAL, NCCL_TP ": base64 of the unique id failed (please report)");
     value = b64;
   } else if (strcmp(key, "torch_store_key") == 0) {
     if (t->torch_key[0] == '\0')
-      return nccl_fail(WSYNC_ERR_NOT_FOUND, NCCL_TP ": property 'torch_store_key' is not set: the option "
+      return wsp_fail(WSYNC_ERR_NOT_FOUND, NCCL_TP ": property 'torch_store_key' is not set: the option "
                        "'transport.torch_group' was not given");
     value = t->torch_key;
   } else {
-    return nccl_fail(WSYNC_ERR_NOT_FOUND, NCCL_TP ": unknown property '%s' (known: nccl_unique_id_b64, "
+    return wsp_fail(WSYNC_ERR_NOT_FOUND, NCCL_TP ": unknown property '%s' (known: nccl_unique_id_b64, "
                      "torch_store_key)", key);
   }
   len = strlen(value);
   if (cap < (uint64_t)len + 1)
-    return nccl_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": property '%s' needs %zu bytes with its NUL; the buffer "
+    return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": property '%s' needs %zu bytes with its NUL; the buffer "
                      "holds %llu", key, len + 1, (unsigned long long)cap);
   memcpy(buf, value, len + 1);
   return WSYNC_OK;
@@ -183,32 +183,32 @@ static wsync_status_t tp_get_property(void* self, const char* key, char* buf, ui
 
 static wsync_status_t tp_connect(void* self, int64_t timeout_ms) {
   nccl_transport_t* t = (nccl_transport_t*)self;
-  if (t == NULL) return nccl_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": connect on NULL");
+  if (t == NULL) return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": connect on NULL");
   WITH_DEVICE(t, nccl_connect(t, timeout_ms));
 }
 
 static wsync_status_t tp_send_post(void* self, uint64_t seq, const wsync_buffer_t* buf, const uint32_t* ranks,
                                    uint32_t num_ranks) {
   nccl_transport_t* t = (nccl_transport_t*)self;
-  if (t == NULL) return nccl_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": send_post on NULL");
+  if (t == NULL) return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": send_post on NULL");
   WITH_DEVICE(t, nccl_send_post(t, seq, buf, ranks, num_ranks));
 }
 
 static wsync_status_t tp_send_wait(void* self, uint64_t seq, int64_t timeout_ms) {
   nccl_transport_t* t = (nccl_transport_t*)self;
-  if (t == NULL) return nccl_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": send_wait on NULL");
+  if (t == NULL) return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": send_wait on NULL");
   WITH_DEVICE(t, nccl_wait(t, NCCL_OP_SEND, seq, timeout_ms));
 }
 
 static wsync_status_t tp_recv_post(void* self, uint64_t seq, const wsync_iov_t* iov, uint64_t num_iov) {
   nccl_transport_t* t = (nccl_transport_t*)self;
-  if (t == NULL) return nccl_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": recv_post on NULL");
+  if (t == NULL) return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": recv_post on NULL");
   WITH_DEVICE(t, nccl_recv_post(t, seq, iov, num_iov));
 }
 
 static wsync_status_t tp_recv_wait(void* self, uint64_t seq, int64_t timeout_ms) {
   nccl_transport_t* t = (nccl_transport_t*)self;
-  if (t == NULL) return nccl_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": recv_wait on NULL");
+  if (t == NULL) return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": recv_wait on NULL");
   WITH_DEVICE(t, nccl_wait(t, NCCL_OP_RECV, seq, timeout_ms));
 }
 
@@ -221,12 +221,26 @@ static void tp_forget_peer(void* self, uint32_t rank) {
   nccl_device_leave(t, prev);
 }
 
+/* What wsync-info prints: the CUDA runtime and driver, the devices, and the NCCL library loaded. */
+static const char* tp_runtime_info(void) {
+  static char text[192];
+  int rt = 0, drv = 0, count = 0, nccl = 0;
+  if (cudaRuntimeGetVersion(&rt) != cudaSuccess) rt = 0;
+  if (cudaDriverGetVersion(&drv) != cudaSuccess) drv = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) count = 0;
+  (void)cudaGetLastError();
+  if (ncclGetVersion(&nccl) != ncclSuccess) nccl = 0;
+  snprintf(text, sizeof text, "NCCL %d.%d.%d; CUDA runtime %d.%d, driver %d.%d, %d device(s)", nccl / 10000,
+           nccl / 100 % 100, nccl % 100, rt / 1000, rt % 1000 / 10, drv / 1000, drv % 1000 / 10, count);
+  return text;
+}
+
 static const wsync_transport_v1_t kNcclTransport = {
     (uint32_t)sizeof(wsync_transport_v1_t),
     WSYNC_PLUGIN_ABI_VERSION,
     "nccl",
     WSYNC_PLUGIN_VERSION,
-    WSYNC_TRANSPORT_CAP_CUDA_MEMORY | WSYNC_TRANSPORT_CAP_TORCH_STORE_ID,
+    WSYNC_TRANSPORT_CAP_CUDA_MEMORY,
     tp_create,
     tp_connect,
     tp_send_post,
@@ -238,28 +252,25 @@ static const wsync_transport_v1_t kNcclTransport = {
     tp_destroy,
     NULL, /* register_staging: sends go straight from any CUDA buffer of the device */
     tp_get_property,
+    NULL, /* get_event_fd: completion is a CUDA event, polled */
+    NULL, /* arm */
+    NULL, /* describe_send: NCCL needs no per-bucket side channel */
+    NULL, /* describe_recv */
+    NULL, /* peer_blob */
+    tp_runtime_info,
 };
 
 __attribute__((visibility("default"))) const wsync_transport_v1_t* wsync_transport_entry_v1(
     const wsync_host_v1_t* host) {
   cudaError_t e;
   int count = 0;
-  if (host == NULL) return NULL;
-  if (host->struct_size < sizeof(wsync_host_v1_t) || host->abi_version != WSYNC_PLUGIN_ABI_VERSION ||
-      host->set_error == NULL || host->store_set == NULL || host->store_get == NULL) {
-    if (host->struct_size >= offsetof(wsync_host_v1_t, set_error) + sizeof host->set_error && host->set_error)
-      host->set_error(WSYNC_ERR_VERSION_MISMATCH, NCCL_TP ": the host table is too small, of another ABI version, or "
-                      "lacks set_error/store_set/store_get");
-    return NULL;
-  }
-  nccl_host = host;
+  WSYNC_PLUGIN_CHECK_HOST(host, store_get, "transport 'nccl'");
+  wsp_set_host(host);
   /* Without a GPU or a driver this fails (or counts 0): refuse to load, never crash. */
   if ((e = cudaGetDeviceCount(&count)) != cudaSuccess || count <= 0) {
-    char msg[256];
     (void)cudaGetLastError();
-    snprintf(msg, sizeof msg, NCCL_TP ": no CUDA device (cudaGetDeviceCount: %s)",
+    wsp_fail(WSYNC_ERR_NO_DEVICE, NCCL_TP ": no CUDA device (cudaGetDeviceCount: %s)",
              e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
-    host->set_error(WSYNC_ERR_NO_DEVICE, msg);
     return NULL;
   }
   return &kNcclTransport;

@@ -30,6 +30,7 @@
 #include <nccl.h>
 
 #include "nccl_logic.h"
+#include "plugin_util.h"
 #include "wsync_plugin.h"
 
 #if NCCL_UNIQUE_ID_BYTES != NCCL_LOGIC_ID_BYTES
@@ -38,7 +39,6 @@
 
 #define NCCL_TP "transport nccl"
 
-extern const wsync_host_v1_t* nccl_host;
 
 typedef enum nccl_op_kind { NCCL_OP_SEND = 1, NCCL_OP_RECV = 2 } nccl_op_kind_t;
 
@@ -105,12 +105,9 @@ struct nccl_transport {
 typedef struct nccl_transport nccl_transport_t;
 
 /* nccl_util.c */
-wsync_status_t nccl_fail(wsync_status_t status, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
-void nccl_log(int32_t level, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 /* "ncclSystemError: unhandled system error (run with NCCL_DEBUG=WARN for details); last NCCL
  * error: ..." for messages. */
 const char* nccl_describe(nccl_transport_t* t, ncclResult_t r, char* buf, size_t cap);
-int nccl_reserve(void** arr, size_t* cap, size_t count, size_t size);
 /* Make t->device current on this thread; *prev gets the device to restore (-1: none). */
 wsync_status_t nccl_device_enter(const nccl_transport_t* t, int* prev);
 void nccl_device_leave(const nccl_transport_t* t, int prev);

@@ -1,29 +1,10 @@
-/* nccl_util.c — errors, logs, the current device, and breaking a communicator. */
+/* nccl_util.c — NCCL errors in words, the current device, and breaking a communicator. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "nccl_transport.h"
-
-wsync_status_t nccl_fail(wsync_status_t status, const char* fmt, ...) {
-  char msg[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  return nccl_host->set_error(status, msg);
-}
-
-void nccl_log(int32_t level, const char* fmt, ...) {
-  char msg[1024];
-  va_list ap;
-  if (nccl_host == NULL || nccl_host->log == NULL) return;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  nccl_host->log(level, msg);
-}
 
 const char* nccl_describe(nccl_transport_t* t, ncclResult_t r, char* buf, size_t cap) {
   const char* last = ncclGetLastError(t != NULL ? t->comm : NULL);
@@ -32,18 +13,6 @@ const char* nccl_describe(nccl_transport_t* t, ncclResult_t r, char* buf, size_t
   else
     snprintf(buf, cap, "%s (NCCL result %d); run with NCCL_DEBUG=WARN for details", ncclGetErrorString(r), (int)r);
   return buf;
-}
-
-int nccl_reserve(void** arr, size_t* cap, size_t count, size_t size) {
-  size_t ncap;
-  void* p;
-  if (count < *cap) return 0;
-  ncap = *cap ? *cap * 2 : 8;
-  p = realloc(*arr, ncap * size);
-  if (p == NULL) return -1;
-  *arr = p;
-  *cap = ncap;
-  return 0;
 }
 
 wsync_status_t nccl_device_enter(const nccl_transport_t* t, int* prev) {
@@ -57,7 +26,7 @@ wsync_status_t nccl_device_enter(const nccl_transport_t* t, int* prev) {
   if (cur == t->device) return WSYNC_OK;
   if ((e = cudaSetDevice(t->device)) != cudaSuccess) {
     (void)cudaGetLastError();
-    return nccl_fail(WSYNC_ERR_IO, NCCL_TP ": rank %u: cudaSetDevice(%d) failed: %s", t->rank, t->device,
+    return wsp_fail(WSYNC_ERR_IO, NCCL_TP ": rank %u: cudaSetDevice(%d) failed: %s", t->rank, t->device,
                      cudaGetErrorString(e));
   }
   /* The caller's thread keeps its own current device (a trainer's torch code relies on it). */
@@ -69,7 +38,7 @@ void nccl_device_leave(const nccl_transport_t* t, int prev) {
   if (prev >= 0 && prev != t->device && cudaSetDevice(prev) != cudaSuccess) (void)cudaGetLastError();
 }
 
-wsync_status_t nccl_broken(nccl_transport_t* t) { return nccl_fail(t->broken_status, "%s", t->broken_msg); }
+wsync_status_t nccl_broken(nccl_transport_t* t) { return wsp_fail(t->broken_status, "%s", t->broken_msg); }
 
 void nccl_break(nccl_transport_t* t, wsync_status_t status, const char* fmt, ...) {
   if (t->broken_status == WSYNC_OK) {
@@ -78,7 +47,7 @@ void nccl_break(nccl_transport_t* t, wsync_status_t status, const char* fmt, ...
     vsnprintf(t->broken_msg, sizeof t->broken_msg, fmt, ap);
     va_end(ap);
     t->broken_status = status;
-    nccl_log(WSYNC_LOG_WARN, "%s", t->broken_msg);
+    wsp_log(WSYNC_LOG_WARN, "%s", t->broken_msg);
   }
   if (t->comm != NULL) {
     /* Sets NCCL's abort flag (kernels and proxy threads quit), joins its threads, frees the
@@ -87,7 +56,7 @@ void nccl_break(nccl_transport_t* t, wsync_status_t status, const char* fmt, ...
     t->comm = NULL;
     t->init_pending = 0; /* a pending lazy init ends with the communicator */
     if (r != ncclSuccess)
-      nccl_log(WSYNC_LOG_WARN, NCCL_TP ": rank %u: ncclCommAbort returned %s", t->rank, ncclGetErrorString(r));
+      wsp_log(WSYNC_LOG_WARN, NCCL_TP ": rank %u: ncclCommAbort returned %s", t->rank, ncclGetErrorString(r));
     /* Buckets still on the device may write into receive regions the core is about to reuse:
      * give the aborted kernels (and the copies behind them) a bounded chance to end. */
     nccl_ops_drain(t, 2000);
@@ -96,7 +65,7 @@ void nccl_break(nccl_transport_t* t, wsync_status_t status, const char* fmt, ...
 
 wsync_status_t nccl_on_abort(nccl_transport_t* t) {
   nccl_break(t, WSYNC_ERR_ABORTED, NCCL_TP ": rank %u: aborted", t->rank);
-  return nccl_fail(WSYNC_ERR_ABORTED, NCCL_TP ": rank %u: aborted", t->rank);
+  return wsp_fail(WSYNC_ERR_ABORTED, NCCL_TP ": rank %u: aborted", t->rank);
 }
 
 typedef struct poll_ctx {

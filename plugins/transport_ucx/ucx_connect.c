@@ -14,11 +14,6 @@
 
 #include "ucx_transport.h"
 
-static int64_t mono_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void addr_key(const ucx_transport_t* t, uint32_t rank, char* key, size_t cap) {
   snprintf(key, cap, "wsync/%s/ucx/addr/%u", t->group, rank);
@@ -31,11 +26,11 @@ static wsync_status_t publish_address(ucx_transport_t* t) {
   wsync_status_t rc;
   ucs_status_t st = ucp_worker_get_address(t->worker, &addr, &len);
   if (st != UCS_OK)
-    return ucx_fail(WSYNC_ERR_IO, "transport 'ucx': ucp_worker_get_address failed: %s", ucs_status_string(st));
+    return wsp_fail(WSYNC_ERR_IO, "transport 'ucx': ucp_worker_get_address failed: %s", ucs_status_string(st));
   addr_key(t, t->rank, key, sizeof key);
-  rc = ucx_host->store_set(t->store, key, addr, len);
+  rc = wsp_host()->store_set(t->store, key, addr, len);
   ucp_worker_release_address(t->worker, addr);
-  if (rc != WSYNC_OK) return ucx_fail(rc, "transport 'ucx': publishing the worker address of rank %u failed", t->rank);
+  if (rc != WSYNC_OK) return wsp_fail(rc, "transport 'ucx': publishing the worker address of rank %u failed", t->rank);
   return WSYNC_OK;
 }
 
@@ -43,27 +38,27 @@ static wsync_status_t publish_address(ucx_transport_t* t) {
 static wsync_status_t fetch_address(ucx_transport_t* t, uint32_t rank, int64_t deadline, void** out) {
   char key[512];
   uint64_t cap = 4096, len = 0;
-  int64_t left = deadline - mono_ms();
+  int64_t left = deadline - wsp_now_ms();
   void* buf = malloc(cap);
   wsync_status_t rc;
-  if (buf == NULL) return ucx_fail(WSYNC_ERR_OUT_OF_MEMORY, "transport 'ucx': out of memory");
+  if (buf == NULL) return wsp_fail(WSYNC_ERR_OUT_OF_MEMORY, "transport 'ucx': out of memory");
   addr_key(t, rank, key, sizeof key);
-  rc = ucx_host->store_get(t->store, key, buf, cap, &len, left > 0 ? left : 0);
+  rc = wsp_host()->store_get(t->store, key, buf, cap, &len, left > 0 ? left : 0);
   if (rc == WSYNC_ERR_INVALID_ARGUMENT && len > cap) { /* larger than guessed (many devices) */
     void* big = realloc(buf, len);
     if (big == NULL) {
       free(buf);
-      return ucx_fail(WSYNC_ERR_OUT_OF_MEMORY, "transport 'ucx': out of memory");
+      return wsp_fail(WSYNC_ERR_OUT_OF_MEMORY, "transport 'ucx': out of memory");
     }
     buf = big;
     cap = len;
-    rc = ucx_host->store_get(t->store, key, buf, cap, &len, 0);
+    rc = wsp_host()->store_get(t->store, key, buf, cap, &len, 0);
   }
   if (rc != WSYNC_OK) {
     free(buf);
     if (rc == WSYNC_ERR_TIMEOUT)
-      return ucx_fail(rc, "transport 'ucx': rank %u did not publish its UCX address ('%s') in time", rank, key);
-    return ucx_fail(rc, "transport 'ucx': reading the UCX address of rank %u ('%s') failed", rank, key);
+      return wsp_fail(rc, "transport 'ucx': rank %u did not publish its UCX address ('%s') in time", rank, key);
+    return wsp_fail(rc, "transport 'ucx': reading the UCX address of rank %u ('%s') failed", rank, key);
   }
   *out = buf;
   return WSYNC_OK;
@@ -73,7 +68,7 @@ static void on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t status) {
   ucx_peer_t* peer = (ucx_peer_t*)arg;
   (void)ep;
   if (peer->failed == UCS_OK) peer->failed = status;
-  ucx_log(WSYNC_LOG_WARN, "transport 'ucx': rank %u: endpoint to rank %u failed: %s", peer->owner->rank,
+  wsp_log(WSYNC_LOG_WARN, "transport 'ucx': rank %u: endpoint to rank %u failed: %s", peer->owner->rank,
           peer->rank, ucs_status_string(status));
 }
 
@@ -98,7 +93,7 @@ static void log_lanes(ucx_transport_t* t, uint32_t rank) {
     if (used >= sizeof line) break;
   }
   free(text);
-  ucx_log(WSYNC_LOG_DEBUG, "transport 'ucx': rank %u -> rank %u (error mode %s): %s", t->rank, rank,
+  wsp_log(WSYNC_LOG_DEBUG, "transport 'ucx': rank %u -> rank %u (error mode %s): %s", t->rank, rank,
           t->err_mode_peer ? "peer" : "none", line);
 }
 
@@ -117,7 +112,7 @@ static wsync_status_t create_ep(ucx_transport_t* t, uint32_t rank, const void* a
   st = ucp_ep_create(t->worker, &ep, &t->peers[rank].ep);
   if (st != UCS_OK) {
     t->peers[rank].ep = NULL;
-    return ucx_fail(ucx_status_to_wsync(st), "transport 'ucx': creating the endpoint to rank %u failed: %s", rank,
+    return wsp_fail(ucx_status_to_wsync(st), "transport 'ucx': creating the endpoint to rank %u failed: %s", rank,
                     ucs_status_string(st));
   }
   log_lanes(t, rank);
@@ -126,18 +121,18 @@ static wsync_status_t create_ep(ucx_transport_t* t, uint32_t rank, const void* a
 
 wsync_status_t ucx_connect(void* self, int64_t timeout_ms) {
   ucx_transport_t* t = (ucx_transport_t*)self;
-  const int64_t deadline = mono_ms() + (timeout_ms < 0 ? 0 : timeout_ms);
+  const int64_t deadline = wsp_now_ms() + (timeout_ms < 0 ? 0 : timeout_ms);
   uint32_t first, last, r;
   wsync_status_t rc;
-  if (t == NULL) return ucx_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'ucx': connect on NULL");
-  if (t->connected) return ucx_fail(WSYNC_ERR_INVALID_STATE, "transport 'ucx': already connected");
+  if (t == NULL) return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'ucx': connect on NULL");
+  if (t->connected) return wsp_fail(WSYNC_ERR_INVALID_STATE, "transport 'ucx': already connected");
   rc = publish_address(t);
   if (rc != WSYNC_OK) return rc;
   first = t->rank == 0 ? 1 : 0;
   last = t->rank == 0 ? t->world_size - 1 : 0;
   for (r = first; r <= last && t->world_size > 1; ++r) {
     void* addr = NULL;
-    if (atomic_load(&t->aborted)) return ucx_fail(WSYNC_ERR_ABORTED, "transport 'ucx': aborted during connect");
+    if (atomic_load(&t->aborted)) return wsp_fail(WSYNC_ERR_ABORTED, "transport 'ucx': aborted during connect");
     rc = fetch_address(t, r, deadline, &addr);
     if (rc != WSYNC_OK) return rc;
     rc = create_ep(t, r, addr);

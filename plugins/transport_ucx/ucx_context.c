@@ -44,13 +44,13 @@ static wsync_status_t apply_option(ucp_config_t* config, const wsync_option_t* o
   const char* key = opt->key ? opt->key : "(null)";
   ucs_status_t st;
   if (opt->key == NULL || opt->value == NULL)
-    return ucx_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'ucx': option '%s' has no value", key);
+    return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'ucx': option '%s' has no value", key);
   if (strcmp(key, "tls") == 0) {
     if (opt->value[0] == '\0')
-      return ucx_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'ucx': option 'tls' is empty");
+      return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'ucx': option 'tls' is empty");
     st = ucp_config_modify(config, "TLS", opt->value);
     if (st != UCS_OK)
-      return ucx_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'ucx': option 'tls'='%s' refused by UCX: %s",
+      return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'ucx': option 'tls'='%s' refused by UCX: %s",
                       opt->value, ucs_status_string(st));
     *tls = opt->value;
   } else if (strcmp(key, "error_mode") == 0) {
@@ -61,11 +61,11 @@ static wsync_status_t apply_option(ucp_config_t* config, const wsync_option_t* o
     } else if (strcmp(opt->value, "none") == 0) {
       *err_mode = ERR_MODE_NONE;
     } else {
-      return ucx_fail(WSYNC_ERR_INVALID_ARGUMENT,
+      return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT,
                       "transport 'ucx': option 'error_mode' must be 'auto', 'peer' or 'none', not '%s'", opt->value);
     }
   } else {
-    return ucx_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'ucx' has no option '%s' (known: tls, error_mode)", key);
+    return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'ucx' has no option '%s' (known: tls, error_mode)", key);
   }
   return WSYNC_OK;
 }
@@ -82,7 +82,7 @@ wsync_status_t ucx_context_open(ucx_transport_t* t, const wsync_transport_params
 
   st = ucp_config_read(NULL, NULL, &config);
   if (st != UCS_OK)
-    return ucx_fail(WSYNC_ERR_IO, "transport 'ucx': reading the UCX configuration failed: %s",
+    return wsp_fail(WSYNC_ERR_IO, "transport 'ucx': reading the UCX configuration failed: %s",
                     ucs_status_string(st));
   for (i = 0; i < params->num_options && rc == WSYNC_OK; ++i) {
     /* Options are stepped by the struct_size of the first element (ABI rule). */
@@ -100,14 +100,21 @@ wsync_status_t ucx_context_open(ucx_transport_t* t, const wsync_transport_params
   memset(&cp, 0, sizeof cp);
   cp.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS |
                   UCP_PARAM_FIELD_MT_WORKERS_SHARED | UCP_PARAM_FIELD_NAME;
-  cp.features = UCP_FEATURE_TAG;
+  /* WAKEUP: the worker gets an event fd the core sleeps on, instead of spinning a core while a
+   * bucket moves. Where UCX cannot (a transport without events), fall back to polling. */
+  cp.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
   cp.estimated_num_eps = params->world_size;
   cp.mt_workers_shared = 0;
   cp.name = "wsync";
   st = ucp_init(&cp, config, &t->context);
+  if (st != UCS_OK) {
+    wsp_log(WSYNC_LOG_INFO, "transport 'ucx': ucp_init with wakeup failed (%s); waits will poll", ucs_status_string(st));
+    cp.features = UCP_FEATURE_TAG;
+    st = ucp_init(&cp, config, &t->context);
+  }
   ucp_config_release(config);
   if (st != UCS_OK)
-    return ucx_fail(WSYNC_ERR_IO, "transport 'ucx': ucp_init failed: %s (check the 'tls' option and UCX_TLS)",
+    return wsp_fail(WSYNC_ERR_IO, "transport 'ucx': ucp_init failed: %s (check the 'tls' option and UCX_TLS)",
                     ucs_status_string(st));
 
   memset(&wp, 0, sizeof wp);
@@ -118,8 +125,34 @@ wsync_status_t ucx_context_open(ucx_transport_t* t, const wsync_transport_params
   if (st != UCS_OK) {
     ucp_cleanup(t->context);
     t->context = NULL;
-    return ucx_fail(WSYNC_ERR_IO, "transport 'ucx': ucp_worker_create failed: %s", ucs_status_string(st));
+    return wsp_fail(WSYNC_ERR_IO, "transport 'ucx': ucp_worker_create failed: %s", ucs_status_string(st));
   }
+  t->event_fd = -1;
+  if ((cp.features & UCP_FEATURE_WAKEUP) && (st = ucp_worker_get_efd(t->worker, &t->event_fd)) != UCS_OK) {
+    wsp_log(WSYNC_LOG_INFO, "transport 'ucx': no worker event fd (%s); waits will poll", ucs_status_string(st));
+    t->event_fd = -1;
+  }
+  return WSYNC_OK;
+}
+
+wsync_status_t ucx_get_event_fd(void* self, int32_t* fd) {
+  ucx_transport_t* t = (ucx_transport_t*)self;
+  if (t == NULL || fd == NULL) return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'ucx': get_event_fd: NULL argument");
+  *fd = t->event_fd;
+  return WSYNC_OK;
+}
+
+wsync_status_t ucx_arm(void* self, int32_t* armed) {
+  ucx_transport_t* t = (ucx_transport_t*)self;
+  ucs_status_t st;
+  if (t == NULL || armed == NULL) return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'ucx': arm: NULL argument");
+  *armed = 0;
+  if (t->event_fd < 0) return WSYNC_OK;
+  /* BUSY: events arrived since the last progress; the core progresses again before it sleeps. */
+  st = ucp_worker_arm(t->worker);
+  if (st == UCS_OK) *armed = 1;
+  else if (st != UCS_ERR_BUSY)
+    return wsp_fail(WSYNC_ERR_IO, "transport 'ucx': ucp_worker_arm failed: %s", ucs_status_string(st));
   return WSYNC_OK;
 }
 

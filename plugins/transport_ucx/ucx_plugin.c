@@ -1,13 +1,13 @@
 /* ucx_plugin.c — transport 'ucx': the entry point, the function table, and the life of an
  * instance (create, abort, destroy). The data plane is in ucx_send.c / ucx_recv.c. */
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "ucx_transport.h"
 
-const wsync_host_v1_t* ucx_host;
 
 static wsync_status_t ucx_create(const wsync_transport_params_t* params, void** out) {
   ucx_transport_t* t;
@@ -15,20 +15,20 @@ static wsync_status_t ucx_create(const wsync_transport_params_t* params, void** 
   uint32_t r;
   if (out != NULL) *out = NULL;
   if (params == NULL || out == NULL)
-    return ucx_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'ucx': create: NULL argument");
-  if (params->struct_size < offsetof(wsync_transport_params_t, timeout_ms) + sizeof params->timeout_ms)
-    return ucx_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'ucx': params struct_size %u is too small",
+    return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'ucx': create: NULL argument");
+  if (!WSYNC_HAS_FIELD(params, wsync_transport_params_t, timeout_ms))
+    return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'ucx': params struct_size %u is too small",
                     params->struct_size);
   if (params->world_size < 1 || params->rank >= params->world_size)
-    return ucx_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'ucx': rank %u is outside a world of %u", params->rank,
+    return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'ucx': rank %u is outside a world of %u", params->rank,
                     params->world_size);
   if (params->store == NULL && params->world_size > 1)
-    return ucx_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'ucx': no store to exchange addresses through");
+    return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'ucx': no store to exchange addresses through");
   if (params->options == NULL && params->num_options > 0)
-    return ucx_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'ucx': options is NULL");
+    return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'ucx': options is NULL");
 
   t = (ucx_transport_t*)calloc(1, sizeof *t);
-  if (t == NULL) return ucx_fail(WSYNC_ERR_OUT_OF_MEMORY, "transport 'ucx': out of memory");
+  if (t == NULL) return wsp_fail(WSYNC_ERR_OUT_OF_MEMORY, "transport 'ucx': out of memory");
   t->rank = params->rank;
   t->world_size = params->world_size;
   t->store = params->store;
@@ -39,7 +39,7 @@ static wsync_status_t ucx_create(const wsync_transport_params_t* params, void** 
     free(t->group);
     free(t->peers);
     free(t);
-    return ucx_fail(WSYNC_ERR_OUT_OF_MEMORY, "transport 'ucx': out of memory");
+    return wsp_fail(WSYNC_ERR_OUT_OF_MEMORY, "transport 'ucx': out of memory");
   }
   for (r = 0; r < t->world_size; ++r) {
     t->peers[r].owner = t;
@@ -63,15 +63,10 @@ static void ucx_abort(void* self) {
   if (t != NULL) atomic_store(&t->aborted, 1);
 }
 
-static int64_t mono_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* Give pending close requests a short, bounded chance to finish before the worker goes. */
 static void drain_zombies(ucx_transport_t* t, int64_t budget_ms) {
-  const int64_t deadline = mono_ms() + budget_ms;
+  const int64_t deadline = wsp_now_ms() + budget_ms;
   size_t i, pending;
   do {
     ucp_worker_progress(t->worker);
@@ -85,7 +80,7 @@ static void drain_zombies(ucx_transport_t* t, int64_t budget_ms) {
       ucp_request_free(z->req);
       z->req = NULL;
     }
-  } while (pending > 0 && mono_ms() < deadline);
+  } while (pending > 0 && wsp_now_ms() < deadline);
   for (i = 0; i < t->num_zombies; ++i)
     if (t->zombies[i].req != NULL) {
       ucp_request_free(t->zombies[i].req);
@@ -116,6 +111,15 @@ static void ucx_destroy(void* self) {
   free(t);
 }
 
+/* What wsync-info prints for this plugin: the UCX library it runs on. */
+static const char* ucx_runtime_info(void) {
+  static char text[96];
+  unsigned major = 0, minor = 0, release = 0;
+  ucp_get_version(&major, &minor, &release);
+  snprintf(text, sizeof text, "UCX %u.%u.%u (%s)", major, minor, release, ucp_get_version_string());
+  return text;
+}
+
 static const wsync_transport_v1_t kUcxTransport = {
     (uint32_t)sizeof(wsync_transport_v1_t),
     WSYNC_PLUGIN_ABI_VERSION,
@@ -133,18 +137,17 @@ static const wsync_transport_v1_t kUcxTransport = {
     ucx_destroy,
     NULL, /* register_staging: UCX sends from any host memory */
     NULL, /* get_property */
+    ucx_get_event_fd,
+    ucx_arm,
+    NULL, /* describe_send: UCX needs no per-bucket side channel */
+    NULL, /* describe_recv */
+    NULL, /* peer_blob */
+    ucx_runtime_info,
 };
 
 __attribute__((visibility("default"))) const wsync_transport_v1_t* wsync_transport_entry_v1(
     const wsync_host_v1_t* host) {
-  if (host == NULL) return NULL;
-  if (host->struct_size < sizeof(wsync_host_v1_t) || host->set_error == NULL || host->store_set == NULL ||
-      host->store_get == NULL) {
-    if (host->struct_size >= offsetof(wsync_host_v1_t, set_error) + sizeof host->set_error && host->set_error)
-      host->set_error(WSYNC_ERR_VERSION_MISMATCH,
-                      "transport 'ucx': the host table is too small or lacks set_error/store_set/store_get");
-    return NULL;
-  }
-  ucx_host = host;
+  WSYNC_PLUGIN_CHECK_HOST(host, store_get, "transport 'ucx'");
+  wsp_set_host(host);
   return &kUcxTransport;
 }

@@ -32,26 +32,26 @@ wsync_status_t ucx_recv_post(void* self, uint64_t seq, const wsync_iov_t* iov, u
   void* req;
 
   if (t == NULL || (iov == NULL && num_iov > 0))
-    return ucx_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'ucx': recv_post: NULL argument");
-  if (t->rank == 0) return ucx_fail(WSYNC_ERR_INVALID_STATE, "transport 'ucx': recv_post on the sender (rank 0)");
-  if (!t->connected) return ucx_fail(WSYNC_ERR_INVALID_STATE, "transport 'ucx': recv_post before connect");
-  if (atomic_load(&t->aborted)) return ucx_fail(WSYNC_ERR_ABORTED, "transport 'ucx': aborted");
+    return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'ucx': recv_post: NULL argument");
+  if (t->rank == 0) return wsp_fail(WSYNC_ERR_INVALID_STATE, "transport 'ucx': recv_post on the sender (rank 0)");
+  if (!t->connected) return wsp_fail(WSYNC_ERR_INVALID_STATE, "transport 'ucx': recv_post before connect");
+  if (atomic_load(&t->aborted)) return wsp_fail(WSYNC_ERR_ABORTED, "transport 'ucx': aborted");
   if (find_recv(t, seq) != NULL)
-    return ucx_fail(WSYNC_ERR_INVALID_STATE, "transport 'ucx': bucket %llu is already posted", (unsigned long long)seq);
+    return wsp_fail(WSYNC_ERR_INVALID_STATE, "transport 'ucx': bucket %llu is already posted", (unsigned long long)seq);
   for (i = 0; i < num_iov; ++i) {
     if (iov[i].base == NULL && iov[i].len > 0)
-      return ucx_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'ucx': recv_post: region %llu of bucket %llu is NULL",
+      return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'ucx': recv_post: region %llu of bucket %llu is NULL",
                       (unsigned long long)i, (unsigned long long)seq);
     total += iov[i].len;
   }
-  if (ucx_reserve((void**)&t->recvs, &t->cap_recvs, t->num_recvs, sizeof *t->recvs) != 0)
-    return ucx_fail(WSYNC_ERR_OUT_OF_MEMORY, "transport 'ucx': out of memory");
+  if (wsp_reserve((void**)&t->recvs, &t->cap_recvs, t->num_recvs, sizeof *t->recvs) != 0)
+    return wsp_fail(WSYNC_ERR_OUT_OF_MEMORY, "transport 'ucx': out of memory");
   /* Drop empty regions and merge ones that touch: a list that is really one buffer gets the
    * contiguous receive, whose rendezvous is a zero-copy get (UCX 1.13 moves an IOV receive
    * with active messages that the sender must push, see ucx_transport.h). */
   if (num_iov > 0) {
     regions = (ucp_dt_iov_t*)malloc(num_iov * sizeof *regions);
-    if (regions == NULL) return ucx_fail(WSYNC_ERR_OUT_OF_MEMORY, "transport 'ucx': out of memory");
+    if (regions == NULL) return wsp_fail(WSYNC_ERR_OUT_OF_MEMORY, "transport 'ucx': out of memory");
   }
   for (i = 0; i < num_iov; ++i) {
     if (iov[i].len == 0) continue;
@@ -83,7 +83,7 @@ wsync_status_t ucx_recv_post(void* self, uint64_t seq, const wsync_iov_t* iov, u
   req = ucp_tag_recv_nbx(t->worker, buffer, count, (ucp_tag_t)seq, (ucp_tag_t)-1, &p);
   if (UCS_PTR_IS_ERR(req)) {
     free(regions);
-    return ucx_fail(ucx_status_to_wsync(UCS_PTR_STATUS(req)), "transport 'ucx': posting the receive of bucket %llu "
+    return wsp_fail(ucx_status_to_wsync(UCS_PTR_STATUS(req)), "transport 'ucx': posting the receive of bucket %llu "
                     "failed: %s", (unsigned long long)seq, ucs_status_string(UCS_PTR_STATUS(req)));
   }
   op = &t->recvs[t->num_recvs++];
@@ -116,30 +116,30 @@ wsync_status_t ucx_recv_wait(void* self, uint64_t seq, int64_t timeout_ms) {
   wsync_status_t rc;
   ucs_status_t st;
   unsigned long long got, want;
-  if (t == NULL) return ucx_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'ucx': recv_wait on NULL");
+  if (t == NULL) return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'ucx': recv_wait on NULL");
   op = find_recv(t, seq);
   if (op == NULL)
-    return ucx_fail(WSYNC_ERR_INVALID_STATE, "transport 'ucx': recv_wait for bucket %llu, which was not posted",
+    return wsp_fail(WSYNC_ERR_INVALID_STATE, "transport 'ucx': recv_wait for bucket %llu, which was not posted",
                     (unsigned long long)seq);
   rc = ucx_progress_until(t, recv_done, op, timeout_ms);
   if (rc == WSYNC_ERR_ABORTED) return rc;
   if (op->req != NULL && t->peers[0].failed != UCS_OK)
-    return ucx_fail(ucx_status_to_wsync(t->peers[0].failed), "transport 'ucx': rank 0 (the sender) failed while "
+    return wsp_fail(ucx_status_to_wsync(t->peers[0].failed), "transport 'ucx': rank 0 (the sender) failed while "
                     "bucket %llu was arriving: %s", (unsigned long long)seq, ucs_status_string(t->peers[0].failed));
   if (rc == WSYNC_ERR_TIMEOUT)
-    return ucx_fail(rc, "transport 'ucx': bucket %llu has not arrived from rank 0 yet", (unsigned long long)seq);
+    return wsp_fail(rc, "transport 'ucx': bucket %llu has not arrived from rank 0 yet", (unsigned long long)seq);
   st = op->status;
   got = op->received;
   want = op->expected;
   remove_recv(t, op); /* op is gone from here on */
   if (st == UCS_OK && got != want)
-    return ucx_fail(WSYNC_ERR_PROTOCOL, "transport 'ucx': bucket %llu from rank 0 has %llu bytes, expected %llu",
+    return wsp_fail(WSYNC_ERR_PROTOCOL, "transport 'ucx': bucket %llu from rank 0 has %llu bytes, expected %llu",
                     (unsigned long long)seq, got, want);
   if (st == UCS_ERR_MESSAGE_TRUNCATED)
-    return ucx_fail(WSYNC_ERR_PROTOCOL, "transport 'ucx': bucket %llu from rank 0 is larger than the %llu bytes "
+    return wsp_fail(WSYNC_ERR_PROTOCOL, "transport 'ucx': bucket %llu from rank 0 is larger than the %llu bytes "
                     "expected", (unsigned long long)seq, want);
   if (st != UCS_OK)
-    return ucx_fail(ucx_status_to_wsync(st), "transport 'ucx': receiving bucket %llu from rank 0 failed: %s",
+    return wsp_fail(ucx_status_to_wsync(st), "transport 'ucx': receiving bucket %llu from rank 0 failed: %s",
                     (unsigned long long)seq, ucs_status_string(st));
   return WSYNC_OK;
 }

@@ -10,23 +10,23 @@ wsync_status_t ucx_send_post(void* self, uint64_t seq, const wsync_buffer_t* buf
   ucp_request_param_t p;
   size_t i, j;
   if (t == NULL || buf == NULL || (ranks == NULL && num_ranks > 0) || (buf->data == NULL && buf->len > 0))
-    return ucx_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'ucx': send_post: NULL argument");
-  if (t->rank != 0) return ucx_fail(WSYNC_ERR_INVALID_STATE, "transport 'ucx': send_post on receiver rank %u", t->rank);
-  if (!t->connected) return ucx_fail(WSYNC_ERR_INVALID_STATE, "transport 'ucx': send_post before connect");
+    return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'ucx': send_post: NULL argument");
+  if (t->rank != 0) return wsp_fail(WSYNC_ERR_INVALID_STATE, "transport 'ucx': send_post on receiver rank %u", t->rank);
+  if (!t->connected) return wsp_fail(WSYNC_ERR_INVALID_STATE, "transport 'ucx': send_post before connect");
   if (buf->device_type != 0 && buf->device_type != WSYNC_DEVICE_CPU)
-    return ucx_fail(WSYNC_ERR_UNSUPPORTED, "transport 'ucx': bucket %llu is in device memory (type %d); only host "
+    return wsp_fail(WSYNC_ERR_UNSUPPORTED, "transport 'ucx': bucket %llu is in device memory (type %d); only host "
                     "memory is supported", (unsigned long long)seq, (int)buf->device_type);
-  if (atomic_load(&t->aborted)) return ucx_fail(WSYNC_ERR_ABORTED, "transport 'ucx': aborted");
+  if (atomic_load(&t->aborted)) return wsp_fail(WSYNC_ERR_ABORTED, "transport 'ucx': aborted");
   for (i = 0; i < num_ranks; ++i) {
     const uint32_t r = ranks[i];
     if (r == 0 || r >= t->world_size)
-      return ucx_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'ucx': send_post to rank %u outside 1..%u", r,
+      return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'ucx': send_post to rank %u outside 1..%u", r,
                       t->world_size - 1);
     if (t->peers[r].forgotten || t->peers[r].ep == NULL)
-      return ucx_fail(WSYNC_ERR_INVALID_STATE, "transport 'ucx': send_post to rank %u, which was forgotten", r);
+      return wsp_fail(WSYNC_ERR_INVALID_STATE, "transport 'ucx': send_post to rank %u, which was forgotten", r);
     for (j = 0; j < t->num_sends; ++j)
       if (t->sends[j].seq == seq && t->sends[j].rank == r)
-        return ucx_fail(WSYNC_ERR_INVALID_STATE, "transport 'ucx': bucket %llu already posted to rank %u",
+        return wsp_fail(WSYNC_ERR_INVALID_STATE, "transport 'ucx': bucket %llu already posted to rank %u",
                         (unsigned long long)seq, r);
   }
 
@@ -38,8 +38,8 @@ wsync_status_t ucx_send_post(void* self, uint64_t seq, const wsync_buffer_t* buf
     const uint32_t r = ranks[i];
     ucx_send_op_t* op;
     void* req;
-    if (ucx_reserve((void**)&t->sends, &t->cap_sends, t->num_sends, sizeof *t->sends) != 0)
-      return ucx_fail(WSYNC_ERR_OUT_OF_MEMORY, "transport 'ucx': out of memory");
+    if (wsp_reserve((void**)&t->sends, &t->cap_sends, t->num_sends, sizeof *t->sends) != 0)
+      return wsp_fail(WSYNC_ERR_OUT_OF_MEMORY, "transport 'ucx': out of memory");
     req = ucp_tag_send_nbx(t->peers[r].ep, buf->data, (size_t)buf->len, (ucp_tag_t)seq, &p);
     op = &t->sends[t->num_sends++];
     op->seq = seq;
@@ -83,7 +83,7 @@ wsync_status_t ucx_send_wait(void* self, uint64_t seq, int64_t timeout_ms) {
   wsync_status_t rc;
   size_t i, kept;
   int found = 0;
-  if (t == NULL) return ucx_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'ucx': send_wait on NULL");
+  if (t == NULL) return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'ucx': send_wait on NULL");
   for (i = 0; i < t->num_sends; ++i) found |= t->sends[i].seq == seq;
   if (!found) return WSYNC_OK; /* nothing posted, or every rank of it was forgotten */
 
@@ -96,13 +96,13 @@ wsync_status_t ucx_send_wait(void* self, uint64_t seq, int64_t timeout_ms) {
     if (op->seq != seq) continue;
     st = op->req == NULL ? op->status : t->peers[op->rank].failed;
     if (st != UCS_OK)
-      return ucx_fail(ucx_status_to_wsync(st), "transport 'ucx': sending bucket %llu to rank %u failed: %s",
+      return wsp_fail(ucx_status_to_wsync(st), "transport 'ucx': sending bucket %llu to rank %u failed: %s",
                       (unsigned long long)seq, op->rank, ucs_status_string(st));
   }
   if (rc == WSYNC_ERR_TIMEOUT) {
     for (i = 0; i < t->num_sends; ++i)
       if (t->sends[i].seq == seq && t->sends[i].req != NULL)
-        return ucx_fail(WSYNC_ERR_TIMEOUT, "transport 'ucx': bucket %llu has not reached rank %u yet",
+        return wsp_fail(WSYNC_ERR_TIMEOUT, "transport 'ucx': bucket %llu has not reached rank %u yet",
                         (unsigned long long)seq, t->sends[i].rank);
   }
   /* Every op of seq completed: drop them. */

@@ -22,9 +22,8 @@
 
 #include <ucp/api/ucp.h>
 
+#include "plugin_util.h"
 #include "wsync_plugin.h"
-
-extern const wsync_host_v1_t* ucx_host;
 
 typedef struct ucx_transport ucx_transport_t;
 
@@ -68,6 +67,7 @@ struct ucx_transport {
 
   ucp_context_h context;
   ucp_worker_h worker;
+  int event_fd;      /* ucp_worker_get_efd, or -1 when this UCX cannot wake us */
   ucx_peer_t* peers; /* [world_size] */
   int connected;
 
@@ -82,15 +82,11 @@ struct ucx_transport {
 };
 
 /* ucx_util.c */
-wsync_status_t ucx_fail(wsync_status_t status, const char* fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-void ucx_log(int32_t level, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Grow *arr (of elements of `size` bytes) so one more fits; 0 on success. */
-int ucx_reserve(void** arr, size_t* cap, size_t count, size_t size);
 /* Map a failed UCX status on a transfer to a wsync code. */
 wsync_status_t ucx_status_to_wsync(ucs_status_t status);
 /* Progress the worker until done(t, arg) returns non-zero, timeout_ms passes (WSYNC_ERR_TIMEOUT)
- * or abort is called (WSYNC_ERR_ABORTED). Spins: used only while requests are outstanding. */
+ * or abort is called (WSYNC_ERR_ABORTED). With timeout 0 it progresses once: the core then sleeps
+ * on the worker's event fd (ucx_get_event_fd, ucx_arm) instead of spinning here. */
 wsync_status_t ucx_progress_until(ucx_transport_t* t, int (*done)(ucx_transport_t*, void*), void* arg,
                                   int64_t timeout_ms);
 void ucx_add_zombie(ucx_transport_t* t, void* req, ucp_dt_iov_t* iov);
@@ -98,6 +94,9 @@ void ucx_add_zombie(ucx_transport_t* t, void* req, ucp_dt_iov_t* iov);
 /* ucx_context.c */
 wsync_status_t ucx_context_open(ucx_transport_t* t, const wsync_transport_params_t* params);
 void ucx_context_close(ucx_transport_t* t);
+/* The worker's event fd for the core to sleep on, and arming it (plugin ABI 1.2). */
+wsync_status_t ucx_get_event_fd(void* self, int32_t* fd);
+wsync_status_t ucx_arm(void* self, int32_t* armed);
 
 /* ucx_connect.c */
 wsync_status_t ucx_connect(void* self, int64_t timeout_ms);

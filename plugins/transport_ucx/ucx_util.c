@@ -1,44 +1,8 @@
-/* ucx_util.c — error and log formatting, growable arrays, and the one progress loop every wait
- * of the plugin goes through. */
+/* ucx_util.c — UCX statuses as wsync codes, zombies (requests handed back early), and the one
+ * progress loop every wait of the plugin goes through. */
 #include <sched.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
 
 #include "ucx_transport.h"
-
-wsync_status_t ucx_fail(wsync_status_t status, const char* fmt, ...) {
-  char msg[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  return ucx_host->set_error(status, msg);
-}
-
-void ucx_log(int32_t level, const char* fmt, ...) {
-  char msg[1024];
-  va_list ap;
-  if (ucx_host->log == NULL) return;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  ucx_host->log(level, msg);
-}
-
-int ucx_reserve(void** arr, size_t* cap, size_t count, size_t size) {
-  size_t ncap;
-  void* p;
-  if (count < *cap) return 0;
-  ncap = *cap ? *cap * 2 : 8;
-  p = realloc(*arr, ncap * size);
-  if (p == NULL) return -1;
-  *arr = p;
-  *cap = ncap;
-  return 0;
-}
 
 wsync_status_t ucx_status_to_wsync(ucs_status_t status) {
   switch (status) {
@@ -57,19 +21,13 @@ wsync_status_t ucx_status_to_wsync(ucs_status_t status) {
   }
 }
 
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 wsync_status_t ucx_progress_until(ucx_transport_t* t, int (*done)(ucx_transport_t*, void*), void* arg,
                                   int64_t timeout_ms) {
-  const int64_t deadline = now_ms() + (timeout_ms < 0 ? 0 : timeout_ms);
+  const int64_t deadline = wsp_deadline_ms(timeout_ms);
   unsigned idle = 0;
   for (;;) {
     if (atomic_load_explicit(&t->aborted, memory_order_relaxed))
-      return ucx_fail(WSYNC_ERR_ABORTED, "transport 'ucx': aborted");
+      return wsp_fail(WSYNC_ERR_ABORTED, "transport 'ucx': aborted");
     /* Progress first, so that even timeout 0 moves things along once. */
     if (ucp_worker_progress(t->worker) != 0) {
       idle = 0;
@@ -79,13 +37,13 @@ wsync_status_t ucx_progress_until(ucx_transport_t* t, int (*done)(ucx_transport_
       sched_yield();
     }
     if (done(t, arg)) return WSYNC_OK;
-    if (now_ms() >= deadline) return WSYNC_ERR_TIMEOUT;
+    if (wsp_now_ms() >= deadline) return WSYNC_ERR_TIMEOUT;
   }
 }
 
 void ucx_add_zombie(ucx_transport_t* t, void* req, ucp_dt_iov_t* iov) {
   if (req == NULL && iov == NULL) return;
-  if (ucx_reserve((void**)&t->zombies, &t->cap_zombies, t->num_zombies, sizeof *t->zombies) != 0) {
+  if (wsp_reserve((void**)&t->zombies, &t->cap_zombies, t->num_zombies, sizeof *t->zombies) != 0) {
     /* Out of memory: leak rather than free memory UCX may still touch. */
     return;
   }

@@ -1,11 +1,14 @@
 #include "common/error.h"
 
+#include <atomic>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <strings.h>
+
+#include "common/api_guard.h"
 
 namespace wsync {
 namespace {
@@ -82,6 +85,66 @@ void clear_error() {
 const std::string& last_error() { return t_last_error; }
 wsync_status_t last_status() { return t_last_status; }
 
+void restore_error(wsync_status_t status, const std::string& message) noexcept {
+  try {
+    t_last_error = message;
+  } catch (...) {
+    t_last_error.clear();
+  }
+  t_last_status = status;
+}
+
+namespace {
+
+std::atomic<ThrowHook> g_throw_hook{nullptr};
+
+// "what()" of an exception, or a fixed text; never throws.
+const char* describe(std::exception_ptr e, bool* oom) noexcept {
+  *oom = false;
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::bad_alloc&) {
+    *oom = true;
+    return "out of memory";
+  } catch (const std::exception& x) {
+    return x.what();
+  } catch (...) {
+    return "an exception that is not a std::exception";
+  }
+}
+
+}  // namespace
+
+void set_throw_hook(ThrowHook hook) { g_throw_hook.store(hook); }
+
+void throw_point(const char* where) {
+  ThrowHook h = g_throw_hook.load(std::memory_order_relaxed);
+  if (h != nullptr) h(where);
+}
+
+wsync_status_t fail_exception(const char* where, std::exception_ptr e) noexcept {
+  bool oom = false;
+  const char* what = describe(e, &oom);
+  const wsync_status_t st = oom ? WSYNC_ERR_OUT_OF_MEMORY : WSYNC_ERR_INTERNAL;
+  try {
+    if (oom) return fail(st, "%s: out of memory", where);
+    return fail(st, "%s: internal error: %s (please report it)", where, what);
+  } catch (...) {
+    t_last_error.clear();  // even the message could not be stored: keep the status
+    t_last_status = st;
+    return st;
+  }
+}
+
+void log_exception(const char* where, std::exception_ptr e) noexcept {
+  bool oom = false;
+  const char* what = describe(e, &oom);
+  try {
+    log(WSYNC_LOG_ERROR, "%s: %s (ignored: the function has no status to return)", where, what);
+  } catch (...) {
+  }
+}
+
 bool log_enabled(int level) {
   LogSink& s = sink();
   std::lock_guard<std::mutex> g(s.mu);
@@ -125,11 +188,13 @@ extern "C" {
 WSYNC_API const char* wsync_last_error(void) { return wsync::last_error().c_str(); }
 
 WSYNC_API void wsync_set_log_callback(wsync_log_fn fn, void* user_data, int32_t max_level) {
-  wsync::LogSink& s = wsync::sink();
-  std::lock_guard<std::mutex> g(s.mu);
-  s.fn = fn;
-  s.user_data = user_data;
-  s.max_level = fn != nullptr ? max_level : wsync::level_from_env();
+  wsync::guard_void("wsync_set_log_callback", [&] {
+    wsync::LogSink& s = wsync::sink();
+    std::lock_guard<std::mutex> g(s.mu);
+    s.fn = fn;
+    s.user_data = user_data;
+    s.max_level = fn != nullptr ? max_level : wsync::level_from_env();
+  });
 }
 
 }  // extern "C"

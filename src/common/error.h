@@ -20,6 +20,10 @@ void clear_error();
 // Current detail of this thread, and the status it was recorded with (WSYNC_OK if none).
 const std::string& last_error();
 wsync_status_t last_status();
+// Restore a detail saved earlier (destroy functions keep the caller's error). Never throws.
+void restore_error(wsync_status_t status, const std::string& message) noexcept;
+// Log an exception that a guarded function without a status swallowed. Never throws.
+void log_exception(const char* where, std::exception_ptr e) noexcept;
 
 // Log through the installed sink (callback, or stderr filtered by WSYNC_LOG_LEVEL).
 void log(int level, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -27,21 +31,6 @@ void log_msg(int level, const char* message);
 bool log_enabled(int level);
 
 }  // namespace wsync
-
-// Run `stmt` (an assignment of a status) so that no C++ exception crosses the C ABI: an
-// allocation failure becomes WSYNC_ERR_OUT_OF_MEMORY, anything else WSYNC_ERR_INTERNAL.
-#define WSYNC_GUARD(stmt)                                                                      \
-  do {                                                                                         \
-    try {                                                                                      \
-      stmt;                                                                                    \
-    } catch (const std::bad_alloc&) {                                                          \
-      return ::wsync::fail(WSYNC_ERR_OUT_OF_MEMORY, "out of memory");                          \
-    } catch (const std::exception& e) {                                                        \
-      return ::wsync::fail(WSYNC_ERR_INTERNAL, "internal error: %s (please report)", e.what()); \
-    } catch (...) {                                                                            \
-      return ::wsync::fail(WSYNC_ERR_INTERNAL, "internal error (please report)");              \
-    }                                                                                          \
-  } while (0)
 
 #define WSYNC_LOGE(...) ::wsync::log(WSYNC_LOG_ERROR, __VA_ARGS__)
 #define WSYNC_LOGW(...) ::wsync::log(WSYNC_LOG_WARN, __VA_ARGS__)

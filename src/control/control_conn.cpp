@@ -1,41 +1,19 @@
 #include "control/control_conn.h"
 
-#include <arpa/inet.h>
-#include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
-#include <climits>
-#include <cstdint>
 #include <chrono>
 #include <cstring>
 #include <thread>
 
 #include "common/error.h"
+#include "common/socket.h"
 
 namespace wsync {
-
-int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-int64_t deadline_after(int64_t timeout_ms) {
-  const int64_t now = now_ms();
-  if (timeout_ms <= 0) return now;
-  return timeout_ms > INT64_MAX - now ? INT64_MAX : now + timeout_ms;
-}
-
-int poll_slice(int64_t left_ms) {
-  if (left_ms <= 0) return 0;
-  return static_cast<int>(left_ms < 100 ? left_ms : 100);
-}
 
 const char* msg_type_name(uint16_t type) {
   static const char* names[] = {"?",     "HELLO", "WELCOME",    "REJECT",    "JOINED",       "MANIFEST", "READY",
@@ -45,25 +23,22 @@ const char* msg_type_name(uint16_t type) {
 
 namespace {
 
-void set_socket_options(int fd) {
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  int fl = fcntl(fd, F_GETFL, 0);
-  fcntl(fd, F_SETFL, fl | O_NONBLOCK);
-}
+struct FrameHeader {
+  uint32_t magic = 0;
+  uint16_t type = 0;
+  uint16_t reserved = 0;
+  uint32_t body_len = 0;
+};
 
-wsync_status_t resolve(const std::string& host, uint16_t port, bool passive, addrinfo** out) {
-  addrinfo hints;
-  std::memset(&hints, 0, sizeof hints);
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  if (passive) hints.ai_flags = AI_PASSIVE;
-  std::string h = host;
-  if (h.size() > 2 && h.front() == '[' && h.back() == ']') h = h.substr(1, h.size() - 2);
-  int rc = getaddrinfo(h.empty() ? nullptr : h.c_str(), std::to_string(port).c_str(), &hints, out);
-  if (rc != 0)
-    return fail(WSYNC_ERR_INVALID_ARGUMENT, "cannot resolve host '%s': %s", host.c_str(), gai_strerror(rc));
-  return WSYNC_OK;
+// The 12 header bytes at p (the caller checked they are there).
+FrameHeader header_at(const uint8_t* p) {
+  ByteReader r(p, kControlHeaderBytes);
+  FrameHeader h;
+  r.u32(&h.magic);
+  r.u16(&h.type);
+  r.u16(&h.reserved);
+  r.u32(&h.body_len);
+  return h;
 }
 
 }  // namespace
@@ -87,48 +62,16 @@ wsync_status_t ControlConn::connect(const std::string& host, uint16_t port, int6
   const int64_t deadline = deadline_after(timeout_ms);
   std::string last = "no attempt";
   for (;;) {
-    addrinfo* ai = nullptr;
-    wsync_status_t st = resolve(host, port, false, &ai);
-    if (st != WSYNC_OK) return st;
-    for (addrinfo* a = ai; a != nullptr; a = a->ai_next) {
-      int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
-      if (fd < 0) continue;
-      // Non-blocking, so a host that drops SYNs cannot hold us past the deadline.
-      int rc = ::connect(fd, a->ai_addr, a->ai_addrlen);
-      if (rc != 0 && errno == EINPROGRESS) {
-        for (;;) {
-          int64_t left = deadline - now_ms();
-          pollfd pfd{fd, POLLOUT, 0};
-          int pr = ::poll(&pfd, 1, poll_slice(left));
-          if (pr > 0) {
-            int err = 0;
-            socklen_t len = sizeof err;
-            getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-            rc = err == 0 ? 0 : -1;
-            errno = err;
-            break;
-          }
-          if (left <= 0) {
-            rc = -1;
-            errno = ETIMEDOUT;
-            break;
-          }
-        }
-      }
-      if (rc == 0) {
-        freeaddrinfo(ai);
-        set_socket_options(fd);
-        out->adopt(fd);
-        return WSYNC_OK;
-      }
-      last = std::strerror(errno);
-      ::close(fd);
+    int fd = -1;
+    wsync_status_t st = tcp_connect(host, port, deadline, &fd, &last);
+    if (st == WSYNC_OK) {
+      out->adopt(fd);
+      return WSYNC_OK;
     }
-    freeaddrinfo(ai);
     if (now_ms() >= deadline)
       return fail(WSYNC_ERR_TIMEOUT, "could not connect to %s:%u within %lld ms: %s", host.c_str(), port,
                   static_cast<long long>(timeout_ms), last.c_str());
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(50, remaining_ms(deadline))));
   }
 }
 
@@ -137,17 +80,14 @@ wsync_status_t ControlConn::send(MsgType type, const std::vector<uint8_t>& body,
   if (body.size() > kControlMaxBody)
     return fail(WSYNC_ERR_INVALID_ARGUMENT, "control message of %zu bytes is larger than %u", body.size(),
                 kControlMaxBody);
-  uint8_t hdr[kControlHeaderBytes];
-  auto put = [&](size_t off, uint64_t v, int n) {
-    for (int i = 0; i < n; ++i) hdr[off + i] = static_cast<uint8_t>(v >> (8 * i));
-  };
-  put(0, kControlMagic, 4);
-  put(4, static_cast<uint16_t>(type), 2);
-  put(6, 0, 2);
-  put(8, body.size(), 4);
+  ByteWriter hdr;
+  hdr.u32(kControlMagic);
+  hdr.u16(static_cast<uint16_t>(type));
+  hdr.u16(0);
+  hdr.u32(static_cast<uint32_t>(body.size()));
   const int64_t deadline = deadline_after(timeout_ms);
-  const uint8_t* parts[2] = {hdr, body.data()};
-  size_t lens[2] = {sizeof hdr, body.size()};
+  const uint8_t* parts[2] = {hdr.data().data(), body.data()};
+  size_t lens[2] = {hdr.size(), body.size()};
   for (int p = 0; p < 2; ++p) {
     size_t off = 0;
     while (off < lens[p]) {
@@ -184,8 +124,8 @@ wsync_status_t ControlConn::pump() { return fill(0); }
 size_t ControlConn::wanted() const {
   size_t have = in_.size() - rd_;
   if (have < kControlHeaderBytes) return kControlHeaderBytes - have;
-  const uint8_t* h = in_.data() + rd_;
-  uint32_t len = h[8] | (h[9] << 8) | (h[10] << 16) | (static_cast<uint32_t>(h[11]) << 24);
+  const FrameHeader h = header_at(in_.data() + rd_);
+  const uint32_t len = h.body_len;
   if (len > kControlMaxBody) return 0;  // take_frame refuses it
   size_t total = kControlHeaderBytes + len;
   return have >= total ? 0 : total - have;
@@ -226,8 +166,8 @@ bool ControlConn::take_frame(Frame* out, wsync_status_t* err) {
   *err = WSYNC_OK;
   if (in_.size() - rd_ < kControlHeaderBytes) return false;
   const uint8_t* h = in_.data() + rd_;
-  uint32_t magic = h[0] | (h[1] << 8) | (h[2] << 16) | (static_cast<uint32_t>(h[3]) << 24);
-  uint32_t len = h[8] | (h[9] << 8) | (h[10] << 16) | (static_cast<uint32_t>(h[11]) << 24);
+  const FrameHeader fh = header_at(h);
+  const uint32_t magic = fh.magic, len = fh.body_len;
   if (magic != kControlMagic || len > kControlMaxBody) {
     close();
     *err = fail(WSYNC_ERR_PROTOCOL, "%s sent a malformed control frame (magic 0x%08x, length %u); connection closed",
@@ -235,7 +175,7 @@ bool ControlConn::take_frame(Frame* out, wsync_status_t* err) {
     return false;
   }
   if (in_.size() - rd_ - kControlHeaderBytes < len) return false;
-  out->type = static_cast<uint16_t>(h[4] | (h[5] << 8));
+  out->type = fh.type;
   out->body.assign(h + kControlHeaderBytes, h + kControlHeaderBytes + len);
   rd_ += kControlHeaderBytes + len;
   if (rd_ == in_.size()) {
@@ -282,40 +222,14 @@ void ControlListener::close() {
 }
 
 wsync_status_t ControlListener::listen(const std::string& host, uint16_t port) {
-  addrinfo* ai = nullptr;
-  wsync_status_t st = resolve(host, port, true, &ai);
-  if (st != WSYNC_OK) return st;
-  std::string last = "no address";
-  for (addrinfo* a = ai; a != nullptr; a = a->ai_next) {
-    int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-    if (fd < 0) continue;
-    int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, 128) == 0) {
-      sockaddr_storage ss;
-      socklen_t sl = sizeof ss;
-      getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &sl);
-      port_ = ntohs(ss.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port
-                                             : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
-      fcntl(fd, F_SETFL, fcntl(fd, F_GETFL, 0) | O_NONBLOCK);
-      fd_ = fd;
-      freeaddrinfo(ai);
-      return WSYNC_OK;
-    }
-    last = std::strerror(errno);
-    ::close(fd);
-  }
-  freeaddrinfo(ai);
-  return fail(WSYNC_ERR_IO, "cannot listen on %s:%u: %s", host.c_str(), port, last.c_str());
+  return tcp_listen(host, port, 128, &fd_, &port_);
 }
 
 wsync_status_t ControlListener::accept(int64_t timeout_ms, int* fd_out) {
   pollfd pfd{fd_, POLLIN, 0};
-  int rc = ::poll(&pfd, 1, poll_slice(timeout_ms));
-  if (rc <= 0) return WSYNC_ERR_TIMEOUT;
-  int fd = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+  if (::poll(&pfd, 1, poll_slice(timeout_ms)) <= 0) return WSYNC_ERR_TIMEOUT;
+  int fd = tcp_accept(fd_, nullptr);
   if (fd < 0) return WSYNC_ERR_TIMEOUT;
-  set_socket_options(fd);
   *fd_out = fd;
   return WSYNC_OK;
 }

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
 #include "control/control_frame.h"
 
 namespace wsync {
@@ -82,11 +83,5 @@ class ControlListener {
   int fd_ = -1;
   uint16_t port_ = 0;
 };
-
-int64_t now_ms();
-// now + timeout without overflow, for timeouts from callers (negative counts as 0).
-int64_t deadline_after(int64_t timeout_ms);
-// A poll() timeout for "up to `left` ms", in slices so flags are rechecked.
-int poll_slice(int64_t left_ms);
 
 }  // namespace wsync

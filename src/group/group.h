@@ -1,13 +1,26 @@
-// The sender's group: state machine behind wsync_group_* (init -> (send_batch* finalize)* ->
-// destroy). One thread drives it; abort may come from any thread.
+// The sender's group: state behind wsync_group_*.
+//
+//   init -> (send_start* / send_wait*, finalize)* -> destroy
+//
+// After init a group has its own thread, the pipeline (group_pipeline.cpp): it takes started
+// batches and finalizes from a queue, in order, and runs the per-bucket protocol on them while the
+// caller's thread is free (the asynchronous send). The caller's thread only checks and plans what
+// it starts, queues it, and waits for results; everything that talks to receivers, the transport
+// and the engines after init happens on the pipeline thread. wsync_group_abort may come from any
+// thread.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
+#include <deque>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <unordered_set>
 #include <vector>
 
+#include "common/options.h"
 #include "control/control_conn.h"
 #include "device/mem_block.h"
 #include "http/engine_set.h"
@@ -32,17 +45,62 @@ struct StagingSlot {
   MemBlock mem;
 };
 
+// One started batch: the descriptors (names copied; the tensor memory is the caller's, borrowed
+// until the batch is delivered or failed), its plan, and how far the pipeline got with it.
+struct Batch {
+  uint64_t ticket = 0;
+  std::vector<wsync_tensor_t> tensors;
+  std::vector<std::string> names;  // tensors[i].name points here
+  std::vector<PlanBucket> plan;
+  int64_t timeout_ms = 0;          // per wait for a receiver
+  void* cuda_event = nullptr;      // recorded on the caller's stream at start (CUDA tensors only)
+  size_t prepared = 0;             // buckets packed (or taken from the caller's memory) so far
+  size_t delivered = 0;            // buckets every receiver acknowledged
+  int64_t started_ms = 0;
+  bool cuda_ordered = false;       // the copy stream waits for cuda_event already
+};
+
+// A finalize handed to the pipeline thread; the caller waits for `done`.
+struct FinalizeJob {
+  uint64_t version = 0;
+  int64_t timeout_ms = 0;
+};
+
+struct Job {
+  std::unique_ptr<Batch> batch;        // or:
+  std::unique_ptr<FinalizeJob> finalize;
+};
+
+// What the caller's thread and the pipeline thread share; guarded by `mu`.
+struct PipelineShared {
+  std::mutex mu;
+  std::condition_variable cv;     // the pipeline thread waits for jobs; callers for results
+  std::deque<Job> queue;          // started, not yet taken by the pipeline thread
+  uint64_t next_ticket = 1;       // the ticket of the next started batch
+  uint64_t delivered_ticket = 0;  // every batch up to this one was delivered
+  uint64_t in_flight = 0;         // started batches neither delivered nor failed
+  bool finalize_done = false;     // the finalize job in flight finished, with finalize_status
+  wsync_status_t finalize_status = WSYNC_OK;
+  std::string finalize_why;
+  wsync_status_t failed = WSYNC_OK;  // the group broke: the status and why, for every later call
+  std::string failed_why;
+  bool stop = false;              // destroy: the pipeline thread ends
+  bool idle = true;               // the pipeline thread waits for work
+  wsync_group_stats_t stats = WSYNC_GROUP_STATS_INIT;
+  int64_t busy_until_ms = 0;      // for stats.send_seconds: end of the last delivery
+};
+
 }  // namespace wsync
 
 struct wsync_group {
-  // configuration
+  // configuration (set by init, read-only after)
   std::string group_name;
   uint32_t num_receivers = 0;
   int64_t timeout_ms = 60000;
   uint32_t staging_buckets = 2;
   bool verify_payload = false;
   wsync::LayoutRule rule;
-  int requested_device = -1;  // option 'device'; -1 = the current device at init
+  int requested_device = -1;      // option 'device'; -1 = the current device at init
   bool bucket_bytes_set = false;  // the caller gave option bucket_bytes
 
   // plugins
@@ -50,6 +108,7 @@ struct wsync_group {
   void* adapter_self = nullptr;
   wsync::LoadedTransport transport;
   void* transport_self = nullptr;
+  int transport_fd = -1;  // the transport's event fd, or -1: poll its waits in slices
 
   // rendezvous and control
   std::unique_ptr<wsync::TcpStoreServer> store_server;
@@ -59,35 +118,43 @@ struct wsync_group {
   wsync::ControlListener listener;
   std::vector<std::unique_ptr<wsync::Peer>> peers;  // index = rank - 1
 
-  // update state
+  // the pipeline (group_pipeline.cpp): its thread, and what it shares with callers
+  wsync::PipelineShared shared;
+  std::thread pipeline;
+  int wake_fd = -1;  // eventfd: abort and destroy wake the pipeline thread out of poll()
   std::atomic<bool> aborted{false};
+
+  // pipeline thread only (and init before it starts)
   bool abort_announced = false;  // receivers were sent ABORT_UPDATE
-  uint64_t inflight_seq = 0;     // a bucket posted to the transport and not yet completed
-  std::string broken;  // non-empty: the reason the group can no longer update
   uint64_t next_seq = 1;
   uint64_t update_id = 1;
   uint64_t bucket_in_update = 0;
-  std::unordered_set<std::string> names_in_update;
   std::vector<wsync::StagingSlot> staging;
+  uint64_t buckets_started = 0;  // picks the staging slot of the next bucket
+  bool update_open = false;  // HTTP engines: PAUSE / BEGIN_UPDATE were sent for this update
+  std::atomic<uint64_t> staging_bytes{0};         // host staging held (stats)
+  std::atomic<uint64_t> device_staging_bytes{0};  // CUDA staging held (stats)
+
+  // caller thread only
+  std::unordered_set<std::string> names_in_update;  // of batches started in this update
+  void* caller_stream = nullptr;                    // wsync_group_set_cuda_stream
 
   // device side (group_device.cpp); untouched by host-only groups
   bool device_staging = false;  // the transport moves CUDA memory only: staging is on `device`
   bool staging_only = false;    // the transport sends from registered staging only
   int device = -1;              // CUDA ordinal of staging and the copy stream
-  void* caller_stream = nullptr;  // wsync_group_set_cuda_stream
-  void* copy_stream = nullptr;    // packs buckets
-  void* caller_event = nullptr;   // recorded on caller_stream per batch
+  std::atomic<void*> copy_stream{nullptr};  // packs buckets; made at init or by the first CUDA batch
+  std::mutex event_mu;
+  std::vector<void*> free_events;  // recycled per-batch events
 
   // HTTP engines (group_engines.cpp); only for an adapter with WSYNC_ADAPTER_CAP_HTTP
   bool http_engines = false;
   std::string engines_spec;                 // option 'engines'
   std::vector<wsync::EngineServer> engines; // the healthy servers, used for every step
   wsync::HttpOptions http;
-  std::string nccl_unique_id_b64;           // from the transport, for engines that take it
-  bool update_open = false;                 // PAUSE / BEGIN_UPDATE were sent for this update
+  wsync::OptionList transport_properties;   // what the adapter asked for (get_needs), as read
   // option engine_receivers: "none" (an unmodified engine: its HTTP replies are the only
   // acknowledgements; no wsync control channel) or "wsync" (the engine embeds wsync receivers)
   bool engines_embed_wsync = false;
   std::atomic<bool> engines_failed{false};  // an INIT request failed: stop waiting for receivers
-  wsync_group_stats_t stats = WSYNC_GROUP_STATS_INIT;
 };

@@ -8,22 +8,28 @@
 namespace wsync {
 namespace {
 
+bool is_cuda(const wsync_tensor_t& x) { return x.device_type == WSYNC_DEVICE_CUDA && x.nbytes > 0; }
+
 wsync_status_t make_stream(wsync_group_t* g, const CudaRt* rt) {
-  if (g->copy_stream != nullptr) return WSYNC_OK;
-  int err = rt->StreamCreateWithFlags(&g->copy_stream, kCudaStreamNonBlocking);
+  if (g->copy_stream.load() != nullptr) return WSYNC_OK;
+  void* s = nullptr;
+  int err = rt->StreamCreateWithFlags(&s, kCudaStreamNonBlocking);
   if (err != kCudaSuccess) return cuda_fail(rt, err, "cudaStreamCreateWithFlags");
-  if ((err = rt->EventCreateWithFlags(&g->caller_event, kCudaEventDisableTiming)) != kCudaSuccess)
-    return cuda_fail(rt, err, "cudaEventCreateWithFlags");
+  g->copy_stream.store(s);
   return WSYNC_OK;
+}
+
+const CudaRt* runtime_for(const char* why) {
+  const CudaRt* rt = cuda_runtime();
+  if (rt == nullptr) fail_msg(last_status(), std::string(why) + ", but " + last_error());
+  return rt;
 }
 
 }  // namespace
 
 wsync_status_t device_init_staging(wsync_group_t* g) {
-  const CudaRt* rt = cuda_runtime();
-  if (rt == nullptr)
-    return fail_msg(last_status(), "transport '" + std::string(g->transport.table->name) + "' moves CUDA memory, but " +
-                                       last_error());
+  const CudaRt* rt = runtime_for(("transport '" + std::string(g->transport.table->name) + "' moves CUDA memory").c_str());
+  if (rt == nullptr) return last_status();
   wsync_status_t st = cuda_pick_device(rt, g->requested_device, &g->device);
   if (st != WSYNC_OK) return st;
   CudaDeviceGuard on(rt, g->device);
@@ -36,43 +42,77 @@ wsync_status_t device_init_staging(wsync_group_t* g) {
     if ((st = MemBlock::alloc(g->rule.bucket_bytes, g->device, &s.mem)) != WSYNC_OK)
       return fail_msg(st, "CUDA staging for group '" + g->group_name + "': " + last_error() +
                               " (lower the bucket_bytes or staging_buckets option)");
-    g->stats.device_staging_bytes += s.mem.size();
+    g->device_staging_bytes += s.mem.size();
   }
   WSYNC_LOGI("group '%s': %u CUDA staging buffers of %llu bytes on device %d (%llu MiB in all)", g->group_name.c_str(),
              static_cast<unsigned>(g->staging.size()), static_cast<unsigned long long>(g->rule.bucket_bytes), g->device,
-             static_cast<unsigned long long>(g->stats.device_staging_bytes >> 20));
+             static_cast<unsigned long long>(g->device_staging_bytes.load() >> 20));
   return WSYNC_OK;
 }
 
-wsync_status_t device_begin_batch(wsync_group_t* g, int device) {
-  const CudaRt* rt = cuda_runtime();
-  if (rt == nullptr)
-    return fail_msg(last_status(), "the batch has CUDA tensors, but " + last_error());
-  // A host transport works on the group option 'device', else on the first CUDA tensor's device.
+wsync_status_t device_check_batch(wsync_group_t* g, const std::vector<wsync_tensor_t>& t) {
+  auto first = std::find_if(t.begin(), t.end(), is_cuda);
+  if (first == t.end()) return WSYNC_OK;
+  for (const auto& x : t)
+    if (is_cuda(x) && x.device_index != first->device_index)
+      return fail(WSYNC_ERR_UNSUPPORTED, "tensors '%s' (CUDA device %d) and '%s' (CUDA device %d) are on different "
+                  "devices; send each device's tensors through its own group", first->name, first->device_index,
+                  x.name, x.device_index);
+  if (g->verify_payload)
+    return fail(WSYNC_ERR_UNSUPPORTED, "tensor '%s' is in CUDA memory; option verify_payload checksums on the host "
+                "and works with host tensors only", first->name);
+  // A host transport works on the group option 'device', else on the first CUDA batch's device.
   const bool from_option = g->device_staging || g->requested_device >= 0;
-  if (g->device < 0) g->device = g->requested_device >= 0 ? g->requested_device : device;
-  if (device != g->device)
+  if (g->device < 0) g->device = g->requested_device >= 0 ? g->requested_device : first->device_index;
+  if (first->device_index != g->device)
     return fail(WSYNC_ERR_UNSUPPORTED, "a tensor is on CUDA device %d but group '%s' works on device %d (%s); send "
-                "each device's tensors through its own group", device, g->group_name.c_str(), g->device,
+                "each device's tensors through its own group", first->device_index, g->group_name.c_str(), g->device,
                 from_option ? "its option 'device' or the current device at init" : "the device of its first CUDA batch");
+  return runtime_for("the batch has CUDA tensors") != nullptr ? WSYNC_OK : last_status();
+}
+
+wsync_status_t device_record_caller(wsync_group_t* g, const std::vector<wsync_tensor_t>& t, void** event) {
+  *event = nullptr;
+  if (std::none_of(t.begin(), t.end(), is_cuda)) return WSYNC_OK;
+  const CudaRt* rt = runtime_for("the batch has CUDA tensors");
+  if (rt == nullptr) return last_status();
   CudaDeviceGuard on(rt, g->device);
   if (on.status() != kCudaSuccess) return cuda_fail(rt, on.status(), "cudaSetDevice(" + std::to_string(g->device) + ")");
-  wsync_status_t st;
-  if ((st = make_stream(g, rt)) != WSYNC_OK) return st;
-  int err = rt->EventRecord(g->caller_event, g->caller_stream);
-  if (err != kCudaSuccess)
+  wsync_status_t st = make_stream(g, rt);
+  if (st != WSYNC_OK) return st;
+  void* ev = nullptr;
+  {
+    std::lock_guard<std::mutex> lk(g->event_mu);
+    if (!g->free_events.empty()) {
+      ev = g->free_events.back();
+      g->free_events.pop_back();
+    }
+  }
+  int err = ev != nullptr ? kCudaSuccess : rt->EventCreateWithFlags(&ev, kCudaEventDisableTiming);
+  if (err != kCudaSuccess) return cuda_fail(rt, err, "cudaEventCreateWithFlags");
+  if ((err = rt->EventRecord(ev, g->caller_stream)) != kCudaSuccess) {
+    std::lock_guard<std::mutex> lk(g->event_mu);
+    g->free_events.push_back(ev);
     return cuda_fail(rt, err, "cudaEventRecord on the caller's stream (wsync_group_set_cuda_stream; the stream must "
                      "belong to CUDA device " + std::to_string(g->device) + ")");
-  if ((err = rt->StreamWaitEvent(g->copy_stream, g->caller_event, 0)) != kCudaSuccess)
-    return cuda_fail(rt, err, "cudaStreamWaitEvent");
+  }
+  *event = ev;
   return WSYNC_OK;
+}
+
+wsync_status_t device_order_after(wsync_group_t* g, void* event) {
+  const CudaRt* rt = cuda_runtime();
+  if (rt == nullptr) return last_status();
+  CudaDeviceGuard on(rt, g->device);
+  int err = rt->StreamWaitEvent(g->copy_stream.load(), event, 0);
+  return err == kCudaSuccess ? WSYNC_OK : cuda_fail(rt, err, "cudaStreamWaitEvent");
 }
 
 wsync_status_t device_copy(wsync_group_t* g, void* dst, const void* src, uint64_t n) {
   const CudaRt* rt = cuda_runtime();
   if (rt == nullptr) return last_status();
   CudaDeviceGuard on(rt, g->device);
-  int err = rt->MemcpyAsync(dst, src, n, kCudaMemcpyDefault, g->copy_stream);
+  int err = rt->MemcpyAsync(dst, src, n, kCudaMemcpyDefault, g->copy_stream.load());
   return err == kCudaSuccess ? WSYNC_OK : cuda_fail(rt, err, "cudaMemcpyAsync of " + std::to_string(n) + " bytes");
 }
 
@@ -80,16 +120,17 @@ wsync_status_t device_zero(wsync_group_t* g, void* dst, uint64_t n) {
   const CudaRt* rt = cuda_runtime();
   if (rt == nullptr) return last_status();
   CudaDeviceGuard on(rt, g->device);
-  int err = rt->MemsetAsync(dst, 0, n, g->copy_stream);
+  int err = rt->MemsetAsync(dst, 0, n, g->copy_stream.load());
   return err == kCudaSuccess ? WSYNC_OK : cuda_fail(rt, err, "cudaMemsetAsync");
 }
 
 wsync_status_t device_wait_copies(wsync_group_t* g) {
-  if (g->copy_stream == nullptr) return WSYNC_OK;
+  void* stream = g->copy_stream.load();
+  if (stream == nullptr) return WSYNC_OK;
   const CudaRt* rt = cuda_runtime();
   if (rt == nullptr) return last_status();
   CudaDeviceGuard on(rt, g->device);
-  int err = rt->StreamSynchronize(g->copy_stream);
+  int err = rt->StreamSynchronize(stream);
   return err == kCudaSuccess ? WSYNC_OK : cuda_fail(rt, err, "cudaStreamSynchronize of wsync's copy stream");
 }
 
@@ -97,14 +138,14 @@ wsync_status_t device_grow_slot(wsync_group_t* g, StagingSlot* slot, uint64_t by
   // The old slot may still be read by the copy stream's queued work: drain it first.
   wsync_status_t st = device_wait_copies(g);
   if (st != WSYNC_OK) return st;
-  g->stats.device_staging_bytes -= slot->mem.size();
+  g->device_staging_bytes -= slot->mem.size();
   // With headroom: a layout that does not split (one dtype per bucket, exceed-then-flush) makes
   // buckets a little over bucket_bytes again and again; each grow frees device memory, which waits
   // for the device.
   const uint64_t grown = std::max<uint64_t>(bytes, slot->mem.size() + slot->mem.size() / 4);
   slot->mem.reset();
   if ((st = MemBlock::alloc(grown, g->device, &slot->mem)) != WSYNC_OK) return st;
-  g->stats.device_staging_bytes += slot->mem.size();
+  g->device_staging_bytes += slot->mem.size();
   WSYNC_LOGW("group '%s': a CUDA staging buffer grew to %llu bytes for a %llu-byte bucket (larger than bucket_bytes: "
              "a tensor bigger than a bucket, or a layout that does not split)", g->group_name.c_str(),
              static_cast<unsigned long long>(grown), static_cast<unsigned long long>(bytes));
@@ -112,17 +153,18 @@ wsync_status_t device_grow_slot(wsync_group_t* g, StagingSlot* slot, uint64_t by
 }
 
 void device_teardown(wsync_group_t* g) {
-  if (g->copy_stream == nullptr && g->caller_event == nullptr) return;
+  void* stream = g->copy_stream.load();
+  if (stream == nullptr && g->free_events.empty()) return;
   const CudaRt* rt = cuda_runtime();
   if (rt == nullptr) return;
   CudaDeviceGuard on(rt, g->device);
-  if (g->copy_stream) {
-    rt->StreamSynchronize(g->copy_stream);
-    rt->StreamDestroy(g->copy_stream);
+  if (stream != nullptr) {
+    rt->StreamSynchronize(stream);
+    rt->StreamDestroy(stream);
   }
-  if (g->caller_event) rt->EventDestroy(g->caller_event);
-  g->copy_stream = nullptr;
-  g->caller_event = nullptr;
+  for (void* ev : g->free_events) rt->EventDestroy(ev);
+  g->free_events.clear();
+  g->copy_stream.store(nullptr);
 }
 
 }  // namespace wsync

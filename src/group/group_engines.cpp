@@ -63,8 +63,11 @@ wsync_status_t build(wsync_group_t* g, size_t index, int step, const PlanBucket*
   es.master_address = host.c_str();
   es.master_port = port;
   es.group_name = g->group_name.c_str();
-  es.nccl_unique_id_b64 = g->nccl_unique_id_b64.empty() ? nullptr : g->nccl_unique_id_b64.c_str();
   es.version = version;
+  // The transport properties the adapter asked for (get_needs), as the transport gave them.
+  std::vector<wsync_option_t> props = to_c_options(g->transport_properties);
+  es.properties = props.data();
+  es.num_properties = props.size();
   StepTensors st;
   if (bucket != nullptr && tensors != nullptr) {
     for (const auto& e : bucket->entries) {
@@ -94,7 +97,7 @@ wsync_status_t build(wsync_group_t* g, size_t index, int step, const PlanBucket*
   out->clear();
   for (uint32_t i = 0; i < n; ++i) {
     const wsync_http_request_t& r = reqs[i];
-    if (r.struct_size < sizeof(wsync_http_request_t) - sizeof(int32_t) || r.path == nullptr || r.path[0] != '/' ||
+    if (r.struct_size < WSYNC_STRUCT_SIZE(wsync_http_request_t, reply) || r.path == nullptr || r.path[0] != '/' ||
         (r.method != WSYNC_HTTP_GET && r.method != WSYNC_HTTP_POST))
       return fail(WSYNC_ERR_INTERNAL, "adapter '%s' built a malformed %s request %u (path, method or struct_size)",
                   g->adapter.table->name, step_name(step), i);

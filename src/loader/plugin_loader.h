@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "wsync_plugin.h"
 
@@ -26,8 +27,22 @@ struct LoadedAdapter {
 wsync_status_t load_transport(const std::string& name_or_path, LoadedTransport* out);
 wsync_status_t load_adapter(const std::string& name_or_path, LoadedAdapter* out);
 
-// The folder libwsync was loaded from ("" if unknown).
+// The folder libwsync was loaded from ("" if unknown), and the folders searched, in order.
 std::string library_dir();
+std::vector<std::string> plugin_search_dirs();
+
+// One plugin file, as wsync_list_plugins describes it.
+struct PluginDescription {
+  int32_t kind = 0;  // WSYNC_PLUGIN_KIND_*
+  std::string name, path, version, detail, error;
+  uint64_t caps = 0;
+  uint32_t abi_major = 0, abi_minor = 0;
+  wsync_status_t status = WSYNC_OK;
+  bool shadowed = false;
+};
+
+// Every libwsync_{transport,adapter}_*.so in the search folders, loaded and described.
+std::vector<PluginDescription> describe_plugins();
 
 // The process-wide host table handed to every plugin.
 const wsync_host_v1_t* host_table();

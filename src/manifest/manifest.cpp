@@ -5,6 +5,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include "common/bytes.h"
 #include "common/error.h"
 #include "planner/bucket_planner.h"
 
@@ -14,84 +15,16 @@ namespace {
 // Smallest possible entry: name_len, a 1-byte name, dtype, ndim (0), then four u64.
 constexpr size_t kMinEntryBytes = 2 + 1 + 1 + 1 + 4 * 8;
 
-class Writer {
- public:
-  void u8(uint8_t v) { buf_.push_back(v); }
-  void u16(uint16_t v) { le(v, 2); }
-  void u32(uint32_t v) { le(v, 4); }
-  void u64(uint64_t v) { le(v, 8); }
-  void bytes(const void* p, size_t n) {
-    const uint8_t* b = static_cast<const uint8_t*>(p);
-    buf_.insert(buf_.end(), b, b + n);
-  }
-  void patch_u32(size_t at, uint32_t v) {
-    for (int i = 0; i < 4; ++i) buf_[at + i] = static_cast<uint8_t>(v >> (8 * i));
-  }
-  std::vector<uint8_t>& buf() { return buf_; }
-
- private:
-  void le(uint64_t v, int n) {
-    for (int i = 0; i < n; ++i) buf_.push_back(static_cast<uint8_t>(v >> (8 * i)));
-  }
-  std::vector<uint8_t> buf_;
-};
-
-// Bounds-checked little-endian reads over [data, data + end).
-class Reader {
- public:
-  Reader(const uint8_t* data, size_t end) : data_(data), end_(end) {}
-  size_t pos() const { return pos_; }
-  size_t left() const { return end_ - pos_; }
-  bool u8(uint8_t* v) {
-    uint64_t x;
-    if (!le(1, &x)) return false;
-    *v = static_cast<uint8_t>(x);
-    return true;
-  }
-  bool u16(uint16_t* v) {
-    uint64_t x;
-    if (!le(2, &x)) return false;
-    *v = static_cast<uint16_t>(x);
-    return true;
-  }
-  bool u32(uint32_t* v) {
-    uint64_t x;
-    if (!le(4, &x)) return false;
-    *v = static_cast<uint32_t>(x);
-    return true;
-  }
-  bool u64(uint64_t* v) { return le(8, v); }
-  bool str(size_t n, std::string* s) {
-    if (n > left()) return false;
-    s->assign(reinterpret_cast<const char*>(data_ + pos_), n);
-    pos_ += n;
-    return true;
-  }
-
- private:
-  bool le(size_t n, uint64_t* v) {
-    if (n > left()) return false;
-    uint64_t x = 0;
-    for (size_t i = 0; i < n; ++i) x |= static_cast<uint64_t>(data_[pos_ + i]) << (8 * i);
-    pos_ += n;
-    *v = x;
-    return true;
-  }
-  const uint8_t* data_;
-  size_t end_;
-  size_t pos_ = 0;
-};
-
 uint64_t load_le(const uint8_t* p, size_t n) {
   uint64_t x = 0;
-  for (size_t i = 0; i < n; ++i) x |= static_cast<uint64_t>(p[i]) << (8 * i);
+  std::memcpy(&x, p, n);  // little-endian host (common/bytes.h)
   return x;
 }
 
 #define WSYNC_MF_SHORT(what, idx) \
   fail(WSYNC_ERR_PROTOCOL, "manifest entry %u: record ends inside %s", static_cast<unsigned>(idx), what)
 
-wsync_status_t decode_entry(Reader& r, uint32_t i, uint64_t bucket_bytes, ManifestEntry* e) {
+wsync_status_t decode_entry(ByteReader& r, uint32_t i, uint64_t bucket_bytes, ManifestEntry* e) {
   uint16_t name_len = 0;
   if (!r.u16(&name_len)) return WSYNC_MF_SHORT("name_len", i);
   if (name_len == 0)
@@ -100,7 +33,7 @@ wsync_status_t decode_entry(Reader& r, uint32_t i, uint64_t bucket_bytes, Manife
   if (name_len > kManifestMaxNameBytes)
     return fail(WSYNC_ERR_PROTOCOL, "manifest entry %u: name_len %u exceeds %zu", i, name_len,
                 kManifestMaxNameBytes);
-  if (!r.str(name_len, &e->name))
+  if (!r.raw(name_len, &e->name))
     return fail(WSYNC_ERR_PROTOCOL, "manifest entry %u: name of %u bytes runs past the end of the record", i,
                 name_len);
   const char* name = e->name.c_str();  // may stop early at an embedded NUL; only for messages
@@ -162,11 +95,11 @@ uint64_t checksum64(const void* data, size_t len) {
 }
 
 std::vector<uint8_t> encode_manifest(const Manifest& m) {
-  Writer w;
+  ByteWriter w;
   w.u32(kManifestMagic);
   w.u16(kManifestVersion);
   w.u16(static_cast<uint16_t>(m.flags));
-  const size_t total_len_at = w.buf().size();
+  const size_t total_len_at = w.size();
   w.u32(0);  // total_len, patched below
   w.u64(m.update_id);
   w.u64(m.bucket_index);
@@ -175,7 +108,7 @@ std::vector<uint8_t> encode_manifest(const Manifest& m) {
   w.u32(static_cast<uint32_t>(m.entries.size()));
   for (const ManifestEntry& e : m.entries) {
     w.u16(static_cast<uint16_t>(e.name.size()));
-    w.bytes(e.name.data(), static_cast<uint16_t>(e.name.size()));
+    w.raw(e.name.data(), static_cast<uint16_t>(e.name.size()));
     w.u8(static_cast<uint8_t>(e.dtype));
     const int ndim = e.ndim < 0 ? 0 : (e.ndim > WSYNC_MAX_NDIM ? WSYNC_MAX_NDIM : e.ndim);
     w.u8(static_cast<uint8_t>(ndim));
@@ -185,9 +118,9 @@ std::vector<uint8_t> encode_manifest(const Manifest& m) {
     w.u64(e.tensor_bytes);
     w.u64(e.tensor_offset);
   }
-  w.patch_u32(total_len_at, static_cast<uint32_t>(w.buf().size() + kManifestTrailerBytes));
-  w.u64(checksum64(w.buf().data(), w.buf().size()));
-  return std::move(w.buf());
+  w.patch_u32(total_len_at, static_cast<uint32_t>(w.size() + kManifestTrailerBytes));
+  w.u64(checksum64(w.data().data(), w.size()));
+  return std::move(w.data());
 }
 
 wsync_status_t decode_manifest(const uint8_t* data, size_t len, Manifest* out) {
@@ -223,7 +156,7 @@ wsync_status_t decode_manifest(const uint8_t* data, size_t len, Manifest* out) {
     return fail(WSYNC_ERR_PROTOCOL, "manifest: checksum mismatch (trailer 0x%016llx, computed 0x%016llx)",
                 static_cast<unsigned long long>(want), static_cast<unsigned long long>(got));
 
-  Reader r(data, body);
+  ByteReader r(data, body);
   Manifest m;
   uint32_t skip32 = 0;
   uint16_t skip16 = 0, flags = 0;

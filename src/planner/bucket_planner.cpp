@@ -20,8 +20,15 @@ std::string tensor_label(const std::string& name, int64_t index) {
   return label;
 }
 
+// The checks of one descriptor. The label naming the tensor is built only when one fails: this runs
+// for every tensor of every batch.
 wsync_status_t validate_one(const std::string& name, int32_t dtype, int32_t ndim, const int64_t* shape,
                             uint64_t nbytes, int64_t index) {
+  const uint32_t esize = wsync_dtype_size(dtype);
+  uint64_t expect = 0;
+  const bool shape_ok = esize != 0 && ndim >= 0 && ndim <= WSYNC_MAX_NDIM && (ndim == 0 || shape != nullptr) &&
+                        shape_nbytes(dtype, ndim, shape, &expect);
+  if (!name.empty() && name.size() <= kMaxTensorNameBytes && shape_ok && expect == nbytes) return WSYNC_OK;
   const std::string who = tensor_label(name, index);
   if (name.empty())
     return fail(WSYNC_ERR_INVALID_ARGUMENT, "%s: the name is empty (names are 1..%zu bytes)", who.c_str(),
@@ -29,7 +36,6 @@ wsync_status_t validate_one(const std::string& name, int32_t dtype, int32_t ndim
   if (name.size() > kMaxTensorNameBytes)
     return fail(WSYNC_ERR_INVALID_ARGUMENT, "%s: the name is %zu bytes, longer than the %zu allowed",
                 who.c_str(), name.size(), kMaxTensorNameBytes);
-  const uint32_t esize = wsync_dtype_size(dtype);
   if (esize == 0)
     return fail(WSYNC_ERR_INVALID_ARGUMENT, "%s: unknown dtype %d (WSYNC_DTYPE_* expected)", who.c_str(),
                 static_cast<int>(dtype));
@@ -43,15 +49,12 @@ wsync_status_t validate_one(const std::string& name, int32_t dtype, int32_t ndim
       return fail(WSYNC_ERR_INVALID_ARGUMENT, "%s: dim %d is negative (%lld)", who.c_str(), static_cast<int>(d),
                   static_cast<long long>(shape[d]));
   }
-  uint64_t expect = 0;
-  if (!shape_nbytes(dtype, ndim, shape, &expect))
+  if (!shape_ok)
     return fail(WSYNC_ERR_INVALID_ARGUMENT, "%s: the shape's byte size overflows 64 bits", who.c_str());
-  if (expect != nbytes)
-    return fail(WSYNC_ERR_INVALID_ARGUMENT,
-                "%s: nbytes is %llu but the shape and dtype %s describe %llu bytes", who.c_str(),
-                static_cast<unsigned long long>(nbytes), wsync_dtype_name(dtype),
-                static_cast<unsigned long long>(expect));
-  return WSYNC_OK;
+  return fail(WSYNC_ERR_INVALID_ARGUMENT,
+              "%s: nbytes is %llu but the shape and dtype %s describe %llu bytes", who.c_str(),
+              static_cast<unsigned long long>(nbytes), wsync_dtype_name(dtype),
+              static_cast<unsigned long long>(expect));
 }
 
 const char* kind_name(int32_t kind) {
@@ -108,8 +111,8 @@ class Planner {
     return WSYNC_OK;
   }
 
-  // vLLM packed (vllm/distributed/weight_transfer/packed_tensor.py, pack_tensors and
-  // packed_nccl_broadcast_consumer): append, then `if total_bytes > buffer_size_bytes: break`.
+  // vLLM packed (vllm/distributed/weight_transfer/packed_tensor.py, pack_tensors and its
+  // broadcast consumer): append, then `if total_bytes > buffer_size_bytes: break`.
   // The comparison is strict, the crossing tensor stays in the chunk, and a last partial chunk
   // (any chunk with at least one tensor, even of 0 bytes) is broadcast when the iterator ends.
   wsync_status_t add_exceed_then_flush(uint32_t index, const PlanTensor& t) {
@@ -268,10 +271,5 @@ wsync_status_t plan_buckets(const LayoutRule& rule, const std::vector<PlanTensor
   return WSYNC_OK;
 }
 
-uint64_t plan_max_bucket_bytes(const std::vector<PlanBucket>& buckets) {
-  uint64_t most = 0;
-  for (const PlanBucket& b : buckets) most = b.bytes > most ? b.bytes : most;
-  return most;
-}
 
 }  // namespace wsync

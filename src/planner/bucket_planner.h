@@ -84,7 +84,5 @@ wsync_status_t validate_tensor_shape(const std::string& name, int32_t dtype, int
 // range, the dtype is unknown or the product overflows uint64. Shared with the manifest decoder.
 bool shape_nbytes(int32_t dtype, int32_t ndim, const int64_t* shape, uint64_t* out);
 
-// Largest bucket payload of a plan (0 for none): what the staging buffers must hold.
-uint64_t plan_max_bucket_bytes(const std::vector<PlanBucket>& buckets);
 
 }  // namespace wsync

@@ -1,14 +1,21 @@
-// One engine worker's side of a group: state behind wsync_receiver_*.
+// One engine worker's side of a group: state behind wsync_receiver_*. The receiver is synchronous:
+// wsync_receiver_next does the work of one event on the caller's thread.
+//
+//   receiver_api.cpp     the exported functions
+//   receiver_init.cpp    joining: store, group info, control HELLO, transport connect
+//   receiver_bucket.cpp  one bucket: manifest checks, where each byte goes, receive, ACK, event
+//   receiver_events.cpp  the other control messages (END_UPDATE, ABORT_UPDATE, CLOSE)
 #pragma once
 
-#include <map>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "control/control_conn.h"
 #include "device/mem_block.h"
 #include "loader/plugin_loader.h"
+#include "manifest/manifest.h"
 #include "store/store_handle.h"
 
 namespace wsync {
@@ -47,10 +54,11 @@ struct wsync_receiver {
   wsync_store store_handle{nullptr};
   wsync::LoadedTransport transport;
   void* transport_self = nullptr;
+  int transport_fd = -1;  // the transport's event fd, or -1: its waits are polled in slices
   wsync::ControlConn conn;
 
-  std::map<std::string, wsync::Registered> registry;
-  std::map<std::string, wsync::Assembly> assembling;
+  std::unordered_map<std::string, wsync::Registered> registry;
+  std::unordered_map<std::string, wsync::Assembly> assembling;
   // Buffers a receive was posted into when the transport gave up on it: UCX (for one) may still
   // write into them until the transport is destroyed, so they are freed only then.
   std::vector<wsync::MemBlock> graveyard;
@@ -63,8 +71,9 @@ struct wsync_receiver {
   wsync::MemBlock staging;
   wsync::MemBlock scratch;  // padding between entries lands here
 
-  // The last event's storage (names, descriptors, finished assemblies).
-  std::vector<std::string> ev_names;
+  // The last event's storage: its manifest (the tensors' names point into it), descriptors,
+  // placed flags, and assemblies it completed.
+  wsync::Manifest ev_manifest;
   std::vector<wsync_tensor_t> ev_tensors;
   std::vector<uint8_t> ev_placed;
   std::vector<wsync::MemBlock> ev_owned;
@@ -76,3 +85,21 @@ struct wsync_receiver {
   bool closed = false;
   std::string broken;
 };
+
+namespace wsync {
+
+// receiver_init.cpp
+wsync_status_t receiver_init(const wsync_receiver_config_t* config, wsync_receiver_t* rx);
+// receiver_events.cpp
+wsync_status_t receiver_next(wsync_receiver_t* rx, wsync_receiver_event_t* ev, int64_t timeout_ms);
+// receiver_bucket.cpp
+wsync_status_t handle_manifest(wsync_receiver_t* rx, const Frame& f, wsync_receiver_event_t* ev);
+// Refuse: tell the sender (NACK seq) and return the same error to the engine.
+wsync_status_t refuse(wsync_receiver_t* rx, uint64_t seq, wsync_status_t st);
+// Send a status frame (NACK or ACK) with an optional transport blob.
+void send_status(wsync_receiver_t* rx, MsgType type, uint64_t seq, wsync_status_t code, const std::string& why,
+                 const std::vector<uint8_t>& blob = {});
+// Forget half-assembled tensors (their buffers go to the graveyard once the transport gave up).
+void drop_assemblies(wsync_receiver_t* rx);
+
+}  // namespace wsync

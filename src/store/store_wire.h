@@ -1,5 +1,6 @@
 // The wire protocol of torch's TCPStore (c10d), as spoken by torch 2.5 .. 2.11, shared by
-// wsync's store server and client.
+// wsync's store server and client: query codes, reply codes and bounds. Requests and replies are
+// encoded with common/bytes.h (u64-length strings and payloads).
 //
 // Verified against torch's own source (pytorch/pytorch and forks tracking main):
 //  - torch/csrc/distributed/c10d/TCPStoreBackend.hpp
@@ -57,11 +58,7 @@
 //    connection that does not open with the 5 bytes {0x00, CE F7 85 3C} speaks one of those.
 #pragma once
 
-#include <cstddef>
 #include <cstdint>
-#include <cstring>
-#include <string>
-#include <vector>
 
 namespace wsync {
 namespace store_wire {
@@ -104,63 +101,6 @@ constexpr const char* kKeyPrefix = "/";
 constexpr const char* kInitKey = "init/";
 
 const char* query_name(uint8_t q);
-
-// Appending encoders (native byte order, like torch).
-inline void put_u8(std::vector<uint8_t>* b, uint8_t v) { b->push_back(v); }
-template <typename T>
-inline void put_pod(std::vector<uint8_t>* b, T v) {
-  size_t n = b->size();
-  b->resize(n + sizeof(T));
-  std::memcpy(b->data() + n, &v, sizeof(T));
-}
-inline void put_bytes(std::vector<uint8_t>* b, const void* data, size_t len) {
-  put_pod<uint64_t>(b, static_cast<uint64_t>(len));
-  const uint8_t* p = static_cast<const uint8_t*>(data);
-  if (len > 0) b->insert(b->end(), p, p + len);
-}
-inline void put_string(std::vector<uint8_t>* b, const std::string& s) { put_bytes(b, s.data(), s.size()); }
-
-// Incremental decoder over a byte range: every read either succeeds, reports that more bytes
-// are needed (need() = how many bytes in total the range must hold to get further), or
-// reports a bound violation (error() names it).
-class Reader {
- public:
-  enum State { OK, NEED_MORE, BAD };
-
-  Reader(const uint8_t* data, size_t size) : p_(data), n_(size) {}
-
-  State state() const { return state_; }
-  size_t pos() const { return pos_; }
-  size_t need() const { return need_; }
-  const std::string& error() const { return error_; }
-
-  bool u8(uint8_t* v) { return pod(v); }
-  bool u32(uint32_t* v) { return pod(v); }
-  bool u64(uint64_t* v) { return pod(v); }
-  bool i64(int64_t* v) { return pod(v); }
-  // A uint64 length then that many bytes; `max` bounds the length, `what` names it.
-  bool string(std::string* out, uint64_t max, const char* what);
-  bool bytes(std::vector<uint8_t>* out, uint64_t max, const char* what);
-  // A uint64 count bounded by kMaxKeyCount.
-  bool count(uint64_t* out, const char* what);
-
- private:
-  template <typename T>
-  bool pod(T* v) {
-    if (!take(sizeof(T))) return false;
-    std::memcpy(v, p_ + pos_ - sizeof(T), sizeof(T));
-    return true;
-  }
-  bool take(size_t k);
-  bool length(uint64_t* len, uint64_t max, const char* what);
-
-  const uint8_t* p_;
-  size_t n_;
-  size_t pos_ = 0;
-  size_t need_ = 0;
-  State state_ = OK;
-  std::string error_;
-};
 
 }  // namespace store_wire
 }  // namespace wsync

@@ -1,8 +1,11 @@
-// A client of a torch-TCPStore-compatible server (wsync's own TcpStoreServer or torch's).
+// A client of a torch-TCPStore-compatible server (wsync's own TcpStoreServer or torch's): what the
+// core needs (set, get, add) plus the one request primitive they are built on, so the rest of
+// torch's queries can be spoken without more code here (tests/common/store_test_client.h).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -13,11 +16,10 @@
 namespace wsync {
 
 // Thread-safe: one mutex serialises requests on the one connection. Every call is bounded in
-// time: blocking calls take a timeout (negative = the client's op timeout, see set_timeout);
-// the others use the op timeout for the request/reply exchange. A server that vanished gives
-// WSYNC_ERR_PEER_FAILED (or WSYNC_ERR_IO), a deadline WSYNC_ERR_TIMEOUT. After any error other
-// than a wait/get timeout the connection is unusable and every later call fails fast with the
-// same status.
+// time: blocking calls take a timeout (negative = the client's op timeout); the others use the op
+// timeout for the request/reply exchange. A server that vanished gives WSYNC_ERR_PEER_FAILED (or
+// WSYNC_ERR_IO), a deadline WSYNC_ERR_TIMEOUT. After any error other than a wait/get timeout the
+// connection is unusable and every later call fails fast with the same status.
 class TcpStoreClient {
  public:
   static constexpr int64_t kDefaultTimeoutMs = 60000;
@@ -30,29 +32,27 @@ class TcpStoreClient {
 
   // Keys are user keys: like torch's TCPStore client, the client prefixes "/" on the wire.
   wsync_status_t set(const std::string& key, const void* data, size_t len);
-  // WAIT (with timeout) then GET, like torch.
+  // WAIT (with timeout) then GET, like torch. A timeout is WSYNC_ERR_TIMEOUT naming the key; the
+  // wait is cancelled the way torch does (CANCEL_WAIT) and the connection stays usable.
   wsync_status_t get(const std::string& key, std::vector<uint8_t>* out, int64_t timeout_ms);
   wsync_status_t add(const std::string& key, int64_t delta, int64_t* out);
-  wsync_status_t check(const std::vector<std::string>& keys, bool* ready);
-  // WSYNC_ERR_TIMEOUT naming the keys; the wait is cancelled the way torch does (CANCEL_WAIT)
-  // and the connection stays usable. If the keys arrive while cancelling, returns WSYNC_OK.
-  wsync_status_t wait(const std::vector<std::string>& keys, int64_t timeout_ms);
-  // torch semantics: *current receives the value stored after the call (== desired when the
-  // swap happened); a missing key with a non-empty `expected` reports `expected` back.
-  wsync_status_t compare_set(const std::string& key, const std::vector<uint8_t>& expected,
-                             const std::vector<uint8_t>& desired, std::vector<uint8_t>* current);
-  wsync_status_t delete_key(const std::string& key, bool* deleted);
-  wsync_status_t num_keys(int64_t* out);
-  wsync_status_t multi_get(const std::vector<std::string>& keys, std::vector<std::vector<uint8_t>>* out,
-                           int64_t timeout_ms);
-  wsync_status_t multi_set(const std::vector<std::string>& keys, const std::vector<std::vector<uint8_t>>& values);
-  wsync_status_t ping();
+  // WAIT for wire keys (already prefixed) with the cancel protocol; see get.
+  wsync_status_t wait(const std::vector<std::string>& wire_keys, int64_t timeout_ms);
 
-  // Extras.
-  wsync_status_t append(const std::string& key, const void* data, size_t len);
+  // Reads one request's reply within `deadline` (now_ms clock).
+  using ReplyFn = std::function<wsync_status_t(TcpStoreClient& c, int64_t deadline)>;
+  // The primitive: send one encoded request (query byte + arguments) and read its reply with
+  // `reply` (nullptr: the query has none), under the client's lock and op timeout. `what` names the
+  // query in errors. A failure makes the connection unusable.
+  wsync_status_t request(const char* what, const std::vector<uint8_t>& bytes, const ReplyFn& reply);
+  // Reply readers for ReplyFn: exactly len bytes; a u64-length payload (at most 1 GiB).
+  wsync_status_t recv_exact(void* buf, size_t len, int64_t deadline, const char* what);
+  wsync_status_t recv_payload(std::vector<uint8_t>* out, int64_t deadline, const char* what);
+
   // Op timeout for requests without their own timeout (and for the cancel exchange).
   void set_timeout(int64_t timeout_ms);
   std::string address() const;  // "host:port" of the server
+  static std::string wire_key(const std::string& key);
 
   TcpStoreClient(const TcpStoreClient&) = delete;
   TcpStoreClient& operator=(const TcpStoreClient&) = delete;
@@ -60,12 +60,13 @@ class TcpStoreClient {
  private:
   TcpStoreClient() = default;
 
+  wsync_status_t handshake(int64_t deadline);
   wsync_status_t usable();
   wsync_status_t broken(wsync_status_t st);  // marks the connection unusable, returns st
-  wsync_status_t send_all(const std::vector<uint8_t>& buf, int64_t deadline_ms, const char* what);
-  wsync_status_t recv_all(void* buf, size_t len, int64_t deadline_ms, const char* what);
-  wsync_status_t recv_payload(std::vector<uint8_t>* out, int64_t deadline_ms, const char* what);
+  wsync_status_t send_all(const std::vector<uint8_t>& buf, int64_t deadline, const char* what);
+  wsync_status_t exchange(const char* what, const std::vector<uint8_t>& bytes, const ReplyFn& reply);
   wsync_status_t do_wait(const std::vector<std::string>& wire_keys, int64_t timeout_ms);
+  wsync_status_t cancel_wait(bool* arrived);
   int64_t op_deadline() const;
 
   int fd_ = -1;

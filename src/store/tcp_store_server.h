@@ -16,8 +16,8 @@ namespace wsync {
 // One background thread runs a poll() loop over non-blocking sockets, so a slow or malicious
 // client never blocks the others; WAIT parks only the waiting connection. A malformed request,
 // an unknown query type, an oversized length or an older torch protocol closes that one
-// connection with a log line naming the peer. Thread-safe: the in-process accessors may be
-// called from any thread, concurrently with the loop.
+// connection with a log line naming the peer. The hosting process reads and writes the store
+// through a TcpStoreClient like everyone else.
 class TcpStoreServer {
  public:
   // Bind host:port (port 0 = a free port; host "0.0.0.0", "127.0.0.1", "::", "" (= every
@@ -28,22 +28,11 @@ class TcpStoreServer {
   ~TcpStoreServer();  // stop()
 
   // Wake the loop, close every connection (clients see the peer vanish), join the thread.
-  // The stored data stays readable through the in-process accessors. Idempotent.
+  // Idempotent.
   void stop();
 
   uint16_t port() const;        // the bound port
   std::string address() const;  // "host:port" for clients; wildcard binds report 127.0.0.1
-  size_t num_connections() const;
-
-  // In-process access for the hosting sender (no socket); these see the same data as the
-  // clients and wake their waiters. `add` stores decimal text like torch; a value that is not
-  // an integer is treated as 0 (with a warning).
-  void set(const std::string& key, const std::vector<uint8_t>& value);
-  bool get(const std::string& key, std::vector<uint8_t>* value) const;
-  int64_t add(const std::string& key, int64_t delta);
-  // Extras: true if the key existed; the number of keys (as GETNUMKEYS reports it).
-  bool delete_key(const std::string& key);
-  int64_t num_keys() const;
 
   TcpStoreServer(const TcpStoreServer&) = delete;
   TcpStoreServer& operator=(const TcpStoreServer&) = delete;

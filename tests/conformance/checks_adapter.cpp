@@ -19,7 +19,7 @@ namespace {
 constexpr size_t kAdapterV10Size = offsetof(wsync_adapter_v1_t, destroy) + sizeof(void (*)(void*));
 constexpr size_t kAdapterBuildRequestsEnd = offsetof(wsync_adapter_v1_t, build_requests) + sizeof(void*);
 constexpr uint64_t kKnownAdapterCaps =
-    WSYNC_ADAPTER_CAP_INBAND_MANIFEST | WSYNC_ADAPTER_CAP_HTTP | WSYNC_ADAPTER_CAP_TORCH_STORE_ID;
+    WSYNC_ADAPTER_CAP_INBAND_MANIFEST | WSYNC_ADAPTER_CAP_HTTP | WSYNC_ADAPTER_CAP_RETIRED_2;
 constexpr size_t kRuleV10Size = offsetof(wsync_layout_rule_t, allow_split) + sizeof(uint32_t);
 constexpr size_t kRuleBucketBytesEnd = offsetof(wsync_layout_rule_t, bucket_bytes) + sizeof(uint64_t);
 constexpr uint64_t kMinBucket = 4096, kMaxBucket = 1ull << 40;  // the core's limits on bucket_bytes
@@ -117,6 +117,7 @@ struct StepData {
   std::vector<const char*> names;
   std::vector<int32_t> dtypes, ndims;
   std::vector<int64_t> shapes;
+  wsync_option_t id_property = WSYNC_OPTION("nccl_unique_id_b64", "");
 
   StepData(int step, int variant) {
     std::memset(&s, 0, sizeof s);
@@ -150,7 +151,10 @@ struct StepData {
   wsync_engine_step_t* wire() {
     s.master_address = master.c_str();
     s.group_name = group.c_str();
-    s.nccl_unique_id_b64 = with_nccl_id ? nccl_id.c_str() : nullptr;
+    // A transport property, as the core passes what get_needs asked for (plugin ABI 1.2).
+    id_property.value = nccl_id.c_str();
+    s.properties = with_nccl_id ? &id_property : nullptr;
+    s.num_properties = with_nccl_id ? 1 : 0;
     names.clear(), dtypes.clear(), ndims.clear(), shapes.clear();
     for (const auto& t : tensors) {
       names.push_back(t.name.c_str());

@@ -68,7 +68,11 @@ struct Rogue {
     w.u32(2);
     ASSERT_EQ(WSYNC_OK, conn.send(MsgType::kWelcome, w.data(), 1000));
     ASSERT_EQ(WSYNC_OK, load_transport("ucx", &transport)) << last_error();
-    wsync_transport_params_t tp = {sizeof(wsync_transport_params_t), 0, 2, 0, "rogue", &store, nullptr, 0, 10000, -1, 0};
+    wsync_transport_params_t tp = WSYNC_TRANSPORT_PARAMS_INIT;
+    tp.world_size = 2;
+    tp.group_name = "rogue";
+    tp.store = &store;
+    tp.timeout_ms = 10000;
     ASSERT_EQ(WSYNC_OK, transport.table->create(&tp, &tself)) << last_error();
     ASSERT_EQ(WSYNC_OK, transport.table->connect(tself, 10000)) << last_error();
     Frame joined;
@@ -80,7 +84,8 @@ struct Rogue {
   void send_manifest(const std::vector<uint8_t>& raw, uint64_t seq, uint16_t* type, int32_t* code, std::string* why) {
     ByteWriter w;
     w.u64(seq);
-    w.bytes(raw);
+    w.blob32(raw);
+    w.blob32(nullptr, 0);  // no transport blob
     ASSERT_EQ(WSYNC_OK, conn.send(MsgType::kManifest, w.data(), 1000));
     Frame f;
     ASSERT_EQ(WSYNC_OK, conn.recv(&f, 10000)) << last_error();
@@ -89,7 +94,7 @@ struct Rogue {
     uint64_t got = 0;
     r.u64(&got);
     r.i32(code);
-    r.str(why, 1 << 16);
+    r.str32(why, 1 << 16);
   }
 };
 
@@ -295,7 +300,7 @@ TEST_F(RogueSender, RejectWithStatusZeroIsStillARejection) {
   ASSERT_EQ(WSYNC_OK, rogue.conn.recv(&hello, 5000));
   ByteWriter w;
   w.i32(0);
-  w.str("go away, but say OK");
+  w.str32("go away, but say OK");
   ASSERT_EQ(WSYNC_OK, rogue.conn.send(MsgType::kReject, w.data(), 1000));
   EXPECT_EQ(0, wait_child(rx, 10000));
 }

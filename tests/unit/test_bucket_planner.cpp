@@ -15,6 +15,14 @@
 namespace wsync {
 namespace {
 
+// Largest bucket payload of a plan: what staging must hold.
+uint64_t plan_max_bucket_bytes(const std::vector<PlanBucket>& buckets) {
+  uint64_t most = 0;
+  for (const auto& b : buckets) most = b.bytes > most ? b.bytes : most;
+  return most;
+}
+
+
 PlanTensor T(const std::string& name, int32_t dtype, std::initializer_list<int64_t> shape) {
   PlanTensor t;
   t.name = name;

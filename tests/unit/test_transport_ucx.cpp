@@ -3,6 +3,8 @@
 // killed-receiver test runs receivers as child processes (this executable, re-executed with a
 // filter) over a store made of files in a temporary directory.
 #include <dlfcn.h>
+#include <poll.h>
+#include <time.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -344,14 +346,78 @@ TEST_F(UcxTransport, TableAndEntry) {
   EXPECT_GE(t->struct_size, sizeof(wsync_transport_v1_t));
   t->destroy(nullptr);  // accepted
 
-  // A host table too small to hold the store functions is refused with a message.
+  // A host table that ends before a function the plugin calls (store_get) is refused with a message;
+  // one that holds what it calls is accepted, and so is a larger one from a newer core.
   auto entry = reinterpret_cast<wsync_transport_entry_v1_fn>(dlsym(PluginHandle(), "wsync_transport_entry_v1"));
   wsync_host_v1_t small = kHost;
-  small.struct_size = offsetof(wsync_host_v1_t, store_add);
+  small.struct_size = offsetof(wsync_host_v1_t, store_get);
   t_last_error.clear();
   EXPECT_EQ(nullptr, entry(&small));
   EXPECT_NE(std::string::npos, t_last_error.find("host table")) << t_last_error;
+  EXPECT_NE(std::string::npos, t_last_error.find("store_get")) << t_last_error;
+  small.struct_size = WSYNC_STRUCT_SIZE(wsync_host_v1_t, store_get);  // a 1.0 core's table ends later; enough
+  EXPECT_NE(nullptr, entry(&small));
+  struct {
+    wsync_host_v1_t host;
+    void* newer_fields[4];
+  } larger = {kHost, {nullptr, nullptr, nullptr, nullptr}};
+  larger.host.struct_size = sizeof larger;
+  EXPECT_NE(nullptr, entry(&larger.host));
   EXPECT_NE(nullptr, entry(&kHost));
+  // 1.2: waits sleep on the worker's event fd
+  ASSERT_NE(nullptr, t->get_event_fd);
+  ASSERT_NE(nullptr, t->arm);
+  ASSERT_NE(nullptr, t->runtime_info);
+  EXPECT_NE(std::string::npos, std::string(t->runtime_info()).find("UCX 1.")) << t->runtime_info();
+}
+
+// Plugin ABI 1.2: how the core waits. Each wait is a non-blocking look (timeout 0); between looks the
+// thread arms the worker and sleeps in poll() on its event fd. Both ranks wait this way through
+// buckets that arrive late, and the bytes still arrive equal, with the waiting thread asleep: its
+// CPU time over the wait stays a small part of the wall time.
+wsync_status_t WaitOnFd(void* self, const std::function<wsync_status_t()>& look, double* cpu_over_wall) {
+  int32_t fd = -1;
+  if (Plugin()->get_event_fd(self, &fd) != WSYNC_OK || fd < 0) return WSYNC_ERR_UNSUPPORTED;
+  const auto t0 = Clock::now();
+  timespec c0{}, c1{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+  wsync_status_t rc;
+  while ((rc = look()) == WSYNC_ERR_TIMEOUT && MsSince(t0) < 10000) {
+    int32_t armed = 0;
+    if (Plugin()->arm(self, &armed) != WSYNC_OK) return WSYNC_ERR_IO;
+    if (!armed) continue;
+    pollfd p{fd, POLLIN, 0};
+    ::poll(&p, 1, 1000);
+  }
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+  const double cpu = (c1.tv_sec - c0.tv_sec) + (c1.tv_nsec - c0.tv_nsec) * 1e-9;
+  *cpu_over_wall = cpu / std::max(1e-3, MsSince(t0) / 1000.0);
+  return rc;
+}
+
+TEST_F(UcxTransport, WaitsSleepOnTheEventFd) {
+  const size_t n = 8u << 20;
+  RunGroup(2, {{"tls", "sm"}},
+           [&](void* s) {
+             std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the receiver waits meanwhile
+             const auto data = Bytes(7, n);
+             const wsync_buffer_t b = HostBuffer(data.data(), data.size());
+             const uint32_t rank = 1;
+             ASSERT_EQ(WSYNC_OK, Plugin()->send_post(s, 1, &b, &rank, 1)) << t_last_error;
+             double ratio = 1;
+             ASSERT_EQ(WSYNC_OK, WaitOnFd(s, [&] { return Plugin()->send_wait(s, 1, 0); }, &ratio)) << t_last_error;
+           },
+           [&](void* s, uint32_t) {
+             std::vector<uint8_t> dst(n, 0);
+             const wsync_iov_t iov{dst.data(), dst.size()};
+             ASSERT_EQ(WSYNC_OK, Plugin()->recv_post(s, 1, &iov, 1)) << t_last_error;
+             double ratio = 1;
+             ASSERT_EQ(WSYNC_OK, WaitOnFd(s, [&] { return Plugin()->recv_wait(s, 1, 0); }, &ratio)) << t_last_error;
+             const auto want = Bytes(7, n);
+             EXPECT_EQ(Checksum(want.data(), n), Checksum(dst.data(), n));
+             // ~300 ms of waiting for the sender: asleep, not spinning (a spinning wait is ~1.0).
+             EXPECT_LT(ratio, 0.5) << "the receiver's thread spun while it waited";
+           });
 }
 
 TEST_F(UcxTransport, OneReceiverSeveralBuckets) {

@@ -190,7 +190,7 @@ static const wsync_transport_v1_t kTable = {
 };
 
 __attribute__((visibility("default"))) const wsync_transport_v1_t* wsync_transport_entry_v1(const wsync_host_v1_t* host) {
-  if (host == NULL || host->struct_size < sizeof(wsync_host_v1_t)) return NULL;
+  WSYNC_PLUGIN_CHECK_HOST(host, set_error, "a broken test plugin");
   g_host = host;
   return &kTable;
 }

@@ -86,7 +86,6 @@ class Step {
     s_.master_address = "10.1.2.3";
     s_.master_port = 29512;
     s_.group_name = "wsync_g";
-    s_.nccl_unique_id_b64 = nullptr;
     s_.bucket_bytes = 0;
     s_.update_index = 5;
     s_.version = 42;
@@ -113,9 +112,16 @@ class Step {
   std::vector<int64_t>& shapes() { return shapes_; }
   std::vector<int32_t>& dtypes() { return dtypes_; }
   std::vector<const char*>& names() { return name_ptrs_; }
+  // A transport property the core passes in the step (plugin ABI 1.2, what get_needs asked for).
+  void property(const char* key, const char* value) {
+    props_.push_back(WSYNC_OPTION(key, value));
+    s_.properties = props_.data();
+    s_.num_properties = props_.size();
+  }
 
  private:
   wsync_engine_step_t s_;
+  std::vector<wsync_option_t> props_;
   std::vector<Tensor> tensors_;
   std::vector<const char*> name_ptrs_;
   std::vector<int32_t> dtypes_;
@@ -268,22 +274,36 @@ inline void expect_request(const Request& r, int32_t method, const std::string& 
 }
 
 // The common table checks: name, caps (HTTP only), ABI, and a struct_size that covers
-// build_requests (ABI 1.1).
+// get_needs (ABI 1.2).
 inline void expect_table(const wsync_adapter_v1_t* t, const char* name) {
   ASSERT_NE(t, nullptr);
   EXPECT_STREQ(t->name, name);
   EXPECT_NE(t->version, nullptr);
   EXPECT_EQ(t->abi_version, static_cast<uint32_t>(WSYNC_PLUGIN_ABI_VERSION));
-  // SGLang and LMDeploy workers read the NCCL id where torch's ProcessGroupNCCL looks; vLLM takes
-  // it in its init request.
-  const uint64_t torch_id = std::string(name) == "vllm" ? 0u : WSYNC_ADAPTER_CAP_TORCH_STORE_ID;
-  EXPECT_EQ(t->caps, static_cast<uint64_t>(WSYNC_ADAPTER_CAP_HTTP) | torch_id);
+  EXPECT_EQ(t->caps, static_cast<uint64_t>(WSYNC_ADAPTER_CAP_HTTP));
   EXPECT_EQ(t->struct_size, sizeof(wsync_adapter_v1_t));
+  EXPECT_NE(t->get_needs, nullptr);
   EXPECT_GE(t->struct_size, offsetof(wsync_adapter_v1_t, build_requests) + sizeof(t->build_requests));
   EXPECT_NE(t->create, nullptr);
   EXPECT_NE(t->get_layout, nullptr);
   EXPECT_NE(t->destroy, nullptr);
   EXPECT_NE(t->build_requests, nullptr);
+}
+
+// What an adapter asks of the transport (get_needs), as key=value strings and property keys.
+struct Needs {
+  std::vector<std::string> hints;
+  std::vector<std::string> properties;
+};
+
+inline Needs needs_of(const wsync_adapter_v1_t* t, void* self) {
+  Needs n;
+  wsync_adapter_needs_t out = WSYNC_ADAPTER_NEEDS_INIT;
+  EXPECT_EQ(t->get_needs(self, &out), WSYNC_OK);
+  for (uint64_t i = 0; i < out.num_transport_hints; ++i)
+    n.hints.push_back(std::string(out.transport_hints[i].key) + "=" + out.transport_hints[i].value);
+  for (uint64_t i = 0; i < out.num_transport_properties; ++i) n.properties.push_back(out.transport_properties[i]);
+  return n;
 }
 
 inline void expect_layout(const wsync_adapter_v1_t* t, int32_t kind) {

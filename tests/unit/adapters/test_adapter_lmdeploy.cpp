@@ -17,6 +17,14 @@ class LmdeployTest : public ::testing::Test {
   void SetUp() override { ASSERT_NE(T(), nullptr); }
 };
 
+TEST_F(LmdeployTest, NeedsTheTorchGroupHints) {
+  Instance a(T(), {});
+  ASSERT_EQ(a.status(), WSYNC_OK) << a.error();
+  Needs n = needs_of(T(), a.self());
+  EXPECT_EQ(n.hints, (std::vector<std::string>{"torch_group=wsync_test_group", "lazy_init=1"}));
+  EXPECT_TRUE(n.properties.empty());
+}
+
 TEST_F(LmdeployTest, Table) { expect_table(T(), "lmdeploy"); }
 
 TEST_F(LmdeployTest, LayoutIsElementsOneDtype) { expect_layout(T(), WSYNC_LAYOUT_ELEMENTS_ONE_DTYPE); }
@@ -32,7 +40,7 @@ TEST_F(LmdeployTest, Health) {
 TEST_F(LmdeployTest, InitBody) {
   Instance a(T(), {});
   Step s(WSYNC_STEP_INIT);
-  s->nccl_unique_id_b64 = "QUJD";  // not used: LMDeploy joins through the torch store
+  s.property("nccl_unique_id_b64", "QUJD");  // not used: LMDeploy joins through the torch store
   Built b = build(T(), a.self(), s.get());
   ASSERT_EQ(b.status, WSYNC_OK) << b.error;
   ASSERT_EQ(b.num_out, 1u);

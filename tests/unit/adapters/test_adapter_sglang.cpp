@@ -46,10 +46,21 @@ TEST_F(SglangTest, InitBody) {
   expect_string(j.get(), "backend", "nccl");
 }
 
+// SGLang's workers join a torch process group on the sender's store: the transport must publish its
+// id where that group reads it and create its communicator lazily. The adapter says so; the core
+// forwards it to the transport without reading it.
+TEST_F(SglangTest, NeedsTheTorchGroupHints) {
+  Instance a(T(), {});
+  ASSERT_EQ(a.status(), WSYNC_OK) << a.error();
+  Needs n = needs_of(T(), a.self());
+  EXPECT_EQ(n.hints, (std::vector<std::string>{"torch_group=wsync_test_group", "lazy_init=1"}));
+  EXPECT_TRUE(n.properties.empty());
+}
+
 TEST_F(SglangTest, InitIgnoresTheNcclUniqueId) {
   Instance a(T(), {});
   Step s(WSYNC_STEP_INIT);
-  s->nccl_unique_id_b64 = "QUJD";
+  s.property("nccl_unique_id_b64", "QUJD");
   s->rank_offset = 1;
   s->world_size = 3;
   s->master_port = 1;

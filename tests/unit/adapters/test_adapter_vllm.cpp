@@ -74,10 +74,20 @@ TEST_F(VllmTest, InitWithTheStoreAddress) {
   expect_int(info, "packed_num_buffers", 2);
 }
 
+// vLLM takes the NCCL id in its init request and runs an all-reduce right after NCCL init: the
+// adapter asks for the property and for the transport's all-reduce; nobody sets either by hand.
+TEST_F(VllmTest, NeedsTheIdPropertyAndTheAllReduce) {
+  Instance a(T(), {});
+  ASSERT_EQ(a.status(), WSYNC_OK) << a.error();
+  Needs n = needs_of(T(), a.self());
+  EXPECT_EQ(n.hints, (std::vector<std::string>{"allreduce_after_init=1"}));
+  EXPECT_EQ(n.properties, (std::vector<std::string>{"nccl_unique_id_b64"}));
+}
+
 TEST_F(VllmTest, InitWithTheUniqueIdLeavesOutTheAddress) {
   Instance a(T(), {});
   Step s(WSYNC_STEP_INIT);
-  s->nccl_unique_id_b64 = kUid;  // master_address/master_port are set too: they must not be sent
+  s.property("nccl_unique_id_b64", kUid);  // master_address/master_port are set too: they must not be sent
   Built b = build(T(), a.self(), s.get());
   ASSERT_EQ(b.status, WSYNC_OK) << b.error;
   ASSERT_EQ(b.num_out, 1u);
@@ -104,7 +114,7 @@ TEST_F(VllmTest, InitRefusesABadUniqueId) {
   Instance a(T(), {});
   for (const char* bad : {"", "abc", "ab-_", "AB==CD==", "A==="}) {
     Step s(WSYNC_STEP_INIT);
-    s->nccl_unique_id_b64 = bad;
+    s.property("nccl_unique_id_b64", bad);
     Built b = build(T(), a.self(), s.get());
     EXPECT_EQ(b.status, WSYNC_ERR_INVALID_ARGUMENT) << bad;
     EXPECT_EQ(b.num_out, 0u);
@@ -141,7 +151,7 @@ TEST_F(VllmTest, OlderGenerationsKeepPackingOutOfInitInfo) {
     EXPECT_KEYS(cJSON_GetObjectItemCaseSensitive(j.get(), "init_info"), "master_address", "master_port",
                 "rank_offset", "world_size");
     // They have no nccl_unique_id_b64.
-    s->nccl_unique_id_b64 = kUid;
+    s.property("nccl_unique_id_b64", kUid);
     Built r = build(T(), a.self(), s.get());
     EXPECT_EQ(r.status, WSYNC_ERR_INVALID_ARGUMENT) << gen;
     EXPECT_EQ(r.num_out, 0u);

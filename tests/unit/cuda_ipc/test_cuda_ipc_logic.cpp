@@ -258,140 +258,111 @@ TEST(CudaIpcStaging, CorruptFieldsAreRefused) {
   EXPECT_EQ(DecodeStaging(good, &d), WSYNC_OK);  // the unmodified record still decodes
 }
 
-// ---- the post record ---------------------------------------------------------------------------
+// ---- the per-bucket records (carried by the core's control channel) -----------------------------
 
-std::vector<uint8_t> EncodePost(const cipc_post_t& p) {
-  std::vector<uint8_t> b(CIPC_POST_MAX_BYTES);
-  b.resize(cipc_post_encode(&p, b.data(), b.size()));
+std::vector<uint8_t> EncodeBucket(uint64_t session, const cipc_post_entry_t& e) {
+  std::vector<uint8_t> b(CIPC_BUCKET_BYTES + 8);
+  b.resize(cipc_bucket_encode(session, &e, b.data(), b.size()));
   return b;
 }
 
-wsync_status_t DecodePost(const std::vector<uint8_t>& b, const cipc_staging_t& s, cipc_post_t* out,
-                          std::string* why = nullptr) {
+wsync_status_t DecodeBucket(const std::vector<uint8_t>& b, const cipc_staging_t& s, uint64_t seq, cipc_post_entry_t* out,
+                            std::string* why = nullptr) {
   char err[512] = "";
-  const wsync_status_t rc = cipc_post_decode(b.data(), b.size(), &s, out, err, sizeof err);
+  const wsync_status_t rc = cipc_bucket_decode(b.data(), b.size(), &s, seq, out, err, sizeof err);
   if (why) *why = err;
   return rc;
 }
 
-cipc_post_t TwoPosts(const cipc_staging_t& s) {
-  cipc_post_t p;
-  std::memset(&p, 0, sizeof p);
-  p.session = s.session;
-  p.count = 2;
-  p.entries[0] = {7, 0, 128, 1000};
-  p.entries[1] = {8, 1, 0, s.slots[1].size};  // exactly the whole slot
-  return p;
+TEST(CudaIpcRecords, BucketRoundTrip) {
+  const cipc_staging_t s = MakeStaging(2);  // slot 0: 1 MiB, slot 1: 2 MiB
+  const cipc_post_entry_t e = {8, 1, 0, s.slots[1].size};  // exactly the whole slot
+  const std::vector<uint8_t> b = EncodeBucket(s.session, e);
+  ASSERT_EQ(b.size(), 48u);
+  EXPECT_EQ(std::memcmp(b.data(), "WCIB", 4), 0);
+  cipc_post_entry_t d{};
+  ASSERT_EQ(DecodeBucket(b, s, 8, &d), WSYNC_OK);
+  EXPECT_EQ(d.seq, 8u);
+  EXPECT_EQ(d.slot, 1u);
+  EXPECT_EQ(d.offset, 0u);
+  EXPECT_EQ(d.len, 2u << 20);
+  std::vector<uint8_t> small(CIPC_BUCKET_BYTES - 1);
+  EXPECT_EQ(cipc_bucket_encode(s.session, &e, small.data(), small.size()), 0u);  // no room
 }
 
-TEST(CudaIpcPost, RoundTrip) {
+TEST(CudaIpcRecords, BucketEveryTruncationAndExtensionIsRefused) {
   const cipc_staging_t s = MakeStaging(2);
-  const std::vector<uint8_t> b = EncodePost(TwoPosts(s));
-  ASSERT_EQ(b.size(), 16u + 2u * 32u);
-  EXPECT_EQ(std::memcmp(b.data(), "WCIP", 4), 0);
-  cipc_post_t d;
-  ASSERT_EQ(DecodePost(b, s, &d), WSYNC_OK);
-  EXPECT_EQ(d.session, s.session);
-  ASSERT_EQ(d.count, 2u);
-  EXPECT_EQ(d.entries[0].seq, 7u);
-  EXPECT_EQ(d.entries[0].slot, 0u);
-  EXPECT_EQ(d.entries[0].offset, 128u);
-  EXPECT_EQ(d.entries[0].len, 1000u);
-  EXPECT_EQ(d.entries[1].seq, 8u);
-  EXPECT_EQ(d.entries[1].slot, 1u);
-  EXPECT_EQ(d.entries[1].len, 2u << 20);
-
-  cipc_post_t empty;
-  std::memset(&empty, 0, sizeof empty);
-  empty.session = s.session;
-  const std::vector<uint8_t> e = EncodePost(empty);
-  ASSERT_EQ(e.size(), 16u);
-  ASSERT_EQ(DecodePost(e, s, &d), WSYNC_OK);
-  EXPECT_EQ(d.count, 0u);
-}
-
-TEST(CudaIpcPost, EveryTruncationAndExtensionIsRefused) {
-  const cipc_staging_t s = MakeStaging(2);
-  const std::vector<uint8_t> b = EncodePost(TwoPosts(s));
-  cipc_post_t d;
+  const std::vector<uint8_t> b = EncodeBucket(s.session, {7, 0, 128, 1000});
+  cipc_post_entry_t d;
   for (size_t n = 0; n < b.size(); ++n) {
     std::vector<uint8_t> cut(b.begin(), b.begin() + static_cast<long>(n));
-    EXPECT_EQ(DecodePost(cut, s, &d), WSYNC_ERR_PROTOCOL) << "length " << n;
+    EXPECT_EQ(DecodeBucket(cut, s, 7, &d), WSYNC_ERR_PROTOCOL) << "length " << n;
   }
   std::vector<uint8_t> longer = b;
   longer.push_back(0);
-  EXPECT_EQ(DecodePost(longer, s, &d), WSYNC_ERR_PROTOCOL);
+  EXPECT_EQ(DecodeBucket(longer, s, 7, &d), WSYNC_ERR_PROTOCOL);
+  EXPECT_EQ(DecodeBucket({}, s, 7, &d), WSYNC_ERR_PROTOCOL);
 }
 
-TEST(CudaIpcPost, CorruptFieldsAreRefused) {
+TEST(CudaIpcRecords, BucketCorruptFieldsAreRefused) {
   const cipc_staging_t s = MakeStaging(2);  // slot 0: 1 MiB, slot 1: 2 MiB
-  const cipc_post_t good = TwoPosts(s);
-  cipc_post_t d;
+  const cipc_post_entry_t good = {7, 0, 128, 1000};
+  cipc_post_entry_t d;
   std::string why;
-  auto refused = [&](const cipc_post_t& p) { return DecodePost(EncodePost(p), s, &d, &why) == WSYNC_ERR_PROTOCOL; };
-
-  std::vector<uint8_t> b = EncodePost(good);
+  auto refused = [&](const cipc_post_entry_t& e, uint64_t seq = 7) {
+    return DecodeBucket(EncodeBucket(s.session, e), s, seq, &d, &why) == WSYNC_ERR_PROTOCOL;
+  };
+  std::vector<uint8_t> b = EncodeBucket(s.session, good);
   b[1] ^= 0x40;
-  EXPECT_EQ(DecodePost(b, s, &d, &why), WSYNC_ERR_PROTOCOL);
-  EXPECT_NE(why.find("magic"), std::string::npos);
-  b = EncodePost(good);
+  EXPECT_EQ(DecodeBucket(b, s, 7, &d, &why), WSYNC_ERR_PROTOCOL);
+  EXPECT_NE(why.find("magic"), std::string::npos) << why;
+  b = EncodeBucket(s.session, good);
   b[4] = 9;
-  EXPECT_EQ(DecodePost(b, s, &d, &why), WSYNC_ERR_PROTOCOL);
-  EXPECT_NE(why.find("version 9"), std::string::npos);
-  b = EncodePost(good);
-  b[6] = 3;  // 3 entries for 2 slots (and the wrong length)
-  EXPECT_EQ(DecodePost(b, s, &d, &why), WSYNC_ERR_PROTOCOL);
-  EXPECT_NE(why.find("3 entries for 2 staging slots"), std::string::npos) << why;
-
-  cipc_post_t p = good;
-  p.session ^= 1;  // a leftover of another sender
-  EXPECT_TRUE(refused(p));
-  EXPECT_NE(why.find("session"), std::string::npos);
-  p = good;
-  p.entries[1].slot = 2;
-  EXPECT_TRUE(refused(p));
+  EXPECT_EQ(DecodeBucket(b, s, 7, &d, &why), WSYNC_ERR_PROTOCOL);
+  EXPECT_NE(why.find("version 9"), std::string::npos) << why;
+  EXPECT_EQ(DecodeBucket(EncodeBucket(s.session ^ 1, good), s, 7, &d, &why), WSYNC_ERR_PROTOCOL);  // another sender
+  EXPECT_NE(why.find("session"), std::string::npos) << why;
+  EXPECT_TRUE(refused(good, 8));  // describes bucket 7 but came with bucket 8
+  EXPECT_NE(why.find("came with bucket 8"), std::string::npos) << why;
+  cipc_post_entry_t e = good;
+  e.slot = 2;
+  EXPECT_TRUE(refused(e));
   EXPECT_NE(why.find("slot 2 of 2"), std::string::npos) << why;
-  p = good;
-  p.entries[0].offset = (1u << 20) - 999;  // offset + len = size + 1
-  EXPECT_TRUE(refused(p));
+  e = good;
+  e.offset = (1u << 20) - 999;  // offset + len = size + 1
+  EXPECT_TRUE(refused(e));
   EXPECT_NE(why.find("run past"), std::string::npos) << why;
-  p.entries[0].offset = (1u << 20) - 1000;  // exactly to the end: fine
-  EXPECT_EQ(DecodePost(EncodePost(p), s, &d), WSYNC_OK);
-  p = good;
-  p.entries[0].offset = (1u << 20) + 1;  // starts past the slot
-  p.entries[0].len = 0;
-  EXPECT_TRUE(refused(p));
-  p = good;
-  p.entries[0].offset = 1;
-  p.entries[0].len = UINT64_MAX;  // offset + len overflows
-  EXPECT_TRUE(refused(p));
-  p = good;
-  p.entries[0].seq = 0;
-  EXPECT_TRUE(refused(p));
-  p = good;
-  p.entries[1].slot = 0;  // the same slot twice
-  p.entries[1].len = 10;
-  EXPECT_TRUE(refused(p));
-  p = good;
-  p.entries[1].seq = 7;  // the same bucket twice
-  EXPECT_TRUE(refused(p));
+  e.offset = (1u << 20) - 1000;  // exactly to the end: fine
+  EXPECT_EQ(DecodeBucket(EncodeBucket(s.session, e), s, 7, &d), WSYNC_OK);
+  e = good;
+  e.offset = (1u << 20) + 1;  // starts past the slot
+  e.len = 0;
+  EXPECT_TRUE(refused(e));
+  e = good;
+  e.offset = 1;
+  e.len = UINT64_MAX;  // offset + len overflows
+  EXPECT_TRUE(refused(e));
 }
 
-TEST(CudaIpcPost, FindBucket) {
-  const cipc_staging_t s = MakeStaging(2);
-  cipc_post_t p = TwoPosts(s);  // buckets 7 (slot 0) and 8 (slot 1)
-  cipc_post_entry_t e{};
-  EXPECT_EQ(cipc_post_find(&p, 8, &e), CIPC_POST_FOUND);
-  EXPECT_EQ(e.slot, 1u);
-  EXPECT_EQ(cipc_post_find(&p, 7, &e), CIPC_POST_FOUND);
-  EXPECT_EQ(e.offset, 128u);
-  EXPECT_EQ(cipc_post_find(&p, 9, &e), CIPC_POST_NOT_YET);
-  EXPECT_EQ(cipc_post_find(&p, 6, &e), CIPC_POST_PASSED);  // 6 was overwritten: we were dropped
-  p.count = 0;
-  EXPECT_EQ(cipc_post_find(&p, 1, &e), CIPC_POST_NOT_YET);
+TEST(CudaIpcRecords, DoneRoundTripAndRefusals) {
+  uint8_t b[CIPC_DONE_BYTES + 1];
+  ASSERT_EQ(cipc_done_encode(0xabcdef, 42, b, sizeof b), 24u);
+  EXPECT_EQ(std::memcmp(b, "WCID", 4), 0);
+  uint64_t seq = 0;
+  char err[512] = "";
+  ASSERT_EQ(cipc_done_decode(b, 24, 0xabcdef, &seq, err, sizeof err), WSYNC_OK);
+  EXPECT_EQ(seq, 42u);
+  EXPECT_EQ(cipc_done_decode(b, 24, 0xabcdee, &seq, err, sizeof err), WSYNC_ERR_PROTOCOL);  // a leftover
+  EXPECT_NE(std::string(err).find("session"), std::string::npos) << err;
+  for (size_t n = 0; n < 24; ++n) EXPECT_EQ(cipc_done_decode(b, n, 0xabcdef, &seq, err, sizeof err), WSYNC_ERR_PROTOCOL);
+  EXPECT_EQ(cipc_done_decode(b, 25, 0xabcdef, &seq, err, sizeof err), WSYNC_ERR_PROTOCOL);
+  const cipc_post_entry_t e = {1, 0, 0, 1};
+  std::vector<uint8_t> bucket = EncodeBucket(0xabcdef, e);
+  EXPECT_EQ(cipc_done_decode(bucket.data(), 24, 0xabcdef, &seq, err, sizeof err), WSYNC_ERR_PROTOCOL);  // wrong magic
+  EXPECT_EQ(cipc_done_encode(1, 1, b, 23), 0u);  // no room
 }
 
-TEST(CudaIpcPost, RegionTotal) {
+TEST(CudaIpcRecords, RegionTotal) {
   char err[256] = "";
   uint64_t total = 99;
   char a[8], b[8];
@@ -547,40 +518,6 @@ TEST_F(CudaIpcBook, PostIsAllOrNothing) {
   EXPECT_EQ(cipc_book_slot_of(&b_, 6), 1);
   EXPECT_EQ(cipc_book_slot_of(&b_, 0), -1);
   EXPECT_EQ(cipc_book_slot_of(&b_, 7), -1);
-}
-
-TEST_F(CudaIpcBook, PostRecordListsTheLatestBucketOfEachSlot) {
-  cipc_post_t p;
-  cipc_book_post_record(&b_, 77, &p);
-  EXPECT_EQ(p.count, 0u);
-  EXPECT_EQ(p.session, 77u);
-  ASSERT_EQ(Post(1, 1, {1, 2, 3}), WSYNC_OK);
-  cipc_book_post_record(&b_, 77, &p);
-  ASSERT_EQ(p.count, 1u);
-  EXPECT_EQ(p.entries[0].slot, 1u);
-  EXPECT_EQ(p.entries[0].seq, 1u);
-  ASSERT_EQ(Post(0, 2, {1, 2, 3}), WSYNC_OK);
-  for (uint32_t r = 1; r <= 3; ++r) ASSERT_EQ(Done(r, 1), WSYNC_OK);
-  ASSERT_EQ(Post(1, 3, {1, 2, 3}), WSYNC_OK);  // slot 1 reused: bucket 1 leaves the record
-  cipc_book_post_record(&b_, 77, &p);
-  ASSERT_EQ(p.count, 2u);
-  EXPECT_EQ(p.entries[0].seq, 2u);
-  EXPECT_EQ(p.entries[1].seq, 3u);
-  EXPECT_EQ(cipc_book_slot_of(&b_, 1), -1);
-
-  // What the sender publishes is what a receiver decodes and finds.
-  cipc_staging_t s = MakeStaging(2);
-  s.session = 77;
-  std::vector<uint8_t> rec = EncodePost(p);
-  cipc_post_t d;
-  ASSERT_EQ(DecodePost(rec, s, &d), WSYNC_OK);
-  cipc_post_entry_t e{};
-  ASSERT_EQ(cipc_post_find(&d, 3, &e), CIPC_POST_FOUND);
-  EXPECT_EQ(e.slot, 1u);
-  EXPECT_EQ(e.offset, 64u);
-  EXPECT_EQ(e.len, 100u);
-  EXPECT_EQ(cipc_post_find(&d, 1, &e), CIPC_POST_PASSED);
-  EXPECT_EQ(cipc_post_find(&d, 4, &e), CIPC_POST_NOT_YET);
 }
 
 }  // namespace

@@ -68,6 +68,14 @@ extern "C" {
 
 cudaError_t cudaGetLastError(void) { return cudaSuccess; }
 const char* cudaGetErrorString(cudaError_t) { return "fake CUDA error"; }
+cudaError_t cudaRuntimeGetVersion(int* v) {
+  *v = 13000;
+  return cudaSuccess;
+}
+cudaError_t cudaDriverGetVersion(int* v) {
+  *v = 13000;
+  return cudaSuccess;
+}
 cudaError_t cudaGetDeviceCount(int* count) {
   *count = g.device_count;
   return g.device_count > 0 ? cudaSuccess : cudaErrorNoDevice;

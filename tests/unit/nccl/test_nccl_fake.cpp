@@ -65,7 +65,7 @@ void* HostAlloc(uint64_t n) { return std::malloc(n); }
 void HostFree(void* p, uint64_t) { std::free(p); }
 
 const wsync_host_v1_t kHost = {sizeof(wsync_host_v1_t), WSYNC_PLUGIN_ABI_VERSION, HostLog, HostSetError, HostSet,
-                               HostGet, HostAdd, HostAlloc, HostFree};
+                               HostGet, HostAdd, HostAlloc, HostFree, WSYNC_PLUGIN_ABI_MINOR, 0};
 
 wsync_store_t* const kStore = reinterpret_cast<wsync_store_t*>(0x1);
 const cudaStream_t kCallerStream = reinterpret_cast<cudaStream_t>(0x5eed);
@@ -98,10 +98,14 @@ class NcclFake : public ::testing::Test {
   }
 
   void* Create(uint32_t rank, uint32_t world, std::vector<std::pair<std::string, std::string>> opts = {},
-               int32_t device = 0, wsync_status_t expect = WSYNC_OK) {
+               int32_t device = 0, wsync_status_t expect = WSYNC_OK,
+               std::vector<std::pair<std::string, std::string>> hints = {}) {
     opts_ = std::move(opts);
+    hints_ = std::move(hints);
     copts_.clear();
+    chints_.clear();
     for (auto& kv : opts_) copts_.push_back(WSYNC_OPTION(kv.first.c_str(), kv.second.c_str()));
+    for (auto& kv : hints_) chints_.push_back(WSYNC_OPTION(kv.first.c_str(), kv.second.c_str()));
     wsync_transport_params_t p = WSYNC_TRANSPORT_PARAMS_INIT;
     p.rank = rank;
     p.world_size = world;
@@ -111,6 +115,8 @@ class NcclFake : public ::testing::Test {
     p.num_options = copts_.size();
     p.timeout_ms = 1000;
     p.device_index = device;
+    p.hints = chints_.data();
+    p.num_hints = chints_.size();
     void* self = nullptr;
     EXPECT_EQ(tp_->create(&p, &self), expect) << t_error;
     if (self != nullptr) live_.push_back(self);
@@ -147,8 +153,8 @@ class NcclFake : public ::testing::Test {
   const wsync_transport_v1_t* tp_ = nullptr;
   std::vector<void*> live_;
   std::vector<void*> bufs_;
-  std::vector<std::pair<std::string, std::string>> opts_;
-  std::vector<wsync_option_t> copts_;
+  std::vector<std::pair<std::string, std::string>> opts_, hints_;
+  std::vector<wsync_option_t> copts_, chints_;
 };
 
 // ---- entry, create, properties -------------------------------------------------------------------
@@ -169,11 +175,36 @@ TEST_F(NcclFake, EntryRefusesWithoutDevice) {
 TEST_F(NcclFake, TableIsComplete) {
   EXPECT_STREQ(tp_->name, "nccl");
   EXPECT_EQ(tp_->struct_size, sizeof(wsync_transport_v1_t));
-  EXPECT_EQ(tp_->caps, static_cast<uint64_t>(WSYNC_TRANSPORT_CAP_CUDA_MEMORY | WSYNC_TRANSPORT_CAP_TORCH_STORE_ID));
+  EXPECT_EQ(tp_->caps, static_cast<uint64_t>(WSYNC_TRANSPORT_CAP_CUDA_MEMORY));
+  EXPECT_NE(tp_->runtime_info, nullptr);
+  EXPECT_NE(std::string(tp_->runtime_info()).find("NCCL"), std::string::npos) << tp_->runtime_info();
   EXPECT_NE(tp_->abort, nullptr);
   EXPECT_NE(tp_->get_property, nullptr);
   EXPECT_EQ(tp_->register_staging, nullptr);
   tp_->destroy(nullptr);  // accepted
+}
+
+// Plugin ABI 1.2: the adapter's hints (torch_group, lazy_init, allreduce_after_init) configure the
+// transport like options, under the caller's options; unknown keys and bad values are ignored.
+TEST_F(NcclFake, HintsApplyUnderTheOptions) {
+  void* self = Create(0, 3, {}, 0, WSYNC_OK, {{"torch_group", "weight_update_group"}, {"lazy_init", "1"},
+                                              {"some_other_engines_hint", "x"}, {"allreduce_after_init", "maybe"}});
+  ASSERT_NE(self, nullptr);
+  char key[256];
+  ASSERT_EQ(tp_->get_property(self, "torch_store_key", key, sizeof key), WSYNC_OK) << t_error;
+  EXPECT_STREQ(key, "weight_update_group/weight_update_group//cuda//0");
+  {
+    std::lock_guard<std::mutex> l(g_mu);
+    EXPECT_EQ(g_store.count("weight_update_group/weight_update_group//cuda//0"), 1u);  // published under the hint's group
+  }
+  // An option of the caller wins over a hint of the same key.
+  self = Create(0, 3, {{"torch_group", "mine"}}, 0, WSYNC_OK, {{"torch_group", "theirs"}});
+  ASSERT_NE(self, nullptr);
+  ASSERT_EQ(tp_->get_property(self, "torch_store_key", key, sizeof key), WSYNC_OK) << t_error;
+  EXPECT_STREQ(key, "mine/mine//cuda//0");
+  // Hints that cannot go together are refused like the same options (they would hang vLLM).
+  EXPECT_EQ(Create(0, 2, {}, 0, WSYNC_ERR_INVALID_ARGUMENT, {{"lazy_init", "1"}, {"allreduce_after_init", "1"}}), nullptr);
+  EXPECT_NE(t_error.find("cannot be combined"), std::string::npos) << t_error;
 }
 
 TEST_F(NcclFake, Rank0PublishesTheIdAtCreate) {

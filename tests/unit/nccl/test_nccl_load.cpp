@@ -42,7 +42,7 @@ void ExpectOutcome(wsync_status_t st, const wsync::LoadedTransport& t) {
   EXPECT_STREQ(t.table->name, "nccl");
   EXPECT_EQ(t.table->abi_version, static_cast<uint32_t>(WSYNC_PLUGIN_ABI_VERSION));
   EXPECT_EQ(t.table->struct_size, sizeof(wsync_transport_v1_t));
-  EXPECT_EQ(t.table->caps, static_cast<uint64_t>(WSYNC_TRANSPORT_CAP_CUDA_MEMORY | WSYNC_TRANSPORT_CAP_TORCH_STORE_ID));
+  EXPECT_EQ(t.table->caps, static_cast<uint64_t>(WSYNC_TRANSPORT_CAP_CUDA_MEMORY));
   EXPECT_NE(t.table->abort, nullptr);
   EXPECT_EQ(t.table->register_staging, nullptr);
   EXPECT_NE(t.table->get_property, nullptr);

@@ -1,0 +1,87 @@
+/* plugin_util.c — see plugin_util.h. */
+#include "plugin_util.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+static const wsync_host_v1_t* g_host;
+
+void wsp_set_host(const wsync_host_v1_t* host) { g_host = host; }
+const wsync_host_v1_t* wsp_host(void) { return g_host; }
+
+wsync_status_t wsp_vfail(wsync_status_t status, const char* prefix, const char* fmt, va_list ap) {
+  char msg[1024];
+  int n = snprintf(msg, sizeof msg, "%s", prefix != NULL ? prefix : "");
+  if (n < 0 || (size_t)n >= sizeof msg) n = 0;
+  vsnprintf(msg + n, sizeof msg - (size_t)n, fmt, ap);
+  return g_host != NULL && g_host->set_error != NULL ? g_host->set_error(status, msg) : status;
+}
+
+wsync_status_t wsp_fail(wsync_status_t status, const char* fmt, ...) {
+  va_list ap;
+  wsync_status_t st;
+  va_start(ap, fmt);
+  st = wsp_vfail(status, NULL, fmt, ap);
+  va_end(ap);
+  return st;
+}
+
+void wsp_vlog(int32_t level, const char* prefix, const char* fmt, va_list ap) {
+  char msg[1024];
+  int n;
+  if (g_host == NULL || g_host->log == NULL) return;
+  n = snprintf(msg, sizeof msg, "%s", prefix != NULL ? prefix : "");
+  if (n < 0 || (size_t)n >= sizeof msg) n = 0;
+  vsnprintf(msg + n, sizeof msg - (size_t)n, fmt, ap);
+  g_host->log(level, msg);
+}
+
+void wsp_log(int32_t level, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  wsp_vlog(level, NULL, fmt, ap);
+  va_end(ap);
+}
+
+int64_t wsp_now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+int64_t wsp_now_ms(void) { return wsp_now_us() / 1000; }
+
+static int64_t clamp_timeout_ms(int64_t timeout_ms) {
+  const int64_t cap_ms = (int64_t)1 << 40;
+  if (timeout_ms < 0) return 0;
+  return timeout_ms > cap_ms ? cap_ms : timeout_ms;
+}
+
+int64_t wsp_deadline_ms(int64_t timeout_ms) { return wsp_now_ms() + clamp_timeout_ms(timeout_ms); }
+int64_t wsp_deadline_us(int64_t timeout_ms) { return wsp_now_us() + clamp_timeout_ms(timeout_ms) * 1000; }
+
+void wsp_sleep_us(int64_t us, int64_t deadline_us) {
+  const int64_t left = deadline_us - wsp_now_us();
+  struct timespec ts;
+  if (us > left) us = left;
+  if (us <= 0) return;
+  ts.tv_sec = (time_t)(us / 1000000);
+  ts.tv_nsec = (long)(us % 1000000) * 1000;
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+int wsp_reserve(void** arr, size_t* cap, size_t count, size_t size) {
+  size_t ncap;
+  void* p;
+  if (count < *cap) return 0;
+  ncap = *cap ? *cap * 2 : 8;
+  while (ncap <= count) ncap *= 2;
+  p = realloc(*arr, ncap * size);
+  if (p == NULL) return -1;
+  *arr = p;
+  *cap = ncap;
+  return 0;
+}

@@ -1,0 +1,119 @@
+// The exported wsync_group_* functions: argument checks, then the work in group_*.cpp, every one
+// behind api_call (no C++ exception crosses into C).
+#include <cstring>
+#include <new>
+
+#include "common/api_guard.h"
+#include "group/group_internal.h"
+
+using namespace wsync;
+
+extern "C" {
+
+WSYNC_API wsync_status_t wsync_group_init(const wsync_group_config_t* config, wsync_group_t** out) {
+  return api_call("wsync_group_init", [&] {
+    if (out == nullptr) return fail(WSYNC_ERR_INVALID_ARGUMENT, "out is NULL");
+    *out = nullptr;
+    auto* g = new (std::nothrow) wsync_group();
+    if (g == nullptr) return fail(WSYNC_ERR_OUT_OF_MEMORY, "cannot allocate a group");
+    wsync_status_t st;
+    try {
+      st = group_init(config, g);
+    } catch (...) {
+      st = fail_exception("wsync_group_init", std::current_exception());
+    }
+    if (st != WSYNC_OK) {
+      const std::string why = last_error();
+      group_teardown(g);
+      delete g;
+      return fail_msg(st, why);
+    }
+    *out = g;
+    return WSYNC_OK;
+  });
+}
+
+WSYNC_API const char* wsync_group_store_addr(const wsync_group_t* group) {
+  return group ? group->store_addr.c_str() : "";
+}
+
+WSYNC_API wsync_status_t wsync_group_send_batch(wsync_group_t* group, const wsync_tensor_t* tensors,
+                                                uint64_t num_tensors, int64_t timeout_ms) {
+  return api_call("wsync_group_send_batch", [&] {
+    if (group == nullptr) return fail(WSYNC_ERR_INVALID_ARGUMENT, "group is NULL");
+    return group_send_batch(group, tensors, num_tensors, timeout_ms);
+  });
+}
+
+WSYNC_API wsync_status_t wsync_group_send_start(wsync_group_t* group, const wsync_tensor_t* tensors,
+                                                uint64_t num_tensors, int64_t timeout_ms, uint64_t* ticket) {
+  return api_call("wsync_group_send_start", [&] {
+    if (group == nullptr) return fail(WSYNC_ERR_INVALID_ARGUMENT, "group is NULL");
+    return group_send_start(group, tensors, num_tensors, timeout_ms, ticket);
+  });
+}
+
+WSYNC_API wsync_status_t wsync_group_send_wait(wsync_group_t* group, uint64_t ticket, int64_t timeout_ms) {
+  return api_call("wsync_group_send_wait", [&] {
+    if (group == nullptr) return fail(WSYNC_ERR_INVALID_ARGUMENT, "group is NULL");
+    return group_send_wait(group, ticket, timeout_ms);
+  });
+}
+
+WSYNC_API wsync_status_t wsync_group_finalize(wsync_group_t* group, uint64_t version, int64_t timeout_ms) {
+  return api_call("wsync_group_finalize", [&] {
+    if (group == nullptr) return fail(WSYNC_ERR_INVALID_ARGUMENT, "group is NULL");
+    return group_finalize(group, version, timeout_ms);
+  });
+}
+
+WSYNC_API wsync_status_t wsync_group_set_cuda_stream(wsync_group_t* group, void* stream) {
+  return api_call("wsync_group_set_cuda_stream", [&] {
+    if (group == nullptr) return fail(WSYNC_ERR_INVALID_ARGUMENT, "group is NULL");
+    group->caller_stream = stream;
+    return WSYNC_OK;
+  });
+}
+
+WSYNC_API void wsync_group_abort(wsync_group_t* group) {
+  if (group == nullptr) return;
+  guard_void("wsync_group_abort", [&] {
+    group->aborted.store(true);
+    if (group->transport_self && group->transport.table->abort) group->transport.table->abort(group->transport_self);
+    pipeline_wake(group);
+  });
+}
+
+WSYNC_API wsync_status_t wsync_group_get_stats(const wsync_group_t* group, wsync_group_stats_t* stats) {
+  return api_call("wsync_group_get_stats", [&] {
+    if (group == nullptr || stats == nullptr) return fail(WSYNC_ERR_INVALID_ARGUMENT, "group or stats is NULL");
+    const uint32_t size = stats->struct_size;
+    if (size < 2 * sizeof(uint32_t))
+      return fail(WSYNC_ERR_INVALID_ARGUMENT, "stats->struct_size is %u; initialise with WSYNC_GROUP_STATS_INIT", size);
+    auto* g = const_cast<wsync_group_t*>(group);
+    wsync_group_stats_t s;
+    {
+      std::lock_guard<std::mutex> lk(g->shared.mu);
+      s = g->shared.stats;
+    }
+    s.staging_bytes = g->staging_bytes.load();
+    s.device_staging_bytes = g->device_staging_bytes.load();
+    s.struct_size = size < sizeof s ? size : static_cast<uint32_t>(sizeof s);
+    std::memcpy(stats, &s, s.struct_size);
+    return WSYNC_OK;
+  });
+}
+
+WSYNC_API void wsync_group_destroy(wsync_group_t* group) {
+  if (group == nullptr) return;
+  const wsync_status_t saved_status = last_status();
+  std::string saved;
+  guard_void("wsync_group_destroy", [&] {
+    saved = last_error();
+    group_teardown(group);
+    delete group;
+  });
+  restore_error(saved_status, saved);  // destroy never changes the caller's error detail
+}
+
+}  // extern "C"

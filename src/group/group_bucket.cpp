@@ -1,0 +1,269 @@
+// One bucket on the wire, on every receiver's control channel:
+//
+//   MANIFEST(seq, manifest, transport blob) ->  <- READY(seq, blob)   the receive is posted
+//   transport send_post(seq)                    bytes move on the data plane
+//                                           <- ACK(seq, status, blob) the bytes are in place
+//
+// Blobs are the transports' per-bucket side channel (plugin ABI 1.2): the core carries them and
+// hands them to the transport without reading them.
+#include "group/group_bucket.h"
+
+#include <cstring>
+
+#include "common/error.h"
+#include "group/group_internal.h"
+#include "manifest/manifest.h"
+
+namespace wsync {
+namespace {
+
+const wsync_transport_v1_t* tp(wsync_group_t* g) { return g->transport.table; }
+
+std::vector<uint8_t> encode_bucket_manifest(wsync_group_t* g, const InflightBucket& b) {
+  const PlanBucket& pb = b.batch->plan[b.index];
+  Manifest m;
+  m.update_id = g->update_id;
+  m.bucket_index = g->bucket_in_update;
+  m.bucket_bytes = pb.bytes;
+  if (g->verify_payload) {
+    m.flags |= kManifestFlagPayloadChecksum;
+    m.payload_checksum = b.checksum;
+  }
+  m.entries.reserve(pb.entries.size());
+  for (const auto& e : pb.entries) {
+    const wsync_tensor_t& x = b.batch->tensors[e.tensor_index];
+    ManifestEntry me;
+    me.name = x.name;
+    me.dtype = x.dtype;
+    me.ndim = x.ndim;
+    for (int d = 0; d < x.ndim && d < WSYNC_MAX_NDIM; ++d) me.shape[d] = x.shape[d];
+    me.bucket_offset = e.bucket_offset;
+    me.length = e.length;
+    me.tensor_bytes = x.nbytes;
+    me.tensor_offset = e.tensor_offset;
+    m.entries.push_back(std::move(me));
+  }
+  return encode_manifest(m);
+}
+
+wsync_buffer_t bucket_buffer(wsync_group_t* g, const InflightBucket& b) {
+  wsync_buffer_t buf = WSYNC_BUFFER_INIT;
+  buf.data = b.data;
+  buf.len = b.batch->plan[b.index].bytes;
+  if (b.on_device) {
+    buf.device_type = WSYNC_DEVICE_CUDA;
+    buf.device_index = g->device;
+    buf.stream = g->copy_stream;
+  }
+  return buf;
+}
+
+// The transport's blob for this bucket's MANIFEST (empty when it has nothing to say).
+wsync_status_t describe_send(wsync_group_t* g, const InflightBucket& b, std::vector<uint8_t>* blob) {
+  auto fn = WSYNC_HAS_FIELD(tp(g), wsync_transport_v1_t, describe_send) ? tp(g)->describe_send : nullptr;
+  blob->clear();
+  if (fn == nullptr || b.batch->plan[b.index].bytes == 0) return WSYNC_OK;
+  blob->resize(WSYNC_BLOB_MAX_BYTES);
+  uint64_t len = 0;
+  const wsync_buffer_t buf = bucket_buffer(g, b);
+  clear_error();
+  wsync_status_t st = fn(g->transport_self, b.seq, &buf, blob->data(), blob->size(), &len);
+  if (st != WSYNC_OK)
+    return fail(st, "transport '%s' could not describe %s: %s", tp(g)->name, b.what.c_str(), last_error().c_str());
+  if (len > WSYNC_BLOB_MAX_BYTES)
+    return fail(WSYNC_ERR_INTERNAL, "transport '%s' wrote %llu bytes of side-channel data, more than %u", tp(g)->name,
+                static_cast<unsigned long long>(len), WSYNC_BLOB_MAX_BYTES);
+  blob->resize(len);
+  return WSYNC_OK;
+}
+
+// A receiver's blob, to the transport. A transport that cannot take one while the receiver's sends
+// them runs another plugin version.
+wsync_status_t deliver_blob(wsync_group_t* g, const InflightBucket& b, Peer* p, int32_t kind,
+                            const std::vector<uint8_t>& blob) {
+  if (blob.empty()) return WSYNC_OK;
+  auto fn = WSYNC_HAS_FIELD(tp(g), wsync_transport_v1_t, peer_blob) ? tp(g)->peer_blob : nullptr;
+  if (fn == nullptr)
+    return fail(WSYNC_ERR_VERSION_MISMATCH, "%s sent transport data with %s, which transport '%s' on the sender cannot "
+                "read (use the same transport plugin release on both sides)", p->conn.peer_name().c_str(),
+                b.what.c_str(), tp(g)->name);
+  clear_error();
+  wsync_status_t st = fn(g->transport_self, b.seq, p->rank, kind, blob.data(), blob.size());
+  return st == WSYNC_OK ? st
+                        : fail(st, "transport '%s' refused what %s sent about %s: %s", tp(g)->name,
+                               p->conn.peer_name().c_str(), b.what.c_str(), last_error().c_str());
+}
+
+// One frame from `p` while the sender waits for `expect` about the bucket: the expected one
+// (its blob delivered), or the receiver's refusal, or nonsense.
+wsync_status_t judge_reply(wsync_group_t* g, const InflightBucket& b, Peer* p, MsgType expect, const Frame& f) {
+  ByteReader r(f.body);
+  uint64_t got = 0;
+  int32_t code = WSYNC_OK;
+  std::string why;
+  std::vector<uint8_t> blob;
+  const bool status_frame = f.type == static_cast<uint16_t>(MsgType::kNack) || f.type == static_cast<uint16_t>(MsgType::kAck);
+  if (!r.u64(&got) || (status_frame && (!r.i32(&code) || !r.str32(&why, 1 << 16))))
+    return fail(WSYNC_ERR_PROTOCOL, "%s sent a malformed %s", p->conn.peer_name().c_str(), msg_type_name(f.type));
+  if (f.type == static_cast<uint16_t>(MsgType::kNack) || code != WSYNC_OK)
+    return fail(wire_failure(code, WSYNC_ERR_PROTOCOL), "%s refused %s: %s", p->conn.peer_name().c_str(), b.what.c_str(),
+                why.c_str());
+  if (f.type != static_cast<uint16_t>(expect) || got != b.seq)
+    return fail(WSYNC_ERR_PROTOCOL, "%s sent %s(%llu) while the sender waited for %s(%llu) of %s",
+                p->conn.peer_name().c_str(), msg_type_name(f.type), static_cast<unsigned long long>(got),
+                msg_type_name(static_cast<uint16_t>(expect)), static_cast<unsigned long long>(b.seq), b.what.c_str());
+  if (!r.blob32(&blob, WSYNC_BLOB_MAX_BYTES, "transport blob") || !r.at_end())
+    return fail(WSYNC_ERR_PROTOCOL, "%s sent a malformed %s (its transport data)", p->conn.peer_name().c_str(),
+                msg_type_name(f.type));
+  return deliver_blob(g, b, p, expect == MsgType::kReady ? WSYNC_BLOB_READY : WSYNC_BLOB_ACK, blob);
+}
+
+// Read what the receivers in `pending` sent so far; those that answered leave the list.
+wsync_status_t read_replies(wsync_group_t* g, const InflightBucket& b, MsgType expect, std::vector<Peer*>* pending) {
+  for (size_t i = 0; i < pending->size();) {
+    Peer* p = (*pending)[i];
+    Frame f;
+    wsync_status_t st = p->conn.recv(&f, 0);
+    if (st == WSYNC_ERR_TIMEOUT) {
+      ++i;
+      continue;
+    }
+    if (st == WSYNC_ERR_PEER_FAILED) return peer_lost(g, p, b.what.c_str());
+    if (st == WSYNC_OK) st = judge_reply(g, b, p, expect, f);
+    if (st != WSYNC_OK) return st;
+    pending->erase(pending->begin() + static_cast<long>(i));
+  }
+  return WSYNC_OK;
+}
+
+// A transport error: a receiver that died explains it best.
+wsync_status_t transport_failed(wsync_group_t* g, const InflightBucket& b, wsync_status_t st) {
+  const std::string why = last_error();
+  for (auto& p : g->peers) {
+    if (!p->alive) continue;
+    p->conn.pump();
+    if (p->conn.closed() && !p->conn.has_frame()) return peer_lost(g, p.get(), b.what.c_str());
+  }
+  return fail(st, "transport '%s' failed during %s: %s", tp(g)->name, b.what.c_str(), why.c_str());
+}
+
+// Wait for `expect` about the bucket from every live receiver and, with `transport`, for the
+// transport's send of it to complete; each bounded by the batch's timeout.
+wsync_status_t await(wsync_group_t* g, InflightBucket* b, MsgType expect, bool transport) {
+  const int64_t deadline = deadline_after(b->batch->timeout_ms);
+  WaitSet w;
+  for (auto& p : g->peers)
+    if (p->alive) w.peers.push_back(p.get());
+  w.transport_seq = transport && b->posted ? b->seq : 0;
+  for (;;) {
+    wsync_status_t st = read_replies(g, *b, expect, &w.peers);
+    if (st != WSYNC_OK) return st;
+    if (w.transport_seq != 0) {
+      st = poll_transport(g, w.transport_seq);
+      if (st != WSYNC_OK && st != WSYNC_ERR_TIMEOUT) return transport_failed(g, *b, st);
+      if (st == WSYNC_OK) {
+        w.transport_seq = 0;
+        b->posted = false;
+      }
+    }
+    if (w.peers.empty() && w.transport_seq == 0) return WSYNC_OK;
+    if (g->aborted.load())
+      return fail(WSYNC_ERR_ABORTED, "group '%s' was aborted during %s", g->group_name.c_str(), b->what.c_str());
+    if (now_ms() >= deadline) {
+      if (!w.peers.empty())
+        return fail(WSYNC_ERR_TIMEOUT, "%s did not answer %s of %s within %lld ms", peer_names(w.peers).c_str(),
+                    msg_type_name(static_cast<uint16_t>(expect)), b->what.c_str(),
+                    static_cast<long long>(b->batch->timeout_ms));
+      return fail(WSYNC_ERR_TIMEOUT, "transport '%s' did not deliver %s within %lld ms", tp(g)->name, b->what.c_str(),
+                  static_cast<long long>(b->batch->timeout_ms));
+    }
+    wait_for_progress(g, w, deadline);
+  }
+}
+
+// The first bucket of an update, for HTTP engines: pause generation (if asked) and open the update.
+wsync_status_t open_update(wsync_group_t* g) {
+  if (!g->http_engines || g->update_open) return WSYNC_OK;
+  wsync_status_t st = engines_step(g, WSYNC_STEP_PAUSE);
+  if (st == WSYNC_OK) st = engines_step(g, WSYNC_STEP_BEGIN_UPDATE);
+  if (st == WSYNC_OK) g->update_open = true;
+  return st;
+}
+
+wsync_status_t send_manifest(wsync_group_t* g, const InflightBucket& b, const std::vector<uint8_t>& blob) {
+  ByteWriter w;
+  w.u64(b.seq);
+  w.blob32(encode_bucket_manifest(g, b));
+  w.blob32(blob);
+  for (auto& p : g->peers) {
+    wsync_status_t st = p->conn.send(MsgType::kManifest, w.data(), b.batch->timeout_ms);
+    if (st == WSYNC_ERR_PEER_FAILED) return peer_lost(g, p.get(), b.what.c_str());
+    if (st != WSYNC_OK) return st;
+  }
+  return WSYNC_OK;
+}
+
+wsync_status_t post(wsync_group_t* g, InflightBucket* b) {
+  if (b->batch->plan[b->index].bytes == 0) return WSYNC_OK;
+  std::vector<uint32_t> ranks;
+  for (auto& p : g->peers) ranks.push_back(p->rank);
+  if (g->peers.empty())  // unmodified HTTP engines: every engine rank, no control channel
+    for (uint32_t r = 1; r <= g->num_receivers; ++r) ranks.push_back(r);
+  const wsync_buffer_t buf = bucket_buffer(g, *b);
+  clear_error();
+  wsync_status_t st = tp(g)->send_post(g->transport_self, b->seq, &buf, ranks.data(), static_cast<uint32_t>(ranks.size()));
+  if (st != WSYNC_OK)
+    return fail(st, "transport '%s' could not start %s: %s", tp(g)->name, b->what.c_str(), last_error().c_str());
+  b->posted = true;
+  return WSYNC_OK;
+}
+
+}  // namespace
+
+void announce_abort(wsync_group_t* g, const std::string& why) {
+  if (g->abort_announced) return;
+  g->abort_announced = true;
+  ByteWriter w;
+  w.str32(why);
+  for (auto& p : g->peers)
+    if (p->alive && p->conn.open()) {
+      p->conn.set_abort_flag(nullptr);  // this one message must go out even after an abort
+      p->conn.send(MsgType::kAbortUpdate, w.data(), 200);
+      p->conn.set_abort_flag(&g->aborted);
+    }
+}
+
+wsync_status_t peer_lost(wsync_group_t* g, Peer* p, const char* during) {
+  p->alive = false;
+  if (g->transport_self) g->transport.table->forget_peer(g->transport_self, p->rank);
+  return fail(WSYNC_ERR_PEER_FAILED, "%s failed during %s: it closed its connection (process died?)",
+              p->conn.peer_name().c_str(), during);
+}
+
+wsync_status_t bucket_send(wsync_group_t* g, InflightBucket* b) {
+  wsync_status_t st = open_update(g);
+  if (st != WSYNC_OK) return st;
+  b->seq = g->next_seq++;
+  b->what = "bucket " + std::to_string(g->bucket_in_update) + " (" + std::to_string(b->index + 1) + " of " +
+            std::to_string(b->batch->plan.size()) + " in batch " + std::to_string(b->batch->ticket) + ") of update " +
+            std::to_string(g->update_id);
+  // HTTP engines: the update request goes out before the bytes; engines answer once they arrived.
+  if (g->http_engines &&
+      (st = b->update_calls.start(g, WSYNC_STEP_UPDATE, &b->batch->plan[b->index], &b->batch->tensors, 0)) != WSYNC_OK)
+    return st;
+  std::vector<uint8_t> blob;
+  if ((st = describe_send(g, *b, &blob)) != WSYNC_OK) return st;
+  if ((st = send_manifest(g, *b, blob)) != WSYNC_OK) return st;
+  if ((st = await(g, b, MsgType::kReady, false)) != WSYNC_OK) return st;
+  return post(g, b);
+}
+
+wsync_status_t bucket_complete(wsync_group_t* g, InflightBucket* b) {
+  wsync_status_t st = await(g, b, MsgType::kAck, true);
+  if (st == WSYNC_OK && g->http_engines) st = b->update_calls.finish();
+  if (st != WSYNC_OK) return st;
+  g->bucket_in_update++;
+  return WSYNC_OK;
+}
+
+}  // namespace wsync

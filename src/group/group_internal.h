@@ -1,0 +1,73 @@
+// The pieces of the sender's group and who calls them. Each file holds one job:
+//
+//   group_api.cpp       the exported wsync_group_* functions, teardown
+//   group_options.cpp   the group options
+//   group_init.cpp      init, step by step (plugins, rendezvous, transport, joining)
+//   group_join.cpp      accepting receivers on the control port (HELLO, JOINED)
+//   group_submit.cpp    the caller's side of send_start / send_wait / finalize
+//   group_pipeline.cpp  the pipeline thread: jobs in order, delivery and failure bookkeeping
+//   group_bucket.cpp    one bucket on the wire: MANIFEST -> READY -> send_post -> ACK
+//   group_stage.cpp     making a bucket's bytes ready (zero copy, or packing into staging)
+//   group_wait.cpp      waiting for receivers and the transport without spinning
+//   group_device.cpp    CUDA staging, the copy stream, ordering after the caller's stream
+//   group_engines.cpp   HTTP engines: the adapter's requests, sent to every server
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/options.h"
+#include "group/group.h"
+
+namespace wsync {
+
+// ---- group_options.cpp
+wsync_status_t apply_group_options(wsync_group_t* g, const OptionList& opts, std::string* addr_file);
+
+// ---- group_init.cpp
+wsync_status_t group_init(const wsync_group_config_t* config, wsync_group_t* g);
+void group_teardown(wsync_group_t* g);
+
+// ---- group_join.cpp
+// Accept control connections until every rank sent a valid HELLO (or the deadline).
+wsync_status_t accept_receivers(wsync_group_t* g, int64_t deadline);
+// Wait until each receiver reports its transport connected (JOINED).
+wsync_status_t wait_joined(wsync_group_t* g, int64_t deadline);
+
+// ---- group_submit.cpp (caller thread)
+wsync_status_t group_send_start(wsync_group_t* g, const wsync_tensor_t* tensors, uint64_t n, int64_t timeout_ms,
+                                uint64_t* ticket);
+wsync_status_t group_send_wait(wsync_group_t* g, uint64_t ticket, int64_t timeout_ms);
+wsync_status_t group_send_batch(wsync_group_t* g, const wsync_tensor_t* tensors, uint64_t n, int64_t timeout_ms);
+wsync_status_t group_finalize(wsync_group_t* g, uint64_t version, int64_t timeout_ms);
+
+// ---- group_pipeline.cpp
+wsync_status_t pipeline_start(wsync_group_t* g);
+// Ends the pipeline thread (batches in flight are abandoned: receivers told, tensors released).
+void pipeline_stop(wsync_group_t* g);
+// Wake the pipeline thread out of any wait (abort, destroy, a new job).
+void pipeline_wake(wsync_group_t* g);
+
+// ---- group_bucket.cpp (pipeline thread)
+// A bucket between its MANIFEST and its delivery.
+struct InflightBucket;
+// Tell receivers the update is void (once per update); `why` is quoted to them.
+void announce_abort(wsync_group_t* g, const std::string& why);
+// A receiver's connection closed: forget it in the transport and say so (PEER_FAILED).
+wsync_status_t peer_lost(wsync_group_t* g, Peer* p, const char* during);
+
+// ---- group_wait.cpp (pipeline thread)
+// What a wait is waiting for: frames from some receivers, and/or a transport send to complete.
+struct WaitSet {
+  std::vector<Peer*> peers;     // receivers whose next frame is awaited
+  uint64_t transport_seq = 0;   // != 0: send_wait(seq) must still answer OK
+};
+// Sleep until one of the awaited things may have happened: a frame or a closed connection from a
+// receiver of `w`, the transport's event fd (armed), the wake fd (abort), or `deadline`.
+void wait_for_progress(wsync_group_t* g, const WaitSet& w, int64_t deadline);
+// One non-blocking look at the transport: OK when bucket `seq` is sent, TIMEOUT when not yet.
+wsync_status_t poll_transport(wsync_group_t* g, uint64_t seq);
+// The names of receivers in `peers`, for messages ("receiver rank 1 (pid 7), receiver rank 2 ...").
+std::string peer_names(const std::vector<Peer*>& peers);
+
+}  // namespace wsync

@@ -1,0 +1,165 @@
+// Receivers joining a group: HELLO on the control port (checked against the group's name, ranks
+// and protocol), WELCOME or REJECT, then JOINED once their transport is connected.
+#include <algorithm>
+
+#include "common/error.h"
+#include "group/group_internal.h"
+
+namespace wsync {
+namespace {
+
+struct Hello {
+  uint32_t proto = 0, rank = 0, pid = 0;
+  std::string group;
+};
+
+// Why the HELLO in `f` is refused ("" when it is accepted), and with which status.
+std::string check_hello(wsync_group_t* g, const Frame& f, Hello* h, wsync_status_t* code) {
+  ByteReader r(f.body);
+  *code = WSYNC_ERR_REJECTED;
+  if (f.type != static_cast<uint16_t>(MsgType::kHello) || !r.u32(&h->proto) || !r.u32(&h->rank) || !r.u32(&h->pid) ||
+      !r.str32(&h->group, 4096)) {
+    *code = WSYNC_ERR_PROTOCOL;
+    return "the first message was not a valid HELLO";
+  }
+  if (h->proto != kControlProtocolVersion) {
+    *code = WSYNC_ERR_VERSION_MISMATCH;
+    return "receiver speaks control protocol " + std::to_string(h->proto) + ", the sender speaks " +
+           std::to_string(kControlProtocolVersion) + " (use the same wsync release on both sides)";
+  }
+  if (h->group != g->group_name)
+    return "receiver asked for group '" + h->group + "' but this sender hosts group '" + g->group_name + "'";
+  if (h->rank < 1 || h->rank > g->num_receivers)
+    return "rank " + std::to_string(h->rank) + " is out of range: this group has receivers 1.." +
+           std::to_string(g->num_receivers);
+  if (g->peers[h->rank - 1])
+    return "rank " + std::to_string(h->rank) + " already joined (pid " + std::to_string(g->peers[h->rank - 1]->pid) +
+           "); each rank may join once";
+  return "";
+}
+
+// Handle one HELLO; on success the peer is placed at its rank. A refused receiver is told why
+// and the sender keeps waiting for the right one.
+void admit(wsync_group_t* g, std::unique_ptr<Peer> p, const Frame& f, int64_t timeout_ms) {
+  Hello h;
+  wsync_status_t code;
+  const std::string reason = check_hello(g, f, &h, &code);
+  if (!reason.empty()) {
+    WSYNC_LOGW("group '%s': refused a receiver: %s", g->group_name.c_str(), reason.c_str());
+    ByteWriter w;
+    w.i32(code);
+    w.str32(reason);
+    p->conn.send(MsgType::kReject, w.data(), timeout_ms);
+    return;
+  }
+  p->rank = h.rank;
+  p->pid = h.pid;
+  p->conn.set_peer_name("receiver rank " + std::to_string(h.rank) + " (pid " + std::to_string(h.pid) + ")");
+  ByteWriter w;
+  w.u32(g->num_receivers + 1);
+  if (p->conn.send(MsgType::kWelcome, w.data(), timeout_ms) != WSYNC_OK) {
+    WSYNC_LOGW("group '%s': rank %u left during its welcome", g->group_name.c_str(), h.rank);
+    return;
+  }
+  WSYNC_LOGI("group '%s': receiver rank %u (pid %u) joined", g->group_name.c_str(), h.rank, h.pid);
+  p->conn.set_abort_flag(&g->aborted);
+  g->peers[h.rank - 1] = std::move(p);
+}
+
+std::string missing_ranks(wsync_group_t* g) {
+  std::string s;
+  for (uint32_t r = 1; r <= g->num_receivers; ++r)
+    if (!g->peers[r - 1]) s += (s.empty() ? "" : ", ") + std::to_string(r);
+  return s;
+}
+
+wsync_status_t init_interrupted(wsync_group_t* g) {
+  if (g->aborted.load()) return fail(WSYNC_ERR_ABORTED, "group init aborted");
+  if (g->engines_failed.load()) return fail(WSYNC_ERR_ENGINE, "an engine refused to join the group");
+  return WSYNC_OK;
+}
+
+// Read the HELLO of every pending connection that sent one; the others stay pending.
+void read_hellos(wsync_group_t* g, std::vector<std::unique_ptr<Peer>>* pending, int64_t left) {
+  for (size_t i = 0; i < pending->size();) {
+    Frame f;
+    wsync_status_t st = (*pending)[i]->conn.recv(&f, 0);
+    if (st == WSYNC_ERR_TIMEOUT) {
+      ++i;
+      continue;
+    }
+    std::unique_ptr<Peer> p = std::move((*pending)[i]);
+    pending->erase(pending->begin() + static_cast<long>(i));
+    if (st == WSYNC_OK) admit(g, std::move(p), f, std::max<int64_t>(left, 1000));  // else: closed before HELLO
+  }
+}
+
+}  // namespace
+
+wsync_status_t accept_receivers(wsync_group_t* g, int64_t deadline) {
+  std::vector<std::unique_ptr<Peer>> pending;  // connected, HELLO not read yet
+  for (;;) {
+    const auto joined = std::count_if(g->peers.begin(), g->peers.end(), [](const std::unique_ptr<Peer>& p) { return !!p; });
+    if (static_cast<uint32_t>(joined) >= g->num_receivers) return WSYNC_OK;
+    wsync_status_t st = init_interrupted(g);
+    if (st != WSYNC_OK) return st;
+    const int64_t left = deadline - now_ms();
+    if (left <= 0)
+      return fail(WSYNC_ERR_TIMEOUT, "group '%s': receiver rank(s) %s did not join in time (store at %s)",
+                  g->group_name.c_str(), missing_ranks(g).c_str(), g->store_addr.c_str());
+    int fd = -1;
+    if (g->listener.accept(std::min<int64_t>(left, 20), &fd) == WSYNC_OK) {
+      auto p = std::make_unique<Peer>();
+      p->conn.adopt(fd);
+      p->conn.set_peer_name("a joining receiver");
+      pending.push_back(std::move(p));
+    }
+    read_hellos(g, &pending, left);
+  }
+}
+
+namespace {
+
+// JOINED, or the receiver's NACK saying why its transport did not connect.
+wsync_status_t judge_join_frame(wsync_group_t* g, Peer* p, const Frame& f) {
+  if (f.type == static_cast<uint16_t>(MsgType::kJoined)) return WSYNC_OK;
+  if (f.type == static_cast<uint16_t>(MsgType::kNack)) {
+    ByteReader r(f.body);
+    uint64_t seq = 0;
+    int32_t code = WSYNC_ERR_INTERNAL;
+    std::string why;
+    r.u64(&seq);
+    r.i32(&code);
+    r.str32(&why, 1 << 16);
+    return fail(wire_failure(code, WSYNC_ERR_PROTOCOL), "group init: %s could not connect its transport: %s",
+                p->conn.peer_name().c_str(), why.c_str());
+  }
+  return fail(WSYNC_ERR_PROTOCOL, "group init: %s sent %s instead of JOINED", p->conn.peer_name().c_str(),
+              msg_type_name(f.type));
+}
+
+}  // namespace
+
+wsync_status_t wait_joined(wsync_group_t* g, int64_t deadline) {
+  for (auto& p : g->peers) {
+    for (;;) {
+      wsync_status_t st = init_interrupted(g);
+      if (st != WSYNC_OK) return st;
+      const int64_t left = deadline - now_ms();
+      Frame f;
+      st = p->conn.recv(&f, std::max<int64_t>(0, std::min<int64_t>(left, 50)));
+      if (st == WSYNC_ERR_TIMEOUT) {
+        if (left <= 0)
+          return fail(WSYNC_ERR_TIMEOUT, "group '%s': %s did not connect its transport in time", g->group_name.c_str(),
+                      p->conn.peer_name().c_str());
+        continue;
+      }
+      if (st != WSYNC_OK) return fail_msg(st, "group init: " + last_error());
+      if ((st = judge_join_frame(g, p.get(), f)) != WSYNC_OK) return st;
+      break;
+    }
+  }
+  return WSYNC_OK;
+}
+
+}  // namespace wsync

@@ -1,0 +1,302 @@
+// The pipeline thread: it takes started batches and finalizes from the queue, in order, and moves
+// them. Buckets are a stream across batches: while bucket k is on the wire the next one is packed,
+// from the same batch or from the next batch already started. A batch is delivered when all its
+// buckets are; delivery and failure are published to the callers under the shared mutex.
+//
+// A failure breaks the group: the bucket on the wire is cancelled with every receiver (its bytes
+// may be the caller's), queued copies are waited for, receivers are told the update is void, and
+// every batch in flight and every later call reports the failure.
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <deque>
+
+#include "common/api_guard.h"
+#include "common/error.h"
+#include "group/group_bucket.h"
+#include "group/group_device.h"
+#include "group/group_internal.h"
+
+namespace wsync {
+namespace {
+
+using BatchList = std::deque<std::unique_ptr<Batch>>;
+
+// Take the next job: block while there is none (abort is announced to receivers meanwhile);
+// false when the group is being destroyed.
+bool take_job(wsync_group_t* g, Job* job, bool block) {
+  std::unique_lock<std::mutex> lk(g->shared.mu);
+  for (;;) {
+    if (g->shared.stop) return false;
+    if (!g->shared.queue.empty()) {
+      *job = std::move(g->shared.queue.front());
+      g->shared.queue.pop_front();
+      g->shared.idle = false;
+      return true;
+    }
+    if (!block) return false;
+    if (g->aborted.load() && !g->abort_announced) {
+      lk.unlock();
+      announce_abort(g, "the sender aborted the group");
+      lk.lock();
+      continue;
+    }
+    g->shared.idle = true;
+    g->shared.cv.notify_all();
+    g->shared.cv.wait_for(lk, std::chrono::milliseconds(100));
+  }
+}
+
+void release_event(wsync_group_t* g, Batch* b) {
+  if (b->cuda_event == nullptr) return;
+  std::lock_guard<std::mutex> lk(g->event_mu);
+  g->free_events.push_back(b->cuda_event);
+  b->cuda_event = nullptr;
+}
+
+// Publish every batch at the front whose buckets are all delivered.
+void deliver_finished(wsync_group_t* g, BatchList* active) {
+  while (!active->empty() && active->front()->delivered == active->front()->plan.size()) {
+    std::unique_ptr<Batch> b = std::move(active->front());
+    active->pop_front();
+    release_event(g, b.get());
+    uint64_t bytes = 0;
+    for (const auto& t : b->tensors) bytes += t.nbytes;
+    const int64_t now = now_ms();
+    std::lock_guard<std::mutex> lk(g->shared.mu);
+    PipelineShared& s = g->shared;
+    s.delivered_ticket = b->ticket;
+    s.in_flight--;
+    s.stats.batches++;
+    s.stats.tensors += b->tensors.size();
+    s.stats.bytes += bytes;
+    s.stats.send_seconds += (now - std::max(b->started_ms, s.busy_until_ms)) / 1000.0;  // busy time, overlaps once
+    s.busy_until_ms = now;
+    s.cv.notify_all();
+  }
+}
+
+// The next bucket of the stream (its batch's next one, or the first of a batch taken from the
+// queue now), or nullptr. A finalize met in the queue is kept in *held: it runs after the batches.
+std::unique_ptr<InflightBucket> next_bucket(wsync_group_t* g, BatchList* active, Job* held) {
+  for (;;) {
+    for (auto& b : *active)
+      if (b->prepared < b->plan.size()) {
+        auto ib = std::make_unique<InflightBucket>();
+        ib->batch = b.get();
+        ib->index = b->prepared++;
+        ib->slot = static_cast<size_t>(g->buckets_started++ % g->staging.size());
+        return ib;
+      }
+    if (held->finalize) return nullptr;
+    Job job;
+    if (!take_job(g, &job, false)) return nullptr;
+    if (job.finalize) {
+      *held = std::move(job);
+      return nullptr;
+    }
+    active->push_back(std::move(job.batch));
+  }
+}
+
+// After a failure: nothing may read the caller's memory once the failure is published.
+void break_group(wsync_group_t* g, InflightBucket* on_wire, wsync_status_t st, BatchList* active) {
+  std::string why = last_error();
+  if (on_wire != nullptr && on_wire->posted && g->transport_self) {
+    for (auto& p : g->peers)
+      if (p->alive) g->transport.table->forget_peer(g->transport_self, p->rank);
+    on_wire->posted = false;
+  }
+  if (on_wire != nullptr) on_wire->update_calls.cancel();
+  if (g->copy_stream != nullptr && device_wait_copies(g) != WSYNC_OK)
+    WSYNC_LOGW("group '%s': waiting for wsync's copy stream after a failure: %s", g->group_name.c_str(),
+               last_error().c_str());
+  announce_abort(g, g->aborted.load() ? "the sender aborted the group" : why);
+  for (auto& b : *active) release_event(g, b.get());
+  active->clear();
+  std::deque<Job> dropped;
+  {
+    std::lock_guard<std::mutex> lk(g->shared.mu);
+    if (g->shared.failed == WSYNC_OK) {
+      g->shared.failed = st;
+      g->shared.failed_why = why;
+    }
+    dropped.swap(g->shared.queue);
+    g->shared.in_flight = 0;
+    g->shared.cv.notify_all();
+  }
+  for (auto& j : dropped)
+    if (j.batch) release_event(g, j.batch.get());
+}
+
+// Move every batch of the stream, starting with `first`, until none is left to move.
+void run_batches(wsync_group_t* g, std::unique_ptr<Batch> first, Job* held) {
+  BatchList active;
+  active.push_back(std::move(first));
+  std::unique_ptr<InflightBucket> cur = next_bucket(g, &active, held), nxt;
+  wsync_status_t st = cur ? bucket_prepare(g, cur.get(), 0) : WSYNC_OK;
+  while (st == WSYNC_OK && cur) {
+    if ((st = bucket_send(g, cur.get())) != WSYNC_OK) break;
+    if ((nxt = next_bucket(g, &active, held)) && (st = bucket_prepare(g, nxt.get(), cur->posted ? cur->seq : 0)) != WSYNC_OK)
+      break;
+    if ((st = bucket_complete(g, cur.get())) != WSYNC_OK) break;
+    cur->batch->delivered++;
+    {
+      std::lock_guard<std::mutex> lk(g->shared.mu);
+      g->shared.stats.buckets++;
+    }
+    deliver_finished(g, &active);
+    if (nxt) {
+      cur = std::move(nxt);
+    } else if ((cur = next_bucket(g, &active, held))) {  // started while the last one moved
+      st = bucket_prepare(g, cur.get(), 0);
+    }
+  }
+  if (st != WSYNC_OK) return break_group(g, cur.get(), st, &active);
+  deliver_finished(g, &active);  // batches without buckets
+}
+
+wsync_status_t commit(wsync_group_t* g, const FinalizeJob& job) {
+  const std::string what = "the commit of version " + std::to_string(job.version);
+  wsync_status_t st = WSYNC_OK;
+  // HTTP engines: their end-of-update markers (cache flush, version, LMDeploy's finished) first.
+  if (g->http_engines && (st = engines_step(g, WSYNC_STEP_FINALIZE, job.version)) != WSYNC_OK) return st;
+  ByteWriter w;
+  w.u64(job.version);
+  w.u64(g->update_id);
+  w.u64(g->bucket_in_update);
+  for (auto& p : g->peers)
+    if ((st = p->conn.send(MsgType::kEndUpdate, w.data(), job.timeout_ms)) != WSYNC_OK)
+      return st == WSYNC_ERR_PEER_FAILED ? peer_lost(g, p.get(), what.c_str()) : st;
+  const int64_t deadline = deadline_after(job.timeout_ms);
+  WaitSet ws;
+  for (auto& p : g->peers) ws.peers.push_back(p.get());
+  while (!ws.peers.empty()) {
+    Peer* p = ws.peers.front();
+    Frame f;
+    st = p->conn.recv(&f, 0);
+    if (st == WSYNC_OK) {
+      ByteReader r(f.body);
+      uint64_t v = 0;
+      if (f.type == static_cast<uint16_t>(MsgType::kNack)) {
+        int32_t code = 0;
+        std::string why;
+        r.u64(&v), r.i32(&code), r.str32(&why, 1 << 16);
+        return fail(wire_failure(code, WSYNC_ERR_PROTOCOL), "%s refused %s: %s", p->conn.peer_name().c_str(),
+                    what.c_str(), why.c_str());
+      }
+      if (f.type != static_cast<uint16_t>(MsgType::kCommitted) || !r.u64(&v) || v != job.version)
+        return fail(WSYNC_ERR_PROTOCOL, "%s sent %s while the sender waited for COMMITTED(%llu)",
+                    p->conn.peer_name().c_str(), msg_type_name(f.type), static_cast<unsigned long long>(job.version));
+      ws.peers.erase(ws.peers.begin());
+      continue;
+    }
+    if (st == WSYNC_ERR_PEER_FAILED) return peer_lost(g, p, what.c_str());
+    if (st != WSYNC_ERR_TIMEOUT) return st;
+    if (g->aborted.load()) return fail(WSYNC_ERR_ABORTED, "group '%s' was aborted during %s", g->group_name.c_str(), what.c_str());
+    if (now_ms() >= deadline)
+      return fail(WSYNC_ERR_TIMEOUT, "%s did not answer COMMITTED of %s within %lld ms", peer_names(ws.peers).c_str(),
+                  what.c_str(), static_cast<long long>(job.timeout_ms));
+    wait_for_progress(g, ws, deadline);
+  }
+  if (g->http_engines && g->update_open) {
+    g->update_open = false;
+    if ((st = engines_step(g, WSYNC_STEP_RESUME)) != WSYNC_OK) return st;
+  }
+  return WSYNC_OK;
+}
+
+void run_finalize(wsync_group_t* g, const FinalizeJob& job) {
+  wsync_status_t st = g->aborted.load()
+                          ? fail(WSYNC_ERR_ABORTED, "group '%s' was aborted", g->group_name.c_str())
+                          : commit(g, job);
+  if (st != WSYNC_OK) {
+    BatchList none;
+    break_group(g, nullptr, st, &none);
+  } else {
+    g->update_id++;
+    g->bucket_in_update = 0;
+    WSYNC_LOGI("group '%s': version %llu committed on %u receiver(s)", g->group_name.c_str(),
+               static_cast<unsigned long long>(job.version), g->num_receivers);
+  }
+  std::lock_guard<std::mutex> lk(g->shared.mu);
+  if (st == WSYNC_OK) {
+    g->shared.stats.committed_version = job.version;
+    g->shared.stats.updates++;
+  }
+  g->shared.finalize_status = st;
+  g->shared.finalize_why = st == WSYNC_OK ? std::string() : g->shared.failed_why;
+  g->shared.finalize_done = true;
+  g->shared.cv.notify_all();
+}
+
+void pipeline_main(wsync_group_t* g) {
+  Job held;
+  for (;;) {
+    Job job;
+    if (held.finalize) {
+      job = std::move(held);
+      held = Job();
+    } else if (!take_job(g, &job, true)) {
+      return;
+    }
+    if (job.batch) run_batches(g, std::move(job.batch), &held);
+    else if (job.finalize) run_finalize(g, *job.finalize);
+  }
+}
+
+}  // namespace
+
+wsync_status_t pipeline_start(wsync_group_t* g) {
+  g->wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (g->wake_fd < 0) return fail(WSYNC_ERR_IO, "group '%s': cannot create its wake-up eventfd", g->group_name.c_str());
+  try {
+    g->pipeline = std::thread([g] {
+      try {
+        pipeline_main(g);
+      } catch (...) {
+        fail_exception("wsync pipeline thread", std::current_exception());
+        BatchList none;
+        break_group(g, nullptr, last_status(), &none);
+      }
+    });
+  } catch (const std::exception& e) {
+    return fail(WSYNC_ERR_INTERNAL, "group '%s': cannot start its pipeline thread: %s", g->group_name.c_str(), e.what());
+  }
+  return WSYNC_OK;
+}
+
+void pipeline_wake(wsync_group_t* g) {
+  if (g->wake_fd >= 0) {
+    uint64_t one = 1;
+    ssize_t r = ::write(g->wake_fd, &one, sizeof one);
+    (void)r;
+  }
+  g->shared.cv.notify_all();
+}
+
+void pipeline_stop(wsync_group_t* g) {
+  if (g->pipeline.joinable()) {
+    bool busy;
+    {
+      std::lock_guard<std::mutex> lk(g->shared.mu);
+      g->shared.stop = true;
+      busy = !g->shared.idle || !g->shared.queue.empty();
+    }
+    // Batches still in flight are abandoned: the pipeline thread sees the abort in its next wait,
+    // cancels what is on the wire and tells the receivers. An idle group needs none of that.
+    const bool abort_now = busy && !g->aborted.load();
+    if (abort_now) {
+      g->aborted.store(true);
+      if (g->transport_self && g->transport.table->abort) g->transport.table->abort(g->transport_self);
+    }
+    pipeline_wake(g);
+    g->pipeline.join();
+    if (abort_now) g->aborted.store(false);  // the rest of the teardown (leaving the engines) is not aborted
+  }
+  if (g->wake_fd >= 0) ::close(g->wake_fd);
+  g->wake_fd = -1;
+}
+
+}  // namespace wsync

@@ -1,0 +1,166 @@
+// The caller's side of the asynchronous send: send_start checks and plans a batch on the caller's
+// thread (a refusal starts nothing and leaves the group usable), records the CUDA event, and
+// queues it for the pipeline thread; send_wait and finalize wait for what the pipeline thread
+// publishes. Nothing here talks to receivers or the transport.
+#include <chrono>
+#include <climits>
+#include <cstring>
+
+#include "common/error.h"
+#include "common/tensors.h"
+#include "group/group_device.h"
+#include "group/group_internal.h"
+
+namespace wsync {
+namespace {
+
+using Lock = std::unique_lock<std::mutex>;
+
+// Aborted, or broken by an earlier failure: nothing new may start.
+wsync_status_t check_usable(wsync_group_t* g, const Lock&) {
+  if (g->aborted.load()) {
+    pipeline_wake(g);  // the pipeline thread tells the receivers
+    return fail(WSYNC_ERR_ABORTED, "group '%s' was aborted", g->group_name.c_str());
+  }
+  if (g->shared.failed != WSYNC_OK)
+    return fail(WSYNC_ERR_INVALID_STATE, "group '%s' cannot update any more: %s; destroy it and create a new one",
+                g->group_name.c_str(), g->shared.failed_why.c_str());
+  return WSYNC_OK;
+}
+
+// The caller's descriptors, with names copied (the tensor memory stays the caller's).
+wsync_status_t copy_batch(const wsync_tensor_t* tensors, uint64_t n, Batch* b) {
+  wsync_status_t st = copy_tensor_descs(tensors, n, "tensors", &b->tensors);
+  if (st != WSYNC_OK) return st;
+  b->names.reserve(b->tensors.size());
+  for (auto& t : b->tensors) b->names.emplace_back(t.name);
+  for (size_t i = 0; i < b->tensors.size(); ++i) b->tensors[i].name = b->names[i].c_str();
+  return WSYNC_OK;
+}
+
+// Names unique within the update (batches still in flight count), then the bucket plan.
+wsync_status_t plan_batch(wsync_group_t* g, Batch* b) {
+  std::vector<PlanTensor> pt(b->tensors.size());
+  for (size_t i = 0; i < b->tensors.size(); ++i) {
+    const wsync_tensor_t& t = b->tensors[i];
+    if (g->names_in_update.count(b->names[i]))
+      return fail(WSYNC_ERR_INVALID_ARGUMENT, "tensor '%s' was already sent in this update (names must be unique until "
+                  "finalize)", t.name);
+    pt[i].name = b->names[i];
+    pt[i].dtype = t.dtype;
+    pt[i].ndim = t.ndim;
+    std::memcpy(pt[i].shape, t.shape, sizeof pt[i].shape);
+    pt[i].nbytes = t.nbytes;
+  }
+  return plan_buckets(g->rule, pt, &b->plan);
+}
+
+// Wait (up to the deadline) until fewer than staging_buckets batches are in flight.
+wsync_status_t wait_for_room(wsync_group_t* g, Lock& lk, int64_t deadline, int64_t timeout_ms) {
+  PipelineShared& s = g->shared;
+  while (s.in_flight >= g->staging_buckets && s.failed == WSYNC_OK && !g->aborted.load()) {
+    if (now_ms() >= deadline)
+      return fail(WSYNC_ERR_TIMEOUT, "group '%s': %llu batches are in flight (the most, option staging_buckets) and "
+                  "none was delivered within %lld ms; nothing was started", g->group_name.c_str(),
+                  static_cast<unsigned long long>(s.in_flight), static_cast<long long>(timeout_ms));
+    s.cv.wait_for(lk, std::chrono::milliseconds(std::min(remaining_ms(deadline), 100)));
+  }
+  return check_usable(g, lk);
+}
+
+int64_t effective_timeout(wsync_group_t* g, int64_t timeout_ms) { return timeout_ms >= 0 ? timeout_ms : g->timeout_ms; }
+
+}  // namespace
+
+wsync_status_t group_send_start(wsync_group_t* g, const wsync_tensor_t* tensors, uint64_t n, int64_t timeout_ms,
+                                uint64_t* ticket) {
+  if (ticket == nullptr) return fail(WSYNC_ERR_INVALID_ARGUMENT, "ticket is NULL");
+  *ticket = 0;
+  {
+    Lock lk(g->shared.mu);
+    wsync_status_t st = check_usable(g, lk);
+    if (st != WSYNC_OK) return st;
+  }
+  auto b = std::make_unique<Batch>();
+  b->timeout_ms = effective_timeout(g, timeout_ms);
+  wsync_status_t st = copy_batch(tensors, n, b.get());
+  if (st == WSYNC_OK) st = plan_batch(g, b.get());
+  if (st == WSYNC_OK) st = device_check_batch(g, b->tensors);
+  if (st != WSYNC_OK) return st;
+  Lock lk(g->shared.mu);
+  if ((st = wait_for_room(g, lk, deadline_after(b->timeout_ms), b->timeout_ms)) != WSYNC_OK) return st;
+  // Now, not earlier: work the caller queues on its stream before this call returns is seen.
+  if ((st = device_record_caller(g, b->tensors, &b->cuda_event)) != WSYNC_OK) return st;
+  b->ticket = g->shared.next_ticket++;
+  b->started_ms = now_ms();
+  for (const auto& name : b->names) g->names_in_update.insert(name);
+  *ticket = b->ticket;
+  g->shared.in_flight++;
+  Job job;
+  job.batch = std::move(b);
+  g->shared.queue.push_back(std::move(job));
+  g->shared.cv.notify_all();
+  return WSYNC_OK;
+}
+
+namespace {
+
+// Until batch `ticket` is delivered or failed, or the deadline: WSYNC_ERR_TIMEOUT without a message.
+wsync_status_t wait_ticket(wsync_group_t* g, uint64_t ticket, int64_t deadline) {
+  Lock lk(g->shared.mu);
+  PipelineShared& s = g->shared;
+  if (ticket == 0 || ticket >= s.next_ticket)
+    return fail(WSYNC_ERR_INVALID_ARGUMENT, "ticket %llu was never handed out by group '%s' (the last one is %llu)",
+                static_cast<unsigned long long>(ticket), g->group_name.c_str(),
+                static_cast<unsigned long long>(s.next_ticket - 1));
+  for (;;) {
+    if (s.delivered_ticket >= ticket) return WSYNC_OK;
+    if (s.failed != WSYNC_OK) return fail_msg(s.failed, s.failed_why);
+    if (now_ms() >= deadline) return WSYNC_ERR_TIMEOUT;
+    s.cv.wait_for(lk, std::chrono::milliseconds(std::min(remaining_ms(deadline), 100)));
+  }
+}
+
+}  // namespace
+
+wsync_status_t group_send_wait(wsync_group_t* g, uint64_t ticket, int64_t timeout_ms) {
+  const int64_t tmo = effective_timeout(g, timeout_ms);
+  wsync_status_t st = wait_ticket(g, ticket, deadline_after(tmo));
+  if (st != WSYNC_ERR_TIMEOUT) return st;
+  return fail(WSYNC_ERR_TIMEOUT, "batch %llu of group '%s' is still in flight after %lld ms",
+              static_cast<unsigned long long>(ticket), g->group_name.c_str(), static_cast<long long>(tmo));
+}
+
+wsync_status_t group_send_batch(wsync_group_t* g, const wsync_tensor_t* tensors, uint64_t n, int64_t timeout_ms) {
+  uint64_t ticket = 0;
+  wsync_status_t st = group_send_start(g, tensors, n, timeout_ms, &ticket);
+  if (st != WSYNC_OK) return st;
+  // Until it is delivered or fails: every wait of the pipeline thread for it has its own deadline.
+  return wait_ticket(g, ticket, INT64_MAX);
+}
+
+wsync_status_t group_finalize(wsync_group_t* g, uint64_t version, int64_t timeout_ms) {
+  Lock lk(g->shared.mu);
+  PipelineShared& s = g->shared;
+  wsync_status_t st = check_usable(g, lk);
+  if (st != WSYNC_OK) return st;
+  if (version <= s.stats.committed_version)
+    return fail(WSYNC_ERR_INVALID_ARGUMENT, "version %llu is not greater than the committed version %llu",
+                static_cast<unsigned long long>(version), static_cast<unsigned long long>(s.stats.committed_version));
+  Job job;
+  job.finalize = std::make_unique<FinalizeJob>();
+  job.finalize->version = version;
+  job.finalize->timeout_ms = effective_timeout(g, timeout_ms);
+  s.finalize_done = false;
+  s.queue.push_back(std::move(job));
+  s.cv.notify_all();
+  // Batches in flight are delivered first; every wait of the pipeline thread has its deadline.
+  while (!s.finalize_done && s.failed == WSYNC_OK) s.cv.wait_for(lk, std::chrono::milliseconds(100));
+  if (s.finalize_done && s.finalize_status == WSYNC_OK) {
+    g->names_in_update.clear();
+    return WSYNC_OK;
+  }
+  return fail_msg(s.failed != WSYNC_OK ? s.failed : s.finalize_status, s.failed_why);
+}
+
+}  // namespace wsync

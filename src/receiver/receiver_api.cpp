@@ -1,0 +1,132 @@
+// The exported wsync_receiver_* functions, every one behind api_call (no C++ exception crosses
+// into C).
+#include <cstring>
+#include <new>
+
+#include "common/api_guard.h"
+#include "common/tensors.h"
+#include "planner/bucket_planner.h"
+#include "receiver/receiver.h"
+
+using namespace wsync;
+
+namespace {
+
+wsync_status_t check_buffer(const wsync_receiver_t* rx, const wsync_tensor_t& b) {
+  wsync_status_t st = validate_tensor_shape(b.name, b.dtype, b.ndim, b.shape, b.nbytes);
+  if (st != WSYNC_OK) return st;
+  const bool cuda = b.device_type == WSYNC_DEVICE_CUDA;
+  if (cuda && !rx->device_memory)
+    return fail(WSYNC_ERR_UNSUPPORTED, "buffer '%s' is in CUDA memory, but transport '%s' moves host memory only; "
+                "register host buffers or use a transport that moves CUDA memory", b.name, rx->transport.table->name);
+  if (!cuda && rx->device_memory)
+    return fail(WSYNC_ERR_UNSUPPORTED, "buffer '%s' is in host memory, but transport '%s' moves CUDA memory only; "
+                "register CUDA buffers", b.name, rx->transport.table->name);
+  if (cuda && b.device_index != rx->device)
+    return fail(WSYNC_ERR_INVALID_ARGUMENT, "buffer '%s' is on CUDA device %d but this receiver works on device %d "
+                "(receiver option 'device')", b.name, b.device_index, rx->device);
+  if (rx->assembling.count(b.name))
+    return fail(WSYNC_ERR_INVALID_STATE, "tensor '%s' is arriving in chunks right now; register it between updates", b.name);
+  return WSYNC_OK;
+}
+
+wsync_status_t register_buffers(wsync_receiver_t* rx, const wsync_tensor_t* buffers, uint64_t n) {
+  std::vector<wsync_tensor_t> t;
+  wsync_status_t st = copy_tensor_descs(buffers, n, "buffers", &t);
+  if (st != WSYNC_OK) return st;
+  for (const auto& b : t)  // all or nothing: every buffer is checked before any is registered
+    if ((st = check_buffer(rx, b)) != WSYNC_OK) return st;
+  rx->registry.reserve(rx->registry.size() + t.size());
+  for (const auto& b : t) {
+    Registered& reg = rx->registry[b.name];
+    reg.data = b.data;
+    reg.nbytes = b.nbytes;
+    reg.dtype = b.dtype;
+    reg.ndim = b.ndim;
+    std::memcpy(reg.shape, b.shape, sizeof reg.shape);
+    reg.device_type = b.device_type;
+    reg.device_index = b.device_type == WSYNC_DEVICE_CUDA ? b.device_index : 0;
+  }
+  return WSYNC_OK;
+}
+
+}  // namespace
+
+extern "C" {
+
+WSYNC_API wsync_status_t wsync_receiver_init(const wsync_receiver_config_t* config, wsync_receiver_t** out) {
+  return api_call("wsync_receiver_init", [&] {
+    if (out == nullptr) return fail(WSYNC_ERR_INVALID_ARGUMENT, "out is NULL");
+    *out = nullptr;
+    auto* rx = new (std::nothrow) wsync_receiver();
+    if (rx == nullptr) return fail(WSYNC_ERR_OUT_OF_MEMORY, "cannot allocate a receiver");
+    wsync_status_t st;
+    try {
+      st = receiver_init(config, rx);
+    } catch (...) {
+      st = fail_exception("wsync_receiver_init", std::current_exception());
+    }
+    if (st != WSYNC_OK) {
+      const std::string why = last_error();
+      wsync_receiver_destroy(rx);
+      return fail_msg(st, why);
+    }
+    *out = rx;
+    return WSYNC_OK;
+  });
+}
+
+WSYNC_API wsync_status_t wsync_receiver_register(wsync_receiver_t* rx, const wsync_tensor_t* buffers, uint64_t n) {
+  return api_call("wsync_receiver_register", [&] {
+    if (rx == nullptr) return fail(WSYNC_ERR_INVALID_ARGUMENT, "receiver is NULL");
+    return register_buffers(rx, buffers, n);
+  });
+}
+
+WSYNC_API wsync_status_t wsync_receiver_next(wsync_receiver_t* rx, wsync_receiver_event_t* event, int64_t timeout_ms) {
+  return api_call("wsync_receiver_next", [&] {
+    if (rx == nullptr || event == nullptr) return fail(WSYNC_ERR_INVALID_ARGUMENT, "receiver or event is NULL");
+    const uint32_t size = event->struct_size;
+    if (size < 2 * sizeof(uint32_t) || size % 8 != 0)
+      return fail(WSYNC_ERR_INVALID_ARGUMENT, "event->struct_size is %u; initialise with WSYNC_RECEIVER_EVENT_INIT", size);
+    wsync_receiver_event_t ev = WSYNC_RECEIVER_EVENT_INIT;
+    wsync_status_t st = receiver_next(rx, &ev, timeout_ms);
+    // A caller built against an older, shorter event gets the fields it knows of.
+    ev.struct_size = size < sizeof ev ? size : static_cast<uint32_t>(sizeof ev);
+    std::memcpy(event, &ev, ev.struct_size);
+    return st;
+  });
+}
+
+WSYNC_API wsync_status_t wsync_receiver_commit(wsync_receiver_t* rx, uint64_t version) {
+  return api_call("wsync_receiver_commit", [&] {
+    if (rx == nullptr) return fail(WSYNC_ERR_INVALID_ARGUMENT, "receiver is NULL");
+    if (rx->pending_commit == 0)
+      return fail(WSYNC_ERR_INVALID_STATE, "no version to commit: wait for a WSYNC_EVENT_COMMIT first");
+    if (version != rx->pending_commit)
+      return fail(WSYNC_ERR_INVALID_ARGUMENT, "version %llu does not match the version %llu the sender finalized",
+                  static_cast<unsigned long long>(version), static_cast<unsigned long long>(rx->pending_commit));
+    ByteWriter w;
+    w.u64(version);
+    wsync_status_t st = rx->conn.send(MsgType::kCommitted, w.data(), rx->timeout_ms);
+    if (st != WSYNC_OK) return st;
+    rx->committed = version;
+    rx->pending_commit = 0;
+    return WSYNC_OK;
+  });
+}
+
+WSYNC_API uint64_t wsync_receiver_committed_version(const wsync_receiver_t* rx) { return rx ? rx->committed : 0; }
+
+WSYNC_API void wsync_receiver_destroy(wsync_receiver_t* rx) {
+  if (rx == nullptr) return;
+  guard_void("wsync_receiver_destroy", [&] {
+    // The transport first: it may still be writing into staging and the graveyard.
+    if (rx->transport_self) rx->transport.table->destroy(rx->transport_self);
+    rx->conn.close();
+    rx->store_client.reset();
+    delete rx;
+  });
+}
+
+}  // extern "C"

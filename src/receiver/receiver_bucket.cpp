@@ -1,0 +1,412 @@
+// One bucket on a receiver, the steps of handle_manifest:
+//
+//   read_manifest    decode and check the MANIFEST against this receiver's update and limits
+//   check_entries    each entry against its registration (looked up once), sizes, padding
+//   plan_placement   where each byte range goes: registered buffers, staging, assemblies, scratch
+//   post_receive     the transport's blob, recv_post, READY (with our blob)
+//   wait_bytes       until the bytes are in place, sleeping on the control socket and the
+//                    transport's event fd; a vanished or abandoning sender ends it
+//   finish_bucket    chunk bookkeeping, the payload checksum, ACK (with our blob)
+//   fill_event       the BUCKET event: placed tensors and views
+#include <poll.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/error.h"
+#include "planner/bucket_planner.h"
+#include "receiver/receiver.h"
+
+namespace wsync {
+namespace {
+
+constexpr int64_t kSliceMs = 20;
+// Limits on what a manifest may ask of this process (the sender refuses larger buckets too).
+constexpr uint64_t kMaxBucketBytes = 1ull << 40;
+constexpr uint64_t kMaxPadding = 64u << 10;  // between entries; the native layout pads < 256 bytes
+
+// One bucket being received.
+struct Incoming {
+  uint64_t seq = 0;
+  Manifest m;
+  std::vector<uint8_t> blob;                // the sender's transport blob
+  std::string what;                         // "bucket 3 of update 1"
+  std::vector<const Registered*> reg;       // per entry: its registration, or nullptr
+  std::vector<wsync_iov_t> iov;             // where the bucket's bytes go, in order
+  uint64_t staging_need = 0, max_gap = 0;
+};
+
+bool whole(const ManifestEntry& e) { return e.tensor_offset == 0 && e.length == e.tensor_bytes; }
+
+const wsync_transport_v1_t* tp(wsync_receiver_t* rx) { return rx->transport.table; }
+
+bool same_shape(const Registered& r, const ManifestEntry& e) {
+  if (r.dtype != e.dtype || r.ndim != e.ndim || r.nbytes != e.tensor_bytes) return false;
+  for (int d = 0; d < e.ndim; ++d)
+    if (r.shape[d] != e.shape[d]) return false;
+  return true;
+}
+
+std::string shape_str(int32_t dtype, int32_t ndim, const int64_t* shape) {
+  std::string s = std::string(wsync_dtype_name(dtype)) + "[";
+  for (int d = 0; d < ndim; ++d) s += (d ? "," : "") + std::to_string(shape[d]);
+  return s + "]";
+}
+
+wsync_status_t read_manifest(wsync_receiver_t* rx, const Frame& f, Incoming* in) {
+  ByteReader r(f.body);
+  std::vector<uint8_t> raw;
+  if (!r.u64(&in->seq) || !r.blob32(&raw, kControlMaxBody) || !r.blob32(&in->blob, WSYNC_BLOB_MAX_BYTES) || !r.at_end())
+    return fail(WSYNC_ERR_PROTOCOL, "MANIFEST message is malformed");
+  if (!rx->broken.empty())
+    return fail(WSYNC_ERR_INVALID_STATE, "receiver rank %u cannot take more buckets: %s", rx->rank, rx->broken.c_str());
+  wsync_status_t st = decode_manifest(raw.data(), raw.size(), &in->m);
+  if (st != WSYNC_OK) return st;
+  const Manifest& m = in->m;
+  if (m.update_id != rx->current_update) {
+    if (!rx->assembling.empty())
+      return fail(WSYNC_ERR_PROTOCOL, "update %llu started while tensor '%s' of update %llu was incomplete",
+                  static_cast<unsigned long long>(m.update_id), rx->assembling.begin()->first.c_str(),
+                  static_cast<unsigned long long>(rx->current_update));
+    rx->current_update = m.update_id;
+    rx->expected_bucket = 0;
+  }
+  if (m.bucket_index != rx->expected_bucket)
+    return fail(WSYNC_ERR_PROTOCOL, "bucket %llu arrived where bucket %llu was expected",
+                static_cast<unsigned long long>(m.bucket_index), static_cast<unsigned long long>(rx->expected_bucket));
+  in->what = "bucket " + std::to_string(m.bucket_index) + " of update " + std::to_string(m.update_id);
+  if (m.bucket_bytes > kMaxBucketBytes)
+    return fail(WSYNC_ERR_PROTOCOL, "%s claims %llu bytes, more than the %llu a bucket may hold", in->what.c_str(),
+                static_cast<unsigned long long>(m.bucket_bytes), static_cast<unsigned long long>(kMaxBucketBytes));
+  if ((m.flags & kManifestFlagPayloadChecksum) && rx->device_memory)
+    return fail(WSYNC_ERR_UNSUPPORTED, "%s asks for a payload checksum, which wsync computes on the host; this "
+                "receiver's bytes land in CUDA memory", in->what.c_str());
+  return WSYNC_OK;
+}
+
+wsync_status_t check_entries(wsync_receiver_t* rx, Incoming* in) {
+  uint64_t cursor = 0;
+  in->reg.resize(in->m.entries.size());
+  for (size_t i = 0; i < in->m.entries.size(); ++i) {
+    const ManifestEntry& e = in->m.entries[i];
+    if (e.tensor_bytes > kMaxBucketBytes)
+      return fail(WSYNC_ERR_PROTOCOL, "tensor '%s' claims %llu bytes, more than wsync moves", e.name.c_str(),
+                  static_cast<unsigned long long>(e.tensor_bytes));
+    in->max_gap = std::max(in->max_gap, e.bucket_offset - cursor);
+    cursor = e.bucket_offset + e.length;
+    auto it = rx->registry.find(e.name);
+    in->reg[i] = it == rx->registry.end() ? nullptr : &it->second;
+    if (in->reg[i] != nullptr && !same_shape(*in->reg[i], e))
+      return fail(WSYNC_ERR_PROTOCOL, "tensor '%s' is registered as %s but the sender sends %s", e.name.c_str(),
+                  shape_str(in->reg[i]->dtype, in->reg[i]->ndim, in->reg[i]->shape).c_str(),
+                  shape_str(e.dtype, e.ndim, e.shape).c_str());
+    if (in->reg[i] == nullptr && whole(e)) in->staging_need = std::max(in->staging_need, e.bucket_offset + e.length);
+  }
+  in->max_gap = std::max(in->max_gap, in->m.bucket_bytes - cursor);
+  if (in->max_gap > kMaxPadding)
+    return fail(WSYNC_ERR_PROTOCOL, "%s has %llu bytes of padding between entries (at most %llu)", in->what.c_str(),
+                static_cast<unsigned long long>(in->max_gap), static_cast<unsigned long long>(kMaxPadding));
+  return WSYNC_OK;
+}
+
+wsync_status_t allocate(wsync_receiver_t* rx, const Incoming& in) {
+  wsync_status_t st;
+  if (in.staging_need > rx->staging.size()) {
+    rx->staging.reset();  // first: on a full engine GPU, old and new together may not fit
+    MemBlock grown;
+    if ((st = MemBlock::alloc((in.staging_need + 4095) / 4096 * 4096, rx->device, &grown)) != WSYNC_OK)
+      return fail_msg(st, "cannot allocate staging for " + in.what + ": " + last_error());
+    rx->staging = std::move(grown);
+  }
+  if (in.max_gap > rx->scratch.size() && (st = MemBlock::alloc(in.max_gap, rx->device, &rx->scratch)) != WSYNC_OK)
+    return fail_msg(st, "cannot allocate padding scratch for " + in.what + ": " + last_error());
+  return WSYNC_OK;
+}
+
+void add_piece(wsync_receiver_t* rx, Incoming* in, uint8_t* base, uint64_t len) {
+  if (len == 0) return;
+  // Adjacent host regions merge; device regions never do (two cudaMalloc blocks may be adjacent in
+  // the address space, and one copy may not span both).
+  std::vector<wsync_iov_t>& iov = in->iov;
+  if (!rx->device_memory && !iov.empty() && static_cast<uint8_t*>(iov.back().base) + iov.back().len == base)
+    iov.back().len += len;
+  else
+    iov.push_back(wsync_iov_t{base, len});
+}
+
+// The assembly a chunk of tensor `e` lands in (created with its first chunk).
+wsync_status_t assembly_for(wsync_receiver_t* rx, const ManifestEntry& e, const Registered* reg, Assembly** out) {
+  auto it = rx->assembling.find(e.name);
+  if (it == rx->assembling.end()) {
+    Assembly a;
+    a.tensor_bytes = e.tensor_bytes;
+    a.dtype = e.dtype;
+    a.ndim = e.ndim;
+    std::memcpy(a.shape, e.shape, sizeof a.shape);
+    if (reg != nullptr) {
+      a.dst = static_cast<uint8_t*>(reg->data);
+      a.placed = true;
+    } else {
+      wsync_status_t st = MemBlock::alloc(e.tensor_bytes, rx->device, &a.owned);
+      if (st != WSYNC_OK)
+        return fail_msg(st, "cannot allocate " + std::to_string(e.tensor_bytes) + " bytes to assemble tensor '" + e.name +
+                                "': " + last_error());
+      a.dst = a.owned.data();
+    }
+    it = rx->assembling.emplace(e.name, std::move(a)).first;
+  } else if (it->second.tensor_bytes != e.tensor_bytes || it->second.dtype != e.dtype) {
+    return fail(WSYNC_ERR_PROTOCOL, "chunks of tensor '%s' disagree on its size or dtype", e.name.c_str());
+  }
+  if (it->second.received + e.length > it->second.tensor_bytes)
+    return fail(WSYNC_ERR_PROTOCOL, "chunks of tensor '%s' add up to more than its %llu bytes", e.name.c_str(),
+                static_cast<unsigned long long>(e.tensor_bytes));
+  *out = &it->second;
+  return WSYNC_OK;
+}
+
+wsync_status_t plan_placement(wsync_receiver_t* rx, Incoming* in) {
+  uint64_t cursor = 0;
+  for (size_t i = 0; i < in->m.entries.size(); ++i) {
+    const ManifestEntry& e = in->m.entries[i];
+    if (e.bucket_offset > cursor) add_piece(rx, in, rx->scratch.data(), e.bucket_offset - cursor);
+    cursor = e.bucket_offset + e.length;
+    if (whole(e)) {
+      add_piece(rx, in, in->reg[i] ? static_cast<uint8_t*>(in->reg[i]->data) : rx->staging.data() + e.bucket_offset,
+                e.length);
+      continue;
+    }
+    Assembly* a = nullptr;
+    wsync_status_t st = assembly_for(rx, e, in->reg[i], &a);
+    if (st != WSYNC_OK) return st;
+    add_piece(rx, in, a->dst + e.tensor_offset, e.length);
+  }
+  if (in->m.bucket_bytes > cursor) add_piece(rx, in, rx->scratch.data(), in->m.bucket_bytes - cursor);
+  return WSYNC_OK;
+}
+
+// The transport's side of the side channel: what it says for `kind` (empty when nothing).
+wsync_status_t describe_recv(wsync_receiver_t* rx, const Incoming& in, int32_t kind, std::vector<uint8_t>* blob) {
+  blob->clear();
+  auto fn = WSYNC_HAS_FIELD(tp(rx), wsync_transport_v1_t, describe_recv) ? tp(rx)->describe_recv : nullptr;
+  if (fn == nullptr || in.m.bucket_bytes == 0) return WSYNC_OK;
+  blob->resize(WSYNC_BLOB_MAX_BYTES);
+  uint64_t len = 0;
+  clear_error();
+  wsync_status_t st = fn(rx->transport_self, in.seq, kind, blob->data(), blob->size(), &len);
+  if (st != WSYNC_OK)
+    return fail(st, "transport '%s' could not describe its side of %s: %s", tp(rx)->name, in.what.c_str(),
+                last_error().c_str());
+  blob->resize(std::min<uint64_t>(len, WSYNC_BLOB_MAX_BYTES));
+  return WSYNC_OK;
+}
+
+// Hand the sender's blob to the transport, post the receive, say READY. A failure after the post
+// leaves the buffers to the graveyard (the transport may still write into them).
+wsync_status_t post_receive(wsync_receiver_t* rx, const Incoming& in, bool* posted) {
+  *posted = false;
+  wsync_status_t st;
+  auto peer_blob = WSYNC_HAS_FIELD(tp(rx), wsync_transport_v1_t, peer_blob) ? tp(rx)->peer_blob : nullptr;
+  if (!in.blob.empty()) {
+    if (peer_blob == nullptr)
+      return fail(WSYNC_ERR_VERSION_MISMATCH, "the sender's transport '%s' sent data with %s that this receiver's "
+                  "transport plugin cannot read (use the same transport release on both sides)", tp(rx)->name,
+                  in.what.c_str());
+    clear_error();
+    if ((st = peer_blob(rx->transport_self, in.seq, 0, WSYNC_BLOB_MANIFEST, in.blob.data(), in.blob.size())) != WSYNC_OK)
+      return fail(st, "transport '%s' refused the sender's data for %s: %s", tp(rx)->name, in.what.c_str(),
+                  last_error().c_str());
+  }
+  if (in.m.bucket_bytes > 0) {
+    clear_error();
+    if ((st = tp(rx)->recv_post(rx->transport_self, in.seq, in.iov.data(), in.iov.size())) != WSYNC_OK)
+      return fail(st, "transport '%s' could not post the receive of %s: %s", tp(rx)->name, in.what.c_str(),
+                  last_error().c_str());
+    *posted = true;
+  }
+  std::vector<uint8_t> blob;
+  if ((st = describe_recv(rx, in, WSYNC_BLOB_READY, &blob)) != WSYNC_OK) return st;
+  ByteWriter w;
+  w.u64(in.seq);
+  w.blob32(blob);
+  return rx->conn.send(MsgType::kReady, w.data(), rx->timeout_ms);
+}
+
+// The transport gave up on the bucket: never wait for the sender there again. Keeps the error.
+wsync_status_t give_up(wsync_receiver_t* rx, const std::string& why) {
+  const wsync_status_t st = last_status();
+  const std::string msg = last_error();
+  tp(rx)->forget_peer(rx->transport_self, 0);
+  rx->broken = why;
+  restore_error(st, msg);
+  return st;
+}
+
+// Sleep until the transport or the control socket has something (event fd armed), or a slice.
+void sleep_on_fds(wsync_receiver_t* rx, int64_t deadline) {
+  auto arm = WSYNC_HAS_FIELD(tp(rx), wsync_transport_v1_t, arm) ? tp(rx)->arm : nullptr;
+  int32_t armed = 1;
+  if (arm != nullptr && arm(rx->transport_self, &armed) != WSYNC_OK) armed = 0;
+  pollfd fds[2] = {{rx->conn.fd(), POLLIN, 0}, {rx->transport_fd, POLLIN, 0}};
+  ::poll(fds, 2, armed ? remaining_ms(deadline, 1000) : 0);
+}
+
+wsync_status_t wait_bytes(wsync_receiver_t* rx, const Incoming& in) {
+  const int64_t deadline = deadline_after(rx->timeout_ms);
+  const bool has_fd = rx->transport_fd >= 0;
+  for (;;) {
+    clear_error();
+    wsync_status_t st = tp(rx)->recv_wait(rx->transport_self, in.seq, has_fd ? 0 : kSliceMs);
+    if (st == WSYNC_OK) return WSYNC_OK;
+    const std::string why = last_error();
+    rx->conn.pump();
+    if (rx->conn.closed() || rx->conn.has_frame()) {
+      const bool vanished = rx->conn.closed();
+      fail(vanished ? WSYNC_ERR_PEER_FAILED : WSYNC_ERR_ABORTED, "the sender %s during %s",
+           vanished ? "vanished" : "abandoned the bucket", in.what.c_str());
+      return give_up(rx, "the sender stopped during " + in.what);
+    }
+    if (st != WSYNC_ERR_TIMEOUT) {
+      fail(st, "transport '%s' failed during %s: %s", tp(rx)->name, in.what.c_str(), why.c_str());
+      return give_up(rx, "the transport failed during " + in.what);
+    }
+    if (now_ms() >= deadline) {
+      fail(WSYNC_ERR_TIMEOUT, "%s did not arrive within %lld ms", in.what.c_str(), static_cast<long long>(rx->timeout_ms));
+      return give_up(rx, "the transport failed during " + in.what);
+    }
+    if (has_fd) sleep_on_fds(rx, deadline);
+  }
+}
+
+const uint8_t* entry_bytes(wsync_receiver_t* rx, const Incoming& in, size_t i) {
+  const ManifestEntry& e = in.m.entries[i];
+  if (whole(e)) return in.reg[i] ? static_cast<uint8_t*>(in.reg[i]->data) : rx->staging.data() + e.bucket_offset;
+  return rx->assembling[e.name].dst + e.tensor_offset;
+}
+
+wsync_status_t verify_payload(wsync_receiver_t* rx, const Incoming& in) {
+  XXH3_state_t* s = XXH3_createState();
+  XXH3_64bits_reset(s);
+  for (size_t i = 0; i < in.m.entries.size(); ++i)
+    if (in.m.entries[i].length) XXH3_64bits_update(s, entry_bytes(rx, in, i), in.m.entries[i].length);
+  const uint64_t h = XXH3_64bits_digest(s);
+  XXH3_freeState(s);
+  if (h == in.m.payload_checksum) return WSYNC_OK;
+  return fail(WSYNC_ERR_PROTOCOL, "payload checksum mismatch in %s (got %016llx, sender computed %016llx)",
+              in.what.c_str(), static_cast<unsigned long long>(h), static_cast<unsigned long long>(in.m.payload_checksum));
+}
+
+// The bytes are in place: count the chunks, check the payload, and ACK (with our blob).
+wsync_status_t finish_bucket(wsync_receiver_t* rx, const Incoming& in) {
+  for (const auto& e : in.m.entries)
+    if (!whole(e)) rx->assembling[e.name].received += e.length;
+  wsync_status_t st = WSYNC_OK;
+  if (in.m.flags & kManifestFlagPayloadChecksum) st = verify_payload(rx, in);
+  std::vector<uint8_t> blob;
+  if (st == WSYNC_OK) st = describe_recv(rx, in, WSYNC_BLOB_ACK, &blob);
+  if (st != WSYNC_OK) return st;
+  send_status(rx, MsgType::kAck, in.seq, WSYNC_OK, "", blob);
+  rx->expected_bucket++;
+  return WSYNC_OK;
+}
+
+void add_event_tensor(wsync_receiver_t* rx, const ManifestEntry& e, const Registered* reg, const Assembly* a,
+                      void* data) {
+  wsync_tensor_t t = WSYNC_TENSOR_INIT;
+  t.name = e.name.c_str();  // into rx->ev_manifest, alive until the next event
+  t.dtype = e.dtype;
+  t.ndim = e.ndim;
+  std::memcpy(t.shape, a ? a->shape : e.shape, sizeof t.shape);
+  t.nbytes = a ? a->tensor_bytes : e.length;
+  t.data = t.nbytes ? data : nullptr;
+  t.device_type = reg ? reg->device_type : (rx->device_memory ? WSYNC_DEVICE_CUDA : WSYNC_DEVICE_CPU);
+  t.device_index = reg ? reg->device_index : (rx->device_memory ? rx->device : 0);
+  rx->ev_tensors.push_back(t);
+  rx->ev_placed.push_back(reg != nullptr ? 1 : 0);
+}
+
+// Whole tensors, and split ones whose last chunk just arrived.
+void fill_event(wsync_receiver_t* rx, Incoming* in, wsync_receiver_event_t* ev) {
+  rx->ev_tensors.reserve(in->m.entries.size());
+  rx->ev_placed.reserve(in->m.entries.size());
+  for (size_t i = 0; i < in->m.entries.size(); ++i) {
+    const ManifestEntry& e = in->m.entries[i];
+    if (whole(e)) {
+      add_event_tensor(rx, e, in->reg[i], nullptr, const_cast<uint8_t*>(entry_bytes(rx, *in, i)));
+      continue;
+    }
+    auto it = rx->assembling.find(e.name);
+    if (it == rx->assembling.end() || it->second.received != it->second.tensor_bytes) continue;
+    add_event_tensor(rx, e, in->reg[i], &it->second, it->second.dst);
+    if (it->second.owned.data()) rx->ev_owned.push_back(std::move(it->second.owned));
+    rx->assembling.erase(it);
+  }
+  ev->kind = WSYNC_EVENT_BUCKET;
+  ev->bucket_index = in->m.bucket_index;
+  ev->bytes = in->m.bucket_bytes;
+  rx->ev_manifest = std::move(in->m);  // the names in ev_tensors point into its entries (moved, not copied)
+  ev->num_tensors = rx->ev_tensors.size();
+  ev->tensors = rx->ev_tensors.data();
+  ev->placed = rx->ev_placed.data();
+}
+
+}  // namespace
+
+void send_status(wsync_receiver_t* rx, MsgType type, uint64_t seq, wsync_status_t code, const std::string& why,
+                 const std::vector<uint8_t>& blob) {
+  ByteWriter w;
+  w.u64(seq);
+  w.i32(code);
+  w.str32(why);
+  w.blob32(blob);
+  rx->conn.send(type, w.data(), 1000);
+}
+
+void drop_assemblies(wsync_receiver_t* rx) {
+  if (!rx->broken.empty())
+    for (auto& kv : rx->assembling)
+      if (kv.second.owned.data()) rx->graveyard.push_back(std::move(kv.second.owned));
+  rx->assembling.clear();
+}
+
+wsync_status_t refuse(wsync_receiver_t* rx, uint64_t seq, wsync_status_t st) {
+  const std::string why = last_error();
+  send_status(rx, MsgType::kNack, seq, st, why);
+  drop_assemblies(rx);
+  return fail_msg(st, "bucket refused: " + why);
+}
+
+wsync_status_t handle_manifest(wsync_receiver_t* rx, const Frame& f, wsync_receiver_event_t* ev) {
+  Incoming in;
+  wsync_status_t st = read_manifest(rx, f, &in);
+  if (st == WSYNC_OK) st = check_entries(rx, &in);
+  if (st == WSYNC_OK) st = allocate(rx, in);
+  if (st == WSYNC_OK) st = plan_placement(rx, &in);
+  bool posted = false;
+  if (st == WSYNC_OK) st = post_receive(rx, in, &posted);
+  if (st != WSYNC_OK) {
+    if (!posted) return refuse(rx, in.seq, st);
+    give_up(rx, "the sender went away while " + in.what + " was posted");  // buffers go to the graveyard
+    return refuse(rx, in.seq, st);
+  }
+  if (in.m.bucket_bytes > 0 && (st = wait_bytes(rx, in)) != WSYNC_OK) {
+    const std::string why = last_error();
+    // A local failure (transport error, timeout) is reported so the sender learns why at once.
+    // Not when the sender itself abandoned the bucket or is gone: it knows, and a message landing
+    // on a socket it is closing would reset the connection and destroy its last frames.
+    if (st != WSYNC_ERR_ABORTED && st != WSYNC_ERR_PEER_FAILED && rx->conn.open())
+      send_status(rx, MsgType::kAck, in.seq, st, why);
+    drop_assemblies(rx);
+    return fail_msg(st, why);
+  }
+  if ((st = finish_bucket(rx, in)) != WSYNC_OK) {
+    const std::string why = last_error();
+    send_status(rx, MsgType::kAck, in.seq, st, why);
+    drop_assemblies(rx);
+    return fail_msg(st, why);
+  }
+  fill_event(rx, &in, ev);
+  return WSYNC_OK;
+}
+
+}  // namespace wsync

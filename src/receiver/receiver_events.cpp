@@ -1,0 +1,80 @@
+// wsync_receiver_next: one control message from the sender becomes one event. A MANIFEST is a
+// bucket (receiver_bucket.cpp); END_UPDATE asks for the commit; ABORT_UPDATE voids the update;
+// CLOSE ends the group.
+#include "common/error.h"
+#include "receiver/receiver.h"
+
+namespace wsync {
+namespace {
+
+void release_event(wsync_receiver_t* rx) {
+  rx->ev_tensors.clear();
+  rx->ev_placed.clear();
+  rx->ev_owned.clear();
+  rx->ev_manifest.entries.clear();
+}
+
+// The update is complete on our side (no half-assembled tensor, every bucket arrived): COMMIT.
+wsync_status_t end_update(wsync_receiver_t* rx, const Frame& f, wsync_receiver_event_t* ev) {
+  ByteReader r(f.body);
+  uint64_t version = 0, update = 0, buckets = 0;
+  if (!r.u64(&version) || !r.u64(&update) || !r.u64(&buckets))
+    return refuse(rx, 0, fail(WSYNC_ERR_PROTOCOL, "END_UPDATE message is malformed"));
+  if (!rx->assembling.empty())
+    return refuse(rx, 0, fail(WSYNC_ERR_PROTOCOL, "the sender finalized version %llu while tensor '%s' was incomplete",
+                              static_cast<unsigned long long>(version), rx->assembling.begin()->first.c_str()));
+  const uint64_t got = update == rx->current_update ? rx->expected_bucket : 0;
+  if (got != buckets)
+    return refuse(rx, 0, fail(WSYNC_ERR_PROTOCOL, "the sender finalized version %llu after %llu buckets but this receiver "
+                              "got %llu", static_cast<unsigned long long>(version),
+                              static_cast<unsigned long long>(buckets), static_cast<unsigned long long>(got)));
+  if (version == 0) return refuse(rx, 0, fail(WSYNC_ERR_PROTOCOL, "the sender finalized version 0, which is never valid"));
+  rx->current_update = update + 1;
+  rx->expected_bucket = 0;
+  rx->pending_commit = version;
+  ev->kind = WSYNC_EVENT_COMMIT;
+  ev->version = version;
+  return WSYNC_OK;
+}
+
+}  // namespace
+
+wsync_status_t receiver_next(wsync_receiver_t* rx, wsync_receiver_event_t* ev, int64_t timeout_ms) {
+  release_event(rx);
+  if (rx->closed) {
+    ev->kind = WSYNC_EVENT_CLOSED;
+    return WSYNC_OK;
+  }
+  if (rx->pending_commit)
+    return fail(WSYNC_ERR_INVALID_STATE, "version %llu is waiting for wsync_receiver_commit",
+                static_cast<unsigned long long>(rx->pending_commit));
+  Frame f;
+  const int64_t tmo = timeout_ms < 0 ? rx->timeout_ms : timeout_ms;
+  wsync_status_t st = rx->conn.recv(&f, tmo);
+  if (st == WSYNC_ERR_TIMEOUT)
+    return fail(WSYNC_ERR_TIMEOUT, "no message from the sender within %lld ms", static_cast<long long>(tmo));
+  if (st != WSYNC_OK) return st;
+  switch (static_cast<MsgType>(f.type)) {
+    case MsgType::kManifest:
+      return handle_manifest(rx, f, ev);
+    case MsgType::kEndUpdate:
+      return end_update(rx, f, ev);
+    case MsgType::kAbortUpdate: {
+      ByteReader r(f.body);
+      std::string why;
+      r.str32(&why, 1 << 16);
+      WSYNC_LOGW("receiver rank %u: the sender aborted the update: %s", rx->rank, why.c_str());
+      drop_assemblies(rx);
+      ev->kind = WSYNC_EVENT_ABORTED;
+      return WSYNC_OK;
+    }
+    case MsgType::kClose:
+      rx->closed = true;
+      ev->kind = WSYNC_EVENT_CLOSED;
+      return WSYNC_OK;
+    default:
+      return refuse(rx, 0, fail(WSYNC_ERR_PROTOCOL, "unexpected %s message from the sender", msg_type_name(f.type)));
+  }
+}
+
+}  // namespace wsync

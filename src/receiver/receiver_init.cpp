@@ -1,0 +1,213 @@
+// A receiver joining its group, step by step: its config and options; the group's announcement
+// in the sender's store (name, rank and protocol checked before any other connection); its
+// transport plugin and device; HELLO on the control port; the transport connected; JOINED.
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "common/error.h"
+#include "common/options.h"
+#include "control/group_info.h"
+#include "device/cuda_rt.h"
+#include "receiver/receiver.h"
+#include "store/host_port.h"
+
+namespace wsync {
+namespace {
+
+struct JoinArgs {
+  wsync_receiver_config_t cfg;
+  OptionList opts;
+  std::string host;  // the store's
+  uint16_t port = 0;
+  int64_t timeout_ms = 0;
+  int64_t deadline = 0;
+  GroupInfo info;
+};
+
+int64_t left(const JoinArgs& a) { return std::max<int64_t>(a.deadline - now_ms(), 1); }
+
+bool is_local_host(const std::string& h) {
+  return h == "127.0.0.1" || h == "localhost" || h == "::1" || h == "0.0.0.0" || h == "::" || h.empty();
+}
+
+wsync_status_t apply_options(wsync_receiver_t* rx, const OptionList& opts) {
+  for (const auto& kv : opts) {
+    uint64_t n = 0;
+    wsync_status_t st = WSYNC_OK;
+    if (kv.first == "timeout_ms") {
+      if ((st = parse_u64_option(kv.first, kv.second, 1, 24ull * 3600 * 1000, &n)) == WSYNC_OK)
+        rx->timeout_ms = static_cast<int64_t>(n);
+    } else if (kv.first == "device") {
+      if ((st = parse_u64_option(kv.first, kv.second, 0, 1023, &n)) == WSYNC_OK) rx->device = static_cast<int>(n);
+    } else if (kv.first.compare(0, 10, "transport.") != 0) {
+      st = fail(WSYNC_ERR_INVALID_ARGUMENT, "unknown receiver option '%s' (known: timeout_ms, device, transport.*)",
+                kv.first.c_str());
+    }
+    if (st != WSYNC_OK) return st;
+  }
+  return WSYNC_OK;
+}
+
+wsync_status_t read_config(const wsync_receiver_config_t* config, wsync_receiver_t* rx, JoinArgs* a) {
+  const wsync_receiver_config_t defaults = WSYNC_RECEIVER_CONFIG_INIT;
+  wsync_status_t st = read_struct(config, "config", &a->cfg, defaults);
+  if (st != WSYNC_OK) return st;
+  if (a->cfg.store_addr == nullptr) return fail(WSYNC_ERR_INVALID_ARGUMENT, "config->store_addr is NULL");
+  if (a->cfg.rank == 0)
+    return fail(WSYNC_ERR_INVALID_ARGUMENT, "config->rank is 0; rank 0 is the sender, receivers are 1..N");
+  rx->rank = a->cfg.rank;
+  rx->group_name = a->cfg.group_name ? a->cfg.group_name : "wsync";
+  if ((st = copy_options(a->cfg.options, a->cfg.num_options, &a->opts)) != WSYNC_OK) return st;
+  if ((st = apply_options(rx, a->opts)) != WSYNC_OK) return st;
+  // Zero means default: 0 or < 0 takes the option timeout_ms.
+  a->timeout_ms = a->cfg.timeout_ms > 0 ? a->cfg.timeout_ms : rx->timeout_ms;
+  a->deadline = deadline_after(a->timeout_ms);
+  return parse_host_port(a->cfg.store_addr, &a->host, &a->port);
+}
+
+wsync_status_t read_group_info(wsync_receiver_t* rx, JoinArgs* a) {
+  const char* addr = a->cfg.store_addr;
+  wsync_status_t st = TcpStoreClient::connect(a->host, a->port, a->timeout_ms, &rx->store_client);
+  if (st != WSYNC_OK) return fail_msg(st, "cannot reach the group's store at " + std::string(addr) + ": " + last_error());
+  rx->store_handle.client = rx->store_client.get();
+  std::vector<uint8_t> blob;
+  if ((st = rx->store_client->get(kGroupInfoKey, &blob, left(*a))) != WSYNC_OK)
+    return fail_msg(st, "the store at " + std::string(addr) + " announced no wsync group: " + last_error());
+  if ((st = decode_group_info(blob, &a->info)) != WSYNC_OK) return st;
+  if (a->info.group_name != rx->group_name)
+    return fail(WSYNC_ERR_REJECTED, "this receiver asked for group '%s' but the store at %s hosts group '%s'",
+                rx->group_name.c_str(), addr, a->info.group_name.c_str());
+  if (a->info.protocol != kControlProtocolVersion)
+    return fail(WSYNC_ERR_VERSION_MISMATCH, "the sender speaks control protocol %u, this receiver speaks %u (use the "
+                "same wsync release on both sides)", a->info.protocol, kControlProtocolVersion);
+  if (a->cfg.rank >= a->info.world_size)
+    return fail(WSYNC_ERR_REJECTED, "rank %u is out of range: group '%s' has receivers 1..%u", a->cfg.rank,
+                rx->group_name.c_str(), a->info.world_size - 1);
+  rx->world_size = a->info.world_size;
+  return WSYNC_OK;
+}
+
+// The transport the sender announced (a name from the unauthenticated store is only ever a plugin
+// name, never a path), and where its bytes land: host memory, or this receiver's CUDA device.
+wsync_status_t load_group_transport(wsync_receiver_t* rx, const JoinArgs& a) {
+  const std::string& announced = a.info.transport;
+  if (a.cfg.transport == nullptr &&
+      (announced.empty() ||
+       announced.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != std::string::npos))
+    return fail(WSYNC_ERR_PROTOCOL, "the store at %s announces transport '%s', which is not a plugin name",
+                a.cfg.store_addr, announced.c_str());
+  wsync_status_t st = load_transport(a.cfg.transport ? a.cfg.transport : announced, &rx->transport);
+  if (st != WSYNC_OK) return st;
+  const wsync_transport_v1_t* t = rx->transport.table;
+  if (std::string(t->name) != announced)
+    return fail(WSYNC_ERR_INVALID_ARGUMENT, "the group uses transport '%s' but this receiver loaded '%s' (%s)",
+                announced.c_str(), t->name, rx->transport.path.c_str());
+  if (!(t->caps & (WSYNC_TRANSPORT_CAP_HOST_MEMORY | WSYNC_TRANSPORT_CAP_CUDA_MEMORY)))
+    return fail(WSYNC_ERR_UNSUPPORTED, "transport '%s' declares neither host nor CUDA memory", t->name);
+  rx->device_memory = !(t->caps & WSYNC_TRANSPORT_CAP_HOST_MEMORY);
+  if (!rx->device_memory) {
+    rx->device = -1;
+    return WSYNC_OK;
+  }
+  const CudaRt* rt = cuda_runtime();
+  if (rt == nullptr)
+    return fail_msg(last_status(), "transport '" + std::string(t->name) + "' moves CUDA memory, but " + last_error());
+  return cuda_pick_device(rt, rx->device, &rx->device);
+}
+
+// HELLO on the control port; WELCOME, or REJECT with the sender's reason.
+wsync_status_t hello(wsync_receiver_t* rx, const JoinArgs& a) {
+  // A sender bound to a wildcard or loopback address announces 127.0.0.1; a receiver on another
+  // host reaches the control port where it reached the store.
+  std::string control_host = a.info.control_host;
+  if (is_local_host(control_host) && !is_local_host(a.host)) control_host = a.host;
+  wsync_status_t st = ControlConn::connect(control_host, a.info.control_port, left(a), &rx->conn);
+  if (st != WSYNC_OK) return fail_msg(st, "cannot reach the sender's control port: " + last_error());
+  rx->conn.set_peer_name("the sender of group '" + rx->group_name + "'");
+  ByteWriter w;
+  w.u32(kControlProtocolVersion);
+  w.u32(a.cfg.rank);
+  w.u32(static_cast<uint32_t>(getpid()));
+  w.str32(rx->group_name);
+  if ((st = rx->conn.send(MsgType::kHello, w.data(), a.timeout_ms)) != WSYNC_OK) return st;
+  Frame f;
+  st = rx->conn.recv(&f, std::max<int64_t>(a.deadline - now_ms(), 0));
+  if (st == WSYNC_ERR_TIMEOUT)
+    return fail(WSYNC_ERR_TIMEOUT, "the sender did not answer rank %u's join within %lld ms", a.cfg.rank,
+                static_cast<long long>(a.timeout_ms));
+  if (st != WSYNC_OK) return st;
+  ByteReader r(f.body);
+  if (f.type == static_cast<uint16_t>(MsgType::kReject)) {
+    int32_t code = WSYNC_ERR_REJECTED;
+    std::string why;
+    r.i32(&code);
+    r.str32(&why, 1 << 16);
+    return fail(wire_failure(code, WSYNC_ERR_REJECTED), "the sender refused rank %u: %s", a.cfg.rank, why.c_str());
+  }
+  uint32_t world = 0;
+  if (f.type != static_cast<uint16_t>(MsgType::kWelcome) || !r.u32(&world) || world != rx->world_size)
+    return fail(WSYNC_ERR_PROTOCOL, "the sender answered the join with %s", msg_type_name(f.type));
+  return WSYNC_OK;
+}
+
+// The sender's transport options first, then this receiver's own (a later key wins).
+OptionList transport_options(const JoinArgs& a) {
+  const OptionList mine = options_with_prefix(a.opts, "transport.");
+  OptionList out;
+  for (const auto& kv : a.info.transport_options)
+    if (std::none_of(mine.begin(), mine.end(), [&](const OptionList::value_type& m) { return m.first == kv.first; }))
+      out.push_back(kv);
+  out.insert(out.end(), mine.begin(), mine.end());
+  return out;
+}
+
+wsync_status_t connect_transport(wsync_receiver_t* rx, const JoinArgs& a) {
+  const wsync_transport_v1_t* t = rx->transport.table;
+  const OptionList t_opts = transport_options(a);
+  std::vector<wsync_option_t> t_c = to_c_options(t_opts);
+  wsync_transport_params_t tp = WSYNC_TRANSPORT_PARAMS_INIT;
+  tp.rank = a.cfg.rank;
+  tp.world_size = rx->world_size;
+  tp.group_name = rx->group_name.c_str();
+  tp.store = &rx->store_handle;
+  tp.options = t_c.data();
+  tp.num_options = t_c.size();
+  tp.timeout_ms = left(a);
+  tp.device_index = rx->device;
+  clear_error();
+  wsync_status_t st = t->create(&tp, &rx->transport_self);
+  if (st == WSYNC_OK) {
+    clear_error();
+    st = t->connect(rx->transport_self, left(a));
+  }
+  if (st != WSYNC_OK) {
+    const std::string prefix = "transport '" + std::string(t->name) + "'";
+    const std::string why = last_error().compare(0, prefix.size(), prefix) == 0 ? last_error() : prefix + ": " + last_error();
+    send_status(rx, MsgType::kNack, 0, st, why);
+    return fail_msg(st, why);
+  }
+  int32_t fd = -1;
+  auto get_fd = WSYNC_HAS_FIELD(t, wsync_transport_v1_t, get_event_fd) ? t->get_event_fd : nullptr;
+  if (get_fd != nullptr && get_fd(rx->transport_self, &fd) != WSYNC_OK) fd = -1;
+  rx->transport_fd = fd;
+  clear_error();
+  return rx->conn.send(MsgType::kJoined, {}, a.timeout_ms);
+}
+
+}  // namespace
+
+wsync_status_t receiver_init(const wsync_receiver_config_t* config, wsync_receiver_t* rx) {
+  JoinArgs a;
+  wsync_status_t st = read_config(config, rx, &a);
+  if (st == WSYNC_OK) st = read_group_info(rx, &a);
+  if (st == WSYNC_OK) st = load_group_transport(rx, a);
+  if (st == WSYNC_OK) st = hello(rx, a);
+  if (st == WSYNC_OK) st = connect_transport(rx, a);
+  if (st != WSYNC_OK) return st;
+  WSYNC_LOGI("receiver rank %u joined group '%s' (world %u) via transport '%s'", rx->rank, rx->group_name.c_str(),
+             rx->world_size, rx->transport.table->name);
+  return WSYNC_OK;
+}
+
+}  // namespace wsync
