@@ -106,14 +106,20 @@ WSYNC_API wsync_status_t wsync_group_get_stats(const wsync_group_t* group, wsync
 
 WSYNC_API void wsync_group_destroy(wsync_group_t* group) {
   if (group == nullptr) return;
+  // Destroy never changes the caller's error detail (it is read first, outside the guard).
   const wsync_status_t saved_status = last_status();
   std::string saved;
-  guard_void("wsync_group_destroy", [&] {
+  bool kept = false;
+  try {
     saved = last_error();
+    kept = true;
+  } catch (...) {
+  }
+  guard_void("wsync_group_destroy", [&] {
     group_teardown(group);
     delete group;
   });
-  restore_error(saved_status, saved);  // destroy never changes the caller's error detail
+  if (kept) restore_error(saved_status, saved);
 }
 
 }  // extern "C"
