@@ -56,7 +56,9 @@ void expect_converted(const char* fn, int kind, wsync_status_t st) {
   const std::string e = wsync_last_error();
   EXPECT_NE(e.find(fn), std::string::npos) << e;
   EXPECT_NE(e.find(kind == 1 ? "out of memory" : "internal error"), std::string::npos) << e;
-  if (kind == 0) EXPECT_NE(e.find("thrown by the test"), std::string::npos) << e;
+  if (kind == 0) {
+    EXPECT_NE(e.find("thrown by the test"), std::string::npos) << e;
+  }
 }
 
 // A group of one receiver over the test transport 'stub' (moves no bytes; fast), for the functions
