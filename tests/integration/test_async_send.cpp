@@ -1,0 +1,256 @@
+// The asynchronous send (ABI 1.2: wsync_group_send_start / wsync_group_send_wait) over the public
+// ABI, with receiver processes on loopback through the real store, control channel and UCX
+// transport. Receivers check every tensor of every version byte for byte.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "harness.h"
+#include "wsync.h"
+
+using namespace harness;
+
+namespace {
+
+double secs_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::string error() { return wsync_last_error(); }
+
+struct Sender {
+  std::string dir = temp_dir();
+  std::string addr_file = dir + "/store.addr";
+  wsync_group_t* g = nullptr;
+
+  wsync_status_t init(uint32_t receivers, uint64_t bucket_bytes, int64_t timeout_ms, uint32_t depth = 2) {
+    const std::string bb = std::to_string(bucket_bytes), tm = std::to_string(timeout_ms), d = std::to_string(depth);
+    wsync_option_t opts[] = {WSYNC_OPTION("bucket_bytes", bb.c_str()), WSYNC_OPTION("store_addr_file", addr_file.c_str()),
+                             WSYNC_OPTION("timeout_ms", tm.c_str()), WSYNC_OPTION("staging_buckets", d.c_str())};
+    wsync_group_config_t cfg = WSYNC_GROUP_CONFIG_INIT;
+    cfg.num_receivers = receivers;
+    cfg.group_name = "it";
+    cfg.options = opts;
+    cfg.num_options = 4;
+    return wsync_group_init(&cfg, &g);
+  }
+  ~Sender() { wsync_group_destroy(g); }
+};
+
+ReceiverPlan plan_for(const Sender& s, uint32_t rank, const std::vector<synth_tensor_t>& spec, uint64_t versions,
+                      bool reg) {
+  ReceiverPlan p;
+  p.rank = rank;
+  p.addr_file = s.addr_file;
+  p.spec = spec;
+  p.versions = versions;
+  p.register_buffers = reg;
+  return p;
+}
+
+// A receiver that joins and then does not ask for events for `stall_ms`: batches stay in flight.
+// Exits 0 after a clean CLOSED, 2 when the sender gave up or left, 1 on anything else.
+pid_t stalling_receiver(const std::string& addr_file, int stall_ms) {
+  return spawn([=] {
+    std::string addr = read_addr_file(addr_file, 10000);
+    wsync_receiver_t* rx = nullptr;
+    if (join(addr, 1, "it", -1, &rx) != WSYNC_OK) return 1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(stall_ms));
+    wsync_receiver_event_t ev = WSYNC_RECEIVER_EVENT_INIT;
+    wsync_status_t st;
+    while ((st = wsync_receiver_next(rx, &ev, 5000)) == WSYNC_OK && ev.kind != WSYNC_EVENT_CLOSED) {
+      if (ev.kind == WSYNC_EVENT_COMMIT && (st = wsync_receiver_commit(rx, ev.version)) != WSYNC_OK) break;
+    }
+    if (st != WSYNC_OK) std::fprintf(stderr, "stalling receiver: %s: %s\n", wsync_status_name(st), wsync_last_error());
+    wsync_receiver_destroy(rx);
+    if (st == WSYNC_OK) return 0;
+    return st == WSYNC_ERR_PEER_FAILED || st == WSYNC_ERR_ABORTED ? 2 : 1;  // 2: the sender gave up or left
+  });
+}
+
+// Three versions, each in three batches started before the earlier ones were delivered. After a
+// batch's wait returns, its tensor memory is overwritten at once while later batches still move:
+// wsync must not read it any more, so every receiver still sees the right bytes.
+TEST(AsyncSend, BatchesInFlightOverlapAndBorrowOnlyUntilTheirWait) {
+  Sender s;
+  Model m;
+  m.spec = tensor_set(45, 3u << 20);  // a 3 MiB tensor split across 1 MiB buckets
+  pid_t placed = spawn([p = plan_for(s, 1, m.spec, 3, true)] { return run_receiver(p); });
+  pid_t views = spawn([p = plan_for(s, 2, m.spec, 3, false)] { return run_receiver(p); });
+  ASSERT_EQ(WSYNC_OK, s.init(2, 1u << 20, 20000)) << error();
+  uint64_t expected_ticket = 1;
+  for (uint64_t v = 1; v <= 3; ++v) {
+    m.fill(v);
+    const size_t per = m.descs.size() / 3;
+    std::vector<uint64_t> tickets;
+    for (size_t b = 0; b < 3; ++b) {
+      const size_t off = b * per, n = b == 2 ? m.descs.size() - off : per;
+      uint64_t t = 0;
+      ASSERT_EQ(WSYNC_OK, wsync_group_send_start(s.g, m.descs.data() + off, n, -1, &t)) << error();
+      EXPECT_EQ(t, expected_ticket++);
+      tickets.push_back(t);
+      if (b == 0) continue;
+      // The batch before this one: once its wait returns, its memory is the caller's again.
+      ASSERT_EQ(WSYNC_OK, wsync_group_send_wait(s.g, tickets[b - 1], -1)) << error();
+      for (size_t i = (b - 1) * per; i < b * per; ++i) std::memset(m.descs[i].data, 0xEE, m.descs[i].nbytes);
+    }
+    ASSERT_EQ(WSYNC_OK, wsync_group_send_wait(s.g, tickets.back(), -1)) << error();
+    EXPECT_EQ(WSYNC_OK, wsync_group_send_wait(s.g, tickets.front(), 0));  // delivered long ago: at once
+    ASSERT_EQ(WSYNC_OK, wsync_group_finalize(s.g, v, -1)) << error();
+  }
+  wsync_group_stats_t st = WSYNC_GROUP_STATS_INIT;
+  ASSERT_EQ(WSYNC_OK, wsync_group_get_stats(s.g, &st));
+  EXPECT_EQ(st.committed_version, 3u);
+  EXPECT_EQ(st.batches, 9u);
+  EXPECT_EQ(st.tensors, 3u * m.descs.size());
+  wsync_group_destroy(s.g);
+  s.g = nullptr;
+  EXPECT_EQ(0, wait_child(placed, 20000));
+  EXPECT_EQ(0, wait_child(views, 20000));
+}
+
+TEST(AsyncSend, FinalizeDeliversTheBatchesStillInFlightFirst) {
+  Sender s;
+  Model m;
+  m.spec = tensor_set(20, 1u << 20);
+  pid_t rx = spawn([p = plan_for(s, 1, m.spec, 1, false)] { return run_receiver(p); });
+  ASSERT_EQ(WSYNC_OK, s.init(1, 1u << 20, 20000)) << error();
+  m.fill(1);
+  uint64_t t1 = 0, t2 = 0;
+  const size_t half = m.descs.size() / 2;
+  ASSERT_EQ(WSYNC_OK, wsync_group_send_start(s.g, m.descs.data(), half, -1, &t1)) << error();
+  ASSERT_EQ(WSYNC_OK, wsync_group_send_start(s.g, m.descs.data() + half, m.descs.size() - half, -1, &t2)) << error();
+  ASSERT_EQ(WSYNC_OK, wsync_group_finalize(s.g, 1, -1)) << error();  // no wait first
+  EXPECT_EQ(WSYNC_OK, wsync_group_send_wait(s.g, t2, 0));
+  wsync_group_destroy(s.g);
+  s.g = nullptr;
+  EXPECT_EQ(0, wait_child(rx, 20000));
+}
+
+TEST(AsyncSend, TicketsAreCheckedAndWaitZeroNeverBlocks) {
+  Sender s;
+  Model m;
+  m.spec = tensor_set(4, 0);
+  pid_t rx = stalling_receiver(s.addr_file, 1500);
+  ASSERT_EQ(WSYNC_OK, s.init(1, 1u << 20, 20000)) << error();
+  EXPECT_EQ(WSYNC_ERR_INVALID_ARGUMENT, wsync_group_send_wait(s.g, 0, 0));
+  EXPECT_EQ(WSYNC_ERR_INVALID_ARGUMENT, wsync_group_send_wait(s.g, 1, 0));
+  EXPECT_NE(std::string::npos, error().find("never handed out")) << error();
+  m.fill(1);
+  uint64_t t = 0;
+  ASSERT_EQ(WSYNC_OK, wsync_group_send_start(s.g, m.descs.data(), m.descs.size(), -1, &t)) << error();
+  EXPECT_EQ(WSYNC_ERR_INVALID_ARGUMENT, wsync_group_send_wait(s.g, t + 1, 0));
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(WSYNC_ERR_TIMEOUT, wsync_group_send_wait(s.g, t, 0));  // the receiver is stalling
+  EXPECT_LT(secs_since(t0), 0.2);
+  EXPECT_NE(std::string::npos, error().find("still in flight")) << error();
+  EXPECT_EQ(WSYNC_OK, wsync_group_send_wait(s.g, t, 10000)) << error();  // the receiver wakes up
+  wsync_group_destroy(s.g);
+  s.g = nullptr;
+  EXPECT_EQ(0, wait_child(rx, 10000));
+}
+
+// At most staging_buckets batches in flight: one more start waits for room, then times out and
+// starts nothing; the group stays usable. A refused batch (a name already in flight) starts
+// nothing either.
+TEST(AsyncSend, DepthIsBoundedAndRefusalsStartNothing) {
+  Sender s;
+  Model m;
+  m.spec = tensor_set(6, 0);
+  pid_t rx = stalling_receiver(s.addr_file, 2500);
+  ASSERT_EQ(WSYNC_OK, s.init(1, 1u << 20, 20000, 2)) << error();
+  m.fill(1);
+  uint64_t t1 = 0, t2 = 0, t3 = 0;
+  ASSERT_EQ(WSYNC_OK, wsync_group_send_start(s.g, m.descs.data(), 2, -1, &t1)) << error();
+  ASSERT_EQ(WSYNC_OK, wsync_group_send_start(s.g, m.descs.data() + 2, 2, -1, &t2)) << error();
+  EXPECT_EQ(WSYNC_ERR_INVALID_ARGUMENT, wsync_group_send_start(s.g, m.descs.data(), 1, -1, &t3));  // in flight already
+  EXPECT_NE(std::string::npos, error().find("already sent in this update")) << error();
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(WSYNC_ERR_TIMEOUT, wsync_group_send_start(s.g, m.descs.data() + 4, 2, 300, &t3));
+  EXPECT_GE(secs_since(t0), 0.25);
+  EXPECT_NE(std::string::npos, error().find("nothing was started")) << error();
+  EXPECT_EQ(t3, 0u);
+  // Once the receiver wakes up the same batch goes, with the next ticket.
+  ASSERT_EQ(WSYNC_OK, wsync_group_send_start(s.g, m.descs.data() + 4, 2, 20000, &t3)) << error();
+  EXPECT_EQ(t3, t2 + 1);
+  EXPECT_EQ(WSYNC_OK, wsync_group_send_wait(s.g, t3, -1)) << error();
+  EXPECT_EQ(WSYNC_OK, wsync_group_finalize(s.g, 1, -1)) << error();
+  wsync_group_destroy(s.g);
+  s.g = nullptr;
+  EXPECT_EQ(0, wait_child(rx, 10000));
+}
+
+TEST(AsyncSend, AbortWhileBatchesAreInFlight) {
+  Sender s;
+  Model m;
+  m.spec = tensor_set(8, 0);
+  pid_t rx = stalling_receiver(s.addr_file, 3000);
+  ASSERT_EQ(WSYNC_OK, s.init(1, 1u << 20, 30000)) << error();
+  m.fill(1);
+  uint64_t t1 = 0, t2 = 0;
+  ASSERT_EQ(WSYNC_OK, wsync_group_send_start(s.g, m.descs.data(), 4, -1, &t1)) << error();
+  ASSERT_EQ(WSYNC_OK, wsync_group_send_start(s.g, m.descs.data() + 4, 4, -1, &t2)) << error();
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    wsync_group_abort(s.g);
+  });
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(WSYNC_ERR_ABORTED, wsync_group_send_wait(s.g, t2, 30000)) << error();
+  EXPECT_LT(secs_since(t0), 1.5);
+  aborter.join();
+  EXPECT_EQ(WSYNC_ERR_ABORTED, wsync_group_send_wait(s.g, t1, 0));  // the earlier one too
+  uint64_t t3 = 0;
+  EXPECT_EQ(WSYNC_ERR_ABORTED, wsync_group_send_start(s.g, m.descs.data(), 1, -1, &t3));
+  EXPECT_EQ(WSYNC_ERR_ABORTED, wsync_group_finalize(s.g, 1, 1000));
+  wsync_group_destroy(s.g);
+  s.g = nullptr;
+  EXPECT_EQ(2, wait_child(rx, 10000));  // it wakes to a sender that is gone, and says so
+}
+
+// A receiver killed while two batches are in flight: both waits report it, by rank, within the
+// timeout; the group is broken and says why; the other receiver is told and exits cleanly.
+TEST(AsyncSend, ReceiverDyingWithTwoBatchesInFlight) {
+  Sender s;
+  Model m;
+  m.spec = tensor_set(24, 4u << 20);
+  pid_t alive = spawn([p = plan_for(s, 1, m.spec, 0, false)] { return run_receiver(p); });
+  // Rank 2 joins, reads nothing for a while (both batches start and wait on it), then dies.
+  const std::string addr_file = s.addr_file;
+  pid_t dead = spawn([addr_file] {
+    wsync_receiver_t* rx = nullptr;
+    if (join(read_addr_file(addr_file, 10000), 2, "it", -1, &rx) != WSYNC_OK) return 1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    raise(SIGKILL);
+    return 2;
+  });
+  const int64_t timeout = 5000;
+  ASSERT_EQ(WSYNC_OK, s.init(2, 1u << 20, timeout)) << error();
+  m.fill(1);
+  const size_t half = m.descs.size() / 2;
+  uint64_t t1 = 0, t2 = 0;
+  ASSERT_EQ(WSYNC_OK, wsync_group_send_start(s.g, m.descs.data(), half, -1, &t1)) << error();
+  ASSERT_EQ(WSYNC_OK, wsync_group_send_start(s.g, m.descs.data() + half, m.descs.size() - half, -1, &t2)) << error();
+  auto t0 = std::chrono::steady_clock::now();
+  wsync_status_t st = wsync_group_send_wait(s.g, t2, 30000);
+  EXPECT_TRUE(st == WSYNC_ERR_PEER_FAILED || st == WSYNC_ERR_TIMEOUT) << wsync_status_name(st) << ": " << error();
+  EXPECT_NE(std::string::npos, error().find("rank 2")) << error();
+  EXPECT_LT(secs_since(t0), timeout / 1000.0 + 2.0);
+  EXPECT_EQ(st, wsync_group_send_wait(s.g, t1, 0));
+  EXPECT_NE(std::string::npos, error().find("rank 2")) << error();
+  uint64_t t3 = 0;
+  EXPECT_EQ(WSYNC_ERR_INVALID_STATE, wsync_group_send_start(s.g, m.descs.data(), 1, -1, &t3));
+  EXPECT_NE(std::string::npos, error().find("rank 2")) << error();
+  EXPECT_EQ(128 + SIGKILL, wait_child(dead, 10000));
+  wsync_group_destroy(s.g);
+  s.g = nullptr;
+  EXPECT_EQ(0, wait_child(alive, 10000));
+}
+
+}  // namespace
