@@ -150,7 +150,10 @@ wsync_status_t cipc_recv_post(void* self, uint64_t seq, const wsync_iov_t* iov, 
     return rc;
   }
   if (op->total == 0) return WSYNC_OK; /* nothing moves (the sender describes no empty bucket either) */
-  if ((rc = start_copies(t)) != WSYNC_OK && op->state != CIPC_RECV_FAILED) finish(t);
+  /* The core takes a failed recv_post as never posted: no recv_wait, no forget_peer, and the next
+   * bucket's record must find no receive in progress. Copies already queued write into regions the
+   * core takes back, so they get a bounded chance to end first. */
+  if ((rc = start_copies(t)) != WSYNC_OK) cipc_cancel_recv(t, 500);
   return rc;
 }
 

@@ -111,6 +111,9 @@ wsync_status_t cipc_sender_blob(cipc_transport_t* t, uint64_t seq, uint32_t rank
   char err[512];
   uint64_t done = 0;
   wsync_status_t rc;
+  if (t->info == NULL)
+    return wsp_fail(WSYNC_ERR_INVALID_STATE, "transport 'cuda_ipc': a record from rank %u before the staging was "
+                    "registered", rank);
   if (kind != WSYNC_BLOB_ACK)
     return wsp_fail(WSYNC_ERR_PROTOCOL, "transport 'cuda_ipc': rank %u sent a record with message kind %d of bucket "
                     "%llu; only ACK carries one", rank, (int)kind, (unsigned long long)seq);

@@ -43,7 +43,7 @@ enum cipc_recv_state {
   CIPC_RECV_IDLE = 0,
   CIPC_RECV_DESCRIBED, /* the sender's bucket record arrived (peer_blob); recv_post comes next */
   CIPC_RECV_COPYING,   /* copies queued on our stream; polling the local event */
-  CIPC_RECV_FAILED     /* queueing the copies failed: the same error on every call */
+  CIPC_RECV_FAILED     /* queueing the copies failed; recv_post cancels the receive before it returns */
 };
 
 typedef struct cipc_recv_op {

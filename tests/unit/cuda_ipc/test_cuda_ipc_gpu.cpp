@@ -1,5 +1,11 @@
 // Transport 'cuda_ipc' on a real GPU: a sender and receivers in separate processes on one device,
-// loaded through the core's loader, rendezvousing through a real TcpStoreServer.
+// loaded through the core's loader, rendezvousing through a real TcpStoreServer. Per bucket the
+// children follow the core's plugin ABI 1.2 order, with a pipe pair standing in for the core's
+// control channel (it carries the transport's records with MANIFEST, READY and ACK):
+//
+//   sender describe_send -> [MANIFEST + bucket record] -> receiver peer_blob, recv_post,
+//   describe_recv(READY) -> [READY] -> sender send_post -> receiver recv_wait, describe_recv(ACK)
+//   -> [ACK + done record] -> sender peer_blob -> send_wait
 //
 // CUDA does not survive fork() once initialised, so this process never touches CUDA: the probe
 // for a device and every rank run in forked children, all forked before the store server starts
@@ -7,11 +13,15 @@
 // exit codes. Without a device the whole program prints why and exits 77 (ctest: Skipped).
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -65,6 +75,7 @@ Child Spawn(const std::function<int(uint16_t)>& body) {
   const pid_t pid = fork();
   if (pid == 0) {
     close(fds[1]);
+    signal(SIGPIPE, SIG_IGN);  // a peer that died shows as a failed write, not as our death
     uint16_t port = 0;
     const bool got = read(fds[0], &port, sizeof port) == static_cast<ssize_t>(sizeof port);
     close(fds[0]);
@@ -184,13 +195,123 @@ wsync_buffer_t CudaBuffer(const void* p, uint64_t len, void* stream) {
   return b;
 }
 
+// ---- the core's control channel, reduced to the transport's records ------------------------------
+
+// One pipe each way between the sender child and a receiver child. A message: u64 seq, i32 kind
+// (WSYNC_BLOB_*), u32 length, then the record (host byte order: both ends are on this machine).
+struct Channel {
+  int down[2] = {-1, -1};  // sender -> receiver: MANIFEST
+  int up[2] = {-1, -1};    // receiver -> sender: READY, ACK
+  bool Open() { return pipe(down) == 0 && pipe(up) == 0; }
+  // In each child, close the ends it does not use, so that a peer's death reads as end-of-file.
+  void SenderSide() {
+    close(down[0]);
+    close(up[1]);
+  }
+  void ReceiverSide() {
+    close(down[1]);
+    close(up[0]);
+  }
+  void CloseAll() {
+    for (int fd : {down[0], down[1], up[0], up[1]})
+      if (fd >= 0) close(fd);
+  }
+};
+
+struct Msg {
+  uint64_t seq = 0;
+  int32_t kind = 0;
+  std::vector<uint8_t> blob;
+};
+
+bool WriteAll(int fd, const void* p, size_t n) {
+  const char* c = static_cast<const char*>(p);
+  while (n > 0) {
+    const ssize_t k = write(fd, c, n);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return false;
+    c += k;
+    n -= static_cast<size_t>(k);
+  }
+  return true;
+}
+
+bool ReadAll(int fd, void* p, size_t n, Clock::time_point deadline) {
+  char* c = static_cast<char*>(p);
+  while (n > 0) {
+    const int64_t left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) return false;
+    pollfd pfd = {fd, POLLIN, 0};
+    const int pr = poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left, 1000)));
+    if (pr < 0 && errno != EINTR) return false;
+    if (pr <= 0) continue;
+    const ssize_t k = read(fd, c, n);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return false;  // an error, or the peer is gone
+    c += k;
+    n -= static_cast<size_t>(k);
+  }
+  return true;
+}
+
+bool SendMsg(int fd, uint64_t seq, int32_t kind, const std::vector<uint8_t>& blob) {
+  uint8_t head[16];
+  const uint32_t len = static_cast<uint32_t>(blob.size());
+  std::memcpy(head, &seq, 8);
+  std::memcpy(head + 8, &kind, 4);
+  std::memcpy(head + 12, &len, 4);
+  return WriteAll(fd, head, sizeof head) && (blob.empty() || WriteAll(fd, blob.data(), blob.size()));
+}
+
+bool RecvMsg(int fd, int64_t timeout_ms, Msg* m) {
+  const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  uint8_t head[16];
+  uint32_t len = 0;
+  if (!ReadAll(fd, head, sizeof head, deadline)) return false;
+  std::memcpy(&m->seq, head, 8);
+  std::memcpy(&m->kind, head + 8, 4);
+  std::memcpy(&len, head + 12, 4);
+  if (len > WSYNC_BLOB_MAX_BYTES) return false;
+  m->blob.resize(len);
+  return len == 0 || ReadAll(fd, m->blob.data(), len, deadline);
+}
+
+// The transport's side-channel calls, into a buffer of the core's size.
+wsync_status_t DescribeSend(Rank* r, uint64_t seq, const wsync_buffer_t& b, std::vector<uint8_t>* blob) {
+  uint64_t len = 0;
+  blob->assign(WSYNC_BLOB_MAX_BYTES, 0);
+  const wsync_status_t st = r->T->describe_send(r->self, seq, &b, blob->data(), blob->size(), &len);
+  blob->resize(st == WSYNC_OK ? std::min<uint64_t>(len, WSYNC_BLOB_MAX_BYTES) : 0);
+  return st;
+}
+
+wsync_status_t DescribeRecv(Rank* r, uint64_t seq, int32_t kind, std::vector<uint8_t>* blob) {
+  uint64_t len = 0;
+  blob->assign(WSYNC_BLOB_MAX_BYTES, 0);
+  const wsync_status_t st = r->T->describe_recv(r->self, seq, kind, blob->data(), blob->size(), &len);
+  blob->resize(st == WSYNC_OK ? std::min<uint64_t>(len, WSYNC_BLOB_MAX_BYTES) : 0);
+  return st;
+}
+
+bool HasSideChannel(const Rank& r) {
+  return WSYNC_HAS_FIELD(r.T, wsync_transport_v1_t, peer_blob) && r.T->describe_send != nullptr &&
+         r.T->describe_recv != nullptr && r.T->peer_blob != nullptr;
+}
+
+uint32_t Le32(const std::vector<uint8_t>& b, size_t off) {
+  return static_cast<uint32_t>(b[off]) | static_cast<uint32_t>(b[off + 1]) << 8 |
+         static_cast<uint32_t>(b[off + 2]) << 16 | static_cast<uint32_t>(b[off + 3]) << 24;
+}
+
 // ---- the tests ---------------------------------------------------------------------------------
 
-// Three buckets, alternating two staging slots; the receiver scatters each into two device
-// regions and a host region, and checks an XXH3 of what arrived.
-int SendThree(uint16_t port, const std::string& group) {
+// Three buckets, alternating two staging slots (bucket 3 reuses slot 0 once bucket 1's done record
+// came back); the receiver scatters each into two device regions and a host region, and checks an
+// XXH3 of what arrived.
+int SendThree(uint16_t port, const std::string& group, int to_rx, int from_rx) {
   Rank r;
   CHECK(Open(&r, port, 0, 2, group) == WSYNC_OK, "sender create");
+  CHECK(HasSideChannel(r), "the plugin's table has no describe_send/describe_recv/peer_blob");
   void* slot[2] = {nullptr, nullptr};
   CUDA_CHECK(cudaMalloc(&slot[0], kSlotBytes));
   CUDA_CHECK(cudaMalloc(&slot[1], kSlotBytes));
@@ -203,8 +324,11 @@ int SendThree(uint16_t port, const std::string& group) {
   void* pinned = nullptr;
   CUDA_CHECK(cudaMallocHost(&pinned, kSlotBytes));
   const uint32_t ranks[1] = {1};
+  std::vector<uint8_t> record;
+  Msg m;
   for (uint64_t seq = 1; seq <= 3; ++seq) {
-    uint8_t* dst = static_cast<uint8_t*>(slot[(seq - 1) % 2]) + OffsetOf(seq);
+    const uint32_t s_index = static_cast<uint32_t>((seq - 1) % 2);
+    uint8_t* dst = static_cast<uint8_t*>(slot[s_index]) + OffsetOf(seq);
     const std::vector<uint8_t> data = Bytes(seq, LenOf(seq));
     void* s = nullptr;
     if (seq < 3) {
@@ -215,16 +339,37 @@ int SendThree(uint16_t port, const std::string& group) {
       s = stream;
     }
     const wsync_buffer_t b = CudaBuffer(dst, data.size(), s);
+    CHECK(DescribeSend(&r, seq, b, &record) == WSYNC_OK, "describe_send %llu", (unsigned long long)seq);
+    CHECK(record.size() == 48, "bucket record of %zu bytes", record.size());
+    CHECK(Le32(record, 24) == s_index, "bucket %llu in slot %u, expected slot %u", (unsigned long long)seq,
+          Le32(record, 24), s_index);
+    CHECK(SendMsg(to_rx, seq, WSYNC_BLOB_MANIFEST, record), "sending MANIFEST %llu", (unsigned long long)seq);
+    CHECK(RecvMsg(from_rx, 30000, &m), "no READY for bucket %llu", (unsigned long long)seq);
+    CHECK(m.seq == seq && m.kind == WSYNC_BLOB_READY, "READY expected, got kind %d of bucket %llu", m.kind,
+          (unsigned long long)m.seq);
+    if (!m.blob.empty())  // the core delivers only non-empty records
+      CHECK(r.T->peer_blob(r.self, seq, 1, WSYNC_BLOB_READY, m.blob.data(), m.blob.size()) == WSYNC_OK, "READY record");
     CHECK(r.T->send_post(r.self, seq, &b, ranks, 1) == WSYNC_OK, "send_post %llu", (unsigned long long)seq);
+    CHECK(RecvMsg(from_rx, 30000, &m), "no ACK for bucket %llu", (unsigned long long)seq);
+    CHECK(m.seq == seq && m.kind == WSYNC_BLOB_ACK && m.blob.size() == 24, "ACK with a 24-byte done record "
+          "expected, got kind %d of bucket %llu with %zu bytes", m.kind, (unsigned long long)m.seq, m.blob.size());
+    // Until its done record arrives the slot is still the receiver's.
+    CHECK(r.T->send_wait(r.self, seq, 0) == WSYNC_ERR_TIMEOUT, "send_wait %llu before the done record",
+          (unsigned long long)seq);
+    CHECK(r.T->peer_blob(r.self, seq, 1, WSYNC_BLOB_ACK, m.blob.data(), m.blob.size()) == WSYNC_OK, "done record %llu",
+          (unsigned long long)seq);
     CHECK(InSlices([&](int64_t ms) { return r.T->send_wait(r.self, seq, ms); }, 20000) == WSYNC_OK, "send_wait %llu",
           (unsigned long long)seq);
   }
-  // Ranges that are not inside one registered slot are refused.
+  // Ranges that are not inside one registered slot cannot be described, and nothing is sent that
+  // was not described.
   const wsync_buffer_t outside = CudaBuffer(pinned, 16, nullptr);
-  CHECK(r.T->send_post(r.self, 4, &outside, ranks, 1) == WSYNC_ERR_INVALID_ARGUMENT, "outside");
+  CHECK(DescribeSend(&r, 4, outside, &record) == WSYNC_ERR_INVALID_ARGUMENT, "outside");
   CHECK(wsync::last_error().find("not inside") != std::string::npos, "message");
   const wsync_buffer_t straddle = CudaBuffer(static_cast<uint8_t*>(slot[0]) + kSlotBytes - 8, 16, nullptr);
-  CHECK(r.T->send_post(r.self, 4, &straddle, ranks, 1) == WSYNC_ERR_INVALID_ARGUMENT, "straddling");
+  CHECK(DescribeSend(&r, 4, straddle, &record) == WSYNC_ERR_INVALID_ARGUMENT, "straddling");
+  const wsync_buffer_t undescribed = CudaBuffer(slot[1], 16, nullptr);
+  CHECK(r.T->send_post(r.self, 4, &undescribed, ranks, 1) == WSYNC_ERR_INVALID_STATE, "send_post without describe");
   CHECK(r.Wait("test/" + group + "/rx_exit", 30000), "the receiver never finished");
   r.T->destroy(r.self);
   r.self = nullptr;
@@ -235,20 +380,30 @@ int SendThree(uint16_t port, const std::string& group) {
   return 0;
 }
 
-int ReceiveThree(uint16_t port, const std::string& group) {
+int ReceiveThree(uint16_t port, const std::string& group, int from_tx, int to_tx) {
   Rank r;
   CHECK(Open(&r, port, 1, 2, group) == WSYNC_OK, "receiver create");
+  CHECK(HasSideChannel(r), "the plugin's table has no describe_send/describe_recv/peer_blob");
   CHECK(r.T->connect(r.self, 20000) == WSYNC_OK, "receiver connect");
   uint8_t* dev = nullptr;
   CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&dev), kSlotBytes));
-  std::vector<uint8_t> host(kSlotBytes);
+  std::vector<uint8_t> host(kSlotBytes), blob;
+  Msg m;
   int failures = 0;
   for (uint64_t seq = 1; seq <= 3; ++seq) {
     const uint64_t len = LenOf(seq), a = len / 3, b = len / 4, c = len - a - b;
     const wsync_iov_t iov[3] = {{dev, a}, {host.data(), b}, {dev + a, c}};
     CUDA_CHECK(cudaMemset(dev, 0, kSlotBytes));
     CUDA_CHECK(cudaDeviceSynchronize());  // the transport copies on its own stream, unordered with ours
+    CHECK(RecvMsg(from_tx, 30000, &m), "no MANIFEST for bucket %llu", (unsigned long long)seq);
+    CHECK(m.seq == seq && m.kind == WSYNC_BLOB_MANIFEST && !m.blob.empty(), "MANIFEST with a record expected, got "
+          "kind %d of bucket %llu with %zu bytes", m.kind, (unsigned long long)m.seq, m.blob.size());
+    CHECK(r.T->peer_blob(r.self, seq, 0, WSYNC_BLOB_MANIFEST, m.blob.data(), m.blob.size()) == WSYNC_OK,
+          "bucket record %llu", (unsigned long long)seq);
     CHECK(r.T->recv_post(r.self, seq, iov, 3) == WSYNC_OK, "recv_post %llu", (unsigned long long)seq);
+    CHECK(DescribeRecv(&r, seq, WSYNC_BLOB_READY, &blob) == WSYNC_OK, "describe_recv READY %llu",
+          (unsigned long long)seq);
+    CHECK(SendMsg(to_tx, seq, WSYNC_BLOB_READY, blob), "sending READY %llu", (unsigned long long)seq);
     CHECK(InSlices([&](int64_t ms) { return r.T->recv_wait(r.self, seq, ms); }, 20000) == WSYNC_OK, "recv_wait %llu",
           (unsigned long long)seq);
     std::vector<uint8_t> got(len);
@@ -264,6 +419,9 @@ int ReceiveThree(uint16_t port, const std::string& group) {
                    (unsigned long long)seq, (unsigned long long)hg, (unsigned long long)hw, i);
       ++failures;
     }
+    CHECK(DescribeRecv(&r, seq, WSYNC_BLOB_ACK, &blob) == WSYNC_OK && blob.size() == 24, "describe_recv ACK %llu",
+          (unsigned long long)seq);
+    CHECK(SendMsg(to_tx, seq, WSYNC_BLOB_ACK, blob), "sending ACK %llu", (unsigned long long)seq);
   }
   CUDA_CHECK(cudaFree(dev));
   r.T->destroy(r.self);  // close the mappings before the sender frees its staging
@@ -274,8 +432,17 @@ int ReceiveThree(uint16_t port, const std::string& group) {
 
 TEST(CudaIpcGpu, ThreeBucketsAlternatingSlots) {
   const std::string g = UniqueGroup("three");
-  std::vector<Child> kids = {Spawn([&](uint16_t p) { return SendThree(p, g); }),
-                             Spawn([&](uint16_t p) { return ReceiveThree(p, g); })};
+  Channel ch;
+  ASSERT_TRUE(ch.Open());
+  std::vector<Child> kids = {Spawn([&](uint16_t p) {
+                               ch.SenderSide();
+                               return SendThree(p, g, ch.down[1], ch.up[0]);
+                             }),
+                             Spawn([&](uint16_t p) {
+                               ch.ReceiverSide();
+                               return ReceiveThree(p, g, ch.down[0], ch.up[1]);
+                             })};
+  ch.CloseAll();  // the parent's copies: only the children hold the pipes now
   const std::vector<int> codes = RunChildren(kids, 120);
   EXPECT_EQ(codes[0], 0) << "sender";
   EXPECT_EQ(codes[1], 0) << "receiver";
@@ -324,29 +491,55 @@ TEST(CudaIpcGpu, ConnectTimeoutNamesTheMissingRank) {
   EXPECT_EQ(codes[1], 0) << "rank 1";
 }
 
-// abort from another thread ends a recv_wait that would otherwise wait 10 s for a bucket.
-int SenderThatNeverPosts(uint16_t port, const std::string& group) {
+// abort from another thread ends a recv_wait that would otherwise wait 10 s for a bucket: the
+// sender describes bucket 1 on a stream that a host function holds back, so the receiver's copies
+// (queued behind the sender's event on the GPU) cannot complete until the receiver says so.
+std::atomic<int> g_gate{0};
+
+void CUDART_CB HoldStream(void*) {  // runs on a CUDA thread of the sender; bounded in case the receiver dies
+  const auto t0 = Clock::now();
+  while (g_gate.load() == 0 && MsSince(t0) < 30000) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
+int SenderThatHoldsTheBucket(uint16_t port, const std::string& group, int to_rx) {
   Rank r;
   CHECK(Open(&r, port, 0, 2, group) == WSYNC_OK, "sender create");
+  CHECK(HasSideChannel(r), "the plugin's table has no describe_send/describe_recv/peer_blob");
   void* slot = nullptr;
   CUDA_CHECK(cudaMalloc(&slot, kSlotBytes));
   const wsync_buffer_t staging = CudaBuffer(slot, kSlotBytes, nullptr);
   CHECK(r.T->register_staging(r.self, &staging, 1) == WSYNC_OK, "register_staging");
   CHECK(r.T->connect(r.self, 20000) == WSYNC_OK, "sender connect");
+  cudaStream_t stream;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaLaunchHostFunc(stream, HoldStream, nullptr));
+  const wsync_buffer_t b = CudaBuffer(slot, 4096, stream);
+  std::vector<uint8_t> record;
+  CHECK(DescribeSend(&r, 1, b, &record) == WSYNC_OK, "describe_send");
+  CHECK(SendMsg(to_rx, 1, WSYNC_BLOB_MANIFEST, record), "sending MANIFEST");
+  const bool aborted = r.Wait("test/" + group + "/aborted", 30000);
+  g_gate.store(1);  // in every case: the stream must drain before the slot is freed
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  CHECK(aborted, "the receiver never reported its abort");
   CHECK(r.Wait("test/" + group + "/rx_exit", 30000), "the receiver never finished");
   r.T->destroy(r.self);
   r.self = nullptr;
+  CUDA_CHECK(cudaStreamDestroy(stream));
   CUDA_CHECK(cudaFree(slot));
   return 0;
 }
 
-int ReceiverAborted(uint16_t port, const std::string& group) {
+int ReceiverAborted(uint16_t port, const std::string& group, int from_tx) {
   Rank r;
   CHECK(Open(&r, port, 1, 2, group) == WSYNC_OK, "receiver create");
+  CHECK(HasSideChannel(r), "the plugin's table has no describe_send/describe_recv/peer_blob");
   CHECK(r.T->connect(r.self, 20000) == WSYNC_OK, "receiver connect");
   void* dev = nullptr;
   CUDA_CHECK(cudaMalloc(&dev, 4096));
   const wsync_iov_t iov[1] = {{dev, 4096}};
+  Msg m;
+  CHECK(RecvMsg(from_tx, 30000, &m) && m.seq == 1 && m.kind == WSYNC_BLOB_MANIFEST, "no MANIFEST for bucket 1");
+  CHECK(r.T->peer_blob(r.self, 1, 0, WSYNC_BLOB_MANIFEST, m.blob.data(), m.blob.size()) == WSYNC_OK, "bucket record");
   CHECK(r.T->recv_post(r.self, 1, iov, 1) == WSYNC_OK, "recv_post");
   const wsync_transport_v1_t* T = r.T;
   void* self = r.self;
@@ -358,9 +551,13 @@ int ReceiverAborted(uint16_t port, const std::string& group) {
   const wsync_status_t st = r.T->recv_wait(r.self, 1, 10000);
   const int64_t ms = MsSince(t0);
   aborter.join();
+  r.Set("test/" + group + "/aborted");  // the sender lets its stream go on
   CHECK(st == WSYNC_ERR_ABORTED, "recv_wait returned %d", st);
   CHECK(ms >= 250 && ms < 5000, "recv_wait returned after %lld ms", (long long)ms);
   CHECK(r.T->recv_post(r.self, 2, iov, 1) != WSYNC_OK, "recv_post after abort");
+  // Our copy is still queued behind the sender's event: let it end before its destination and the
+  // mapping go (the plugin's stream lives in the same primary context as ours).
+  CUDA_CHECK(cudaDeviceSynchronize());
   r.T->destroy(r.self);
   r.self = nullptr;
   CUDA_CHECK(cudaFree(dev));
@@ -370,8 +567,17 @@ int ReceiverAborted(uint16_t port, const std::string& group) {
 
 TEST(CudaIpcGpu, AbortEndsRecvWait) {
   const std::string g = UniqueGroup("abort");
-  std::vector<Child> kids = {Spawn([&](uint16_t p) { return SenderThatNeverPosts(p, g); }),
-                             Spawn([&](uint16_t p) { return ReceiverAborted(p, g); })};
+  Channel ch;
+  ASSERT_TRUE(ch.Open());
+  std::vector<Child> kids = {Spawn([&](uint16_t p) {
+                               ch.SenderSide();
+                               return SenderThatHoldsTheBucket(p, g, ch.down[1]);
+                             }),
+                             Spawn([&](uint16_t p) {
+                               ch.ReceiverSide();
+                               return ReceiverAborted(p, g, ch.down[0]);
+                             })};
+  ch.CloseAll();
   const std::vector<int> codes = RunChildren(kids, 90);
   EXPECT_EQ(codes[0], 0) << "sender";
   EXPECT_EQ(codes[1], 0) << "receiver";
