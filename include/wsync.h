@@ -301,8 +301,10 @@ WSYNC_API wsync_status_t wsync_group_finalize(wsync_group_t* group, uint64_t ver
                                               int64_t timeout_ms);
 
 /* Make any call in progress on the group, and every later one, return WSYNC_ERR_ABORTED soon
- * (within ~100 ms), batches in flight included. Receivers are told the update was aborted. Safe
- * from any thread (it sets flags and wakes the group's thread); idempotent. NULL is ignored. */
+ * (within ~100 ms), batches in flight included. Receivers in the middle of an update get
+ * WSYNC_EVENT_ABORTED (previous weights stand); between updates they are told nothing until
+ * wsync_group_destroy closes the group (WSYNC_EVENT_CLOSED). Safe from any thread (it sets flags
+ * and wakes the group's thread); idempotent. NULL is ignored. */
 WSYNC_API void wsync_group_abort(wsync_group_t* group);
 
 /* Counters of a group, for logs and benchmarks. */

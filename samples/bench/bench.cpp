@@ -3,11 +3,7 @@
 // with "ratio_vs_ucx_perftest: <min ratio over the rows>".
 //
 //   wsync-bench [--sizes-mib 64,256,1024] [--tls sm:tcp] [--iters N] [--repeat 3] [--perftest PATH]
-//               [--gpu auto|on|off] [--gpu-sizes-gib 4]
-//
-// Where wsync was built with CUDA and a GPU is present (--gpu auto), GPU rows follow: the
-// cuda_ipc transport against cudaMemcpy device-to-device (bench_gpu.cpp), ending with
-// "ratio_vs_cudamemcpy: <min ratio>".
+//               [--overlap-layers 16] [--overlap-layer-mib 32] [--gpu auto|on|off] [--gpu-sizes-gib 4]
 //
 // Each --tls entry is a UCX_TLS value; both wsync and ucx_perftest run with it (set in the
 // environment both inherit), so every row compares the two on the same UCX transport. A UCX_TLS
@@ -15,8 +11,17 @@
 //
 // wsync rows are whole updates (send_batch of one bucket-sized tensor + finalize) into a
 // receiver process that registered the destination buffer, so the bytes land in place: every
-// manifest, READY, ACK and commit round trip is inside the measured time. UCX_TLS, if set,
-// applies to both sides alike (children inherit the environment).
+// manifest, READY, ACK and commit round trip is inside the measured time. Each row also gives the
+// sender's process CPU time over wall time during those updates; for the largest size on shared
+// memory (the receiver does the copy) it must stay under 0.30 ("sender_cpu_over_wall").
+//
+// The overlap table (bench_overlap.cpp) runs a trainer-like loop on the first UCX_TLS: blocking
+// send_batch per layer against send_start/send_wait with the next layer gathered meanwhile, and
+// ends with "overlap_speedup" (blocking time over overlapped time; must beat 1).
+//
+// Where wsync was built with CUDA and a GPU is present (--gpu auto), GPU rows follow: the
+// cuda_ipc transport against cudaMemcpy device-to-device (bench_gpu.cpp), ending with
+// "ratio_vs_cudamemcpy: <min ratio>". The exit status is non-zero when a figure misses its limit.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -26,12 +31,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "bench_host.h"
+#include "bench_overlap.h"
 #include "wsync.h"
 #ifdef WSYNC_BENCH_CUDA
 #include "bench_gpu.h"
@@ -41,101 +47,40 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string read_line(const std::string& path, int timeout_ms) {
-  auto until = Clock::now() + std::chrono::milliseconds(timeout_ms);
-  while (Clock::now() < until) {
-    std::ifstream f(path);
-    std::string l;
-    if (f && std::getline(f, l) && !l.empty()) return l;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return "";
-}
+struct WsyncRun {
+  double mibps = 0;         // bytes of the model per second
+  double cpu_over_wall = 0;  // the sender's process CPU time over wall time during the updates
+};
 
-int receiver_main(const std::string& addr_file, uint64_t size) {
-  std::string addr = read_line(addr_file, 30000);
-  wsync_receiver_config_t cfg = WSYNC_RECEIVER_CONFIG_INIT;
-  cfg.rank = 1;
-  cfg.store_addr = addr.c_str();
-  cfg.group_name = "bench";
-  cfg.timeout_ms = 120000;
-  wsync_receiver_t* rx = nullptr;
-  if (wsync_receiver_init(&cfg, &rx) != WSYNC_OK) {
-    std::fprintf(stderr, "bench receiver: %s\n", wsync_last_error());
-    return 1;
-  }
-  std::vector<uint8_t> buf(size);
-  wsync_tensor_t d = WSYNC_TENSOR_INIT;
-  d.name = "w";
-  d.dtype = WSYNC_DTYPE_UINT8;
-  d.ndim = 1;
-  d.shape[0] = static_cast<int64_t>(size);
-  d.data = buf.data();
-  d.nbytes = size;
-  wsync_receiver_register(rx, &d, 1);
-  for (;;) {
-    wsync_receiver_event_t ev = WSYNC_RECEIVER_EVENT_INIT;
-    if (wsync_receiver_next(rx, &ev, 120000) != WSYNC_OK) {
-      std::fprintf(stderr, "bench receiver: %s\n", wsync_last_error());
-      return 1;
+// `iters` whole updates of one `size`-byte tensor into a receiver process.
+WsyncRun wsync_run(uint64_t size, int iters, int warmup) {
+  bench::HostPair pair(1, size, size);
+  WsyncRun out;
+  if (!pair.group()) return out;
+  std::vector<uint8_t> src(size);
+  for (uint64_t i = 0; i < size; i += 4096) src[i] = static_cast<uint8_t>(i >> 12);
+  const std::string name = bench::HostPair::name(0);
+  wsync_tensor_t t = bench::host_tensor(name, src.data(), size);
+  uint64_t version = 0;
+  bool ok = true;
+  Clock::time_point t0;
+  double cpu0 = 0;
+  for (int i = 0; i < warmup + iters && ok; ++i) {
+    if (i == warmup) {
+      t0 = Clock::now();
+      cpu0 = bench::process_cpu_seconds();
     }
-    if (ev.kind == WSYNC_EVENT_COMMIT) wsync_receiver_commit(rx, ev.version);
-    if (ev.kind == WSYNC_EVENT_CLOSED) break;
+    ok = wsync_group_send_batch(pair.group(), &t, 1, -1) == WSYNC_OK &&
+         wsync_group_finalize(pair.group(), ++version, -1) == WSYNC_OK;
   }
-  // Touch the result so the receive cannot be optimised into nothing.
-  volatile uint8_t sink = buf[size / 2];
-  (void)sink;
-  wsync_receiver_destroy(rx);
-  return 0;
-}
-
-// MiB/s of `iters` whole updates of one `size`-byte tensor.
-double wsync_mibps(uint64_t size, int iters, int warmup) {
-  char dir[] = "/tmp/wsync-bench-XXXXXX";
-  if (!mkdtemp(dir)) return 0;
-  std::string addr_file = std::string(dir) + "/store.addr";
-  std::fflush(stdout);
-  pid_t child = fork();
-  if (child == 0) _exit(receiver_main(addr_file, size));
-  std::string bucket = std::to_string(size);
-  wsync_option_t opts[2] = {WSYNC_OPTION("bucket_bytes", bucket.c_str()), WSYNC_OPTION("store_addr_file", addr_file.c_str())};
-  wsync_group_config_t cfg = WSYNC_GROUP_CONFIG_INIT;
-  cfg.num_receivers = 1;
-  cfg.group_name = "bench";
-  cfg.options = opts;
-  cfg.num_options = 2;
-  cfg.timeout_ms = 60000;
-  wsync_group_t* g = nullptr;
-  double result = 0;
-  if (wsync_group_init(&cfg, &g) != WSYNC_OK) {
-    std::fprintf(stderr, "bench: group init: %s\n", wsync_last_error());
-  } else {
-    std::vector<uint8_t> src(size);
-    for (uint64_t i = 0; i < size; i += 4096) src[i] = static_cast<uint8_t>(i >> 12);
-    wsync_tensor_t t = WSYNC_TENSOR_INIT;
-    t.name = "w";
-    t.dtype = WSYNC_DTYPE_UINT8;
-    t.ndim = 1;
-    t.shape[0] = static_cast<int64_t>(size);
-    t.data = src.data();
-    t.nbytes = size;
-    uint64_t version = 0;
-    bool ok = true;
-    Clock::time_point t0;
-    for (int i = 0; i < warmup + iters && ok; ++i) {
-      if (i == warmup) t0 = Clock::now();
-      ok = wsync_group_send_batch(g, &t, 1, -1) == WSYNC_OK && wsync_group_finalize(g, ++version, -1) == WSYNC_OK;
-    }
-    double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-    if (!ok) std::fprintf(stderr, "bench: update failed: %s\n", wsync_last_error());
-    else result = static_cast<double>(size) * iters / secs / (1024.0 * 1024.0);
+  const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (!ok) {
+    std::fprintf(stderr, "bench: update failed: %s\n", wsync_last_error());
+    return out;
   }
-  wsync_group_destroy(g);
-  int status = 0;
-  waitpid(child, &status, 0);
-  std::remove(addr_file.c_str());
-  rmdir(dir);
-  return result;
+  out.mibps = static_cast<double>(size) * iters / secs / (1024.0 * 1024.0);
+  out.cpu_over_wall = (bench::process_cpu_seconds() - cpu0) / secs;
+  return out;
 }
 
 // ucx_perftest tag_bw between two processes on loopback with the given wait mode (-E poll|sleep);
@@ -190,9 +135,7 @@ bool shared_memory_only(const std::string& tls) {
   return any;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+struct Options {
   std::vector<uint64_t> sizes_mib = {64, 256, 1024};
   std::vector<std::string> tls_list = {"sm", "tcp"};
   int iters = 0;
@@ -200,82 +143,138 @@ int main(int argc, char** argv) {
   std::string tool = "ucx_perftest";
   std::string gpu = "auto";
   std::vector<uint64_t> gpu_gib = {4};
+  size_t overlap_layers = 16;
+  uint64_t overlap_layer_mib = 32;
+};
+
+std::vector<uint64_t> split_numbers(const std::string& v) {
+  std::vector<uint64_t> out;
+  std::stringstream ss(v);
+  std::string item;
+  while (std::getline(ss, item, ',')) out.push_back(std::stoull(item));
+  return out;
+}
+
+bool parse_options(int argc, char** argv, Options* o) {
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i], v = argv[i + 1];
     if (a == "--sizes-mib") {
-      sizes_mib.clear();
-      std::stringstream ss(v);
-      std::string item;
-      while (std::getline(ss, item, ',')) sizes_mib.push_back(std::stoull(item));
+      o->sizes_mib = split_numbers(v);
     } else if (a == "--tls") {
-      tls_list.clear();
+      o->tls_list.clear();
       std::stringstream ss(v);
       std::string item;
-      while (std::getline(ss, item, ':')) tls_list.push_back(item);
+      while (std::getline(ss, item, ':')) o->tls_list.push_back(item);
     } else if (a == "--iters") {
-      iters = std::atoi(v.c_str());
+      o->iters = std::atoi(v.c_str());
     } else if (a == "--repeat") {
-      repeat = std::max(1, std::atoi(v.c_str()));
+      o->repeat = std::max(1, std::atoi(v.c_str()));
     } else if (a == "--perftest") {
-      tool = v;
+      o->tool = v;
     } else if (a == "--gpu") {
-      gpu = v;
+      o->gpu = v;
     } else if (a == "--gpu-sizes-gib") {
-      gpu_gib.clear();
-      std::stringstream ss(v);
-      std::string item;
-      while (std::getline(ss, item, ',')) gpu_gib.push_back(std::stoull(item));
+      o->gpu_gib = split_numbers(v);
+    } else if (a == "--overlap-layers") {
+      o->overlap_layers = std::max<size_t>(2, std::stoull(v));
+    } else if (a == "--overlap-layer-mib") {
+      o->overlap_layer_mib = std::max<uint64_t>(1, std::stoull(v));
     } else {
       std::fprintf(stderr, "wsync-bench: unknown flag %s\n", a.c_str());
-      return 2;
+      return false;
     }
   }
-  if (const char* env = std::getenv("UCX_TLS")) tls_list = {env};
+  if (const char* env = std::getenv("UCX_TLS")) o->tls_list = {env};
+  return true;
+}
+
+struct Figures {
+  double min_ratio = 1e9;        // wsync over ucx_perftest, every row
+  double max_cpu_local = 0;      // the sender's CPU/wall at the largest size, shared-memory rows
+  bool any_local = false;
+};
+
+// One bandwidth row: wsync and ucx_perftest on the same UCX_TLS and size.
+void bandwidth_row(const Options& o, const std::string& tls, uint64_t mib, int* port, Figures* f) {
+  setenv("UCX_TLS", tls.c_str(), 1);
+  // wsync's UCX transport runs endpoints with peer error handling unless every transport is
+  // shared memory (its "auto" error mode); ucx_perftest -e does the same, so the two match.
+  const bool local = shared_memory_only(tls);
+  const uint64_t size = mib << 20;
+  const int n = o.iters > 0 ? o.iters : std::max(6, static_cast<int>(2048 / mib));
+  const int warm = 2;
+  // Best of `repeat` runs on each side: this compares the two on the machine at its quietest.
+  WsyncRun w;
+  double p_poll = 0, p_sleep = 0;
+  for (int r = 0; r < o.repeat; ++r) {
+    WsyncRun run = wsync_run(size, n, warm);
+    if (run.mibps > w.mibps) w = run;
+    // The baseline is the better of ucx_perftest's two wait modes: on a machine with few cores
+    // its busy-polling pair starves the kernel's copy, and "sleep" is then the faster one.
+    p_poll = std::max(p_poll, perftest_mibps(o.tool, size, n, warm, (*port)++, "poll", !local));
+    p_sleep = std::max(p_sleep, perftest_mibps(o.tool, size, n, warm, (*port)++, "sleep", !local));
+  }
+  const double p = std::max(p_poll, p_sleep);
+  const double r = p > 0 ? w.mibps / p : 0;
+  f->min_ratio = std::min(f->min_ratio, r);
+  if (local && mib == o.sizes_mib.back()) {
+    f->max_cpu_local = std::max(f->max_cpu_local, w.cpu_over_wall);
+    f->any_local = true;
+  }
+  std::printf("%8s %6llu MiB %6d %12.1f %18.1f %7.3f %9.2f   (perftest%s -E poll %.1f, -E sleep %.1f)\n", tls.c_str(),
+              static_cast<unsigned long long>(mib), n, w.mibps, p, r, w.cpu_over_wall, local ? "" : " -e", p_poll,
+              p_sleep);
+  std::fflush(stdout);
+}
+
+// The trainer-like loop on the first UCX_TLS of the list: blocking against overlapped.
+double overlap_table(const Options& o) {
+  setenv("UCX_TLS", o.tls_list.front().c_str(), 1);
+  std::printf("\noverlap: per layer, gather k+1 (a wait as long as one layer's send) while layer k moves\n");
+  std::printf("%8s %17s %10s %12s %14s %8s %8s\n", "UCX_TLS", "layers", "send ms", "blocking ms", "overlapped ms",
+              "speedup", "ideal");
+  const double s = bench::overlap_row(o.tls_list.front(), o.overlap_layers, o.overlap_layer_mib, o.repeat);
+  std::printf("overlap_speedup: %.2f\n", s);
+  return s;
+}
+
+int gpu_rows(const Options& o) {
+  if (o.gpu == "off") return 0;
+#ifdef WSYNC_BENCH_CUDA
+  double gpu_ratio = 0;
+  if (bench_gpu_rows(o.gpu_gib, o.repeat, &gpu_ratio) != 0) return o.gpu == "on" ? 1 : 0;
+  return gpu_ratio > 0 ? 0 : 1;
+#else
+  std::printf("\nGPU rows: not built (wsync was configured without CUDA)\n");
+  return o.gpu == "on" ? 1 : 0;
+#endif
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  if (!parse_options(argc, argv, &o)) return 2;
   std::printf("wsync-bench: wsync %s over its UCX transport vs ucx_perftest tag_bw, loopback, host memory\n",
               wsync_version_string());
-  std::printf("each figure is the best of %d runs; MiB/s as ucx_perftest counts them\n", repeat);
-  std::printf("%8s %10s %6s %12s %18s %7s\n", "UCX_TLS", "size", "iters", "wsync MiB/s", "ucx_perftest MiB/s", "ratio");
-  double min_ratio = 1e9;
+  std::printf("each figure is the best of %d runs; MiB/s as ucx_perftest counts them; cpu/wall: the sender's\n"
+              "process CPU time over wall time during wsync's updates\n", o.repeat);
+  std::printf("%8s %10s %6s %12s %18s %7s %9s\n", "UCX_TLS", "size", "iters", "wsync MiB/s", "ucx_perftest MiB/s",
+              "ratio", "cpu/wall");
+  Figures f;
   int port = 13400 + static_cast<int>(getpid() % 1000);
-  for (const std::string& tls : tls_list)
-  for (uint64_t mib : sizes_mib) {
-    setenv("UCX_TLS", tls.c_str(), 1);
-    // wsync's UCX transport runs endpoints with peer error handling unless every transport is
-    // shared memory (its "auto" error mode); ucx_perftest -e does the same, so the two match.
-    const bool peer = !shared_memory_only(tls);
-    uint64_t size = mib << 20;
-    int n = iters > 0 ? iters : std::max(6, static_cast<int>(2048 / mib));
-    int warm = 2;
-    // Best of `repeat` runs on each side: this compares the two on the machine at its quietest.
-    double w = 0, p_poll = 0, p_sleep = 0;
-    for (int r = 0; r < repeat; ++r) {
-      w = std::max(w, wsync_mibps(size, n, warm));
-      // The baseline is the better of ucx_perftest's two wait modes: on a machine with few cores
-    // its busy-polling pair starves the kernel's copy, and "sleep" is then the faster one.
-      p_poll = std::max(p_poll, perftest_mibps(tool, size, n, warm, port++, "poll", peer));
-      p_sleep = std::max(p_sleep, perftest_mibps(tool, size, n, warm, port++, "sleep", peer));
-    }
-    double p = std::max(p_poll, p_sleep);
-    double r = p > 0 ? w / p : 0;
-    min_ratio = std::min(min_ratio, r);
-    std::printf("%8s %6llu MiB %6d %12.1f %18.1f %7.3f   (perftest%s -E poll %.1f, -E sleep %.1f)\n", tls.c_str(),
-                static_cast<unsigned long long>(mib), n, w, p, r, peer ? " -e" : "", p_poll, p_sleep);
-    std::fflush(stdout);
+  for (const std::string& tls : o.tls_list)
+    for (uint64_t mib : o.sizes_mib) bandwidth_row(o, tls, mib, &port, &f);
+  std::printf("ratio_vs_ucx_perftest: %.3f\n", f.min_ratio);
+  int rc = f.min_ratio > 0 ? 0 : 1;
+  if (f.any_local) {
+    // The receiver does the copy (shared memory): the sender should mostly sleep.
+    const bool ok = f.max_cpu_local < 0.3;
+    std::printf("sender_cpu_over_wall: %.2f at %llu MiB, shared memory (limit 0.30): %s\n", f.max_cpu_local,
+                static_cast<unsigned long long>(o.sizes_mib.back()), ok ? "ok" : "OVER");
+    if (!ok) rc = 1;
   }
-  std::printf("ratio_vs_ucx_perftest: %.3f\n", min_ratio);
-  int rc = min_ratio > 0 ? 0 : 1;
-  if (gpu != "off") {
-#ifdef WSYNC_BENCH_CUDA
-    double gpu_ratio = 0;
-    if (bench_gpu_rows(gpu_gib, repeat, &gpu_ratio) != 0) {
-      if (gpu == "on") rc = 1;
-    } else if (gpu_ratio <= 0) {
-      rc = 1;
-    }
-#else
-    std::printf("\nGPU rows: not built (wsync was configured without CUDA)\n");
-    if (gpu == "on") rc = 1;
-#endif
-  }
+  if (overlap_table(o) <= 1.0) rc = 1;  // overlapping must beat the blocking loop
+  if (gpu_rows(o) != 0) rc = 1;
   return rc;
 }

@@ -23,8 +23,8 @@ namespace {
 
 using BatchList = std::deque<std::unique_ptr<Batch>>;
 
-// Take the next job: block while there is none (abort is announced to receivers meanwhile);
-// false when the group is being destroyed.
+// Take the next job: block while there is none (an abort in the middle of an update is announced
+// to receivers meanwhile); false when the group is being destroyed.
 bool take_job(wsync_group_t* g, Job* job, bool block) {
   std::unique_lock<std::mutex> lk(g->shared.mu);
   for (;;) {
@@ -37,6 +37,10 @@ bool take_job(wsync_group_t* g, Job* job, bool block) {
     }
     if (!block) return false;
     if (g->aborted.load() && !g->abort_announced) {
+      if (g->bucket_in_update == 0) {  // between updates: receivers have nothing to drop
+        g->abort_announced = true;
+        continue;
+      }
       lk.unlock();
       announce_abort(g, "the sender aborted the group");
       lk.lock();
