@@ -41,6 +41,8 @@ static const wsync_adapter_v1_t kTable = {
     stub_get_layout,
     stub_destroy,
     NULL, /* build_requests: not an HTTP engine */
+    NULL, /* get_needs: nothing to ask of the transport */
+    NULL, /* runtime_info */
 };
 
 __attribute__((visibility("default"))) const wsync_adapter_v1_t* wsync_adapter_entry_v1(const wsync_host_v1_t* host) {

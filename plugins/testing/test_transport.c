@@ -119,8 +119,14 @@ static const wsync_transport_v1_t kTable = {
     stub_forget_peer,
     stub_abort,
     stub_destroy,
-    NULL,
-    NULL,
+    NULL, /* register_staging */
+    NULL, /* get_property */
+    NULL, /* get_event_fd: the core polls in 1 ms slices */
+    NULL, /* arm */
+    NULL, /* describe_send: no side channel */
+    NULL, /* describe_recv */
+    NULL, /* peer_blob */
+    NULL, /* runtime_info */
 };
 
 #ifdef TP_NO_ENTRY

@@ -148,6 +148,8 @@ const wsync_host_v1_t kHost = {
     HostStoreAdd,
     HostAlloc,
     HostFree,
+    WSYNC_PLUGIN_ABI_MINOR,
+    0,
 };
 
 void* PluginHandle() {

@@ -115,6 +115,8 @@ static const wsync_adapter_v1_t kTable = {
 #else
     NULL,
 #endif
+    NULL, /* get_needs: optional (1.2) */
+    NULL, /* runtime_info */
 };
 
 __attribute__((visibility("default"))) const wsync_adapter_v1_t* wsync_adapter_entry_v1(const wsync_host_v1_t* host) {

@@ -187,6 +187,12 @@ static const wsync_transport_v1_t kTable = {
     cb_destroy,
     NULL, /* register_staging: optional */
     NULL, /* get_property: optional */
+    NULL, /* get_event_fd: optional (1.2) */
+    NULL, /* arm */
+    NULL, /* describe_send: optional (1.2) */
+    NULL, /* describe_recv */
+    NULL, /* peer_blob */
+    NULL, /* runtime_info */
 };
 
 __attribute__((visibility("default"))) const wsync_transport_v1_t* wsync_transport_entry_v1(const wsync_host_v1_t* host) {
