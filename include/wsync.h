@@ -440,7 +440,8 @@ typedef struct wsync_plugin_info_t {
   uint32_t abi_minor;     /* the newest minor its table's size covers */
   wsync_status_t status;  /* WSYNC_OK when it loads, else the status init would return */
   uint32_t shadowed;      /* 1: a file of the same kind and name in an earlier folder is the one
-                             wsync loads, not this one */
+                             wsync loads, not this one (a file that fails to dlopen shadows
+                             nothing: a search by name passes over it) */
 } wsync_plugin_info_t;
 
 #define WSYNC_PLUGIN_INFO_STRUCT_SIZE WSYNC_STRUCT_SIZE(wsync_plugin_info_t, shadowed)
@@ -453,10 +454,12 @@ typedef struct wsync_plugin_info_t {
 WSYNC_API const char* wsync_plugin_dirs(void);
 
 /* Since 1.2. Load every libwsync_transport_*.so and libwsync_adapter_*.so in the plugin folders
- * and describe each, in search order. Writes at most `capacity` entries to `infos` (stepped by
- * infos[0].struct_size: set it, e.g. with WSYNC_PLUGIN_INFO_INIT); *count (required) gets the
- * number of files found, which may be more than capacity (call again with a larger array).
- * infos may be NULL when capacity is 0. The strings stay valid until the next
+ * and describe each, in search order. Writes at most `capacity` entries to `infos`, an array of
+ * the caller's wsync_plugin_info_t: set infos[0].struct_size (e.g. WSYNC_PLUGIN_INFO_INIT);
+ * entries lie as in a C array (struct_size rounded up to 8 bytes apart), each gets struct_size
+ * set to that same value, so a caller with an older or newer header keeps working. *count
+ * (required) gets the number of files found, which may be more than capacity (call again with a
+ * larger array). infos may be NULL when capacity is 0. The strings stay valid until the next
  * wsync_list_plugins call on the same thread. A plugin that fails to load is listed with its
  * status and error; the call itself fails only for bad arguments. Thread-safe. */
 WSYNC_API wsync_status_t wsync_list_plugins(wsync_plugin_info_t* infos, uint64_t capacity, uint64_t* count);

@@ -25,9 +25,10 @@ void fill(const PluginDescription& d, wsync_plugin_info_t* out) {
   info.abi_minor = d.abi_minor;
   info.status = d.status;
   info.shadowed = d.shadowed ? 1u : 0u;
-  // The caller's struct may be older (shorter): its struct_size says how much of it exists.
+  // The caller's struct may be older (shorter) or newer (longer): its struct_size says how much of it
+  // exists, and stays as the caller set it (a second call on the same array steps the same way).
   const uint32_t size = out->struct_size < sizeof info ? out->struct_size : static_cast<uint32_t>(sizeof info);
-  info.struct_size = size;
+  info.struct_size = out->struct_size;
   std::memcpy(out, &info, size);
 }
 
@@ -48,15 +49,18 @@ WSYNC_API wsync_status_t wsync_list_plugins(wsync_plugin_info_t* infos, uint64_t
     if (count == nullptr) return fail(WSYNC_ERR_INVALID_ARGUMENT, "count is NULL");
     if (capacity > 0 && infos == nullptr) return fail(WSYNC_ERR_INVALID_ARGUMENT, "infos is NULL but capacity is %llu",
                                                       static_cast<unsigned long long>(capacity));
-    const uint32_t stride = capacity > 0 ? infos[0].struct_size : 0;
-    if (capacity > 0 && (stride < 2 * sizeof(uint32_t) || stride % 8 != 0))
-      return fail(WSYNC_ERR_INVALID_ARGUMENT, "infos[0].struct_size is %u; initialise with WSYNC_PLUGIN_INFO_INIT", stride);
+    const uint32_t size = capacity > 0 ? infos[0].struct_size : 0;
+    if (capacity > 0 && size < WSYNC_STRUCT_SIZE(wsync_plugin_info_t, name))
+      return fail(WSYNC_ERR_INVALID_ARGUMENT, "infos[0].struct_size is %u; initialise with WSYNC_PLUGIN_INFO_INIT", size);
+    // Entries lie as a C array of the caller's struct lies: struct_size (which ends at its last
+    // field) rounded up to the struct's 8-byte alignment.
+    const uint64_t stride = (static_cast<uint64_t>(size) + 7) & ~uint64_t{7};
     t_plugins = describe_plugins();
     *count = t_plugins.size();
     char* base = reinterpret_cast<char*>(infos);
     for (uint64_t i = 0; i < capacity && i < t_plugins.size(); ++i) {
       auto* out = reinterpret_cast<wsync_plugin_info_t*>(base + i * stride);
-      out->struct_size = stride;
+      out->struct_size = size;
       fill(t_plugins[i], out);
     }
     clear_error();

@@ -193,7 +193,15 @@ PluginDescription describe(const Kind& k, int32_t kind, const std::string& name,
   d.path = path;
   const TableHead* t = nullptr;
   void* handle = nullptr;
-  std::string p;
+  std::string p, why;
+  void* sym = nullptr;
+  if (open_file(k, path, &handle, &sym, &why) == WSYNC_ERR_NOT_FOUND && why.compare(0, 6, "dlopen") == 0) {
+    d.status = fail(WSYNC_ERR_NOT_FOUND, "%s plugin file %s: %s (a search by name skips it)", k.name, path.c_str(),
+                    why.c_str());
+    d.error = last_error();
+    d.opens = false;
+    return d;
+  }
   d.status = load(k, path, &t, &p, &handle);
   if (d.status != WSYNC_OK) {
     d.error = last_error();
@@ -265,28 +273,25 @@ std::string library_dir() {
 }
 
 // *out is filled only on success (a refused plugin stays mapped: plugins are never unloaded).
-wsync_status_t load_transport(const std::string& name_or_path, LoadedTransport* out) {
+template <typename Loaded>
+wsync_status_t load_as(const Kind& kind, const std::string& name_or_path, Loaded* out) {
   const TableHead* t = nullptr;
   std::string path;
   void* handle = nullptr;
-  wsync_status_t st = load(kTransport, name_or_path, &t, &path, &handle);
+  wsync_status_t st = load(kind, name_or_path, &t, &path, &handle);
   if (st != WSYNC_OK) return st;
   out->path = path;
   out->handle = handle;
-  out->table = reinterpret_cast<const wsync_transport_v1_t*>(t);
+  out->table = reinterpret_cast<decltype(out->table)>(t);
   return WSYNC_OK;
 }
 
+wsync_status_t load_transport(const std::string& name_or_path, LoadedTransport* out) {
+  return load_as(kTransport, name_or_path, out);
+}
+
 wsync_status_t load_adapter(const std::string& name_or_path, LoadedAdapter* out) {
-  const TableHead* t = nullptr;
-  std::string path;
-  void* handle = nullptr;
-  wsync_status_t st = load(kAdapter, name_or_path, &t, &path, &handle);
-  if (st != WSYNC_OK) return st;
-  out->path = path;
-  out->handle = handle;
-  out->table = reinterpret_cast<const wsync_adapter_v1_t*>(t);
-  return WSYNC_OK;
+  return load_as(kAdapter, name_or_path, out);
 }
 
 std::vector<PluginDescription> describe_plugins() {
@@ -305,7 +310,8 @@ std::vector<PluginDescription> describe_plugins() {
       std::string name;
       if (!parse_file_name(f, &k, &kind, &name) || !file_exists(dir + "/" + f)) continue;
       out.push_back(describe(*k, kind, name, dir + "/" + f));
-      out.back().shadowed = !seen.insert({kind, name}).second;
+      // As a search by name goes: a file that does not even dlopen is passed over, not taken.
+      if (out.back().opens) out.back().shadowed = !seen.insert({kind, name}).second;
     }
   }
   clear_error();

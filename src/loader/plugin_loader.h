@@ -39,6 +39,7 @@ struct PluginDescription {
   uint32_t abi_major = 0, abi_minor = 0;
   wsync_status_t status = WSYNC_OK;
   bool shadowed = false;
+  bool opens = true;  // false: dlopen fails, so a search by name passes over this file
 };
 
 // Every libwsync_{transport,adapter}_*.so in the search folders, loaded and described.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the build into a fresh prefix and checks what a user gets: the layout, a consumer
 # built with find_package(wsync) and one built with pkg-config, and the installed sample trainer
-# and engine syncing a (small) model with no WSYNC_PLUGIN_PATH and no LD_LIBRARY_PATH.
+# and engine syncing a (small) model and wsync-info listing the bundled plugins, with no
+# WSYNC_PLUGIN_PATH and no LD_LIBRARY_PATH.
 # Usage: check_install.sh <build dir> <source dir>
 set -euo pipefail
 build=$1
@@ -31,6 +32,13 @@ PKG_CONFIG_PATH="$libdir/pkgconfig" cc -std=c99 -o "$prefix/pc-consumer" "$src/t
 
 # The installed samples find libwsync through their rpath and the plugins beside it.
 unset WSYNC_PLUGIN_PATH LD_LIBRARY_PATH
+# So does wsync-info, which must see the bundled ucx transport and native adapter load.
+test -x "$prefix/bin/wsync-info" || { echo "missing bin/wsync-info"; exit 1; }
+info="$prefix/info.txt"
+"$prefix/bin/wsync-info" >"$info" || { cat "$info"; echo "installed wsync-info failed"; exit 1; }
+for p in "transport ucx" "adapter native"; do
+  grep -qE "^  $p [^ ]+: loads" "$info" || { cat "$info"; echo "wsync-info: $p does not load"; exit 1; }
+done
 addr="$prefix/store.addr"
 "$prefix/bin/wsync-sample-trainer" --receivers 1 --store-file "$addr" --scale 0.02 --versions 2 >"$prefix/trainer.log" 2>&1 &
 t=$!
