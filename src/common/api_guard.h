@@ -24,19 +24,8 @@ void throw_point(const char* where);
 // throws (if even the message cannot be stored, the status alone is recorded).
 wsync_status_t fail_exception(const char* where, std::exception_ptr e) noexcept;
 
-// clear_error(), then body() -> wsync_status_t, exceptions turned into statuses.
-template <typename Body>
-wsync_status_t api_call(const char* where, Body&& body) noexcept {
-  clear_error();
-  try {
-    throw_point(where);
-    return body();
-  } catch (...) {
-    return fail_exception(where, std::current_exception());
-  }
-}
-
-// The same for a callback that does not clear the caller's error first (host-table services).
+// body() -> wsync_status_t, exceptions turned into statuses; the caller's error detail is kept
+// until the body sets one (host-table services).
 template <typename Body>
 wsync_status_t guard_status(const char* where, Body&& body) noexcept {
   try {
@@ -45,6 +34,13 @@ wsync_status_t guard_status(const char* where, Body&& body) noexcept {
   } catch (...) {
     return fail_exception(where, std::current_exception());
   }
+}
+
+// An exported function: clear_error(), then the guarded body.
+template <typename Body>
+wsync_status_t api_call(const char* where, Body&& body) noexcept {
+  clear_error();
+  return guard_status(where, static_cast<Body&&>(body));
 }
 
 // For functions without a status (destroy, abort, log): an exception is logged and dropped.
@@ -57,6 +53,24 @@ void guard_void(const char* where, Body&& body) noexcept {
   } catch (...) {
     log_exception(where, std::current_exception());
   }
+}
+
+// The body of an exported *_init: `new T`, init(obj) (exceptions turned into statuses), *out set
+// only on success; on failure dispose(obj) runs and the init's error is what the caller reads.
+template <typename T, typename Init, typename Dispose>
+wsync_status_t create_object(const char* where, const char* what, T** out, Init&& init, Dispose&& dispose) {
+  if (out == nullptr) return fail(WSYNC_ERR_INVALID_ARGUMENT, "out is NULL");
+  *out = nullptr;
+  T* obj = new (std::nothrow) T();
+  if (obj == nullptr) return fail(WSYNC_ERR_OUT_OF_MEMORY, "cannot allocate %s", what);
+  wsync_status_t st = guard_status(where, [&] { return init(obj); });
+  if (st != WSYNC_OK) {
+    const std::string why = last_error();
+    dispose(obj);
+    return fail_msg(st, why);
+  }
+  *out = obj;
+  return WSYNC_OK;
 }
 
 // Any other value-returning function: `fallback` when the body throws.

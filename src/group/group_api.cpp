@@ -12,24 +12,12 @@ extern "C" {
 
 WSYNC_API wsync_status_t wsync_group_init(const wsync_group_config_t* config, wsync_group_t** out) {
   return api_call("wsync_group_init", [&] {
-    if (out == nullptr) return fail(WSYNC_ERR_INVALID_ARGUMENT, "out is NULL");
-    *out = nullptr;
-    auto* g = new (std::nothrow) wsync_group();
-    if (g == nullptr) return fail(WSYNC_ERR_OUT_OF_MEMORY, "cannot allocate a group");
-    wsync_status_t st;
-    try {
-      st = group_init(config, g);
-    } catch (...) {
-      st = fail_exception("wsync_group_init", std::current_exception());
-    }
-    if (st != WSYNC_OK) {
-      const std::string why = last_error();
-      group_teardown(g);
-      delete g;
-      return fail_msg(st, why);
-    }
-    *out = g;
-    return WSYNC_OK;
+    return create_object(
+        "wsync_group_init", "a group", out, [&](wsync_group_t* g) { return group_init(config, g); },
+        [](wsync_group_t* g) {
+          group_teardown(g);
+          delete g;
+        });
   });
 }
 

@@ -41,6 +41,81 @@ bool ipv6_char(char c) {
          std::isalnum(static_cast<unsigned char>(c));  // zone ids ("%eth0")
 }
 
+// "[addr]" or "[addr]:port" into *host and *port; false with *why on a malformed one.
+bool split_ipv6_authority(const std::string& authority, std::string* host, std::string* port, std::string* why) {
+  size_t close = authority.find(']');
+  if (close == std::string::npos || close == 1) {
+    *why = "IPv6 host '" + authority + "' is not of the form [addr]";
+    return false;
+  }
+  *host = authority.substr(0, close + 1);
+  for (size_t i = 1; i < close; ++i)
+    if (!ipv6_char((*host)[i])) {
+      *why = "IPv6 host '" + *host + "' has a bad character";
+      return false;
+    }
+  std::string after = authority.substr(close + 1);
+  if (after.empty()) return true;
+  if (after[0] != ':') {
+    *why = "unexpected '" + after + "' after the IPv6 host";
+    return false;
+  }
+  *port = after.substr(1);
+  if (port->empty()) *why = "the port after ':' is empty";
+  return !port->empty();
+}
+
+// "host" or "host:port" into *host and *port; false with *why on a malformed one.
+bool split_authority(const std::string& authority, std::string* host, std::string* port, std::string* why) {
+  if (!authority.empty() && authority[0] == '[') return split_ipv6_authority(authority, host, port, why);
+  size_t colon = authority.find(':');
+  *host = authority.substr(0, colon);
+  if (colon != std::string::npos) {
+    *port = authority.substr(colon + 1);
+    if (port->find(':') != std::string::npos) {
+      *why = "host '" + authority + "' has several ':' (write an IPv6 address as [addr]:port)";
+      return false;
+    }
+    if (port->empty()) {
+      *why = "the port after ':' is empty";
+      return false;
+    }
+  }
+  if (host->empty()) {
+    *why = "the host is empty";
+    return false;
+  }
+  for (char c : *host)
+    if (!host_char(c)) {
+      *why = "host '" + *host + "' has a bad character '" + std::string(1, c) + "'";
+      return false;
+    }
+  return true;
+}
+
+// Everything after "scheme://" that cannot be in a server URL; "" when there is none.
+std::string refuse_rest(const std::string& rest, const std::string& authority, const std::string& path) {
+  for (char c : rest) {
+    unsigned char u = static_cast<unsigned char>(c);
+    if (u <= 0x20 || u == 0x7f) return "it contains a space or control character";
+  }
+  if (authority.find('@') != std::string::npos)
+    return "user info ('user@') is not allowed in the URL; give the API key as an option";
+  if (path.find_first_of("?#") != std::string::npos) return "a query or fragment is not allowed in a server URL";
+  return std::string();
+}
+
+// A port of 1..65535 without leading zeros; false with *why otherwise. An empty port stays empty.
+bool normalise_port(std::string* port, std::string* why) {
+  if (port->empty()) return true;
+  if (!all_digits(*port) || port->size() > 5 || std::stoul(*port) == 0 || std::stoul(*port) > 65535) {
+    *why = "port '" + *port + "' is not a number in 1..65535";
+    return false;
+  }
+  *port = std::to_string(std::stoul(*port));
+  return true;
+}
+
 // Check and normalise one URL; on error *why says what is wrong. *dup_key identifies the server
 // (default port filled in) for the duplicate check.
 bool parse_url(const std::string& raw, std::string* url, std::string* dup_key, std::string* why) {
@@ -58,77 +133,9 @@ bool parse_url(const std::string& raw, std::string* url, std::string* dup_key, s
   size_t slash = rest.find('/');
   std::string authority = rest.substr(0, slash);
   std::string path = slash == std::string::npos ? std::string() : rest.substr(slash);
-  for (char c : rest) {
-    unsigned char u = static_cast<unsigned char>(c);
-    if (u <= 0x20 || u == 0x7f) {
-      *why = "it contains a space or control character";
-      return false;
-    }
-  }
-  if (authority.find('@') != std::string::npos) {
-    *why = "user info ('user@') is not allowed in the URL; give the API key as an option";
-    return false;
-  }
-  if (path.find_first_of("?#") != std::string::npos) {
-    *why = "a query or fragment is not allowed in a server URL";
-    return false;
-  }
+  *why = refuse_rest(rest, authority, path);
   std::string host, port;
-  if (!authority.empty() && authority[0] == '[') {
-    size_t close = authority.find(']');
-    if (close == std::string::npos || close == 1) {
-      *why = "IPv6 host '" + authority + "' is not of the form [addr]";
-      return false;
-    }
-    host = authority.substr(0, close + 1);
-    for (size_t i = 1; i < close; ++i)
-      if (!ipv6_char(host[i])) {
-        *why = "IPv6 host '" + host + "' has a bad character";
-        return false;
-      }
-    std::string after = authority.substr(close + 1);
-    if (!after.empty()) {
-      if (after[0] != ':') {
-        *why = "unexpected '" + after + "' after the IPv6 host";
-        return false;
-      }
-      port = after.substr(1);
-      if (port.empty()) {
-        *why = "the port after ':' is empty";
-        return false;
-      }
-    }
-  } else {
-    size_t colon = authority.find(':');
-    host = authority.substr(0, colon);
-    if (colon != std::string::npos) {
-      port = authority.substr(colon + 1);
-      if (port.find(':') != std::string::npos) {
-        *why = "host '" + authority + "' has several ':' (write an IPv6 address as [addr]:port)";
-        return false;
-      }
-      if (port.empty()) {
-        *why = "the port after ':' is empty";
-        return false;
-      }
-    }
-    if (host.empty()) {
-      *why = "the host is empty";
-      return false;
-    }
-    for (char c : host)
-      if (!host_char(c)) {
-        *why = "host '" + host + "' has a bad character '" + std::string(1, c) + "'";
-        return false;
-      }
-  }
-  if (!port.empty()) {
-    if (!all_digits(port) || port.size() > 5 || std::stoul(port) == 0 || std::stoul(port) > 65535) {
-      *why = "port '" + port + "' is not a number in 1..65535";
-      return false;
-    }
-    port = std::to_string(std::stoul(port));  // drop leading zeros
-  }
+  if (!why->empty() || !split_authority(authority, &host, &port, why) || !normalise_port(&port, why)) return false;
   while (!path.empty() && path.back() == '/') path.pop_back();
   host = lower(host);
   *url = scheme + "://" + host + (port.empty() ? "" : ":" + port) + path;

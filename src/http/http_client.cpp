@@ -134,6 +134,86 @@ HttpOutcome classify(CURLcode rc, CURL* easy, const Transfer& t) {
   }
 }
 
+// Every option of one request on a fresh easy handle (errbuf and t outlive the transfer).
+void set_request_options(CURL* e, const std::string& url, const wsync_http_request_t& req, const HttpOptions& opts,
+                         curl_slist* headers, char* errbuf, Transfer* t) {
+  curl_easy_setopt(e, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(e, CURLOPT_ERRORBUFFER, errbuf);
+  curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);  // threads: no SIGALRM for DNS timeouts
+#if LIBCURL_VERSION_NUM >= 0x075500
+  curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+#endif
+  curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+  curl_easy_setopt(e, CURLOPT_USERAGENT, "wsync");
+  curl_easy_setopt(e, CURLOPT_HTTPHEADER, headers);
+  if (opts.connect_timeout_ms > 0) curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(opts.connect_timeout_ms));
+  if (opts.request_timeout_ms > 0) curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(opts.request_timeout_ms));
+  curl_easy_setopt(e, CURLOPT_MAXFILESIZE_LARGE, static_cast<curl_off_t>(kHttpMaxReplyBytes));
+  curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
+  curl_easy_setopt(e, CURLOPT_WRITEDATA, t);
+  curl_easy_setopt(e, CURLOPT_NOPROGRESS, 0L);
+  curl_easy_setopt(e, CURLOPT_XFERINFOFUNCTION, on_progress);
+  curl_easy_setopt(e, CURLOPT_XFERINFODATA, t);
+  if (req.method == WSYNC_HTTP_POST) {
+    const char* body = req.body != nullptr ? req.body : "";
+    curl_easy_setopt(e, CURLOPT_POST, 1L);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(std::strlen(body)));
+  } else {
+    curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
+  }
+}
+
+// How driving the transfer ended.
+struct Drive {
+  CURLMcode mc = CURLM_OK;
+  CURLcode rc = CURLE_OK;
+  bool done = false, stopped = false;
+};
+
+// Run the transfer on `multi` until it is done, the multi interface fails, or the abort flag is set
+// (looked at every kPollSliceMs).
+Drive drive(CURLM* multi, CURL* e, const std::atomic<bool>* abort_flag) {
+  Drive d;
+  d.mc = curl_multi_add_handle(multi, e);
+  while (d.mc == CURLM_OK && !d.done) {
+    int running = 0;
+    d.mc = curl_multi_perform(multi, &running);
+    if (d.mc != CURLM_OK) break;
+    int left = 0;
+    while (CURLMsg* msg = curl_multi_info_read(multi, &left)) {
+      if (msg->msg == CURLMSG_DONE && msg->easy_handle == e) {
+        d.rc = msg->data.result;
+        d.done = true;
+      }
+    }
+    if (d.done) break;
+    if (aborted(abort_flag)) {
+      d.stopped = true;
+      break;
+    }
+    d.mc = curl_multi_poll(multi, nullptr, 0, kPollSliceMs, nullptr);
+  }
+  return d;
+}
+
+// The outcome and error words of a finished (or stopped) transfer.
+void judge_transfer(const Drive& d, CURL* e, const Transfer& t, const char* errbuf, HttpResult* r) {
+  if (d.mc != CURLM_OK && !d.done && !d.stopped) {
+    r->outcome = HttpOutcome::kError;
+    r->error = std::string("libcurl multi interface failed: ") + curl_multi_strerror(d.mc);
+  } else if (d.stopped) {
+    r->outcome = HttpOutcome::kAborted;
+    r->error = "aborted";
+  } else {
+    r->outcome = classify(d.rc, e, t);
+    if (d.rc != CURLE_OK) r->error = errbuf[0] != '\0' ? errbuf : curl_easy_strerror(d.rc);
+    if (r->outcome == HttpOutcome::kAborted) r->error = "aborted";
+    if (r->outcome == HttpOutcome::kTooLarge)
+      r->error = "the reply is larger than " + std::to_string(kHttpMaxReplyBytes >> 20) + " MiB";
+  }
+}
+
 // One attempt: a fresh easy handle driven by a private multi handle.
 HttpResult attempt(const std::string& url, const wsync_http_request_t& req, const HttpOptions& opts,
                    curl_slist* headers, const std::atomic<bool>* abort_flag) {
@@ -150,66 +230,8 @@ HttpResult attempt(const std::string& url, const wsync_http_request_t& req, cons
   char errbuf[CURL_ERROR_SIZE];
   errbuf[0] = '\0';
   CURL* e = easy.get();
-  curl_easy_setopt(e, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(e, CURLOPT_ERRORBUFFER, errbuf);
-  curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);  // threads: no SIGALRM for DNS timeouts
-#if LIBCURL_VERSION_NUM >= 0x075500
-  curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-#endif
-  curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
-  curl_easy_setopt(e, CURLOPT_USERAGENT, "wsync");
-  curl_easy_setopt(e, CURLOPT_HTTPHEADER, headers);
-  if (opts.connect_timeout_ms > 0) curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(opts.connect_timeout_ms));
-  if (opts.request_timeout_ms > 0) curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(opts.request_timeout_ms));
-  curl_easy_setopt(e, CURLOPT_MAXFILESIZE_LARGE, static_cast<curl_off_t>(kHttpMaxReplyBytes));
-  curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
-  curl_easy_setopt(e, CURLOPT_WRITEDATA, &t);
-  curl_easy_setopt(e, CURLOPT_NOPROGRESS, 0L);
-  curl_easy_setopt(e, CURLOPT_XFERINFOFUNCTION, on_progress);
-  curl_easy_setopt(e, CURLOPT_XFERINFODATA, &t);
-  if (req.method == WSYNC_HTTP_POST) {
-    const char* body = req.body != nullptr ? req.body : "";
-    curl_easy_setopt(e, CURLOPT_POST, 1L);
-    curl_easy_setopt(e, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(std::strlen(body)));
-  } else {
-    curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
-  }
-
-  CURLcode rc = CURLE_OK;
-  bool done = false, stopped = false;
-  CURLMcode mc = curl_multi_add_handle(multi.get(), e);
-  while (mc == CURLM_OK && !done) {
-    int running = 0;
-    mc = curl_multi_perform(multi.get(), &running);
-    if (mc != CURLM_OK) break;
-    int left = 0;
-    while (CURLMsg* msg = curl_multi_info_read(multi.get(), &left)) {
-      if (msg->msg == CURLMSG_DONE && msg->easy_handle == e) {
-        rc = msg->data.result;
-        done = true;
-      }
-    }
-    if (done) break;
-    if (aborted(abort_flag)) {
-      stopped = true;
-      break;
-    }
-    mc = curl_multi_poll(multi.get(), nullptr, 0, kPollSliceMs, nullptr);
-  }
-  if (mc != CURLM_OK && !done && !stopped) {
-    r.outcome = HttpOutcome::kError;
-    r.error = std::string("libcurl multi interface failed: ") + curl_multi_strerror(mc);
-  } else if (stopped) {
-    r.outcome = HttpOutcome::kAborted;
-    r.error = "aborted";
-  } else {
-    r.outcome = classify(rc, e, t);
-    if (rc != CURLE_OK) r.error = errbuf[0] != '\0' ? errbuf : curl_easy_strerror(rc);
-    if (r.outcome == HttpOutcome::kAborted) r.error = "aborted";
-    if (r.outcome == HttpOutcome::kTooLarge)
-      r.error = "the reply is larger than " + std::to_string(kHttpMaxReplyBytes >> 20) + " MiB";
-  }
+  set_request_options(e, url, req, opts, headers, errbuf, &t);
+  judge_transfer(drive(multi.get(), e, abort_flag), e, t, errbuf, &r);
   long status = 0;
   curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
   r.reply.status = status;

@@ -56,23 +56,9 @@ extern "C" {
 
 WSYNC_API wsync_status_t wsync_receiver_init(const wsync_receiver_config_t* config, wsync_receiver_t** out) {
   return api_call("wsync_receiver_init", [&] {
-    if (out == nullptr) return fail(WSYNC_ERR_INVALID_ARGUMENT, "out is NULL");
-    *out = nullptr;
-    auto* rx = new (std::nothrow) wsync_receiver();
-    if (rx == nullptr) return fail(WSYNC_ERR_OUT_OF_MEMORY, "cannot allocate a receiver");
-    wsync_status_t st;
-    try {
-      st = receiver_init(config, rx);
-    } catch (...) {
-      st = fail_exception("wsync_receiver_init", std::current_exception());
-    }
-    if (st != WSYNC_OK) {
-      const std::string why = last_error();
-      wsync_receiver_destroy(rx);
-      return fail_msg(st, why);
-    }
-    *out = rx;
-    return WSYNC_OK;
+    return create_object(
+        "wsync_receiver_init", "a receiver", out, [&](wsync_receiver_t* rx) { return receiver_init(config, rx); },
+        [](wsync_receiver_t* rx) { wsync_receiver_destroy(rx); });
   });
 }
 
