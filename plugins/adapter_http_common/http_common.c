@@ -438,6 +438,62 @@ wsync_status_t hc_adapter_build_requests(void* self, const wsync_engine_step_t* 
   return hc_build_requests(a->name, &a->list, self, a->build, step, out, num_out);
 }
 
+wsync_status_t hc_check_create(const char* adapter, const wsync_adapter_params_t* params, void** out,
+                               const char* const* known, size_t n) {
+  if (out != NULL) *out = NULL;
+  if (params == NULL || out == NULL)
+    return hc_error(WSYNC_ERR_INVALID_ARGUMENT, adapter, "create: params or out is NULL");
+  return hc_check_option_keys(adapter, params, known, n);
+}
+
+void* hc_torch_adapter_new(size_t size, const char* name, hc_build_fn build, const char* group_name,
+                           wsync_status_t* st) {
+  hc_adapter_t* a = (hc_adapter_t*)hc_adapter_new(size, name, build);
+  if (a == NULL) {
+    *st = WSYNC_ERR_OUT_OF_MEMORY;
+    return NULL;
+  }
+  if ((*st = hc_needs_torch_group(a, group_name)) != WSYNC_OK) {
+    hc_adapter_destroy(a);
+    return NULL;
+  }
+  return a;
+}
+
+wsync_status_t hc_add_torch_group_init(hc_requests_t* list, const char* adapter, const wsync_engine_step_t* s) {
+  wsync_status_t st;
+  cJSON* b;
+  int ok;
+  if ((st = hc_check_rendezvous(adapter, s)) != WSYNC_OK) return st;
+  if ((st = hc_check_group_name(adapter, s)) != WSYNC_OK) return st;
+  b = cJSON_CreateObject();
+  ok = hc_put(b, "master_address", cJSON_CreateString(s->master_address));
+  ok = ok && hc_put(b, "master_port", hc_int(s->master_port));
+  ok = ok && hc_put(b, "rank_offset", hc_int(s->rank_offset));
+  ok = ok && hc_put(b, "world_size", hc_int(s->world_size));
+  ok = ok && hc_put(b, "group_name", cJSON_CreateString(s->group_name));
+  ok = ok && hc_put(b, "backend", cJSON_CreateString("nccl"));
+  if (!ok) return hc_oom(adapter, b);
+  return hc_add(list, adapter, WSYNC_HTTP_POST, "/init_weights_update_group", b, 0, WSYNC_REPLY_SUCCESS_FIELD);
+}
+
+wsync_status_t hc_add_destroy_group(hc_requests_t* list, const char* adapter, const wsync_engine_step_t* s) {
+  wsync_status_t st;
+  cJSON* b;
+  if ((st = hc_check_group_name(adapter, s)) != WSYNC_OK) return st;
+  b = cJSON_CreateObject();
+  if (!hc_put(b, "group_name", cJSON_CreateString(s->group_name))) return hc_oom(adapter, b);
+  return hc_add(list, adapter, WSYNC_HTTP_POST, "/destroy_weights_update_group", b, 0, WSYNC_REPLY_SUCCESS_FIELD);
+}
+
+wsync_status_t hc_layout_one_dtype(const char* adapter, const void* self, wsync_layout_rule_t* out) {
+  if (self == NULL || out == NULL) return hc_error(WSYNC_ERR_INVALID_ARGUMENT, adapter, "get_layout: NULL argument");
+  out->kind = WSYNC_LAYOUT_ELEMENTS_ONE_DTYPE; /* struct_size stays the core's */
+  out->alignment = 1;
+  out->allow_split = 0;
+  return WSYNC_OK;
+}
+
 wsync_status_t hc_adapter_get_needs(void* self, wsync_adapter_needs_t* out) {
   const hc_adapter_t* a = (const hc_adapter_t*)self;
   if (a == NULL || out == NULL) return hc_error(WSYNC_ERR_INVALID_ARGUMENT, "?", "get_needs: NULL argument");

@@ -46,6 +46,9 @@ const char* hc_step_name(int32_t step);
  * naming the key and listing the known ones. Also refuses a NULL key or value. */
 wsync_status_t hc_check_option_keys(const char* adapter, const wsync_adapter_params_t* params,
                                     const char* const* known, size_t n);
+/* The first checks of every create: params and out non-NULL (*out = NULL), every option key known. */
+wsync_status_t hc_check_create(const char* adapter, const wsync_adapter_params_t* params, void** out,
+                               const char* const* known, size_t n);
 /* The value of the last option named `key`, or NULL. */
 const char* hc_option(const wsync_adapter_params_t* params, const char* key);
 /* "0" or "1". */
@@ -132,9 +135,40 @@ wsync_status_t hc_adapter_get_needs(void* self, wsync_adapter_needs_t* out);
  * publishes its id where a ProcessGroupNCCL of this group's name reads it (torch_group = the group),
  * and creates its communicator at the first transfer, like torch does (lazy_init = 1). */
 wsync_status_t hc_needs_torch_group(hc_adapter_t* a, const char* group_name);
+/* hc_adapter_new, then hc_needs_torch_group(group_name); NULL (after set_error, *st set) on failure. */
+void* hc_torch_adapter_new(size_t size, const char* name, hc_build_fn build, const char* group_name,
+                           wsync_status_t* st);
 /* One more hint / transport property (static strings). */
 void hc_needs_hint(hc_adapter_t* a, const char* key, const char* value);
 void hc_needs_property(hc_adapter_t* a, const char* key);
+
+/* ---- requests two engines share (SGLang's and LMDeploy's routes have the same bodies) ---- */
+
+/* INIT: POST /init_weights_update_group {master_address, master_port, rank_offset, world_size,
+ * group_name, backend: "nccl"}, after checking the rendezvous and the group name. */
+wsync_status_t hc_add_torch_group_init(hc_requests_t* list, const char* adapter, const wsync_engine_step_t* step);
+/* DESTROY: POST /destroy_weights_update_group {group_name} (not idempotent: a second destroy
+ * answers success=false). */
+wsync_status_t hc_add_destroy_group(hc_requests_t* list, const char* adapter, const wsync_engine_step_t* step);
+/* get_layout for engines whose buckets hold elements of one dtype, unaligned, never split. */
+wsync_status_t hc_layout_one_dtype(const char* adapter, const void* self, wsync_layout_rule_t* out);
+
+/* The table of an HTTP adapter named `name` (a string literal) and its entry function. */
+#define HC_DEFINE_ADAPTER(table, name, create_fn, get_layout_fn) \
+  static const wsync_adapter_v1_t table = {                     \
+      (uint32_t)sizeof(wsync_adapter_v1_t),                     \
+      WSYNC_PLUGIN_ABI_VERSION,                                 \
+      name,                                                     \
+      WSYNC_PLUGIN_VERSION,                                     \
+      WSYNC_ADAPTER_CAP_HTTP,                                   \
+      create_fn,                                                \
+      get_layout_fn,                                            \
+      hc_adapter_destroy,                                       \
+      hc_adapter_build_requests,                                \
+      hc_adapter_get_needs,                                     \
+      NULL, /* runtime_info */                                  \
+  };                                                            \
+  HC_DEFINE_ENTRY(table, "adapter '" name "'")
 
 /* The entry function of an HTTP adapter whose table is `table`. */
 #define HC_DEFINE_ENTRY(table, label)                                                                     \

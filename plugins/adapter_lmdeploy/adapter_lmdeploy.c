@@ -41,9 +41,7 @@ static wsync_status_t lmdeploy_create(const wsync_adapter_params_t* params, void
   const char* v;
   int pause = 0;
   wsync_status_t st;
-  if (params == NULL || out == NULL)
-    return hc_error(WSYNC_ERR_INVALID_ARGUMENT, ADAPTER, "create: params or out is NULL");
-  st = hc_check_option_keys(ADAPTER, params, kOptions, sizeof kOptions / sizeof kOptions[0]);
+  st = hc_check_create(ADAPTER, params, out, kOptions, sizeof kOptions / sizeof kOptions[0]);
   if (st != WSYNC_OK) return st;
   if ((v = hc_option(params, "pause")) != NULL && (st = hc_parse_bool(ADAPTER, "pause", v, &pause)) != WSYNC_OK)
     return st;
@@ -51,25 +49,16 @@ static wsync_status_t lmdeploy_create(const wsync_adapter_params_t* params, void
     hc_log(WSYNC_LOG_WARN, ADAPTER,
            "option pause=1 has no effect: LMDeploy has no pause route (/abort_request needs "
            "--enable-abort-handling and does not hold new requests back)");
-  a = (lmdeploy_adapter_t*)hc_adapter_new(sizeof *a, ADAPTER, lmdeploy_build);
-  if (a == NULL) return WSYNC_ERR_OUT_OF_MEMORY;
   /* Its workers join a torch process group on the sender's store, like SGLang's. */
-  if ((st = hc_needs_torch_group(&a->base, params->group_name)) != WSYNC_OK) {
-    hc_adapter_destroy(a);
-    return st;
-  }
+  a = (lmdeploy_adapter_t*)hc_torch_adapter_new(sizeof *a, ADAPTER, lmdeploy_build, params->group_name, &st);
+  if (a == NULL) return st;
   a->pause = pause;
   *out = a;
   return WSYNC_OK;
 }
 
 static wsync_status_t lmdeploy_get_layout(void* self, wsync_layout_rule_t* out) {
-  if (self == NULL || out == NULL) return hc_error(WSYNC_ERR_INVALID_ARGUMENT, ADAPTER, "get_layout: NULL argument");
-  out->struct_size = (uint32_t)sizeof *out;
-  out->kind = WSYNC_LAYOUT_ELEMENTS_ONE_DTYPE;
-  out->alignment = 1;
-  out->allow_split = 0;
-  return WSYNC_OK;
+  return hc_layout_one_dtype(ADAPTER, self, out);
 }
 
 /* UpdateWeightsFromDistributedRequest: one bucket (finished=false), or the finalize-only request
@@ -97,25 +86,13 @@ static wsync_status_t add_update(lmdeploy_adapter_t* a, const wsync_engine_step_
 static wsync_status_t build(lmdeploy_adapter_t* a, const wsync_engine_step_t* s) {
   hc_requests_t* l = &a->base.list;
   wsync_status_t st;
-  cJSON* b;
-  int ok;
   switch (s->step) {
     case WSYNC_STEP_HEALTH:
       return hc_add(l, ADAPTER, WSYNC_HTTP_GET, "/health", NULL, 1, WSYNC_REPLY_STATUS);
 
     case WSYNC_STEP_INIT:
-      /* InitWeightsUpdateGroupRequest; nccl_unique_id_b64 is not used (torch TCP store). */
-      if ((st = hc_check_rendezvous(ADAPTER, s)) != WSYNC_OK) return st;
-      if ((st = hc_check_group_name(ADAPTER, s)) != WSYNC_OK) return st;
-      b = cJSON_CreateObject();
-      ok = hc_put(b, "master_address", cJSON_CreateString(s->master_address));
-      ok = ok && hc_put(b, "master_port", hc_int(s->master_port));
-      ok = ok && hc_put(b, "rank_offset", hc_int(s->rank_offset));
-      ok = ok && hc_put(b, "world_size", hc_int(s->world_size));
-      ok = ok && hc_put(b, "group_name", cJSON_CreateString(s->group_name));
-      ok = ok && hc_put(b, "backend", cJSON_CreateString("nccl"));
-      if (!ok) return hc_oom(ADAPTER, b);
-      return hc_add(l, ADAPTER, WSYNC_HTTP_POST, "/init_weights_update_group", b, 0, WSYNC_REPLY_SUCCESS_FIELD);
+      /* InitWeightsUpdateGroupRequest (torch TCP store rendezvous). */
+      return hc_add_torch_group_init(l, ADAPTER, s);
 
     case WSYNC_STEP_PAUSE:
     case WSYNC_STEP_RESUME:
@@ -135,10 +112,7 @@ static wsync_status_t build(lmdeploy_adapter_t* a, const wsync_engine_step_t* s)
       return add_update(a, s, 1);
 
     case WSYNC_STEP_DESTROY:
-      if ((st = hc_check_group_name(ADAPTER, s)) != WSYNC_OK) return st;
-      b = cJSON_CreateObject();
-      if (!hc_put(b, "group_name", cJSON_CreateString(s->group_name))) return hc_oom(ADAPTER, b);
-      return hc_add(l, ADAPTER, WSYNC_HTTP_POST, "/destroy_weights_update_group", b, 0, WSYNC_REPLY_SUCCESS_FIELD);
+      return hc_add_destroy_group(l, ADAPTER, s);
 
     default:
       return hc_error(WSYNC_ERR_INVALID_ARGUMENT, ADAPTER, "build_requests: unknown step %d", (int)s->step);
@@ -149,18 +123,4 @@ static wsync_status_t lmdeploy_build(void* self, const wsync_engine_step_t* step
   return build((lmdeploy_adapter_t*)self, step);
 }
 
-static const wsync_adapter_v1_t kLmdeployAdapter = {
-    (uint32_t)sizeof(wsync_adapter_v1_t),
-    WSYNC_PLUGIN_ABI_VERSION,
-    ADAPTER,
-    WSYNC_PLUGIN_VERSION,
-    WSYNC_ADAPTER_CAP_HTTP,
-    lmdeploy_create,
-    lmdeploy_get_layout,
-    hc_adapter_destroy,
-    hc_adapter_build_requests,
-    hc_adapter_get_needs,
-    NULL, /* runtime_info */
-};
-
-HC_DEFINE_ENTRY(kLmdeployAdapter, "adapter 'lmdeploy'")
+HC_DEFINE_ADAPTER(kLmdeployAdapter, "lmdeploy", lmdeploy_create, lmdeploy_get_layout)

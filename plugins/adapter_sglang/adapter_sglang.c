@@ -43,9 +43,7 @@ static wsync_status_t sglang_create(const wsync_adapter_params_t* params, void**
   int pause = 0, set_version = 1;
   const char* pause_mode = NULL;
   wsync_status_t st;
-  if (params == NULL || out == NULL)
-    return hc_error(WSYNC_ERR_INVALID_ARGUMENT, ADAPTER, "create: params or out is NULL");
-  st = hc_check_option_keys(ADAPTER, params, kOptions, sizeof kOptions / sizeof kOptions[0]);
+  st = hc_check_create(ADAPTER, params, out, kOptions, sizeof kOptions / sizeof kOptions[0]);
   if (st != WSYNC_OK) return st;
   if ((v = hc_option(params, "pause")) != NULL && (st = hc_parse_bool(ADAPTER, "pause", v, &pause)) != WSYNC_OK)
     return st;
@@ -60,13 +58,9 @@ static wsync_status_t sglang_create(const wsync_adapter_params_t* params, void**
   if ((v = hc_option(params, "set_version")) != NULL &&
       (st = hc_parse_bool(ADAPTER, "set_version", v, &set_version)) != WSYNC_OK)
     return st;
-  a = (sglang_adapter_t*)hc_adapter_new(sizeof *a, ADAPTER, sglang_build);
-  if (a == NULL) return WSYNC_ERR_OUT_OF_MEMORY;
   /* Its workers join a torch process group on the sender's store (see the top of this file). */
-  if ((st = hc_needs_torch_group(&a->base, params->group_name)) != WSYNC_OK) {
-    hc_adapter_destroy(a);
-    return st;
-  }
+  a = (sglang_adapter_t*)hc_torch_adapter_new(sizeof *a, ADAPTER, sglang_build, params->group_name, &st);
+  if (a == NULL) return st;
   a->pause = pause;
   a->pause_mode = pause_mode;
   a->set_version = set_version;
@@ -75,12 +69,7 @@ static wsync_status_t sglang_create(const wsync_adapter_params_t* params, void**
 }
 
 static wsync_status_t sglang_get_layout(void* self, wsync_layout_rule_t* out) {
-  if (self == NULL || out == NULL) return hc_error(WSYNC_ERR_INVALID_ARGUMENT, ADAPTER, "get_layout: NULL argument");
-  out->struct_size = (uint32_t)sizeof *out;
-  out->kind = WSYNC_LAYOUT_ELEMENTS_ONE_DTYPE;
-  out->alignment = 1;
-  out->allow_split = 0;
-  return WSYNC_OK;
+  return hc_layout_one_dtype(ADAPTER, self, out);
 }
 
 static wsync_status_t build(sglang_adapter_t* a, const wsync_engine_step_t* s) {
@@ -96,17 +85,7 @@ static wsync_status_t build(sglang_adapter_t* a, const wsync_engine_step_t* s) {
     case WSYNC_STEP_INIT:
       /* InitWeightsUpdateGroupReqInput. SGLang always joins through the torch TCP store, where the
        * transport put its id (the torch_group hint of get_needs). */
-      if ((st = hc_check_rendezvous(ADAPTER, s)) != WSYNC_OK) return st;
-      if ((st = hc_check_group_name(ADAPTER, s)) != WSYNC_OK) return st;
-      b = cJSON_CreateObject();
-      ok = hc_put(b, "master_address", cJSON_CreateString(s->master_address));
-      ok = ok && hc_put(b, "master_port", hc_int(s->master_port));
-      ok = ok && hc_put(b, "rank_offset", hc_int(s->rank_offset));
-      ok = ok && hc_put(b, "world_size", hc_int(s->world_size));
-      ok = ok && hc_put(b, "group_name", cJSON_CreateString(s->group_name));
-      ok = ok && hc_put(b, "backend", cJSON_CreateString("nccl"));
-      if (!ok) return hc_oom(ADAPTER, b);
-      return hc_add(l, ADAPTER, WSYNC_HTTP_POST, "/init_weights_update_group", b, 0, WSYNC_REPLY_SUCCESS_FIELD);
+      return hc_add_torch_group_init(l, ADAPTER, s);
 
     case WSYNC_STEP_PAUSE:
       if (!a->pause) return WSYNC_OK;
@@ -161,10 +140,7 @@ static wsync_status_t build(sglang_adapter_t* a, const wsync_engine_step_t* s) {
 
     case WSYNC_STEP_DESTROY:
       /* A second destroy answers success=false ("does not exist"): not idempotent. */
-      if ((st = hc_check_group_name(ADAPTER, s)) != WSYNC_OK) return st;
-      b = cJSON_CreateObject();
-      if (!hc_put(b, "group_name", cJSON_CreateString(s->group_name))) return hc_oom(ADAPTER, b);
-      return hc_add(l, ADAPTER, WSYNC_HTTP_POST, "/destroy_weights_update_group", b, 0, WSYNC_REPLY_SUCCESS_FIELD);
+      return hc_add_destroy_group(l, ADAPTER, s);
 
     default:
       return hc_error(WSYNC_ERR_INVALID_ARGUMENT, ADAPTER, "build_requests: unknown step %d", (int)s->step);
@@ -175,18 +151,4 @@ static wsync_status_t sglang_build(void* self, const wsync_engine_step_t* step) 
   return build((sglang_adapter_t*)self, step);
 }
 
-static const wsync_adapter_v1_t kSglangAdapter = {
-    (uint32_t)sizeof(wsync_adapter_v1_t),
-    WSYNC_PLUGIN_ABI_VERSION,
-    ADAPTER,
-    WSYNC_PLUGIN_VERSION,
-    WSYNC_ADAPTER_CAP_HTTP,
-    sglang_create,
-    sglang_get_layout,
-    hc_adapter_destroy,
-    hc_adapter_build_requests,
-    hc_adapter_get_needs,
-    NULL, /* runtime_info */
-};
-
-HC_DEFINE_ENTRY(kSglangAdapter, "adapter 'sglang'")
+HC_DEFINE_ADAPTER(kSglangAdapter, "sglang", sglang_create, sglang_get_layout)

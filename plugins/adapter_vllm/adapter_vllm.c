@@ -67,9 +67,7 @@ static wsync_status_t vllm_create(const wsync_adapter_params_t* params, void** o
   const char* v;
   size_t idx;
   wsync_status_t st;
-  if (params == NULL || out == NULL)
-    return hc_error(WSYNC_ERR_INVALID_ARGUMENT, ADAPTER, "create: params or out is NULL");
-  st = hc_check_option_keys(ADAPTER, params, kOptions, sizeof kOptions / sizeof kOptions[0]);
+  st = hc_check_create(ADAPTER, params, out, kOptions, sizeof kOptions / sizeof kOptions[0]);
   if (st != WSYNC_OK) return st;
   memset(&tmp, 0, sizeof tmp);
   tmp.pause_mode = "keep";
@@ -288,18 +286,4 @@ static wsync_status_t vllm_build(void* self, const wsync_engine_step_t* step) {
   return build((vllm_adapter_t*)self, step);
 }
 
-static const wsync_adapter_v1_t kVllmAdapter = {
-    (uint32_t)sizeof(wsync_adapter_v1_t),
-    WSYNC_PLUGIN_ABI_VERSION,
-    ADAPTER,
-    WSYNC_PLUGIN_VERSION,
-    WSYNC_ADAPTER_CAP_HTTP,
-    vllm_create,
-    vllm_get_layout,
-    hc_adapter_destroy,
-    hc_adapter_build_requests,
-    hc_adapter_get_needs,
-    NULL, /* runtime_info */
-};
-
-HC_DEFINE_ENTRY(kVllmAdapter, "adapter 'vllm'")
+HC_DEFINE_ADAPTER(kVllmAdapter, "vllm", vllm_create, vllm_get_layout)

@@ -2,6 +2,7 @@
 #include "plugin_util.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -84,4 +85,19 @@ int wsp_reserve(void** arr, size_t* cap, size_t count, size_t size) {
   *arr = p;
   *cap = ncap;
   return 0;
+}
+
+wsync_status_t wsp_check_transport_params(const char* label, const wsync_transport_params_t* params, void** out,
+                                          const char* store_use) {
+  if (out != NULL) *out = NULL;
+  if (params == NULL || out == NULL) return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, "%s: create: NULL argument", label);
+  if (!WSYNC_HAS_FIELD(params, wsync_transport_params_t, timeout_ms))
+    return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, "%s: params struct_size %u is too small", label, params->struct_size);
+  if (params->world_size < 1 || params->world_size > INT_MAX || params->rank >= params->world_size)
+    return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, "%s: rank %u is outside a world of %u", label, params->rank,
+                    params->world_size);
+  if (params->store == NULL && params->world_size > 1)
+    return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, "%s: rank %u: no store to exchange %s through", label, params->rank,
+                    store_use);
+  return WSYNC_OK;
 }

@@ -41,6 +41,13 @@ int64_t wsp_deadline_us(int64_t timeout_ms);
 /* Sleep `us` microseconds, never past deadline_us (wsp_now_us clock). */
 void wsp_sleep_us(int64_t us, int64_t deadline_us);
 
+/* The checks every transport's create starts with: *out = NULL (when out is not NULL), out and
+ * params non-NULL, params large enough for timeout_ms, rank inside a world of 1..INT_MAX, and a
+ * store when there are peers. `label` prefixes the message ("transport 'ucx'"); `store_use` says
+ * what the store is for ("addresses"). WSYNC_OK or INVALID_ARGUMENT with the message set. */
+wsync_status_t wsp_check_transport_params(const char* label, const wsync_transport_params_t* params, void** out,
+                                          const char* store_use);
+
 /* Grow *arr (elements of `size` bytes, capacity *cap) so that index `count` fits; 0, or -1 when out
  * of memory (*arr unchanged then). */
 int wsp_reserve(void** arr, size_t* cap, size_t count, size_t size);

@@ -23,17 +23,8 @@ static wsync_status_t cipc_create(const wsync_transport_params_t* params, void**
   char err[512];
   wsync_status_t rc;
   int device = -1;
-  if (out != NULL) *out = NULL;
-  if (params == NULL || out == NULL)
-    return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'cuda_ipc': create: NULL argument");
-  if (!WSYNC_HAS_FIELD(params, wsync_transport_params_t, timeout_ms))
-    return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'cuda_ipc': params struct_size %u is too small",
-                     params->struct_size);
-  if (params->world_size < 1 || params->rank >= params->world_size)
-    return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'cuda_ipc': rank %u is outside a world of %u", params->rank,
-                     params->world_size);
-  if (params->store == NULL && params->world_size > 1)
-    return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'cuda_ipc': no store to exchange the IPC handles through");
+  if ((rc = wsp_check_transport_params("transport 'cuda_ipc'", params, out, "the IPC handles")) != WSYNC_OK)
+    return rc;
   rc = cipc_parse_options(params->options, params->num_options, &opts, err, sizeof err);
   if (rc != WSYNC_OK) return wsp_fail(rc, "transport 'cuda_ipc': %s", err);
 

@@ -44,16 +44,7 @@ static wsync_status_t tp_create(const wsync_transport_params_t* params, void** o
   nccl_transport_t* t;
   wsync_status_t st;
   int prev;
-  if (out != NULL) *out = NULL;
-  if (params == NULL || out == NULL) return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": create: NULL argument");
-  if (!WSYNC_HAS_FIELD(params, wsync_transport_params_t, timeout_ms))
-    return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": params struct_size %u is too small", params->struct_size);
-  if (params->world_size < 1 || params->world_size > INT_MAX || params->rank >= params->world_size)
-    return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": rank %u is outside a world of %u", params->rank,
-                     params->world_size);
-  if (params->store == NULL && params->world_size > 1)
-    return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": rank %u: no store to exchange the NCCL unique id through",
-                     params->rank);
+  if ((st = wsp_check_transport_params(NCCL_TP, params, out, "the NCCL unique id")) != WSYNC_OK) return st;
 
   t = (nccl_transport_t*)calloc(1, sizeof *t);
   if (t == NULL) return wsp_fail(WSYNC_ERR_OUT_OF_MEMORY, NCCL_TP ": out of memory");

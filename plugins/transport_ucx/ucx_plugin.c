@@ -13,17 +13,7 @@ static wsync_status_t ucx_create(const wsync_transport_params_t* params, void** 
   ucx_transport_t* t;
   wsync_status_t rc;
   uint32_t r;
-  if (out != NULL) *out = NULL;
-  if (params == NULL || out == NULL)
-    return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'ucx': create: NULL argument");
-  if (!WSYNC_HAS_FIELD(params, wsync_transport_params_t, timeout_ms))
-    return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'ucx': params struct_size %u is too small",
-                    params->struct_size);
-  if (params->world_size < 1 || params->rank >= params->world_size)
-    return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'ucx': rank %u is outside a world of %u", params->rank,
-                    params->world_size);
-  if (params->store == NULL && params->world_size > 1)
-    return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'ucx': no store to exchange addresses through");
+  if ((rc = wsp_check_transport_params("transport 'ucx'", params, out, "addresses")) != WSYNC_OK) return rc;
   if (params->options == NULL && params->num_options > 0)
     return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'ucx': options is NULL");
 
