@@ -207,54 +207,6 @@ uint32_t assign_rank_offsets(std::vector<EngineServer>* servers) {
   return next;
 }
 
-std::vector<ServerOutcome> run_on_servers(const std::vector<EngineServer>& servers, bool healthy_only,
-                                          const std::function<wsync_status_t(size_t, const EngineServer&)>& job) {
-  std::vector<ServerOutcome> outcomes(servers.size());
-  // Runs on the job's own thread, so fail()'s thread-local detail is the job's.
-  auto run_one = [&](size_t i) noexcept {
-    ServerOutcome& o = outcomes[i];
-    try {
-      clear_error();
-      o.status = job(i, servers[i]);
-      if (o.status != WSYNC_OK) {
-        o.message = last_error();
-        if (o.message.empty())
-          o.message = "engine " + servers[i].url + " failed with " + wsync_status_name(o.status);
-      }
-    } catch (const std::bad_alloc&) {
-      o.status = WSYNC_ERR_OUT_OF_MEMORY;
-      o.message = "out of memory";
-    } catch (const std::exception& e) {
-      o.status = WSYNC_ERR_INTERNAL;
-      try {
-        o.message = std::string("internal error at engine ") + servers[i].url + ": " + e.what() + " (please report)";
-      } catch (...) {
-      }
-    } catch (...) {
-      o.status = WSYNC_ERR_INTERNAL;
-    }
-  };
-
-  std::vector<size_t> todo;
-  for (size_t i = 0; i < servers.size(); ++i) {
-    if (healthy_only && !servers[i].healthy) continue;
-    outcomes[i].ran = true;
-    todo.push_back(i);
-  }
-  std::vector<std::thread> threads;
-  threads.reserve(todo.size());
-  for (size_t i : todo) {
-    try {
-      threads.emplace_back(run_one, i);
-    } catch (const std::system_error& e) {
-      outcomes[i].status = WSYNC_ERR_IO;
-      outcomes[i].message = "could not start a thread for engine " + servers[i].url + ": " + e.what();
-    }
-  }
-  for (std::thread& t : threads) t.join();
-  return outcomes;
-}
-
 void for_each_server_concurrently(size_t n, const std::function<void(size_t)>& fn) {
   std::vector<std::thread> threads;
   std::vector<size_t> inline_jobs;
@@ -269,23 +221,6 @@ void for_each_server_concurrently(size_t n, const std::function<void(size_t)>& f
   }
   for (size_t i : inline_jobs) fn(i);
   for (std::thread& t : threads) t.join();
-}
-
-wsync_status_t combine_outcomes(const std::vector<ServerOutcome>& outcomes) {
-  size_t ran = 0, failed = 0;
-  wsync_status_t first = WSYNC_OK;
-  std::string all;
-  for (const ServerOutcome& o : outcomes) {
-    if (!o.ran) continue;
-    ++ran;
-    if (o.status == WSYNC_OK) continue;
-    if (failed++ == 0) first = o.status;
-    if (!all.empty()) all += "; ";
-    all += o.message;
-  }
-  if (failed == 0) return WSYNC_OK;
-  if (failed == 1) return fail_msg(first, all);
-  return fail_msg(first, std::to_string(failed) + " of " + std::to_string(ran) + " engine servers failed: " + all);
 }
 
 }  // namespace wsync

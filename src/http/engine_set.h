@@ -38,27 +38,9 @@ wsync_status_t parse_engine_servers(const std::string& value, std::vector<Engine
 // unhealthy ones get 0. Returns world_size = 1 + the GPUs of the healthy servers.
 uint32_t assign_rank_offsets(std::vector<EngineServer>* servers);
 
-// The result of running a job on one server.
-struct ServerOutcome {
-  bool ran = false;                // false: skipped (unhealthy, with healthy_only)
-  wsync_status_t status = WSYNC_OK;
-  std::string message;             // the job's wsync_last_error() when status != WSYNC_OK
-};
-
-// Run job(index, server) for every server (with healthy_only: every healthy one) at the same
-// time, one std::thread each, and wait for all of them. The job's
-// failure detail (fail() on its thread) is captured into the outcome; an exception becomes
-// WSYNC_ERR_OUT_OF_MEMORY / WSYNC_ERR_INTERNAL. The calling thread's last error is untouched.
-std::vector<ServerOutcome> run_on_servers(const std::vector<EngineServer>& servers, bool healthy_only,
-                                          const std::function<wsync_status_t(size_t, const EngineServer&)>& job);
-
-// The bare form: fn(0) .. fn(n-1) at the same time, one std::thread each, all joined before it
+// fn(0) .. fn(n-1) at the same time, one std::thread each, all joined before it
 // returns. fn must not throw (an escaping exception ends the process, as in any std::thread); a
 // thread that cannot be started runs its fn on the calling thread after the others started.
 void for_each_server_concurrently(size_t n, const std::function<void(size_t)>& fn);
-
-// WSYNC_OK if every job that ran succeeded; else the first failure's status, recorded with
-// fail_msg: its message alone, or "N of M engine servers failed: <msg>; <msg>" for several.
-wsync_status_t combine_outcomes(const std::vector<ServerOutcome>& outcomes);
 
 }  // namespace wsync

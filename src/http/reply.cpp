@@ -242,10 +242,4 @@ wsync_status_t http_call(const std::string& base_url, const wsync_http_request_t
   return WSYNC_OK;
 }
 
-wsync_status_t http_send_judged(const std::string& base_url, const wsync_http_request_t& req,
-                                const HttpOptions& opts, const std::atomic<bool>* abort_flag,
-                                HttpReply* reply) {
-  return http_call(base_url, req, opts, abort_flag, nullptr, reply);
-}
-
 }  // namespace wsync

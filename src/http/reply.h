@@ -29,14 +29,10 @@ std::string engine_message(const std::string& body);
 wsync_status_t judge_reply(const std::string& base_url, const wsync_http_request_t& req,
                            const HttpOptions& opts, const HttpResult& result, std::string* message);
 
-// http_perform + judge_reply; a failure is recorded with fail_msg (for wsync_last_error on this
-// thread). `reply` (may be NULL) gets what the engine answered, also on failure.
-wsync_status_t http_send_judged(const std::string& base_url, const wsync_http_request_t& req,
-                                const HttpOptions& opts, const std::atomic<bool>* abort_flag,
-                                HttpReply* reply);
-
-// The same, for callers that keep the message themselves (e.g. per-server worker threads): the
-// message goes to *why (cleared on success) and is also recorded with fail_msg on this thread.
+// http_perform + judge_reply. A failure is recorded with fail_msg on this thread and, when `why`
+// is not NULL, also written to *why (cleared on success) for callers that keep the message
+// themselves (per-server worker threads). `reply` (may be NULL) gets what the engine answered,
+// also on failure.
 wsync_status_t http_call(const std::string& base_url, const wsync_http_request_t& req, const HttpOptions& opts,
                          const std::atomic<bool>* abort_flag, std::string* why, HttpReply* reply = nullptr);
 

@@ -112,11 +112,6 @@ TcpStoreClient::~TcpStoreClient() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-void TcpStoreClient::set_timeout(int64_t timeout_ms) {
-  std::lock_guard<std::mutex> g(mu_);
-  op_timeout_ms_ = timeout_ms < 0 ? kDefaultTimeoutMs : std::min<int64_t>(timeout_ms, kMaxTimeoutMs);
-}
-
 std::string TcpStoreClient::address() const { return format_host_port(host_, port_); }
 
 int64_t TcpStoreClient::op_deadline() const { return deadline_after(op_timeout_ms_); }

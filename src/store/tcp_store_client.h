@@ -49,8 +49,6 @@ class TcpStoreClient {
   wsync_status_t recv_exact(void* buf, size_t len, int64_t deadline, const char* what);
   wsync_status_t recv_payload(std::vector<uint8_t>* out, int64_t deadline, const char* what);
 
-  // Op timeout for requests without their own timeout (and for the cancel exchange).
-  void set_timeout(int64_t timeout_ms);
   std::string address() const;  // "host:port" of the server
   static std::string wire_key(const std::string& key);
 

@@ -85,7 +85,7 @@ Sent send(const std::string& url, const wsync_http_request_t& req, const HttpOpt
   clear_error();
   Sent s;
   auto t0 = Clock::now();
-  s.status = http_send_judged(url, req, opts, abort_flag, &s.reply);
+  s.status = http_call(url, req, opts, abort_flag, nullptr, &s.reply);
   s.ms = ms_since(t0);
   s.message = last_error();
   return s;
@@ -744,60 +744,6 @@ TEST(EngineSet, BadInputsAreRefusedNamingTheEntry) {
   }
 }
 
-TEST(EngineSet, RunOnServersIsConcurrentCapturesErrorsAndSkipsUnhealthy) {
-  std::vector<EngineServer> v;
-  ASSERT_EQ(parse_engine_servers("k", "http://a:1,http://b:2,http://c:3,http://d:4", &v), WSYNC_OK);
-  v[3].healthy = false;
-  fail_msg(WSYNC_ERR_IO, "the caller's own error");
-  std::mutex mu;
-  std::set<std::thread::id> ids;
-  auto t0 = Clock::now();
-  auto outcomes = run_on_servers(v, true, [&](size_t i, const EngineServer& s) -> wsync_status_t {
-    {
-      std::lock_guard<std::mutex> g(mu);
-      ids.insert(std::this_thread::get_id());
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    if (i == 1) return fail(WSYNC_ERR_ENGINE, "engine %s said no", s.url.c_str());
-    if (i == 2) throw std::runtime_error("bug");
-    return WSYNC_OK;
-  });
-  int64_t ms = ms_since(t0);
-  EXPECT_LT(ms, 580);  // three 300 ms jobs at the same time
-  EXPECT_EQ(ids.size(), 3u);
-  EXPECT_EQ(ids.count(std::this_thread::get_id()), 0u);
-  ASSERT_EQ(outcomes.size(), 4u);
-  EXPECT_TRUE(outcomes[0].ran);
-  EXPECT_EQ(outcomes[0].status, WSYNC_OK);
-  EXPECT_EQ(outcomes[1].status, WSYNC_ERR_ENGINE);
-  EXPECT_EQ(outcomes[1].message, "engine http://b:2 said no");
-  EXPECT_EQ(outcomes[2].status, WSYNC_ERR_INTERNAL);
-  EXPECT_EQ(outcomes[2].message, "internal error at engine http://c:3: bug (please report)");
-  EXPECT_FALSE(outcomes[3].ran);
-  EXPECT_EQ(last_error(), "the caller's own error");
-  EXPECT_EQ(last_status(), WSYNC_ERR_IO);
-
-  EXPECT_EQ(combine_outcomes(outcomes), WSYNC_ERR_ENGINE);
-  EXPECT_EQ(last_error(), "2 of 3 engine servers failed: engine http://b:2 said no; internal error at engine "
-                          "http://c:3: bug (please report)");
-  std::vector<ServerOutcome> ok(2);
-  ok[0].ran = ok[1].ran = true;
-  EXPECT_EQ(combine_outcomes(ok), WSYNC_OK);
-  ok[1].status = WSYNC_ERR_TIMEOUT;
-  ok[1].message = "slow";
-  EXPECT_EQ(combine_outcomes(ok), WSYNC_ERR_TIMEOUT);
-  EXPECT_EQ(last_error(), "slow");
-
-  // Not healthy_only: every server runs.
-  std::atomic<int> runs{0};
-  auto all = run_on_servers(v, false, [&](size_t, const EngineServer&) -> wsync_status_t {
-    ++runs;
-    return WSYNC_OK;
-  });
-  EXPECT_EQ(runs, 4);
-  EXPECT_TRUE(all[3].ran);
-}
-
 TEST(EngineSet, OneStepPostedToAllServersInParallel) {
   TestServer a, b;
   for (TestServer* s : {&a, &b}) {
@@ -812,13 +758,14 @@ TEST(EngineSet, OneStepPostedToAllServersInParallel) {
   ASSERT_EQ(parse_engine_servers("k", a.url() + "=2," + b.url() + "=1", &v), WSYNC_OK) << last_error();
   EXPECT_EQ(assign_rank_offsets(&v), 4u);
   auto t0 = Clock::now();
-  auto outcomes = run_on_servers(v, true, [](size_t, const EngineServer& s) {
-    return http_send_judged(s.url, make_req(WSYNC_HTTP_POST, "/update_weights_from_distributed", "{}",
-                                            WSYNC_REPLY_SUCCESS_FIELD),
-                            HttpOptions(), nullptr, nullptr);
+  std::vector<wsync_status_t> st(v.size(), WSYNC_ERR_INTERNAL);
+  for_each_server_concurrently(v.size(), [&](size_t i) {
+    st[i] = http_call(v[i].url, make_req(WSYNC_HTTP_POST, "/update_weights_from_distributed", "{}",
+                                         WSYNC_REPLY_SUCCESS_FIELD),
+                      HttpOptions(), nullptr, nullptr, nullptr);
   });
   EXPECT_LT(ms_since(t0), 580);
-  EXPECT_EQ(combine_outcomes(outcomes), WSYNC_OK) << last_error();
+  for (wsync_status_t s : st) EXPECT_EQ(s, WSYNC_OK);
   EXPECT_EQ(a.hits, 1);
   EXPECT_EQ(b.hits, 1);
 }
