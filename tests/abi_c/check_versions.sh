@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# One version everywhere: CMake's project version is the release; the headers hold the ABI
+# numbers. This checks that every place a user reads them agrees: CHANGELOG's newest entry, the
+# soname, wsync.pc, the CMake package, wsync_version_string() and the library's ABI (through
+# wsync-info), and the version every bundled plugin reports.
+# Usage: check_versions.sh <source dir> <build dir> <wsync-info> <libwsync.so>
+set -euo pipefail
+src=$1 build=$2 info=$3 lib=$4
+bad=0
+want() {  # want <what> <expected> <actual>
+  if [[ "$2" == "$3" ]]; then echo "ok   $1: $3"; else echo "FAIL $1: '$3', expected '$2'"; bad=1; fi
+}
+define() { sed -n "s/^#define $2 \([0-9][0-9]*\).*/\1/p" "$1" | head -n 1; }
+
+release=$(sed -n 's/^project(wsync VERSION \([0-9.]*\).*/\1/p' "$src/CMakeLists.txt")
+[[ -n "$release" ]] || { echo "FAIL no 'project(wsync VERSION x.y.z' in CMakeLists.txt"; exit 1; }
+abi="$(define "$src/include/wsync.h" WSYNC_ABI_VERSION_MAJOR).$(define "$src/include/wsync.h" WSYNC_ABI_VERSION_MINOR)"
+pabi="$(define "$src/include/wsync_plugin.h" WSYNC_PLUGIN_ABI_VERSION).$(define "$src/include/wsync_plugin.h" WSYNC_PLUGIN_ABI_MINOR)"
+echo "release $release, ABI $abi, plugin ABI $pabi (CMakeLists.txt and the headers)"
+
+want "CHANGELOG's newest entry" "## $release — ABI $abi, plugin ABI $pabi" \
+  "$(grep -m1 '^## ' "$src/CHANGELOG.md" | sed 's/ *(.*$//')"
+want "soname" "libwsync.so.${abi%%.*}" "$(readelf -d "$lib" | sed -n 's/.*Library soname: \[\(.*\)\].*/\1/p')"
+want "wsync.pc Version" "$release" "$(sed -n 's/^Version: //p' "$build/wsync.pc")"
+want "CMake package version" "$release" \
+  "$(sed -n 's/^set(PACKAGE_VERSION "\(.*\)")/\1/p' "$build/wsyncConfigVersion.cmake" | head -n 1)"
+export WSYNC_PLUGIN_PATH=  # only the bundled plugins, beside libwsync
+out=$("$info")
+want "wsync_version_string() and the library's ABI" "wsync $release, ABI $abi" "$(head -n 1 <<<"$out" | sed 's/ (.*//')"
+n=0
+while read -r kind name version rest; do
+  want "plugin $kind $name version" "$release" "${version%:}"
+  n=$((n + 1))
+done < <(grep -E '^  (transport|adapter) [^ ]+ [^ ]+: loads' <<<"$out")
+[[ $n -gt 0 ]] || { echo "FAIL no bundled plugin loads (wsync-info):"; echo "$out"; bad=1; }
+exit $bad
