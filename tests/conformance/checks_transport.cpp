@@ -1,6 +1,8 @@
 // Checks of a transport plugin: the table, create/destroy (arguments, options, rank and world),
 // the optional functions, and, for host-memory transports, two buckets moved between two ranks
 // in this process over a real rendezvous store.
+#include <poll.h>
+
 #include <atomic>
 #include <cctype>
 #include <chrono>
@@ -44,6 +46,10 @@ bool has_register_staging(const wsync_transport_v1_t* t) {
 }
 bool has_get_property(const wsync_transport_v1_t* t) {
   return t->struct_size >= kGetPropertyEnd && t->get_property != nullptr;
+}
+constexpr size_t kV12Size = WSYNC_TRANSPORT_V1_2_SIZE;
+bool has_event_fd(const wsync_transport_v1_t* t) {
+  return t->struct_size >= kV12Size && t->get_event_fd != nullptr && t->arm != nullptr;
 }
 bool cuda_only(const wsync_transport_v1_t* t) {
   return !(t->caps & WSYNC_TRANSPORT_CAP_HOST_MEMORY) && (t->caps & WSYNC_TRANSPORT_CAP_CUDA_MEMORY);
@@ -146,6 +152,27 @@ void check_load(Ctx& c, const Config& cfg) {
   c.note("loaded from " + l.path);
 }
 
+// The 1.2 entries come in working sets: an event fd needs arm; a blob written on one side must be
+// read on the other (peer_blob); runtime_info is one short line.
+void check_v12_entries(Ctx& c, const wsync_transport_v1_t* t) {
+  if (t->struct_size < kV12Size) {
+    c.note("a table older than plugin ABI 1.2: no event fd, no side channel (the core polls in slices)");
+    return;
+  }
+  if ((t->get_event_fd != nullptr) != (t->arm != nullptr))
+    c.fail("get_event_fd and arm come together (the core arms the fd before it sleeps on it)");
+  if ((t->describe_send != nullptr || t->describe_recv != nullptr) && t->peer_blob == nullptr)
+    c.fail("describe_send/describe_recv write blobs but peer_blob, which reads them on the other side, is NULL");
+  if (t->runtime_info != nullptr) {
+    const char* info = t->runtime_info();
+    if (c.expect(info != nullptr, "runtime_info returned NULL (return \"\" when there is nothing to say)")) {
+      const size_t n = std::strlen(info);
+      c.expect(n < 1024 && std::strchr(info, '\n') == nullptr, "runtime_info is not one short line");
+      c.note(std::string("runtime_info: ") + info);
+    }
+  }
+}
+
 void check_table(Ctx& c, const Config& cfg, const wsync_transport_v1_t* t) {
   c.expect(t->struct_size >= kTransportV10Size, "struct_size " + std::to_string(t->struct_size) +
                                                     " is smaller than a plugin ABI 1.0 table (" +
@@ -178,6 +205,7 @@ void check_table(Ctx& c, const Config& cfg, const wsync_transport_v1_t* t) {
   for (const auto& f : required) c.expect(f.set, std::string("the required function '") + f.name + "' is NULL");
   if ((t->caps & WSYNC_TRANSPORT_CAP_STAGING_ONLY) && !has_register_staging(t))
     c.fail("caps has STAGING_ONLY but register_staging is absent (NULL, or beyond struct_size)");
+  check_v12_entries(c, t);
   if (t->struct_size > sizeof(wsync_transport_v1_t))
     c.note("the table (" + std::to_string(t->struct_size) + " bytes) is newer than this suite's header (" +
            std::to_string(sizeof(wsync_transport_v1_t)) + "); the extra entries are not checked");
@@ -308,15 +336,44 @@ void check_lifecycle(Ctx& c, const Config& cfg, const wsync_transport_v1_t* t) {
   }
 }
 
-// Poll a wait function in short slices, as the core does, until it is done or `deadline`.
-template <typename Fn>
-wsync_status_t wait_slices(Fn fn, Clock::time_point deadline) {
-  for (;;) {
-    wsync_status_t st = fn();
-    if (st != WSYNC_ERR_TIMEOUT) return st;
-    if (Clock::now() >= deadline) return WSYNC_ERR_TIMEOUT;
+// Waits on one connected instance as the core does: with an event fd (1.2), wait(0), arm, and
+// sleep on the fd; without one, wait in 20 ms slices. A sleep on the fd that runs out while the
+// very next wait(0) succeeds means the fd did not signal progress: that is reported.
+class Waiter {
+ public:
+  Waiter(const wsync_transport_v1_t* t, void* self) : t_(t), self_(self) {
+    int32_t fd = -1;
+    if (has_event_fd(t) && t->get_event_fd(self, &fd) == WSYNC_OK) fd_ = fd;
   }
-}
+  int fd() const { return fd_; }
+  template <typename Fn>  // Fn: wsync_status_t(int64_t timeout_ms)
+  wsync_status_t wait(Fn fn, Clock::time_point deadline, std::string* why) {
+    for (;;) {
+      wsync_status_t st = fn(fd_ >= 0 ? 0 : 20);
+      if (st != WSYNC_ERR_TIMEOUT) return st;
+      if (Clock::now() >= deadline) return WSYNC_ERR_TIMEOUT;
+      if (fd_ < 0) continue;
+      int32_t armed = 0;
+      if ((st = t_->arm(self_, &armed)) != WSYNC_OK) {
+        *why = "arm failed: " + status_str(st) + ": " + last_error();
+        return st;
+      }
+      if (!armed) continue;
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, kSilentMs) == 0 && fn(0) == WSYNC_OK) {
+        *why = "the event fd stayed silent for " + std::to_string(kSilentMs) +
+               " ms after arm answered armed=1, yet the operation had completed (the core would sleep through it)";
+        return WSYNC_ERR_INTERNAL;
+      }
+    }
+  }
+
+ private:
+  static constexpr int kSilentMs = 3000;
+  const wsync_transport_v1_t* t_;
+  void* self_;
+  int fd_ = -1;
+};
 
 void fill(std::vector<uint8_t>* v, uint64_t seq) {
   for (size_t i = 0; i < v->size(); ++i) (*v)[i] = static_cast<uint8_t>((i * 131 + seq * 17 + (i >> 12)) & 0xff);
@@ -363,6 +420,7 @@ void check_loopback(Ctx& c, const Config& cfg, const wsync_transport_v1_t* t) {
       rx_failed = true;
       return;
     }
+    Waiter rx_waiter(t, rx);
     for (int seq = 0; seq < kBuckets; ++seq) {
       std::memset(dst.data(), 0, dst.size());
       // Three uneven regions that cover the bucket.
@@ -374,9 +432,11 @@ void check_loopback(Ctx& c, const Config& cfg, const wsync_transport_v1_t* t) {
         return;
       }
       posted = seq;
-      st = wait_slices([&] { return t->recv_wait(rx, static_cast<uint64_t>(seq), 20); }, deadline);
+      std::string why;
+      st = rx_waiter.wait([&](int64_t ms) { return t->recv_wait(rx, static_cast<uint64_t>(seq), ms); }, deadline, &why);
       if (st != WSYNC_OK) {
-        rx_error = "recv_wait(seq " + std::to_string(seq) + ") failed: " + status_str(st) + ": " + last_error();
+        rx_error = "recv_wait(seq " + std::to_string(seq) + ") failed: " +
+                   (why.empty() ? status_str(st) + ": " + last_error() : why);
         rx_failed = true;
         return;
       }
@@ -397,6 +457,8 @@ void check_loopback(Ctx& c, const Config& cfg, const wsync_transport_v1_t* t) {
   if (st != WSYNC_OK) {
     c.fail("connect(rank 0) failed: " + status_str(st) + ": " + last_error());
   } else {
+    Waiter tx_waiter(t, tx);
+    if (has_event_fd(t)) c.note("event fd of rank 0: " + std::to_string(tx_waiter.fd()) + " (waits sleep on it)");
     for (int seq = 0; seq < kBuckets && !rx_failed; ++seq) {
       fill(&src, static_cast<uint64_t>(seq));
       while (posted.load() < seq && !rx_failed && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -414,10 +476,12 @@ void check_loopback(Ctx& c, const Config& cfg, const wsync_transport_v1_t* t) {
         c.fail("send_post(seq " + std::to_string(seq) + ") failed: " + status_str(st) + ": " + last_error());
         break;
       }
-      c.step("send_wait(seq " + std::to_string(seq) + ") in 20 ms slices");
-      st = wait_slices([&] { return t->send_wait(tx, static_cast<uint64_t>(seq), 20); }, deadline);
+      c.step("send_wait(seq " + std::to_string(seq) + ")" + (tx_waiter.fd() >= 0 ? ", sleeping on the event fd" : " in 20 ms slices"));
+      std::string why;
+      st = tx_waiter.wait([&](int64_t ms) { return t->send_wait(tx, static_cast<uint64_t>(seq), ms); }, deadline, &why);
       if (st != WSYNC_OK) {
-        c.fail("send_wait(seq " + std::to_string(seq) + ") failed: " + status_str(st) + ": " + last_error());
+        c.fail("send_wait(seq " + std::to_string(seq) + ") failed: " +
+               (why.empty() ? status_str(st) + ": " + last_error() : why));
         break;
       }
     }

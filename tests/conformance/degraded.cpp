@@ -250,6 +250,16 @@ Summary run_degraded_suite(const Config& cfg, const std::string& tdir, const std
        }},
       {"adapter 'overrun' (get_layout writes past an older core's rule) fails the get_layout check",
        [&](Ctx& c) { expect_suite_fails(c, cfg, file(bdir, A, "overrun"), "get_layout:", {"wrote past it"}); }},
+      {"transport 'silentfd' (1.2: an event fd that never signals, arm says armed) fails the loopback check",
+       [&](Ctx& c) {
+         const std::string p = file(bdir, T, "silentfd");
+         expect_suite_fails(c, cfg, p, "loopback:", {"event fd stayed silent"}, true);
+       }},
+      {"transport 'fdnoarm' (1.2: get_event_fd without arm) fails the table check",
+       [&](Ctx& c) {
+         const std::string p = file(bdir, T, "fdnoarm");
+         expect_suite_fails(c, cfg, p, "table:", {"get_event_fd and arm come together"});
+       }},
       {"transport 'corrupt' (flips a byte) fails the loopback check",
        [&](Ctx& c) {
          const std::string p = file(bdir, T, "corrupt");

@@ -6,11 +6,18 @@
  *   (none)       "noabort"  correct, but leaves every optional function NULL (abort,
  *                           register_staging, get_property): it must still conform
  *   CB_CORRUPT   "corrupt"  flips one byte of every bucket: the loopback check must catch it
+ *   CB_SILENT_FD "silentfd" an event fd (1.2) that never becomes readable although arm says
+ *                           armed=1: a core sleeping on it would miss completions
+ *   CB_FD_NO_ARM "fdnoarm"  get_event_fd without arm: the table check must refuse the pair
  */
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#ifdef CB_SILENT_FD
+#include <sys/eventfd.h>
+#include <unistd.h>
+#endif
 
 #include "wsync_plugin.h"
 
@@ -50,6 +57,7 @@ typedef struct cb_transport {
   const void* pending_data;
   uint64_t pending_len;
   int pending;
+  int event_fd; /* CB_SILENT_FD: an eventfd nobody writes */
 } cb_transport_t;
 
 static wsync_status_t cb_create(const wsync_transport_params_t* params, void** out) {
@@ -75,6 +83,7 @@ static wsync_status_t cb_create(const wsync_transport_params_t* params, void** o
   if (t == NULL) return g_host->set_error(WSYNC_ERR_OUT_OF_MEMORY, "out of memory");
   t->rank = params->rank;
   t->world_size = params->world_size;
+  t->event_fd = -1;
   *out = t;
   return WSYNC_OK;
 }
@@ -168,7 +177,35 @@ static wsync_status_t cb_recv_wait(void* self, uint64_t seq, int64_t timeout_ms)
 
 static void cb_forget_peer(void* self, uint32_t rank) { (void)self, (void)rank; }
 
-static void cb_destroy(void* self) { free(self); }
+#if defined(CB_SILENT_FD) || defined(CB_FD_NO_ARM)
+static wsync_status_t cb_get_event_fd(void* self, int32_t* fd) {
+  cb_transport_t* t = (cb_transport_t*)self;
+  if (t == NULL || fd == NULL) return WSYNC_ERR_INVALID_ARGUMENT;
+#ifdef CB_SILENT_FD
+  if (t->event_fd < 0) t->event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  *fd = t->event_fd;
+#else
+  *fd = -1;
+#endif
+  return WSYNC_OK;
+}
+#endif
+
+#ifdef CB_SILENT_FD
+static wsync_status_t cb_arm(void* self, int32_t* armed) {
+  (void)self;
+  *armed = 1; /* wrong: completions never make the fd readable */
+  return WSYNC_OK;
+}
+#endif
+
+static void cb_destroy(void* self) {
+#ifdef CB_SILENT_FD
+  cb_transport_t* t = (cb_transport_t*)self;
+  if (t != NULL && t->event_fd >= 0) close(t->event_fd);
+#endif
+  free(self);
+}
 
 static const wsync_transport_v1_t kTable = {
     (uint32_t)sizeof(wsync_transport_v1_t),
@@ -187,8 +224,16 @@ static const wsync_transport_v1_t kTable = {
     cb_destroy,
     NULL, /* register_staging: optional */
     NULL, /* get_property: optional */
+#if defined(CB_SILENT_FD) || defined(CB_FD_NO_ARM)
+    cb_get_event_fd,
+#else
     NULL, /* get_event_fd: optional (1.2) */
+#endif
+#ifdef CB_SILENT_FD
+    cb_arm,
+#else
     NULL, /* arm */
+#endif
     NULL, /* describe_send: optional (1.2) */
     NULL, /* describe_recv */
     NULL, /* peer_blob */
