@@ -443,6 +443,9 @@ wsync_status_t hc_check_create(const char* adapter, const wsync_adapter_params_t
   if (out != NULL) *out = NULL;
   if (params == NULL || out == NULL)
     return hc_error(WSYNC_ERR_INVALID_ARGUMENT, adapter, "create: params or out is NULL");
+  if (!WSYNC_HAS_FIELD(params, wsync_adapter_params_t, num_options))
+    return hc_error(WSYNC_ERR_INVALID_ARGUMENT, adapter, "create: params struct_size %u is too small",
+                    params->struct_size);
   return hc_check_option_keys(adapter, params, known, n);
 }
 

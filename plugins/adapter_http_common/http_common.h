@@ -46,7 +46,8 @@ const char* hc_step_name(int32_t step);
  * naming the key and listing the known ones. Also refuses a NULL key or value. */
 wsync_status_t hc_check_option_keys(const char* adapter, const wsync_adapter_params_t* params,
                                     const char* const* known, size_t n);
-/* The first checks of every create: params and out non-NULL (*out = NULL), every option key known. */
+/* The first checks of every create: params and out non-NULL (*out = NULL), params->struct_size
+ * covering the 1.0 fields, every option key known. */
 wsync_status_t hc_check_create(const char* adapter, const wsync_adapter_params_t* params, void** out,
                                const char* const* known, size_t n);
 /* The value of the last option named `key`, or NULL. */

@@ -14,7 +14,11 @@ typedef struct native_adapter {
 static wsync_status_t native_create(const wsync_adapter_params_t* params, void** out) {
   native_adapter_t* a;
   uint64_t i;
-  if (params == NULL || out == NULL) return WSYNC_ERR_INVALID_ARGUMENT;
+  if (out != NULL) *out = NULL;
+  if (params == NULL || out == NULL) return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, "adapter 'native': create: NULL argument");
+  if (!WSYNC_HAS_FIELD(params, wsync_adapter_params_t, num_options))
+    return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, "adapter 'native': params struct_size %u is too small",
+                    params->struct_size);
   if (params->num_options > 0 && params->options == NULL)
     return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, "adapter 'native': num_options > 0 but options is NULL");
   for (i = 0; i < params->num_options; ++i) /* no adapter options yet: name the key so a typo is caught */

@@ -607,6 +607,43 @@ void check_build_null_args(Ctx& c, const Config& cfg, const wsync_adapter_v1_t* 
   t->destroy(self);
 }
 
+// 1.2: what the adapter asks of the transport. The core forwards hints without reading them and
+// asks the transport for each property, so every key must be a usable string.
+void check_needs(Ctx& c, const Config& cfg, const wsync_adapter_v1_t* t) {
+  if (!WSYNC_HAS_FIELD(t, wsync_adapter_v1_t, get_needs) || t->get_needs == nullptr) {
+    c.skip("no get_needs (a table older than 1.2, or nothing to ask): the core passes no hints");
+    return;
+  }
+  void* self = create_valid(c, cfg, t);
+  if (self == nullptr) return;
+  wsync_adapter_needs_t n = WSYNC_ADAPTER_NEEDS_INIT;
+  c.step("get_needs");
+  wsync_status_t st = t->get_needs(self, &n);
+  if (c.expect(st == WSYNC_OK, "get_needs failed: " + status_str(st) + ": " + last_error())) {
+    c.expect(n.num_transport_hints <= 64 && n.num_transport_properties <= 64, "more than 64 hints or properties");
+    c.expect(n.num_transport_hints == 0 || n.transport_hints != nullptr, "num_transport_hints > 0 but the array is NULL");
+    c.expect(n.num_transport_properties == 0 || n.transport_properties != nullptr,
+             "num_transport_properties > 0 but the array is NULL");
+    for (uint64_t i = 0; n.transport_hints && i < n.num_transport_hints && i < 64; ++i) {
+      const wsync_option_t& h = n.transport_hints[i];
+      if (!c.expect(h.key != nullptr && h.key[0] != '\0' && h.value != nullptr, "hint " + std::to_string(i) +
+                                                                                 " has a NULL or empty key, or a NULL value"))
+        continue;
+      c.note(std::string("hint ") + h.key + "=" + h.value);
+    }
+    for (uint64_t i = 0; n.transport_properties && i < n.num_transport_properties && i < 64; ++i) {
+      const char* k = n.transport_properties[i];
+      if (c.expect(k != nullptr && k[0] != '\0', "property " + std::to_string(i) + " is NULL or empty"))
+        c.note(std::string("property ") + k);
+    }
+  }
+  c.step("get_needs(self, NULL)");
+  st = t->get_needs(self, nullptr);
+  c.expect(st != WSYNC_OK, "get_needs accepted a NULL output");
+  c.step("destroy");
+  t->destroy(self);
+}
+
 }  // namespace
 
 Summary run_adapter_suite(const Config& cfg) {
@@ -635,6 +672,7 @@ Summary run_adapter_suite(const Config& cfg) {
        [&](Ctx& c) { check_unknown_option(c, cfg, t); }},
       {"destroy(NULL) is safe", [&](Ctx& c) { check_destroy_null(c, t); }},
       {"get_layout: a valid rule", [&](Ctx& c) { check_layout(c, cfg, t); }},
+      {"get_needs: hints and properties are usable strings (1.2)", [&](Ctx& c) { check_needs(c, cfg, t); }},
   };
   for (const auto& ch : checks) report(cfg, run_check(cfg, ch), &sum);
   if (!has_http(t)) {
