@@ -387,12 +387,59 @@ static wsync_status_t ex_get_needs(void* self, wsync_adapter_needs_t* out) {
   return WSYNC_OK;
 }
 
+/* INIT's body: where to rendezvous, which ranks the server's GPUs take, and the transport's
+ * bootstrap id when it has one (the property asked for in ex_get_needs; else null). */
+static wsync_status_t init_body(ex_buf_t* b, const wsync_engine_step_t* s) {
+  if (s->master_address == NULL || s->group_name == NULL)
+    return ex_fail(WSYNC_ERR_INVALID_ARGUMENT, "adapter '" EX_NAME "': the init step needs master_address and "
+                   "group_name");
+  buf_raw(b, "{");
+  field_str(b, "group_name", s->group_name);
+  field_str(b, "master_address", s->master_address);
+  field_u64(b, "master_port", s->master_port);
+  field_u64(b, "rank_offset", s->rank_offset);
+  field_u64(b, "world_size", s->world_size);
+  field_u64(b, "server_gpus", s->server_gpus);
+  field_str(b, "nccl_unique_id_b64", ex_property(s, "nccl_unique_id_b64"));
+  buf_raw(b, "}");
+  return WSYNC_OK;
+}
+
+/* UPDATE's body: the bucket's tensors (name, dtype, shape) in bucket order. */
+static wsync_status_t update_body(ex_buf_t* b, const wsync_engine_step_t* s, uint32_t alignment) {
+  uint64_t i;
+  int d;
+  wsync_status_t st = check_tensors(s);
+  if (st != WSYNC_OK) return st;
+  buf_raw(b, "{");
+  field_str(b, "group_name", s->group_name);
+  field_u64(b, "update_index", s->update_index);
+  field_u64(b, "bucket_bytes", s->bucket_bytes);
+  field_u64(b, "alignment", alignment);
+  buf_key(b, "tensors");
+  buf_raw(b, "[");
+  for (i = 0; i < s->num_tensors; ++i) {
+    buf_sep(b);
+    buf_raw(b, "{");
+    field_str(b, "name", s->names[i]);
+    field_str(b, "dtype", dtype_name(s->dtypes[i]));
+    buf_key(b, "shape");
+    buf_raw(b, "[");
+    for (d = 0; d < s->ndims[i]; ++d) {
+      buf_sep(b);
+      buf_i64(b, (long long)s->shapes[i * WSYNC_MAX_NDIM + (uint64_t)d]);
+    }
+    buf_raw(b, "]}");
+  }
+  buf_raw(b, "]}");
+  return WSYNC_OK;
+}
+
 static wsync_status_t ex_build_requests(void* self, const wsync_engine_step_t* s, const wsync_http_request_t** out,
                                         uint32_t* num_out) {
   ex_adapter_t* a = (ex_adapter_t*)self;
   ex_buf_t* b;
   uint32_t n = 0;
-  uint64_t i;
   int d;
   wsync_status_t st;
   if (out != NULL) *out = NULL;
@@ -418,18 +465,7 @@ static wsync_status_t ex_build_requests(void* self, const wsync_engine_step_t* s
        * id comes along when the transport has one (the property asked for in ex_get_needs; the
        * nccl transport does, else null). Not idempotent: joining twice is an error on most
        * engines. */
-      if (s->master_address == NULL || s->group_name == NULL)
-        return ex_fail(WSYNC_ERR_INVALID_ARGUMENT, "adapter '" EX_NAME "': the init step needs master_address and "
-                       "group_name");
-      buf_raw(b, "{");
-      field_str(b, "group_name", s->group_name);
-      field_str(b, "master_address", s->master_address);
-      field_u64(b, "master_port", s->master_port);
-      field_u64(b, "rank_offset", s->rank_offset);
-      field_u64(b, "world_size", s->world_size);
-      field_u64(b, "server_gpus", s->server_gpus);
-      field_str(b, "nccl_unique_id_b64", ex_property(s, "nccl_unique_id_b64"));
-      buf_raw(b, "}");
+      if ((st = init_body(b, s)) != WSYNC_OK) return st;
       set_request(a, n++, WSYNC_HTTP_POST, "/weights/init_group", 1, 0, WSYNC_REPLY_SUCCESS_FIELD);
       break;
 
@@ -453,28 +489,7 @@ static wsync_status_t ex_build_requests(void* self, const wsync_engine_step_t* s
        * collects the reply after, so the engine receives the bucket (from the transport) inside
        * this request and answers once the weights are loaded. Never retried: a bucket is
        * consumed once. */
-      if ((st = check_tensors(s)) != WSYNC_OK) return st;
-      buf_raw(b, "{");
-      field_str(b, "group_name", s->group_name);
-      field_u64(b, "update_index", s->update_index);
-      field_u64(b, "bucket_bytes", s->bucket_bytes);
-      field_u64(b, "alignment", a->alignment);
-      buf_key(b, "tensors");
-      buf_raw(b, "[");
-      for (i = 0; i < s->num_tensors; ++i) {
-        buf_sep(b);
-        buf_raw(b, "{");
-        field_str(b, "name", s->names[i]);
-        field_str(b, "dtype", dtype_name(s->dtypes[i]));
-        buf_key(b, "shape");
-        buf_raw(b, "[");
-        for (d = 0; d < s->ndims[i]; ++d) {
-          buf_sep(b);
-          buf_i64(b, (long long)s->shapes[i * WSYNC_MAX_NDIM + (uint64_t)d]);
-        }
-        buf_raw(b, "]}");
-      }
-      buf_raw(b, "]}");
+      if ((st = update_body(b, s, a->alignment)) != WSYNC_OK) return st;
       set_request(a, n++, WSYNC_HTTP_POST, "/weights/update_bucket", 1, 0, WSYNC_REPLY_SUCCESS_FIELD);
       break;
 
