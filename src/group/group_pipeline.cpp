@@ -110,6 +110,8 @@ void break_group(wsync_group_t* g, InflightBucket* on_wire, wsync_status_t st, B
   if (on_wire != nullptr && on_wire->posted && g->transport_self) {
     for (auto& p : g->peers)
       if (p->alive) g->transport.table->forget_peer(g->transport_self, p->rank);
+    if (g->peers.empty())  // unmodified HTTP engines: the bucket went to every engine rank
+      for (uint32_t r = 1; r <= g->num_receivers; ++r) g->transport.table->forget_peer(g->transport_self, r);
     on_wire->posted = false;
   }
   if (on_wire != nullptr) on_wire->update_calls.cancel();
@@ -161,6 +163,30 @@ void run_batches(wsync_group_t* g, std::unique_ptr<Batch> first, Job* held) {
   deliver_finished(g, &active);  // batches without buckets
 }
 
+// One receiver's answer to END_UPDATE, if it has come (*done: it committed `version`).
+wsync_status_t take_committed(wsync_group_t* g, Peer* p, uint64_t version, const std::string& what, bool* done) {
+  *done = false;
+  Frame f;
+  wsync_status_t st = p->conn.recv(&f, 0);
+  if (st == WSYNC_ERR_TIMEOUT) return WSYNC_OK;
+  if (st == WSYNC_ERR_PEER_FAILED) return peer_lost(g, p, what.c_str());
+  if (st != WSYNC_OK) return st;
+  ByteReader r(f.body);
+  uint64_t v = 0;
+  if (f.type == static_cast<uint16_t>(MsgType::kNack)) {
+    int32_t code = 0;
+    std::string why;
+    r.u64(&v), r.i32(&code), r.str32(&why, 1 << 16);
+    return fail(wire_failure(code, WSYNC_ERR_PROTOCOL), "%s refused %s: %s", p->conn.peer_name().c_str(), what.c_str(),
+                why.c_str());
+  }
+  if (f.type != static_cast<uint16_t>(MsgType::kCommitted) || !r.u64(&v) || v != version)
+    return fail(WSYNC_ERR_PROTOCOL, "%s sent %s while the sender waited for COMMITTED(%llu)", p->conn.peer_name().c_str(),
+                msg_type_name(f.type), static_cast<unsigned long long>(version));
+  *done = true;
+  return WSYNC_OK;
+}
+
 wsync_status_t commit(wsync_group_t* g, const FinalizeJob& job) {
   const std::string what = "the commit of version " + std::to_string(job.version);
   wsync_status_t st = WSYNC_OK;
@@ -177,27 +203,15 @@ wsync_status_t commit(wsync_group_t* g, const FinalizeJob& job) {
   WaitSet ws;
   for (auto& p : g->peers) ws.peers.push_back(p.get());
   while (!ws.peers.empty()) {
-    Peer* p = ws.peers.front();
-    Frame f;
-    st = p->conn.recv(&f, 0);
-    if (st == WSYNC_OK) {
-      ByteReader r(f.body);
-      uint64_t v = 0;
-      if (f.type == static_cast<uint16_t>(MsgType::kNack)) {
-        int32_t code = 0;
-        std::string why;
-        r.u64(&v), r.i32(&code), r.str32(&why, 1 << 16);
-        return fail(wire_failure(code, WSYNC_ERR_PROTOCOL), "%s refused %s: %s", p->conn.peer_name().c_str(),
-                    what.c_str(), why.c_str());
-      }
-      if (f.type != static_cast<uint16_t>(MsgType::kCommitted) || !r.u64(&v) || v != job.version)
-        return fail(WSYNC_ERR_PROTOCOL, "%s sent %s while the sender waited for COMMITTED(%llu)",
-                    p->conn.peer_name().c_str(), msg_type_name(f.type), static_cast<unsigned long long>(job.version));
-      ws.peers.erase(ws.peers.begin());
-      continue;
+    // Answers are taken in whatever order they come: a receiver that answered early must not
+    // keep poll() waking while an earlier rank is still applying.
+    for (size_t i = 0; i < ws.peers.size();) {
+      bool done = false;
+      if ((st = take_committed(g, ws.peers[i], job.version, what, &done)) != WSYNC_OK) return st;
+      if (done) ws.peers.erase(ws.peers.begin() + static_cast<std::ptrdiff_t>(i));
+      else ++i;
     }
-    if (st == WSYNC_ERR_PEER_FAILED) return peer_lost(g, p, what.c_str());
-    if (st != WSYNC_ERR_TIMEOUT) return st;
+    if (ws.peers.empty()) break;
     if (g->aborted.load()) return fail(WSYNC_ERR_ABORTED, "group '%s' was aborted during %s", g->group_name.c_str(), what.c_str());
     if (now_ms() >= deadline)
       return fail(WSYNC_ERR_TIMEOUT, "%s did not answer COMMITTED of %s within %lld ms", peer_names(ws.peers).c_str(),
@@ -212,10 +226,19 @@ wsync_status_t commit(wsync_group_t* g, const FinalizeJob& job) {
 }
 
 void run_finalize(wsync_group_t* g, const FinalizeJob& job) {
-  wsync_status_t st = g->aborted.load()
-                          ? fail(WSYNC_ERR_ABORTED, "group '%s' was aborted", g->group_name.c_str())
-                          : commit(g, job);
-  if (st != WSYNC_OK) {
+  wsync_status_t st = WSYNC_OK;
+  {
+    // A batch before it failed (the group is broken, receivers were told to drop the update):
+    // never commit what they do not all have.
+    std::lock_guard<std::mutex> lk(g->shared.mu);
+    if (g->shared.failed != WSYNC_OK) st = fail_msg(g->shared.failed, g->shared.failed_why);
+  }
+  const bool broken = st != WSYNC_OK;
+  if (!broken)
+    st = g->aborted.load() ? fail(WSYNC_ERR_ABORTED, "group '%s' was aborted", g->group_name.c_str()) : commit(g, job);
+  if (broken) {
+    // nothing more to do: the failure was published by break_group
+  } else if (st != WSYNC_OK) {
     BatchList none;
     break_group(g, nullptr, st, &none);
   } else {
@@ -260,9 +283,16 @@ wsync_status_t pipeline_start(wsync_group_t* g) {
       try {
         pipeline_main(g);
       } catch (...) {
-        fail_exception("wsync pipeline thread", std::current_exception());
-        BatchList none;
-        break_group(g, nullptr, last_status(), &none);
+        const wsync_status_t st = fail_exception("wsync pipeline thread", std::current_exception());
+        try {
+          BatchList none;
+          break_group(g, nullptr, st, &none);
+        } catch (...) {  // even the failure could not be published in full: publish the status alone
+          std::lock_guard<std::mutex> lk(g->shared.mu);
+          if (g->shared.failed == WSYNC_OK) g->shared.failed = st;
+          g->shared.in_flight = 0;
+          g->shared.cv.notify_all();
+        }
       }
     });
   } catch (const std::exception& e) {

@@ -81,6 +81,7 @@ struct wsync_receiver {
   uint64_t current_update = 0;
   uint64_t expected_bucket = 0;
   uint64_t pending_commit = 0;  // version announced by END_UPDATE, not yet committed
+  bool update_voided = false;   // ABORT_UPDATE came: no END_UPDATE may commit this update
   uint64_t committed = 0;
   bool closed = false;
   std::string broken;

@@ -20,6 +20,9 @@ wsync_status_t end_update(wsync_receiver_t* rx, const Frame& f, wsync_receiver_e
   uint64_t version = 0, update = 0, buckets = 0;
   if (!r.u64(&version) || !r.u64(&update) || !r.u64(&buckets))
     return refuse(rx, 0, fail(WSYNC_ERR_PROTOCOL, "END_UPDATE message is malformed"));
+  if (rx->update_voided)  // what arrived of it may be incomplete: never commit it
+    return refuse(rx, 0, fail(WSYNC_ERR_PROTOCOL, "the sender finalized version %llu of an update it had aborted",
+                              static_cast<unsigned long long>(version)));
   if (!rx->assembling.empty())
     return refuse(rx, 0, fail(WSYNC_ERR_PROTOCOL, "the sender finalized version %llu while tensor '%s' was incomplete",
                               static_cast<unsigned long long>(version), rx->assembling.begin()->first.c_str()));
@@ -65,6 +68,7 @@ wsync_status_t receiver_next(wsync_receiver_t* rx, wsync_receiver_event_t* ev, i
       r.str32(&why, 1 << 16);
       WSYNC_LOGW("receiver rank %u: the sender aborted the update: %s", rx->rank, why.c_str());
       drop_assemblies(rx);
+      rx->update_voided = true;  // the sender's group is broken: this update never commits
       ev->kind = WSYNC_EVENT_ABORTED;
       return WSYNC_OK;
     }

@@ -187,6 +187,118 @@ TEST(AsyncSend, DepthIsBoundedAndRefusalsStartNothing) {
   EXPECT_EQ(0, wait_child(rx, 10000));
 }
 
+// timeout_ms 0 skips only what can be skipped: the wait for room. A receiver that takes its time
+// still gets the group's timeout inside send_batch and finalize.
+TEST(AsyncSend, ZeroTimeoutSkipsOnlyTheWaitForRoom) {
+  Sender s;
+  Model m;
+  m.spec = tensor_set(6, 0);
+  pid_t rx = stalling_receiver(s.addr_file, 800);
+  ASSERT_EQ(WSYNC_OK, s.init(1, 1u << 20, 20000, 2)) << error();
+  m.fill(1);
+  uint64_t t1 = 0, t2 = 0, t3 = 0;
+  ASSERT_EQ(WSYNC_OK, wsync_group_send_start(s.g, m.descs.data(), 2, 0, &t1)) << error();
+  ASSERT_EQ(WSYNC_OK, wsync_group_send_start(s.g, m.descs.data() + 2, 2, 0, &t2)) << error();
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(WSYNC_ERR_TIMEOUT, wsync_group_send_start(s.g, m.descs.data() + 4, 2, 0, &t3));
+  EXPECT_LT(secs_since(t0), 0.2);
+  EXPECT_NE(std::string::npos, error().find("nothing was started")) << error();
+  EXPECT_EQ(WSYNC_OK, wsync_group_send_wait(s.g, t2, -1)) << error();  // the receiver woke up after 800 ms
+  EXPECT_EQ(WSYNC_OK, wsync_group_send_batch(s.g, m.descs.data() + 4, 2, 0)) << error();
+  EXPECT_EQ(WSYNC_OK, wsync_group_finalize(s.g, 1, 0)) << error();
+  wsync_group_destroy(s.g);
+  s.g = nullptr;
+  EXPECT_EQ(0, wait_child(rx, 10000));
+}
+
+// A receiver that stops answering: the batch fails once the group's timeout passes, and a caller
+// polling send_wait learns it (TIMEOUT from send_wait only ever means "not yet").
+TEST(AsyncSend, AReceiverTimeoutEndsAPollingWait) {
+  Sender s;
+  Model m;
+  m.spec = tensor_set(4, 0);
+  pid_t rx = stalling_receiver(s.addr_file, 3000);
+  ASSERT_EQ(WSYNC_OK, s.init(1, 1u << 20, 300)) << error();
+  m.fill(1);
+  uint64_t t = 0;
+  ASSERT_EQ(WSYNC_OK, wsync_group_send_start(s.g, m.descs.data(), m.descs.size(), -1, &t)) << error();
+  auto t0 = std::chrono::steady_clock::now();
+  wsync_status_t st = WSYNC_ERR_TIMEOUT;
+  while (st == WSYNC_ERR_TIMEOUT && secs_since(t0) < 5) st = wsync_group_send_wait(s.g, t, 100);
+  EXPECT_EQ(WSYNC_ERR_PEER_FAILED, st) << wsync_status_name(st) << ": " << error();
+  EXPECT_LT(secs_since(t0), 2.0);
+  EXPECT_NE(std::string::npos, error().find("within 300 ms")) << error();
+  EXPECT_NE(std::string::npos, error().find("rank 1")) << error();
+  EXPECT_EQ(WSYNC_ERR_PEER_FAILED, wsync_group_send_wait(s.g, t, 0));  // and again, the same
+  wsync_group_destroy(s.g);
+  s.g = nullptr;
+  EXPECT_EQ(2, wait_child(rx, 10000));
+}
+
+// The last bucket fails after it moved (the test transport 'stub' delivers zeros, and with
+// verify_payload the receiver's checksum refuses them in its ACK) while finalize is already
+// queued behind the batch: finalize fails, the receiver is told to drop the update, and it never
+// sees an END_UPDATE, let alone a COMMIT.
+TEST(AsyncSend, AFinalizeQueuedBehindAFailingBatchCommitsNothing) {
+  Sender s;
+  std::vector<float> w(1024, 1.5f);
+  wsync_tensor_t t = WSYNC_TENSOR_INIT;
+  t.name = "w";
+  t.dtype = WSYNC_DTYPE_FLOAT32;
+  t.data = w.data();
+  t.nbytes = w.size() * sizeof(float);
+  t.ndim = 1;
+  t.shape[0] = static_cast<int64_t>(w.size());
+  const std::string addr_file = s.addr_file;
+  pid_t rx = spawn([addr_file] {
+    const std::string addr = read_addr_file(addr_file, 10000);
+    wsync_receiver_config_t cfg = WSYNC_RECEIVER_CONFIG_INIT;
+    cfg.rank = 1;
+    cfg.store_addr = addr.c_str();
+    cfg.group_name = "it";
+    cfg.transport = WSYNC_TEST_STUB_TRANSPORT;
+    wsync_receiver_t* r = nullptr;
+    if (wsync_receiver_init(&cfg, &r) != WSYNC_OK) return 1;
+    int rc = 0, errors = 0;
+    for (int i = 0; i < 20 && rc == 0; ++i) {
+      wsync_receiver_event_t ev = WSYNC_RECEIVER_EVENT_INIT;
+      wsync_status_t st = wsync_receiver_next(r, &ev, 5000);
+      if (st == WSYNC_OK && ev.kind == WSYNC_EVENT_COMMIT) rc = 3;  // an update it never had
+      if (st == WSYNC_OK && ev.kind == WSYNC_EVENT_CLOSED) break;
+      if (st == WSYNC_ERR_TIMEOUT || st == WSYNC_ERR_PEER_FAILED) rc = 4;
+      // Its own refusal of the bucket is the one error; a second is an END_UPDATE the sender
+      // should never have sent.
+      if (st != WSYNC_OK && rc == 0 && ++errors > 1) {
+        std::fprintf(stderr, "receiver: %s: %s\n", wsync_status_name(st), wsync_last_error());
+        rc = 5;
+      }
+    }
+    wsync_receiver_destroy(r);
+    return rc;
+  });
+  wsync_option_t opts[] = {WSYNC_OPTION("store_addr_file", s.addr_file.c_str()), WSYNC_OPTION("verify_payload", "1")};
+  wsync_group_config_t cfg = WSYNC_GROUP_CONFIG_INIT;
+  cfg.num_receivers = 1;
+  cfg.group_name = "it";
+  cfg.transport = WSYNC_TEST_STUB_TRANSPORT;
+  cfg.options = opts;
+  cfg.num_options = 2;
+  cfg.timeout_ms = 10000;
+  ASSERT_EQ(WSYNC_OK, wsync_group_init(&cfg, &s.g)) << error();
+  uint64_t ticket = 0;
+  ASSERT_EQ(WSYNC_OK, wsync_group_send_start(s.g, &t, 1, -1, &ticket)) << error();
+  EXPECT_NE(WSYNC_OK, wsync_group_finalize(s.g, 7, -1));  // queued behind the batch
+  EXPECT_NE(std::string::npos, error().find("rank 1")) << error();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // when the pipeline thread would commit
+  wsync_group_stats_t stats = WSYNC_GROUP_STATS_INIT;
+  ASSERT_EQ(WSYNC_OK, wsync_group_get_stats(s.g, &stats));
+  EXPECT_EQ(stats.committed_version, 0u);
+  EXPECT_EQ(stats.updates, 0u);
+  wsync_group_destroy(s.g);
+  s.g = nullptr;
+  EXPECT_EQ(0, wait_child(rx, 15000));
+}
+
 TEST(AsyncSend, AbortWhileBatchesAreInFlight) {
   Sender s;
   Model m;
