@@ -240,7 +240,8 @@ WSYNC_API const char* wsync_group_store_addr(const wsync_group_t* group);
  * Tensor memory is borrowed only during the call. Names must be unique within an update.
  * A failure names the receiver (rank) or tensor at fault; after a failure the update is
  * broken: the next successful finalize is impossible, destroy the group.
- * timeout_ms bounds each wait for a receiver, not the whole call.
+ * timeout_ms bounds each wait for a receiver, not the whole call (0 or negative: the group's
+ * timeout_ms option; a receiver cannot be waited for in no time).
  * Since 1.2 this is wsync_group_send_start followed by waiting for that batch; while it waits
  * the calling thread sleeps (no core is spun). */
 WSYNC_API wsync_status_t wsync_group_send_batch(wsync_group_t* group, const wsync_tensor_t* tensors,
@@ -266,8 +267,9 @@ WSYNC_API wsync_status_t wsync_group_send_batch(wsync_group_t* group, const wsyn
  * returns WSYNC_ERR_TIMEOUT and starts nothing. A batch that failed stops the pipeline: the
  * failure is reported by the wait (and by this call, for batches started after it).
  *
- * timeout_ms: for the depth wait above, and then for each wait of this batch for a receiver
- * (negative: the group's timeout_ms option). */
+ * timeout_ms: for the depth wait above (0: do not wait for room; negative: the group's
+ * timeout_ms option), and then for each wait of this batch for a receiver (0 or negative: the
+ * group's timeout_ms option). */
 WSYNC_API wsync_status_t wsync_group_send_start(wsync_group_t* group, const wsync_tensor_t* tensors,
                                                 uint64_t num_tensors, int64_t timeout_ms, uint64_t* ticket);
 
@@ -279,7 +281,10 @@ WSYNC_API wsync_status_t wsync_group_send_start(wsync_group_t* group, const wsyn
  *   any other status      the batch failed, or an earlier one did, or the group was aborted
  *                         (WSYNC_ERR_ABORTED): the group is broken (see send_batch). wsync no
  *                         longer reads the tensors of this or any earlier batch. Every later
- *                         wait returns the same status and message.
+ *                         wait returns the same status and message. A receiver that did not
+ *                         answer in time is reported as WSYNC_ERR_PEER_FAILED here (the
+ *                         message names it and the time): TIMEOUT from this call only ever
+ *                         means "not yet".
  * A ticket never handed out: WSYNC_ERR_INVALID_ARGUMENT. Waiting again for a delivered ticket
  * returns WSYNC_OK at once. timeout_ms < 0 = the group's timeout_ms option.
  * Threading: like every call on a group but abort, from one thread at a time (any thread).
@@ -287,7 +292,7 @@ WSYNC_API wsync_status_t wsync_group_send_start(wsync_group_t* group, const wsyn
 WSYNC_API wsync_status_t wsync_group_send_wait(wsync_group_t* group, uint64_t ticket, int64_t timeout_ms);
 
 /* Since 1.1. The cudaStream_t (passed as void*) that produces the tensors of the following
- * send_batch calls; NULL = the legacy default stream (the initial value). Before it reads a CUDA
+ * send_batch and send_start calls; NULL = the legacy default stream (the initial value). Before it reads a CUDA
  * tensor, send_batch records an event on this stream and makes its own copy stream wait for it:
  * work queued on `stream` before the call is seen, nothing is synchronised on the host and the
  * device is never synchronised. When send_batch returns, wsync no longer reads the tensors. */
@@ -296,15 +301,18 @@ WSYNC_API wsync_status_t wsync_group_set_cuda_stream(wsync_group_t* group, void*
 /* Close the current update as weight version `version` (must be greater than the last
  * committed one): every receiver is told, commits, and confirms; returns only when all did.
  * Batches still in flight are delivered first (a failed one fails the finalize). The next
- * send_batch starts a new update. */
+ * send_batch starts a new update. timeout_ms bounds each wait for a receiver (0 or negative:
+ * the group's timeout_ms option). */
 WSYNC_API wsync_status_t wsync_group_finalize(wsync_group_t* group, uint64_t version,
                                               int64_t timeout_ms);
 
-/* Make any call in progress on the group, and every later one, return WSYNC_ERR_ABORTED soon
- * (within ~100 ms), batches in flight included. Receivers in the middle of an update get
- * WSYNC_EVENT_ABORTED (previous weights stand); between updates they are told nothing until
- * wsync_group_destroy closes the group (WSYNC_EVENT_CLOSED). Safe from any thread (it sets flags
- * and wakes the group's thread); idempotent. NULL is ignored. */
+/* Make any call in progress on the group return WSYNC_ERR_ABORTED soon (within ~100 ms), and
+ * every later send_start, send_batch and finalize, and every wait for a batch not delivered
+ * before the abort (get_stats, and waits for batches delivered before it, still answer).
+ * Receivers in the middle of an update get WSYNC_EVENT_ABORTED (previous weights stand);
+ * between updates they are told nothing until wsync_group_destroy closes the group
+ * (WSYNC_EVENT_CLOSED). Safe from any thread (it sets flags and wakes the group's thread) until
+ * wsync_group_destroy starts; idempotent. NULL is ignored. */
 WSYNC_API void wsync_group_abort(wsync_group_t* group);
 
 /* Counters of a group, for logs and benchmarks. */
@@ -313,12 +321,13 @@ typedef struct wsync_group_stats_t {
   uint32_t num_receivers;
   uint64_t committed_version; /* 0 before the first finalize */
   uint64_t updates;           /* finalized updates */
-  uint64_t batches;           /* successful send_batch calls, over all updates */
+  uint64_t batches;           /* delivered batches (send_batch and send_start), over all updates */
   uint64_t buckets;           /* buckets moved, over all updates */
   uint64_t tensors;           /* tensors sent (a split tensor counts once) */
   uint64_t bytes;             /* tensor bytes sent per receiver */
   uint64_t staging_bytes;     /* host staging memory held by the group */
-  double send_seconds;        /* wall time from the start of each batch to its delivery */
+  double send_seconds;        /* wall time batches were in flight (from a start to its delivery;
+                                 overlapping batches count once) */
   uint64_t device_staging_bytes; /* since 1.1: CUDA staging memory held by the group */
 } wsync_group_stats_t;
 
@@ -331,8 +340,9 @@ WSYNC_API wsync_status_t wsync_group_get_stats(const wsync_group_t* group, wsync
 
 /* Tear the group down: receivers are told the group closed, the store stops, plugins are
  * unloaded. Batches still in flight are abandoned (receivers are told) and their tensors are no
- * longer read once this returns. Accepts NULL; never fails; must not race with other calls on
- * the group except wsync_group_abort. */
+ * longer read once this returns. Accepts NULL; never fails; must not race with any other call on
+ * the group, wsync_group_abort included: a thread that may abort the group must be done with it
+ * (joined) before destroy starts. */
 WSYNC_API void wsync_group_destroy(wsync_group_t* group);
 
 /* ---------------------------------------------------------------------------------------------
@@ -461,7 +471,8 @@ WSYNC_API const char* wsync_plugin_dirs(void);
  * (required) gets the number of files found, which may be more than capacity (call again with a
  * larger array). infos may be NULL when capacity is 0. The strings stay valid until the next
  * wsync_list_plugins call on the same thread. A plugin that fails to load is listed with its
- * status and error; the call itself fails only for bad arguments. Thread-safe. */
+ * status and error; the call itself fails only for bad arguments (or out of memory).
+ * Thread-safe. */
 WSYNC_API wsync_status_t wsync_list_plugins(wsync_plugin_info_t* infos, uint64_t capacity, uint64_t* count);
 
 #ifdef __cplusplus

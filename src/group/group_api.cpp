@@ -103,6 +103,8 @@ WSYNC_API void wsync_group_destroy(wsync_group_t* group) {
     kept = true;
   } catch (...) {
   }
+  // An exception mid-teardown leaves the group alive (leaked): freeing memory a transport may
+  // still be reading or writing would be worse than the leak.
   guard_void("wsync_group_destroy", [&] {
     group_teardown(group);
     delete group;

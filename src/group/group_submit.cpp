@@ -68,7 +68,10 @@ wsync_status_t wait_for_room(wsync_group_t* g, Lock& lk, int64_t deadline, int64
   return check_usable(g, lk);
 }
 
+// A wait the caller may skip (room in the pipeline, a ticket): 0 = do not block, < 0 = the default.
 int64_t effective_timeout(wsync_group_t* g, int64_t timeout_ms) { return timeout_ms >= 0 ? timeout_ms : g->timeout_ms; }
+// A wait for a receiver inside a batch or a commit cannot be skipped: 0 or < 0 = the default.
+int64_t receiver_timeout(wsync_group_t* g, int64_t timeout_ms) { return timeout_ms > 0 ? timeout_ms : g->timeout_ms; }
 
 }  // namespace
 
@@ -82,13 +85,14 @@ wsync_status_t group_send_start(wsync_group_t* g, const wsync_tensor_t* tensors,
     if (st != WSYNC_OK) return st;
   }
   auto b = std::make_unique<Batch>();
-  b->timeout_ms = effective_timeout(g, timeout_ms);
+  b->timeout_ms = receiver_timeout(g, timeout_ms);
+  const int64_t room_ms = effective_timeout(g, timeout_ms);
   wsync_status_t st = copy_batch(tensors, n, b.get());
   if (st == WSYNC_OK) st = plan_batch(g, b.get());
   if (st == WSYNC_OK) st = device_check_batch(g, b->tensors);
   if (st != WSYNC_OK) return st;
   Lock lk(g->shared.mu);
-  if ((st = wait_for_room(g, lk, deadline_after(b->timeout_ms), b->timeout_ms)) != WSYNC_OK) return st;
+  if ((st = wait_for_room(g, lk, deadline_after(room_ms), room_ms)) != WSYNC_OK) return st;
   // Now, not earlier: work the caller queues on its stream before this call returns is seen.
   if ((st = device_record_caller(g, b->tensors, &b->cuda_event)) != WSYNC_OK) return st;
   b->ticket = g->shared.next_ticket++;
@@ -105,8 +109,10 @@ wsync_status_t group_send_start(wsync_group_t* g, const wsync_tensor_t* tensors,
 
 namespace {
 
-// Until batch `ticket` is delivered or failed, or the deadline: WSYNC_ERR_TIMEOUT without a message.
-wsync_status_t wait_ticket(wsync_group_t* g, uint64_t ticket, int64_t deadline) {
+// Until batch `ticket` is delivered or failed, or the deadline (*pending: still in flight then;
+// the status is WSYNC_ERR_TIMEOUT without a message).
+wsync_status_t wait_ticket(wsync_group_t* g, uint64_t ticket, int64_t deadline, bool* pending) {
+  *pending = false;
   Lock lk(g->shared.mu);
   PipelineShared& s = g->shared;
   if (ticket == 0 || ticket >= s.next_ticket)
@@ -116,7 +122,10 @@ wsync_status_t wait_ticket(wsync_group_t* g, uint64_t ticket, int64_t deadline) 
   for (;;) {
     if (s.delivered_ticket >= ticket) return WSYNC_OK;
     if (s.failed != WSYNC_OK) return fail_msg(s.failed, s.failed_why);
-    if (now_ms() >= deadline) return WSYNC_ERR_TIMEOUT;
+    if (now_ms() >= deadline) {
+      *pending = true;
+      return WSYNC_ERR_TIMEOUT;
+    }
     s.cv.wait_for(lk, std::chrono::milliseconds(std::min(remaining_ms(deadline), 100)));
   }
 }
@@ -125,10 +134,15 @@ wsync_status_t wait_ticket(wsync_group_t* g, uint64_t ticket, int64_t deadline) 
 
 wsync_status_t group_send_wait(wsync_group_t* g, uint64_t ticket, int64_t timeout_ms) {
   const int64_t tmo = effective_timeout(g, timeout_ms);
-  wsync_status_t st = wait_ticket(g, ticket, deadline_after(tmo));
-  if (st != WSYNC_ERR_TIMEOUT) return st;
-  return fail(WSYNC_ERR_TIMEOUT, "batch %llu of group '%s' is still in flight after %lld ms",
-              static_cast<unsigned long long>(ticket), g->group_name.c_str(), static_cast<long long>(tmo));
+  bool pending = false;
+  wsync_status_t st = wait_ticket(g, ticket, deadline_after(tmo), &pending);
+  if (pending)
+    return fail(WSYNC_ERR_TIMEOUT, "batch %llu of group '%s' is still in flight after %lld ms",
+                static_cast<unsigned long long>(ticket), g->group_name.c_str(), static_cast<long long>(tmo));
+  // TIMEOUT from send_wait means "not yet, wait again": a batch that failed because a receiver
+  // did not answer in time is reported as that receiver's failure instead (the message says so).
+  if (st == WSYNC_ERR_TIMEOUT) return fail_msg(WSYNC_ERR_PEER_FAILED, last_error());
+  return st;
 }
 
 wsync_status_t group_send_batch(wsync_group_t* g, const wsync_tensor_t* tensors, uint64_t n, int64_t timeout_ms) {
@@ -136,7 +150,8 @@ wsync_status_t group_send_batch(wsync_group_t* g, const wsync_tensor_t* tensors,
   wsync_status_t st = group_send_start(g, tensors, n, timeout_ms, &ticket);
   if (st != WSYNC_OK) return st;
   // Until it is delivered or fails: every wait of the pipeline thread for it has its own deadline.
-  return wait_ticket(g, ticket, INT64_MAX);
+  bool pending = false;
+  return wait_ticket(g, ticket, INT64_MAX, &pending);
 }
 
 wsync_status_t group_finalize(wsync_group_t* g, uint64_t version, int64_t timeout_ms) {
@@ -150,7 +165,7 @@ wsync_status_t group_finalize(wsync_group_t* g, uint64_t version, int64_t timeou
   Job job;
   job.finalize = std::make_unique<FinalizeJob>();
   job.finalize->version = version;
-  job.finalize->timeout_ms = effective_timeout(g, timeout_ms);
+  job.finalize->timeout_ms = receiver_timeout(g, timeout_ms);
   s.finalize_done = false;
   s.queue.push_back(std::move(job));
   s.cv.notify_all();
