@@ -21,8 +21,9 @@
  *               packed_num_buffers}
  *   1:          as 2, but update_info carries only `packed` (the buffer size is vLLM's default,
  *               1 GiB: any other packed_buffer_size_bytes is refused)
- * nccl_unique_id_b64 is sent only with api_version 3 (older generations have no such field; that
- * generation 2 lacks it is UNCONFIRMED).
+ * nccl_unique_id_b64 exists only in generation 3 (that generation 2 lacks it is UNCONFIRMED): with
+ * api_version 1 or 2, a transport that gives the id (nccl) is refused at INIT with a message, since
+ * those generations rendezvous through their own process group, which no wsync transport serves.
  *
  * Options (adapter.<key>):
  *   pause                      0|1 (0)  PAUSE/RESUME send /pause?mode=... and /resume

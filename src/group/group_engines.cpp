@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "common/api_guard.h"
 #include "common/error.h"
 #include "http/engine_set.h"
 #include "http/http_client.h"
@@ -168,15 +169,20 @@ wsync_status_t engines_health(wsync_group_t* g, uint32_t configured) {
   quick.request_timeout_ms = std::min<int64_t>(quick.request_timeout_ms, 10000);
   quick.retries = std::min(quick.retries, 1);
   for_each_server_concurrently(g->engines.size(), [&](size_t i) {
-    for (const auto& r : reqs[i]) {
-      wsync_http_request_t v = r.view();
-      std::string why;
-      wsync_status_t s = http_call(g->engines[i].url, v, quick, &g->aborted, &why);
-      if (s != WSYNC_OK) {
-        res[i].status = s;
-        res[i].why = why;
-        return;
+    try {  // an exception must not escape a thread: the server counts as failed
+      for (const auto& r : reqs[i]) {
+        wsync_http_request_t v = r.view();
+        std::string why;
+        wsync_status_t s = http_call(g->engines[i].url, v, quick, &g->aborted, &why);
+        if (s != WSYNC_OK) {
+          res[i].status = s;
+          res[i].why = why;
+          return;
+        }
       }
+    } catch (...) {
+      res[i].status = fail_exception("an engine health thread", std::current_exception());
+      res[i].why = "internal error during the health check";
     }
   });
   std::vector<EngineServer> healthy;
@@ -227,16 +233,25 @@ wsync_status_t EngineCalls::start(wsync_group_t* g, int step, const PlanBucket* 
     auto stop = stop_;
     const char* what = step_name(step);
     threads_.emplace_back([res, url, http, stop, what, failed, rq = std::move(reqs[i])] {
-      for (const auto& r : rq) {
-        wsync_http_request_t v = r.view();
-        std::string why;
-        wsync_status_t s = http_call(url, v, http, stop.get(), &why);
-        if (s != WSYNC_OK) {
-          res->status = s;
-          res->why = std::string(what) + ": " + why;
-          if (failed) failed->store(true);
-          break;
+      try {  // an exception must not escape a thread (std::terminate): it fails this server's step
+        for (const auto& r : rq) {
+          wsync_http_request_t v = r.view();
+          std::string why;
+          wsync_status_t s = http_call(url, v, http, stop.get(), &why);
+          if (s != WSYNC_OK) {
+            res->status = s;
+            res->why = std::string(what) + ": " + why;
+            if (failed) failed->store(true);
+            break;
+          }
         }
+      } catch (...) {
+        res->status = fail_exception("an engine request thread", std::current_exception());
+        try {
+          res->why = std::string(what) + ": " + last_error();
+        } catch (...) {
+        }
+        if (failed) failed->store(true);
       }
       res->done.store(true);
     });

@@ -55,6 +55,7 @@ wsync_status_t host_store_add(wsync_store_t* store, const char* key, int64_t del
 void* host_alloc(uint64_t bytes) {
   return guard_value<void*>("host.alloc_host", nullptr, [&]() -> void* {
     const uint64_t page = 4096;
+    if (bytes > UINT64_MAX - page) return nullptr;  // rounding up would wrap around
     uint64_t rounded = (bytes + page - 1) / page * page;
     return std::aligned_alloc(page, rounded == 0 ? page : rounded);
   });

@@ -197,7 +197,10 @@ wsync_status_t describe_recv(wsync_receiver_t* rx, const Incoming& in, int32_t k
   if (st != WSYNC_OK)
     return fail(st, "transport '%s' could not describe its side of %s: %s", tp(rx)->name, in.what.c_str(),
                 last_error().c_str());
-  blob->resize(std::min<uint64_t>(len, WSYNC_BLOB_MAX_BYTES));
+  if (len > WSYNC_BLOB_MAX_BYTES)  // as on the sender: a transport that claims more is broken
+    return fail(WSYNC_ERR_INTERNAL, "transport '%s' wrote %llu bytes of side-channel data for %s, more than %u",
+                tp(rx)->name, static_cast<unsigned long long>(len), in.what.c_str(), WSYNC_BLOB_MAX_BYTES);
+  blob->resize(len);
   return WSYNC_OK;
 }
 

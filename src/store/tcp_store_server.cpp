@@ -10,7 +10,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <new>
+#include <thread>
 
 #include "common/error.h"
 #include "common/socket.h"
@@ -284,11 +287,17 @@ void Impl::poll_once(std::vector<pollfd>* fds, std::vector<uint64_t>* ids) {
       close_conn(c);
       continue;
     }
-    if (re & (POLLIN | POLLHUP | POLLERR)) read_conn(c);
-    if (!c->dead) process_conn(c);
-    if (!c->dead && c->eof) {
-      flush_conn(c);
-      close_conn(c);
+    try {  // one client's request (untrusted sizes) must not end the server thread
+      if (re & (POLLIN | POLLHUP | POLLERR)) read_conn(c);
+      if (!c->dead) process_conn(c);
+      if (!c->dead && c->eof) {
+        flush_conn(c);
+        close_conn(c);
+      }
+    } catch (const std::bad_alloc&) {
+      c->in.clear();
+      c->in.shrink_to_fit();
+      close_conn(c, "out of memory serving its request");
     }
   }
   service_pending();
@@ -298,7 +307,14 @@ void Impl::poll_once(std::vector<pollfd>* fds, std::vector<uint64_t>* ids) {
 void Impl::run() {
   std::vector<pollfd> fds;
   std::vector<uint64_t> ids;
-  while (!stopping.load()) poll_once(&fds, &ids);
+  while (!stopping.load()) {
+    try {
+      poll_once(&fds, &ids);
+    } catch (...) {  // an exception must not terminate the trainer: log it and keep serving
+      log_exception("store server thread", std::current_exception());
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
 }
 
 TcpStoreServer::TcpStoreServer() : impl_(new Impl) {}
