@@ -236,6 +236,26 @@ std::string q_queue_len(Impl& s, Impl::Conn* c, Impl::Request& q) {
   return "";
 }
 
+// torch 2.12's BARRIER (store_wire.h): the arrival is counted without waking anyone, unless it
+// completes the barrier.
+std::string q_barrier(Impl& s, Impl::Conn* c, Impl::Request& q) {
+  const std::string& key = q.keys[0];
+  auto it = s.kv.find(key);
+  int64_t count = 0;
+  if (it != s.kv.end() && !parse_counter(it->second, &count))
+    return "BARRIER on key '" + key + "' whose value is not an integer";
+  count = static_cast<int64_t>(static_cast<uint64_t>(count) + 1u);  // wraps like torch
+  const std::string text = std::to_string(count);
+  s.kv[key] = std::vector<uint8_t>(text.begin(), text.end());
+  if (count >= q.i64) {
+    reply_u8(c, static_cast<uint8_t>(w::WaitReply::STOP_WAITING));
+    wake_waiters(s, key);
+    return "";
+  }
+  if (c->waiting.insert(key).second) s.waiters[key].push_back(c->id);
+  return "";
+}
+
 std::string q_list(Impl& s, Impl::Conn* c, Impl::Request&) {
   c->out.i64(static_cast<int64_t>(s.kv.size()));
   for (const auto& kvp : s.kv) c->out.str64(kvp.first);
@@ -243,9 +263,11 @@ std::string q_list(Impl& s, Impl::Conn* c, Impl::Request&) {
 }
 
 // Indexed by query type (store_wire.h, append-only).
-const Handler kHandlers[w::kMaxQuery + 1] = {
+const Handler kHandlers[] = {
     q_validate, q_set,       q_compare_set, q_get,        q_add,        q_check,     q_wait,     q_num_keys, q_delete,
-    q_append,   q_multi_get, q_multi_set,   q_cancel_wait, q_ping,      q_queue_push, q_queue_pop, q_queue_len, q_list};
+    q_append,   q_multi_get, q_multi_set,   q_cancel_wait, q_ping,      q_queue_push, q_queue_pop, q_queue_len, q_list,
+    q_barrier};
+static_assert(sizeof kHandlers / sizeof kHandlers[0] == w::kMaxQuery + 1u, "a handler for every query type");
 
 // ---- parsing -------------------------------------------------------------------------------
 
@@ -316,6 +338,7 @@ bool Impl::parse(ByteReader& r, Request* q, std::string* bad) {
     case w::Query::QUEUE_LEN:
       return read_key(r, q);
     case w::Query::ADD:
+    case w::Query::BARRIER:
       return read_key(r, q) && r.i64(&q->i64);
     case w::Query::CHECK:
     case w::Query::WAIT:

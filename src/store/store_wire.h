@@ -1,4 +1,4 @@
-// The wire protocol of torch's TCPStore (c10d), as spoken by torch 2.5 .. 2.11, shared by
+// The wire protocol of torch's TCPStore (c10d), as spoken by torch 2.5 .. 2.15, shared by
 // wsync's store server and client: query codes, reply codes and bounds. Requests and replies are
 // encoded with common/bytes.h (u64-length strings and payloads).
 //
@@ -84,8 +84,14 @@ enum class Query : uint8_t {
   QUEUE_POP = 15,
   QUEUE_LEN = 16,
   LIST = 17,
+  // torch 2.12+ (pytorch#174920; TCPStore::barrier): u64-length key, i64 world_size. The key's
+  // value is a decimal counter shared with ADD; an arrival adds 1; when it reaches world_size
+  // the caller gets STOP_WAITING and every waiter on the key (barrier or WAIT) is released;
+  // otherwise the caller waits (CANCEL_WAIT ends it, the arrival stays counted). An arrival that
+  // does not complete the barrier wakes no one; SET/ADD/APPEND of the key release its waiters.
+  BARRIER = 18,
 };
-constexpr uint8_t kMaxQuery = 17;
+constexpr uint8_t kMaxQuery = 18;
 
 enum class CheckReply : uint8_t { READY = 0, NOT_READY = 1 };
 enum class WaitReply : uint8_t { STOP_WAITING = 0, WAIT_CANCELED = 1 };

@@ -41,6 +41,20 @@ if hasattr(s, "queue_push"):
     print("queues ok")
 if hasattr(s, "list_keys"):
     print("list_keys", sorted(s.list_keys()))
+if hasattr(s, "barrier"):  # torch 2.12+: query type 18
+    sb = dist.TCPStore("127.0.0.1", port, world_size=3, is_master=False, timeout=TO)
+    th = threading.Thread(target=lambda: sb.barrier("bar", 2)); th.start(); time.sleep(0.2)
+    assert th.is_alive()  # one of two arrived
+    s.barrier("bar", 2); th.join(3); assert not th.is_alive()
+    assert s.get("bar") == b"2"
+    t0 = time.time()
+    try:
+        s.barrier("lonely", 2, datetime.timedelta(milliseconds=200)); raise SystemExit("barrier did not time out")
+    except SystemExit: raise
+    except Exception as e:
+        assert "timeout" in str(e).lower(), e
+    assert s.get("k") == b"v"  # usable after the cancelled barrier
+    print("barrier ok")
 s2 = dist.TCPStore("127.0.0.1", port, world_size=3, is_master=False, timeout=TO)
 got = {}
 th = threading.Thread(target=lambda: got.setdefault("v", s2.get("late")))

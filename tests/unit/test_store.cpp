@@ -44,7 +44,7 @@ int64_t ms_since(Clock::time_point t) {
 enum : uint8_t {
   VALIDATE = 0, SET = 1, COMPARE_SET = 2, GET = 3, ADD = 4, CHECK = 5, WAIT = 6, GETNUMKEYS = 7,
   DELETE_KEY = 8, APPEND = 9, MULTI_GET = 10, MULTI_SET = 11, CANCEL_WAIT = 12, PING = 13,
-  QUEUE_PUSH = 14, QUEUE_POP = 15, QUEUE_LEN = 16, LIST = 17,
+  QUEUE_PUSH = 14, QUEUE_POP = 15, QUEUE_LEN = 16, LIST = 17, BARRIER = 18,
 };
 
 // Little-endian request builder (torch writes native order; these tests run on little endian).
@@ -336,6 +336,46 @@ TEST_F(StoreTest, WireCancelWait) {
   r.send(Req(PING).u32(99).b);
   EXPECT_EQ(r.u32(), 99u);
   EXPECT_TRUE(r.silent(50));
+}
+
+// torch 2.12+'s BARRIER (query 18: key, i64 world size), as torch 2.12 and 2.15 behave on the wire.
+TEST_F(StoreTest, WireBarrierReleasesEveryoneAtTheLastArrival) {
+  Raw a(port_), b(port_), watcher(port_);
+  watcher.send(Req(WAIT).u64(1).str("/bar").b);  // a plain WAIT on the key, before anyone arrives
+  a.send(Req(BARRIER).str("/bar").u64(2).b);
+  EXPECT_TRUE(a.silent(100));
+  EXPECT_TRUE(watcher.silent(50));  // an arrival that does not complete the barrier wakes no one
+  b.send(Req(BARRIER).str("/bar").u64(2).b);
+  EXPECT_EQ(b.u8(), 0);  // STOP_WAITING to the last arrival ...
+  EXPECT_EQ(a.u8(), 0);  // ... and to the one waiting
+  EXPECT_EQ(watcher.u8(), 0);  // and to the WAIT on that key
+  a.send(Req(GET).str("/bar").b);
+  EXPECT_EQ(S(a.payload()), "2");  // the counter is the key's value
+  a.send(Req(BARRIER).str("/bar").u64(2).b);  // not reusable: 3 >= 2 passes at once
+  EXPECT_EQ(a.u8(), 0);
+}
+
+TEST_F(StoreTest, WireBarrierSharesTheCounterWithAddAndCancels) {
+  Raw a(port_), b(port_);
+  a.send(Req(ADD).str("/n").u64(5).b);
+  EXPECT_EQ(a.i64(), 5);
+  a.send(Req(BARRIER).str("/n").u64(2).b);  // 6 >= 2
+  EXPECT_EQ(a.u8(), 0);
+  a.send(Req(BARRIER).str("/t").u64(3).b);
+  EXPECT_TRUE(a.silent(50));
+  a.send(Req(CANCEL_WAIT).b);  // the client's timeout path
+  EXPECT_EQ(a.u8(), 1);        // WAIT_CANCELED
+  b.send(Req(BARRIER).str("/t").u64(2).b);  // the cancelled arrival still counts: 2 >= 2
+  EXPECT_EQ(b.u8(), 0);
+  EXPECT_TRUE(a.silent(50));  // and the cancelled one is not answered again
+  a.send(Req(BARRIER).str("/s").u64(3).b);
+  EXPECT_TRUE(a.silent(50));
+  b.send(Req(SET).str("/s").str("x").b);  // SET of the key releases its barrier waiters
+  EXPECT_EQ(a.u8(), 0);
+  Raw bad(port_);  // a value that is not a number closes that client, like torch (stoll throws)
+  bad.send(Req(BARRIER).str("/s").u64(2).b);
+  EXPECT_TRUE(bad.closed_by_peer());
+  expect_serving("after-barrier");
 }
 
 TEST_F(StoreTest, WireCompareSet) {
