@@ -45,9 +45,10 @@ extern "C" {
  * ------------------------------------------------------------------------------------------- */
 
 /* ABI major: bumped only by a breaking change (the soname is libwsync.so.<major>).
- * ABI minor: bumped when functions or struct fields are appended. */
+ * ABI minor: bumped when functions, struct fields, status codes, dtypes or options are appended
+ * (1.3: the group option engine_resume_on_failure; no function or struct changed). */
 #define WSYNC_ABI_VERSION_MAJOR 1
-#define WSYNC_ABI_VERSION_MINOR 2
+#define WSYNC_ABI_VERSION_MINOR 3
 #define WSYNC_ABI_VERSION ((WSYNC_ABI_VERSION_MAJOR << 16) | WSYNC_ABI_VERSION_MINOR)
 
 /* Since 1.2. The size of `type` up to and including `field`: the struct_size a caller built

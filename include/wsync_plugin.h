@@ -29,7 +29,8 @@ extern "C" {
 #endif
 
 #define WSYNC_PLUGIN_ABI_VERSION 1 /* the major; tables grow by appending */
-#define WSYNC_PLUGIN_ABI_MINOR 2   /* 1: GPU fields and HTTP engines; 2: event fd, side channel, hints */
+#define WSYNC_PLUGIN_ABI_MINOR 3   /* 1: GPU fields and HTTP engines; 2: event fd, side channel, hints;
+                                      3: engine probing, reset and abandon steps, take_reply */
 
 /* Since 1.2. Does the versioned struct at `p` (which starts with struct_size) reach the end of
  * `field` of `type`? Read a field only when it does: an older peer passes a shorter struct. */
@@ -329,7 +330,17 @@ typedef struct wsync_adapter_needs_t {
 #define WSYNC_STEP_UPDATE 5       /* one bucket: posted concurrently with its transfer; the reply comes after it */
 #define WSYNC_STEP_FINALIZE 6     /* after the last bucket: end-of-update markers, cache flush, version */
 #define WSYNC_STEP_RESUME 7       /* after finalize, when option adapter.pause=1 */
-#define WSYNC_STEP_DESTROY 8      /* at group destroy: leave the weight-update group */
+#define WSYNC_STEP_DESTROY 8      /* at group destroy, also after a failure: leave the weight-update group */
+/* Since plugin ABI 1.3; the core builds these only for an adapter whose table has take_reply. */
+#define WSYNC_STEP_PROBE 9        /* after HEALTH, before INIT: ask what the server is (its release,
+                                     its GPU count); replies of kind WSYNC_REPLY_TO_ADAPTER go to
+                                     take_reply, which may refuse the server */
+#define WSYNC_STEP_RESET 10       /* after PROBE, before INIT: clear what an earlier trainer may have
+                                     left (an update begun, a group of this name). Best effort: every
+                                     request is sent, a failure is logged, never fatal */
+#define WSYNC_STEP_ABANDON 11     /* after a failure (or abort, or destroy) in the middle of an update:
+                                     end the engine-side update so the server serves again. Best
+                                     effort like RESET; update_index = buckets sent in the update */
 
 typedef struct wsync_engine_step_t {
   uint32_t struct_size;
@@ -373,6 +384,9 @@ typedef struct wsync_engine_step_t {
 #define WSYNC_REPLY_SUCCESS_FIELD 2 /* also a JSON object whose "success" is true; its "message" is
                                        the engine's detail, quoted in errors */
 #define WSYNC_REPLY_JSON 3    /* also a body that parses as JSON */
+#define WSYNC_REPLY_TO_ADAPTER 4 /* since 1.3: any HTTP status is an answer (no answer at all, 401 and
+                                    403 are failures as always): the status and body go to the
+                                    adapter's take_reply, which judges them */
 
 typedef struct wsync_http_request_t {
   uint32_t struct_size;
@@ -413,11 +427,24 @@ typedef struct wsync_adapter_v1_t {
   wsync_status_t (*get_needs)(void* self, wsync_adapter_needs_t* out);
   /* As for transports: one line for wsync-info, static storage, no instance. */
   const char* (*runtime_info)(void);
+
+  /* ---- since plugin ABI 1.3 (read only when struct_size covers it; optional) ---- */
+
+  /* The answer to request `request_index` of `step` (the same step the requests were built for)
+   * when its reply kind is WSYNC_REPLY_TO_ADAPTER: the HTTP status and the body (not
+   * NUL-terminated; up to 16 MiB, untrusted). Called on the core's thread, once per such request,
+   * server after server in order, after every server's requests of the step finished: never
+   * concurrently, never during build_requests. WSYNC_OK to go on; any other status (after
+   * set_error naming the server and the problem) fails the step and, at PROBE, the group's init.
+   * Having it also tells the core this adapter knows the 1.3 steps. */
+  wsync_status_t (*take_reply)(void* self, const wsync_engine_step_t* step, uint32_t request_index,
+                               int32_t http_status, const char* body, uint64_t body_len);
 } wsync_adapter_v1_t;
 
 #define WSYNC_ADAPTER_V1_0_SIZE WSYNC_STRUCT_SIZE(wsync_adapter_v1_t, destroy)
 #define WSYNC_ADAPTER_V1_1_SIZE WSYNC_STRUCT_SIZE(wsync_adapter_v1_t, build_requests)
 #define WSYNC_ADAPTER_V1_2_SIZE WSYNC_STRUCT_SIZE(wsync_adapter_v1_t, runtime_info)
+#define WSYNC_ADAPTER_V1_3_SIZE WSYNC_STRUCT_SIZE(wsync_adapter_v1_t, take_reply)
 
 typedef const wsync_adapter_v1_t* (*wsync_adapter_entry_v1_fn)(const wsync_host_v1_t* host);
 

@@ -549,6 +549,7 @@ static const wsync_adapter_v1_t kExampleAdapter = {
     ex_build_requests, /* since plugin ABI 1.1; required with CAP_HTTP */
     ex_get_needs,      /* since plugin ABI 1.2; optional */
     NULL,              /* runtime_info: nothing to report (since 1.2; optional) */
+    NULL,              /* take_reply: reads no reply, so the core sends it no 1.3 step (optional) */
 };
 
 /* The only exported symbol (everything else is hidden by -fvisibility=hidden). */

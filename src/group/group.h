@@ -157,4 +157,6 @@ struct wsync_group {
   // acknowledgements; no wsync control channel) or "wsync" (the engine embeds wsync receivers)
   bool engines_embed_wsync = false;
   std::atomic<bool> engines_failed{false};  // an INIT request failed: stop waiting for receivers
+  bool engines_paused = false;              // the PAUSE step of the open update sent requests
+  bool engines_resume_on_failure = false;   // option engine_resume_on_failure
 };

@@ -184,9 +184,12 @@ wsync_status_t await(wsync_group_t* g, InflightBucket* b, MsgType expect, bool t
 // The first bucket of an update, for HTTP engines: pause generation (if asked) and open the update.
 wsync_status_t open_update(wsync_group_t* g) {
   if (!g->http_engines || g->update_open) return WSYNC_OK;
-  wsync_status_t st = engines_step(g, WSYNC_STEP_PAUSE);
+  // Open from the first request on: a failure in PAUSE or BEGIN_UPDATE is abandoned too.
+  g->update_open = true;
+  size_t paused = 0;
+  wsync_status_t st = engines_step(g, WSYNC_STEP_PAUSE, 0, CallMode(), &paused);
+  g->engines_paused = paused > 0;
   if (st == WSYNC_OK) st = engines_step(g, WSYNC_STEP_BEGIN_UPDATE);
-  if (st == WSYNC_OK) g->update_open = true;
   return st;
 }
 

@@ -13,113 +13,6 @@
 
 namespace wsync {
 
-namespace {
-
-// A request copied out of the adapter (its strings live only until its next build_requests).
-struct OwnedRequest {
-  wsync_http_request_t req = WSYNC_HTTP_REQUEST_INIT;
-  std::string path, body;
-  bool has_body = false;
-  wsync_http_request_t view() const {
-    wsync_http_request_t r = req;
-    r.path = path.c_str();
-    r.body = has_body ? body.c_str() : nullptr;
-    return r;
-  }
-};
-
-const char* step_name(int step) {
-  switch (step) {
-    case WSYNC_STEP_HEALTH: return "health check";
-    case WSYNC_STEP_INIT: return "group init";
-    case WSYNC_STEP_PAUSE: return "pause";
-    case WSYNC_STEP_BEGIN_UPDATE: return "start of the update";
-    case WSYNC_STEP_UPDATE: return "bucket update";
-    case WSYNC_STEP_FINALIZE: return "end of the update";
-    case WSYNC_STEP_RESUME: return "resume";
-    case WSYNC_STEP_DESTROY: return "group destroy";
-    default: return "step";
-  }
-}
-
-// The tensors of one bucket as the step's parallel arrays.
-struct StepTensors {
-  std::vector<const char*> names;
-  std::vector<int32_t> dtypes, ndims;
-  std::vector<int64_t> shapes;
-};
-
-wsync_status_t build(wsync_group_t* g, size_t index, int step, const PlanBucket* bucket,
-                     const std::vector<wsync_tensor_t>* tensors, uint64_t version, std::vector<OwnedRequest>* out) {
-  const EngineServer& s = g->engines[index];
-  wsync_engine_step_t es = WSYNC_ENGINE_STEP_INIT;
-  es.step = step;
-  es.server_index = static_cast<uint32_t>(index);
-  es.server_gpus = s.gpus;
-  es.rank_offset = s.rank_offset;
-  es.world_size = g->num_receivers + 1;
-  std::string host;
-  uint16_t port = 0;
-  parse_host_port(g->store_addr, &host, &port);
-  es.master_address = host.c_str();
-  es.master_port = port;
-  es.group_name = g->group_name.c_str();
-  es.version = version;
-  // The transport properties the adapter asked for (get_needs), as the transport gave them.
-  std::vector<wsync_option_t> props = to_c_options(g->transport_properties);
-  es.properties = props.data();
-  es.num_properties = props.size();
-  StepTensors st;
-  if (bucket != nullptr && tensors != nullptr) {
-    for (const auto& e : bucket->entries) {
-      const wsync_tensor_t& t = (*tensors)[e.tensor_index];
-      st.names.push_back(t.name);
-      st.dtypes.push_back(t.dtype);
-      st.ndims.push_back(t.ndim);
-      for (int d = 0; d < WSYNC_MAX_NDIM; ++d) st.shapes.push_back(d < t.ndim ? t.shape[d] : 0);
-    }
-    es.num_tensors = st.names.size();
-    es.names = st.names.data();
-    es.dtypes = st.dtypes.data();
-    es.ndims = st.ndims.data();
-    es.shapes = st.shapes.data();
-    es.bucket_bytes = bucket->bytes;
-    es.update_index = g->bucket_in_update;
-  }
-  const wsync_http_request_t* reqs = nullptr;
-  uint32_t n = 0;
-  clear_error();
-  wsync_status_t rc = g->adapter.table->build_requests(g->adapter_self, &es, &reqs, &n);
-  if (rc != WSYNC_OK)
-    return fail(rc, "adapter '%s' could not build the %s requests for %s: %s", g->adapter.table->name,
-                step_name(step), s.url.c_str(), last_error().c_str());
-  if (n > 0 && reqs == nullptr)
-    return fail(WSYNC_ERR_INTERNAL, "adapter '%s' returned %u requests but no array", g->adapter.table->name, n);
-  out->clear();
-  for (uint32_t i = 0; i < n; ++i) {
-    const wsync_http_request_t& r = reqs[i];
-    if (r.struct_size < WSYNC_STRUCT_SIZE(wsync_http_request_t, reply) || r.path == nullptr || r.path[0] != '/' ||
-        (r.method != WSYNC_HTTP_GET && r.method != WSYNC_HTTP_POST))
-      return fail(WSYNC_ERR_INTERNAL, "adapter '%s' built a malformed %s request %u (path, method or struct_size)",
-                  g->adapter.table->name, step_name(step), i);
-    OwnedRequest o;
-    o.req = r;
-    o.path = r.path;
-    o.has_body = r.body != nullptr;
-    if (o.has_body) o.body = r.body;
-    out->push_back(std::move(o));
-  }
-  return WSYNC_OK;
-}
-
-}  // namespace
-
-struct EngineCalls::Result {
-  wsync_status_t status = WSYNC_OK;
-  std::string why;
-  std::atomic<bool> done{false};
-};
-
 bool engines_option(wsync_group_t* g, const std::string& k, const std::string& v, wsync_status_t* st) {
   uint64_t n = 0;
   if (k == "engines") {
@@ -138,6 +31,8 @@ bool engines_option(wsync_group_t* g, const std::string& k, const std::string& v
     if ((*st = parse_u64_option(k, v, 1, 24ull * 3600 * 1000, &n)) == WSYNC_OK) g->http.request_timeout_ms = static_cast<int64_t>(n);
   } else if (k == "engine_retries") {
     if ((*st = parse_u64_option(k, v, 0, 100, &n)) == WSYNC_OK) g->http.retries = static_cast<int>(n);
+  } else if (k == "engine_resume_on_failure") {
+    if ((*st = parse_u64_option(k, v, 0, 1, &n)) == WSYNC_OK) g->engines_resume_on_failure = n == 1;
   } else {
     return false;
   }
@@ -158,7 +53,8 @@ wsync_status_t engines_health(wsync_group_t* g, uint32_t configured) {
   // Health: every listed server, concurrently; the unhealthy ones are left out everywhere after.
   std::vector<std::vector<OwnedRequest>> reqs(g->engines.size());
   for (size_t i = 0; i < g->engines.size(); ++i)
-    if ((st = build(g, i, WSYNC_STEP_HEALTH, nullptr, nullptr, 0, &reqs[i])) != WSYNC_OK) return st;
+    if ((st = build_requests(g, StepView(g, i, WSYNC_STEP_HEALTH, nullptr, nullptr, 0), &reqs[i])) != WSYNC_OK)
+      return st;
   struct Health {
     wsync_status_t status = WSYNC_OK;
     std::string why;
@@ -185,6 +81,11 @@ wsync_status_t engines_health(wsync_group_t* g, uint32_t configured) {
       res[i].why = "internal error during the health check";
     }
   });
+  // A server that refuses the API key is up but unusable as configured: that fails the init (the
+  // key is usually wrong for every server) rather than shrinking the world.
+  for (size_t i = 0; i < g->engines.size(); ++i)
+    if (res[i].status == WSYNC_ERR_REJECTED)
+      return fail(WSYNC_ERR_REJECTED, "group '%s': %s", g->group_name.c_str(), res[i].why.c_str());
   std::vector<EngineServer> healthy;
   std::string down;
   for (size_t i = 0; i < g->engines.size(); ++i) {
@@ -211,89 +112,65 @@ wsync_status_t engines_health(wsync_group_t* g, uint32_t configured) {
   return WSYNC_OK;
 }
 
-EngineCalls::~EngineCalls() { cancel(); }
+namespace {
 
-wsync_status_t EngineCalls::start(wsync_group_t* g, int step, const PlanBucket* bucket,
-                                  const std::vector<wsync_tensor_t>* tensors, uint64_t version,
-                                  std::atomic<bool>* failed) {
-  cancel();
-  stop_->store(false);
-  group_aborted_ = &g->aborted;
-  std::vector<std::vector<OwnedRequest>> reqs(g->engines.size());
-  for (size_t i = 0; i < g->engines.size(); ++i) {
-    wsync_status_t st = build(g, i, step, bucket, tensors, version, &reqs[i]);
-    if (st != WSYNC_OK) return st;
-  }
-  for (size_t i = 0; i < g->engines.size(); ++i) {
-    if (reqs[i].empty()) continue;
-    auto res = std::make_shared<Result>();
-    results_.push_back(res);
-    std::string url = g->engines[i].url;
-    HttpOptions http = g->http;
-    auto stop = stop_;
-    const char* what = step_name(step);
-    threads_.emplace_back([res, url, http, stop, what, failed, rq = std::move(reqs[i])] {
-      try {  // an exception must not escape a thread (std::terminate): it fails this server's step
-        for (const auto& r : rq) {
-          wsync_http_request_t v = r.view();
-          std::string why;
-          wsync_status_t s = http_call(url, v, http, stop.get(), &why);
-          if (s != WSYNC_OK) {
-            res->status = s;
-            res->why = std::string(what) + ": " + why;
-            if (failed) failed->store(true);
-            break;
-          }
-        }
-      } catch (...) {
-        res->status = fail_exception("an engine request thread", std::current_exception());
-        try {
-          res->why = std::string(what) + ": " + last_error();
-        } catch (...) {
-        }
-        if (failed) failed->store(true);
-      }
-      res->done.store(true);
-    });
-  }
+// HTTP settings of the best-effort steps (reset, abandon, destroy): no retries, and each request
+// bounded, so a wedged engine cannot hold a failure or a destroy for long.
+constexpr int64_t kBestEffortTimeoutMs = 10000;
+
+HttpOptions best_effort_http(const wsync_group_t* g) {
+  HttpOptions h = g->http;
+  h.request_timeout_ms = h.request_timeout_ms > 0 ? std::min(h.request_timeout_ms, kBestEffortTimeoutMs)
+                                                  : kBestEffortTimeoutMs;
+  h.retries = 0;
+  return h;
+}
+
+}  // namespace
+
+wsync_status_t engines_probe_and_reset(wsync_group_t* g) {
+  if (!adapter_knows_engine_13(g)) return WSYNC_OK;
+  wsync_status_t st = engines_step(g, WSYNC_STEP_PROBE);
+  if (st != WSYNC_OK) return st;
+  const HttpOptions http = best_effort_http(g);
+  CallMode mode;
+  mode.best_effort = true;
+  mode.http = &http;
+  size_t sent = 0;
+  engines_step(g, WSYNC_STEP_RESET, 0, mode, &sent);  // best effort: never fails
+  if (sent > 0)
+    WSYNC_LOGI("group '%s': %zu reset request(s) sent to the engine servers (what an earlier trainer may have left)",
+               g->group_name.c_str(), sent);
+  clear_error();
   return WSYNC_OK;
 }
 
-wsync_status_t EngineCalls::finish() {
-  // Wait without blocking in join, so that wsync_group_abort can stop requests in flight.
-  for (;;) {
-    bool all = true;
-    for (const auto& r : results_) all = all && r->done.load();
-    if (all) break;
-    if (group_aborted_ && group_aborted_->load()) stop_->store(true);
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+void engines_abandon(wsync_group_t* g) {
+  if (!g->http_engines || !g->update_open) return;
+  g->update_open = false;
+  const HttpOptions http = best_effort_http(g);
+  CallMode mode;
+  mode.best_effort = true;
+  mode.http = &http;
+  if (adapter_knows_engine_13(g)) engines_step(g, WSYNC_STEP_ABANDON, 0, mode);
+  if (g->engines_paused && g->engines_resume_on_failure) {
+    engines_step(g, WSYNC_STEP_RESUME, 0, mode);
+    g->engines_paused = false;
   }
-  for (auto& t : threads_) t.join();
-  threads_.clear();
-  wsync_status_t st = WSYNC_OK;
-  std::string why;
-  for (const auto& r : results_)
-    if (r->status != WSYNC_OK && st == WSYNC_OK) {
-      st = r->status;
-      why = r->why;
-    }
-  results_.clear();
-  return st == WSYNC_OK ? WSYNC_OK : fail_msg(st, why);
+  WSYNC_LOGW("group '%s': the update was %s on the engine servers; they hold a mix of weight versions%s",
+             g->group_name.c_str(), adapter_knows_engine_13(g) ? "ended" : "left open (the adapter predates plugin ABI 1.3)",
+             g->engines_paused ? " and generation stays paused" : "");
 }
 
-void EngineCalls::cancel() {
-  if (threads_.empty()) return;
-  stop_->store(true);
-  for (auto& t : threads_) t.join();
-  threads_.clear();
-  results_.clear();
-}
-
-wsync_status_t engines_step(wsync_group_t* g, int step, uint64_t version) {
-  EngineCalls calls;
-  wsync_status_t st = calls.start(g, step, nullptr, nullptr, version);
-  if (st != WSYNC_OK) return st;
-  return calls.finish();
+std::string engines_failure_note(const wsync_group_t* g, bool was_open) {
+  if (!g->http_engines || !was_open) return std::string();
+  std::string note = adapter_knows_engine_13(g)
+                         ? " [the engine servers' update was ended; they hold a mix of weight versions until a complete update"
+                         : " [the engine servers hold a mix of weight versions until a complete update (adapter '" +
+                               std::string(g->adapter.table->name) + "' cannot end their update: it predates plugin ABI 1.3)";
+  if (g->engines_paused)
+    note += "; their generation stays paused (group option engine_resume_on_failure=1 resumes it)";
+  return note + "]";
 }
 
 }  // namespace wsync

@@ -1,12 +1,16 @@
 // HTTP engines: a group whose adapter declares WSYNC_ADAPTER_CAP_HTTP drives engine servers over
-// their own HTTP protocol. The adapter builds each step's requests (data only); this file sends
-// them with the core's HTTP client (src/http), to every server concurrently, and judges replies.
+// their own HTTP protocol. The adapter builds each step's requests (data only); the core sends
+// them with its HTTP client (src/http), to every server concurrently, and judges replies.
 //
-//   init:      HEALTH (filter) -> rank offsets, world size -> INIT, posted while receivers join
+//   init:      HEALTH (filter) -> rank offsets, world size -> PROBE (what each server is; the
+//              adapter reads the replies) -> RESET (best effort: what a dead trainer left) ->
+//              INIT, posted while receivers join
 //   update:    PAUSE, BEGIN_UPDATE once; per bucket UPDATE, posted before the bucket moves and
 //              collected after its ACKs (engines reply only once the bytes arrived)
 //   finalize:  FINALIZE before the commit, RESUME after it
-//   destroy:   DESTROY, best effort
+//   failure:   ABANDON (best effort), then RESUME when engine_resume_on_failure=1
+//   destroy:   (ABANDON when an update is open), DESTROY, best effort
+// PROBE, RESET and ABANDON are plugin ABI 1.3: only for an adapter that has take_reply.
 #pragma once
 
 #include <atomic>
@@ -22,39 +26,118 @@
 namespace wsync {
 
 // Options of an HTTP group: engines, engine_receivers, engine_api_key, engine_connect_timeout_ms,
-// engine_timeout_ms, engine_retries. Returns true when `key` is one of them (st set on a bad value).
+// engine_timeout_ms, engine_retries, engine_resume_on_failure. Returns true when `key` is one of
+// them (st set on a bad value).
 bool engines_option(wsync_group_t* g, const std::string& key, const std::string& value, wsync_status_t* st);
 
 // HEALTH on every listed server; the healthy ones, in order, get cumulative rank offsets from 1,
 // and g->num_receivers becomes the sum of their GPUs. Fails when none is healthy.
 wsync_status_t engines_health(wsync_group_t* g, uint32_t configured_receivers);
+// PROBE (the adapter judges each server: release, GPU count), then RESET (best effort). Nothing
+// for an adapter older than plugin ABI 1.3.
+wsync_status_t engines_probe_and_reset(wsync_group_t* g);
+// After a failure, an abort or a destroy in the middle of an update: ABANDON on every server,
+// then RESUME if the group resumes on failure; best effort, bounded time. Nothing when no update
+// is open. Pipeline thread (or teardown after it stopped).
+void engines_abandon(wsync_group_t* g);
+// What a failure message adds about the engines once engines_abandon ran ("" if nothing).
+std::string engines_failure_note(const wsync_group_t* g, bool was_open);
+
+// "health check", "group init", ... for messages.
+const char* step_name(int step);
+// The adapter knows plugin ABI 1.3's steps (it has take_reply).
+bool adapter_knows_engine_13(const wsync_group_t* g);
+
+// The wsync_engine_step_t of one step at one server, with the storage it points into.
+class StepView {
+ public:
+  StepView(wsync_group_t* g, size_t server, int step, const PlanBucket* bucket,
+           const std::vector<wsync_tensor_t>* tensors, uint64_t version);
+  StepView(const StepView&) = delete;
+  StepView& operator=(const StepView&) = delete;
+  wsync_engine_step_t es = WSYNC_ENGINE_STEP_INIT;
+
+ private:
+  std::string host_;
+  std::vector<wsync_option_t> props_;
+  std::vector<const char*> names_;
+  std::vector<int32_t> dtypes_, ndims_;
+  std::vector<int64_t> shapes_;
+};
+
+// A request copied out of the adapter (its strings live only until its next build_requests).
+struct OwnedRequest {
+  wsync_http_request_t req = WSYNC_HTTP_REQUEST_INIT;
+  std::string path, body;
+  bool has_body = false;
+  wsync_http_request_t view() const {
+    wsync_http_request_t r = req;
+    r.path = path.c_str();
+    r.body = has_body ? body.c_str() : nullptr;
+    return r;
+  }
+};
+
+// The adapter's requests for step `v`, checked and copied.
+wsync_status_t build_requests(wsync_group_t* g, const StepView& v, std::vector<OwnedRequest>* out);
+
+// How a step is sent: best effort (every request sent, failures only logged, not stopped by the
+// group's abort flag), and with other HTTP settings than the group's.
+struct CallMode {
+  bool best_effort = false;
+  const HttpOptions* http = nullptr;
+};
 
 // Requests of one step for every server, sent concurrently in the background.
 class EngineCalls {
  public:
+  struct AdapterReply {
+    uint32_t request_index;
+    int32_t http_status;
+    std::string body;
+  };
+  struct Result {
+    uint32_t server_index = 0;
+    wsync_status_t status = WSYNC_OK;
+    std::string why;
+    std::vector<AdapterReply> replies;  // of WSYNC_REPLY_TO_ADAPTER requests
+    std::atomic<bool> done{false};
+  };
+
   EngineCalls() = default;
   ~EngineCalls();
   EngineCalls(const EngineCalls&) = delete;
   EngineCalls& operator=(const EngineCalls&) = delete;
-  // Build (on this thread: the adapter is not thread-safe) and start sending.
-  // `failed`, when given, is set as soon as one server's request fails.
+  // Build (on this thread: the adapter is not thread-safe) and start sending. `failed`, when
+  // given, is set as soon as one server's request fails. `bucket` and `tensors` must outlive
+  // finish().
   wsync_status_t start(wsync_group_t* g, int step, const PlanBucket* bucket, const std::vector<wsync_tensor_t>* tensors,
-                       uint64_t version, std::atomic<bool>* failed = nullptr);
+                       uint64_t version, std::atomic<bool>* failed = nullptr, const CallMode& mode = CallMode());
   // Wait for every server's replies; the first failure, naming the server and carrying its words.
+  // Then the replies the adapter reads go to its take_reply, server after server.
   wsync_status_t finish();
   // Stop waiting (abandon replies; used when the data plane failed) and join.
   void cancel();
   bool running() const { return !threads_.empty(); }
+  size_t sent() const { return sent_; }  // requests the adapter built for the last start
 
  private:
-  struct Result;
+  wsync_status_t hand_replies(const std::vector<std::shared_ptr<Result>>& results);
+
+  wsync_group_t* g_ = nullptr;
+  int step_ = 0;
+  const PlanBucket* bucket_ = nullptr;
+  const std::vector<wsync_tensor_t>* tensors_ = nullptr;
+  uint64_t version_ = 0;
+  size_t sent_ = 0;
   std::vector<std::thread> threads_;
   std::vector<std::shared_ptr<Result>> results_;
   std::shared_ptr<std::atomic<bool>> stop_ = std::make_shared<std::atomic<bool>>(false);
   const std::atomic<bool>* group_aborted_ = nullptr;  // wsync_group_abort stops the requests too
 };
 
-// start + finish.
-wsync_status_t engines_step(wsync_group_t* g, int step, uint64_t version = 0);
+// start + finish; *sent (if given) gets how many requests the adapter built.
+wsync_status_t engines_step(wsync_group_t* g, int step, uint64_t version = 0, const CallMode& mode = CallMode(),
+                            size_t* sent = nullptr);
 
 }  // namespace wsync

@@ -94,6 +94,7 @@ wsync_status_t setup_adapter(wsync_group_t* g, const InitArgs& a) {
     return fail(WSYNC_ERR_UNSUPPORTED, "adapter '%s' declares neither CAP_INBAND_MANIFEST nor CAP_HTTP", at->name);
   if (g->http_engines) {
     if ((st = engines_health(g, a.cfg.num_receivers)) != WSYNC_OK) return st;
+    if ((st = engines_probe_and_reset(g)) != WSYNC_OK) return st;
   } else if (a.cfg.num_receivers < 1) {
     return fail(WSYNC_ERR_INVALID_ARGUMENT, "config->num_receivers is %u; it must be 1..4096", a.cfg.num_receivers);
   }
@@ -338,12 +339,14 @@ void close_receivers(wsync_group_t* g) {
 
 void group_teardown(wsync_group_t* g) {
   pipeline_stop(g);
-  if (g->http_engines && g->adapter_self && !g->engines.empty()) {  // leave the engines' group: best effort
+  if (g->http_engines && g->adapter_self && !g->engines.empty()) {
+    engines_abandon(g);  // an update still open (destroyed mid-update): end it on the engines first
+    // Leave the engines' group, also after a failure: best effort, each request bounded.
     g->http.request_timeout_ms = std::min<int64_t>(g->http.request_timeout_ms, 5000);
     g->http.retries = 0;
-    if (engines_step(g, WSYNC_STEP_DESTROY) != WSYNC_OK)
-      WSYNC_LOGW("group '%s': leaving the engines' weight-update group failed: %s", g->group_name.c_str(),
-                 last_error().c_str());
+    CallMode mode;
+    mode.best_effort = true;
+    engines_step(g, WSYNC_STEP_DESTROY, 0, mode);
   }
   close_receivers(g);
   if (g->transport_self) g->transport.table->destroy(g->transport_self);

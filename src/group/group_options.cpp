@@ -48,7 +48,7 @@ wsync_status_t apply_group_options(wsync_group_t* g, const OptionList& opts, std
       st = fail(WSYNC_ERR_INVALID_ARGUMENT,
                 "unknown group option '%s' (known: bucket_bytes, staging_buckets, timeout_ms, device, verify_payload, "
                 "store_addr_file, engines, engine_receivers, engine_api_key, engine_connect_timeout_ms, "
-                "engine_timeout_ms, engine_retries, transport.*, adapter.*)", k.c_str());
+                "engine_timeout_ms, engine_retries, engine_resume_on_failure, transport.*, adapter.*)", k.c_str());
     if (st != WSYNC_OK) return st;
   }
   return WSYNC_OK;

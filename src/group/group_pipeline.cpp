@@ -37,12 +37,10 @@ bool take_job(wsync_group_t* g, Job* job, bool block) {
     }
     if (!block) return false;
     if (g->aborted.load() && !g->abort_announced) {
-      if (g->bucket_in_update == 0) {  // between updates: receivers have nothing to drop
-        g->abort_announced = true;
-        continue;
-      }
       lk.unlock();
-      announce_abort(g, "the sender aborted the group");
+      if (g->bucket_in_update == 0) g->abort_announced = true;  // between updates: receivers have nothing to drop
+      else announce_abort(g, "the sender aborted the group");
+      engines_abandon(g);  // an engine-side update begun: end it (nothing when none is open)
       lk.lock();
       continue;
     }
@@ -107,6 +105,7 @@ std::unique_ptr<InflightBucket> next_bucket(wsync_group_t* g, BatchList* active,
 // After a failure: nothing may read the caller's memory once the failure is published.
 void break_group(wsync_group_t* g, InflightBucket* on_wire, wsync_status_t st, BatchList* active) {
   std::string why = last_error();
+  const bool engines_open = g->update_open;
   if (on_wire != nullptr && on_wire->posted && g->transport_self) {
     for (auto& p : g->peers)
       if (p->alive) g->transport.table->forget_peer(g->transport_self, p->rank);
@@ -119,6 +118,8 @@ void break_group(wsync_group_t* g, InflightBucket* on_wire, wsync_status_t st, B
     WSYNC_LOGW("group '%s': waiting for wsync's copy stream after a failure: %s", g->group_name.c_str(),
                last_error().c_str());
   announce_abort(g, g->aborted.load() ? "the sender aborted the group" : why);
+  engines_abandon(g);  // the engines' update ends too (best effort, bounded)
+  why += engines_failure_note(g, engines_open);
   for (auto& b : *active) release_event(g, b.get());
   active->clear();
   std::deque<Job> dropped;
@@ -221,6 +222,7 @@ wsync_status_t commit(wsync_group_t* g, const FinalizeJob& job) {
   if (g->http_engines && g->update_open) {
     g->update_open = false;
     if ((st = engines_step(g, WSYNC_STEP_RESUME)) != WSYNC_OK) return st;
+    g->engines_paused = false;
   }
   return WSYNC_OK;
 }

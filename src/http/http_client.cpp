@@ -298,7 +298,8 @@ std::string http_request_problem(const wsync_http_request_t& req) {
     if (c <= 0x20 || c == 0x7f) return std::string("path '") + req.path + "' contains a space or control character";
     if (c == '#') return std::string("path '") + req.path + "' contains a '#' fragment";
   }
-  if (req.reply != WSYNC_REPLY_STATUS && req.reply != WSYNC_REPLY_SUCCESS_FIELD && req.reply != WSYNC_REPLY_JSON)
+  if (req.reply != WSYNC_REPLY_STATUS && req.reply != WSYNC_REPLY_SUCCESS_FIELD && req.reply != WSYNC_REPLY_JSON &&
+      req.reply != WSYNC_REPLY_TO_ADAPTER)
     return "reply kind " + std::to_string(req.reply) + " is not a WSYNC_REPLY_* value";
   if (req.method == WSYNC_HTTP_GET && req.body != nullptr && req.body[0] != '\0')
     return std::string("GET ") + req.path + " has a body";
@@ -351,7 +352,9 @@ HttpResult http_perform(const std::string& base_url, const wsync_http_request_t&
     WSYNC_LOGD("http: %s %s -> %s, HTTP %ld, %zu bytes, %lld ms (attempt %d)", method, url.c_str(), outcome_words(a),
                a.reply.status, a.reply.body.size(), static_cast<long long>(ms_since(t0)), n + 1);
     r = std::move(a);
-    if (!req.idempotent || n >= retries || !retryable(r)) break;
+    // A reply the adapter reads is an answer whatever its status: only a missing one is retried.
+    const bool answered = req.reply == WSYNC_REPLY_TO_ADAPTER && r.outcome == HttpOutcome::kReplied;
+    if (!req.idempotent || n >= retries || answered || !retryable(r)) break;
     int64_t backoff = std::max<int64_t>(0, opts.retry_backoff_ms);
     for (int i = 0; i < n && backoff < kMaxBackoffMs; ++i) backoff *= 2;
     backoff = std::min(backoff, kMaxBackoffMs);

@@ -67,7 +67,8 @@ std::string http_request_problem(const wsync_http_request_t& req);
 // is true the request stops with kAborted. A request with idempotent=1 is tried again, up to
 // opts.retries times, after kUnreachable, kDisconnected, kConnectTimeout, or a reply that is not
 // 2xx other than 401, 403, 404 and 405 (SGLang refuses /flush_cache with 400 while requests run);
-// a 2xx, those four and kTimeout end it. A non-idempotent request is sent exactly once. Thread-safe; never throws except std::bad_alloc.
+// a 2xx, those four and kTimeout end it; with WSYNC_REPLY_TO_ADAPTER any reply ends it. A
+// non-idempotent request is sent exactly once. Thread-safe; never throws except std::bad_alloc.
 HttpResult http_perform(const std::string& base_url, const wsync_http_request_t& req,
                         const HttpOptions& opts, const std::atomic<bool>* abort_flag);
 

@@ -7,7 +7,7 @@
 //   2xx, JSON or SUCCESS_FIELD, body not JSON        WSYNC_ERR_PROTOCOL     "... with a body that is not JSON"
 //   2xx, SUCCESS_FIELD, no boolean "success"         WSYNC_ERR_PROTOCOL     "... without a boolean \"success\""
 //   2xx, SUCCESS_FIELD, "success": false             WSYNC_ERR_ENGINE       "... with success=false: <message>"
-//   HTTP 401 / 403                                   WSYNC_ERR_REJECTED     "... refused the API key (HTTP 401)"
+//   HTTP 401 / 403                                   WSYNC_ERR_REJECTED     "... refused the API key of group option engine_api_key (HTTP 401)"
 //   any other non-2xx (3xx, 4xx, 5xx)                WSYNC_ERR_ENGINE       "... with HTTP 400: <message>"
 //   refused / DNS failure                            WSYNC_ERR_PEER_FAILED  "engine U is not reachable: <curl>"
 //   connection closed before a complete reply        WSYNC_ERR_PEER_FAILED  "... closed the connection during"
@@ -189,10 +189,12 @@ wsync_status_t judge_reply(const std::string& base_url, const wsync_http_request
 
   const std::string http = "HTTP " + std::to_string(rep.status);
   if (rep.status == 401 || rep.status == 403) {
-    *message = who + (opts.api_key.empty() ? " requires an API key, and none was set (" : " refused the API key (") +
+    *message = who + (opts.api_key.empty() ? " requires an API key, and group option engine_api_key is not set ("
+                                       : " refused the API key of group option engine_api_key (") +
                http + " to " + what + "): " + engine_message(rep.body);
     return WSYNC_ERR_REJECTED;
   }
+  if (req.reply == WSYNC_REPLY_TO_ADAPTER) return WSYNC_OK;  // the adapter judges any status
   if (!is_2xx(rep.status)) {
     *message = who + " answered " + what + " with " + http + ": " + engine_message(rep.body) + tries;
     return WSYNC_ERR_ENGINE;

@@ -18,13 +18,16 @@ namespace {
 struct Kind {
   const char* name;        // "transport"
   const char* entry;       // "wsync_transport_entry_v1"
-  size_t sizes[3];         // table size of plugin ABI 1.0, 1.1, 1.2
+  size_t sizes[WSYNC_PLUGIN_ABI_MINOR + 1];  // table size of plugin ABI 1.0, 1.1, ...
 };
 
+// Transport tables did not grow in 1.3: a 1.2 table is a whole 1.3 table.
 const Kind kTransport = {"transport", "wsync_transport_entry_v1",
-                         {WSYNC_TRANSPORT_V1_0_SIZE, WSYNC_TRANSPORT_V1_1_SIZE, WSYNC_TRANSPORT_V1_2_SIZE}};
+                         {WSYNC_TRANSPORT_V1_0_SIZE, WSYNC_TRANSPORT_V1_1_SIZE, WSYNC_TRANSPORT_V1_2_SIZE,
+                          WSYNC_TRANSPORT_V1_2_SIZE}};
 const Kind kAdapter = {"adapter", "wsync_adapter_entry_v1",
-                       {WSYNC_ADAPTER_V1_0_SIZE, WSYNC_ADAPTER_V1_1_SIZE, WSYNC_ADAPTER_V1_2_SIZE}};
+                       {WSYNC_ADAPTER_V1_0_SIZE, WSYNC_ADAPTER_V1_1_SIZE, WSYNC_ADAPTER_V1_2_SIZE,
+                        WSYNC_ADAPTER_V1_3_SIZE}};
 
 // The header every table starts with.
 struct TableHead {
@@ -180,7 +183,7 @@ wsync_status_t load(const Kind& k, const std::string& name_or_path, const TableH
 
 uint32_t minor_of(const Kind& k, uint32_t size) {
   uint32_t minor = 0;
-  for (uint32_t i = 0; i < 3; ++i)
+  for (uint32_t i = 0; i <= WSYNC_PLUGIN_ABI_MINOR; ++i)
     if (size >= k.sizes[i]) minor = i;
   return minor;
 }

@@ -1,6 +1,6 @@
 // The rendezvous store the sender hosts: a server that speaks torch's TCPStore wire protocol
-// (torch 2.5 .. 2.11: VALIDATE + PING handshake; see store/store_wire.h), so torch-based
-// engines can join a wsync sender's group with init_process_group("tcp://host:port").
+// (torch 2.5 .. 2.15: VALIDATE + PING handshake, BARRIER since 2.12; see store/store_wire.h), so
+// torch-based engines can join a wsync sender's group with init_process_group("tcp://host:port").
 #pragma once
 
 #include <cstddef>

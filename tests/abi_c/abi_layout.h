@@ -258,7 +258,7 @@
   C(wsync_http_request_t, WSYNC_HTTP_REQUEST_STRUCT_SIZE, 32, reply) \
   I(wsync_http_request_t, WSYNC_HTTP_REQUEST_INIT) \
   \
-  S(wsync_adapter_v1_t, 80) \
+  S(wsync_adapter_v1_t, 88) \
   F(wsync_adapter_v1_t, struct_size, 0, 4) \
   F(wsync_adapter_v1_t, abi_version, 4, 4) \
   F(wsync_adapter_v1_t, name, 8, 8) \
@@ -270,9 +270,11 @@
   F(wsync_adapter_v1_t, build_requests, 56, 8) \
   F(wsync_adapter_v1_t, get_needs, 64, 8) \
   F(wsync_adapter_v1_t, runtime_info, 72, 8) \
+  F(wsync_adapter_v1_t, take_reply, 80, 8) \
   C(wsync_adapter_v1_t, WSYNC_ADAPTER_V1_0_SIZE, 56, destroy) \
   C(wsync_adapter_v1_t, WSYNC_ADAPTER_V1_1_SIZE, 64, build_requests) \
-  C(wsync_adapter_v1_t, WSYNC_ADAPTER_V1_2_SIZE, 80, runtime_info)
+  C(wsync_adapter_v1_t, WSYNC_ADAPTER_V1_2_SIZE, 80, runtime_info) \
+  C(wsync_adapter_v1_t, WSYNC_ADAPTER_V1_3_SIZE, 88, take_reply)
 /* clang-format on */
 
 /* The number of structs in the table (every public struct of both headers). */

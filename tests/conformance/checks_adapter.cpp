@@ -42,9 +42,18 @@ const char* step_label(int step) {
     case WSYNC_STEP_FINALIZE: return "FINALIZE";
     case WSYNC_STEP_RESUME: return "RESUME";
     case WSYNC_STEP_DESTROY: return "DESTROY";
+    case WSYNC_STEP_PROBE: return "PROBE";
+    case WSYNC_STEP_RESET: return "RESET";
+    case WSYNC_STEP_ABANDON: return "ABANDON";
     default: return "?";
   }
 }
+
+// 1.3: the adapter reads replies, and the core sends it PROBE, RESET and ABANDON.
+bool has_take_reply(const wsync_adapter_v1_t* t) {
+  return WSYNC_HAS_FIELD(t, wsync_adapter_v1_t, take_reply) && t->take_reply != nullptr;
+}
+int last_step(const wsync_adapter_v1_t* t) { return has_take_reply(t) ? WSYNC_STEP_ABANDON : WSYNC_STEP_DESTROY; }
 
 bool has_http(const wsync_adapter_v1_t* t) {
   return (t->caps & WSYNC_ADAPTER_CAP_HTTP) && t->struct_size >= kAdapterBuildRequestsEnd && t->build_requests;
@@ -216,7 +225,8 @@ std::string preview(const char* body) {
 
 // The requests of one successful build_requests: everything the core will rely on. `json_fail`:
 // a malformed body is a failure (else a warning, for the escaping check).
-void check_requests(Ctx& c, const std::string& what, const wsync_http_request_t* reqs, uint32_t n, bool json_fail) {
+void check_requests(Ctx& c, const std::string& what, const wsync_http_request_t* reqs, uint32_t n, bool json_fail,
+                    bool reads_replies) {
   if (n > kMaxRequests) {
     c.fail(what + ": " + std::to_string(n) + " requests (more than " + std::to_string(kMaxRequests) + " is a bug)");
     return;
@@ -267,8 +277,10 @@ void check_requests(Ctx& c, const std::string& what, const wsync_http_request_t*
     }
     if (r.idempotent > 1) c.warn(w + ": idempotent is " + std::to_string(r.idempotent) + "; use 0 or 1");
     if (r.struct_size >= sizeof(wsync_http_request_t) && r.reply != WSYNC_REPLY_STATUS &&
-        r.reply != WSYNC_REPLY_SUCCESS_FIELD && r.reply != WSYNC_REPLY_JSON)
+        r.reply != WSYNC_REPLY_SUCCESS_FIELD && r.reply != WSYNC_REPLY_JSON && r.reply != WSYNC_REPLY_TO_ADAPTER)
       c.fail(w + ": reply kind " + std::to_string(r.reply) + " is not a WSYNC_REPLY_*");
+    if (r.struct_size >= sizeof(wsync_http_request_t) && r.reply == WSYNC_REPLY_TO_ADAPTER && !reads_replies)
+      c.fail(w + ": reply kind WSYNC_REPLY_TO_ADAPTER but the table has no take_reply to read it");
     c.note(w + ": " + (r.method == WSYNC_HTTP_GET ? "GET " : "POST ") + (r.path ? r.path : "(null)") +
            (r.idempotent ? " [idempotent]" : "") + " reply " + std::to_string(r.reply) + " body " + preview(r.body));
   }
@@ -474,7 +486,7 @@ void check_build_all_steps(Ctx& c, const Config& cfg, const wsync_adapter_v1_t* 
   c.step("get_layout");
   const wsync_layout_rule_t rule = layout_of(t, self);
   for (int variant = 0; variant < 2; ++variant) {
-    for (int step = WSYNC_STEP_HEALTH; step <= WSYNC_STEP_DESTROY; ++step) {
+    for (int step = WSYNC_STEP_HEALTH; step <= last_step(t); ++step) {
       StepData d(step, variant);
       if (rule.kind == WSYNC_LAYOUT_ELEMENTS_ONE_DTYPE && variant == 1)
         for (auto& ts : d.tensors) ts.dtype = WSYNC_DTYPE_FLOAT32;
@@ -489,7 +501,7 @@ void check_build_all_steps(Ctx& c, const Config& cfg, const wsync_adapter_v1_t* 
         c.fail("build_requests(" + what + ") with a well-formed step failed: " + status_str(st) + ": " + last_error());
         continue;
       }
-      check_requests(c, what, out, n, true);
+      check_requests(c, what, out, n, true, has_take_reply(t));
     }
   }
   // An update of an empty bucket is not something the core sends; nothing is asserted about it.
@@ -515,7 +527,7 @@ void check_build_escaping(Ctx& c, const Config& cfg, const wsync_adapter_v1_t* t
     c.warn("build_requests(UPDATE with names holding quotes, a backslash, a tab and UTF-8) failed: " + status_str(st) +
            ": " + last_error());
   else
-    check_requests(c, "UPDATE with names that need escaping", out, n, false);
+    check_requests(c, "UPDATE with names that need escaping", out, n, false, has_take_reply(t));
   t->destroy(self);
 }
 
@@ -540,10 +552,52 @@ void check_build_bad_struct_size(Ctx& c, const Config& cfg, const wsync_adapter_
   t->destroy(self);
 }
 
+// 1.3: the answers of PROBE are untrusted bytes from the network. Whatever they hold, take_reply
+// returns a status (with a message when it refuses) and never crashes; the next steps still build.
+void check_take_reply_garbage(Ctx& c, const Config& cfg, const wsync_adapter_v1_t* t) {
+  if (!has_take_reply(t)) {
+    c.skip("no take_reply (plugin ABI 1.2 or older): the core reads no reply for this adapter");
+    return;
+  }
+  void* self = create_valid(c, cfg, t);
+  if (self == nullptr) return;
+  StepData d(WSYNC_STEP_PROBE, 0);
+  const wsync_http_request_t* out = nullptr;
+  uint32_t n = 0;
+  c.step("build_requests(PROBE)");
+  if (t->build_requests(self, d.wire(), &out, &n) != WSYNC_OK) {
+    c.fail("build_requests(PROBE) failed: " + last_error());
+    t->destroy(self);
+    return;
+  }
+  const std::string big(1 << 20, '{');
+  const struct {
+    int32_t status;
+    std::string body;
+  } answers[] = {{200, "{}"}, {200, "not json"}, {200, "\"a string\""}, {200, "[1,2,3]"}, {404, "{\"detail\":\"Not Found\"}"},
+                 {500, "Internal Server Error"}, {200, big}, {200, "{\"version\": 12, \"tp_size\": \"x\", \"world_size\": -1}"},
+                 {200, "{\"version\": \"99999999999999999999.1\", \"tp_size\": 1e308}"}, {204, ""}};
+  for (uint32_t i = 0; i < n; ++i) {
+    if (out == nullptr || out[i].reply != WSYNC_REPLY_TO_ADAPTER) continue;
+    for (const auto& a : answers) {
+      c.step("take_reply(PROBE request " + std::to_string(i) + ", HTTP " + std::to_string(a.status) + ", " +
+             std::to_string(a.body.size()) + " bytes)");
+      ::wsync::clear_error();
+      wsync_status_t st = t->take_reply(self, d.wire(), i, a.status, a.body.empty() ? nullptr : a.body.data(), a.body.size());
+      if (st != WSYNC_OK && last_error().empty()) c.warn("take_reply refused an answer without a message");
+    }
+  }
+  StepData init(WSYNC_STEP_INIT, 0);  // still usable after garbage
+  c.step("build_requests(INIT) after the garbage");
+  ::wsync::clear_error();
+  (void)t->build_requests(self, init.wire(), &out, &n);
+  t->destroy(self);
+}
+
 void check_build_unknown_step(Ctx& c, const Config& cfg, const wsync_adapter_v1_t* t) {
   void* self = create_valid(c, cfg, t);
   if (self == nullptr) return;
-  for (int step : {0, WSYNC_STEP_DESTROY + 1, -1, 1000, 0x7fffffff}) {
+  for (int step : {0, last_step(t) + 1, -1, 1000, 0x7fffffff}) {
     StepData d(step, 0);
     const wsync_http_request_t* out = nullptr;
     uint32_t n = 0;
@@ -692,6 +746,7 @@ Summary run_adapter_suite(const Config& cfg) {
       {"build_requests: an unknown step number is refused", [&](Ctx& c) { check_build_unknown_step(c, cfg, t); }},
       {"build_requests: an update step with NULL tensor arrays is refused", [&](Ctx& c) { check_build_null_arrays(c, cfg, t); }},
       {"build_requests: NULL arguments are refused", [&](Ctx& c) { check_build_null_args(c, cfg, t); }},
+      {"take_reply: garbage answers to PROBE never crash it (1.3)", [&](Ctx& c) { check_take_reply_garbage(c, cfg, t); }},
   };
   for (const auto& ch : http) report(cfg, run_check(cfg, ch), &sum);
   return sum;

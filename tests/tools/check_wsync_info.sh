@@ -5,11 +5,13 @@
 # shadows the later file; --json (parsed by Python, strings with quotes, control characters and
 # non-UTF-8 bytes included); --help and a bad argument (exit status 2).
 # Usage: check_wsync_info.sh <wsync-info> <testing plugin dir> <bundled plugin dir> <expect ucx: 0|1>
+#        <plugin ABI of the headers, e.g. 1.3>
 set -euo pipefail
 info=$1
 testing=$2
 bundled=$3
 expect_ucx=$4
+plugin_abi=$5
 tmp=$(mktemp -d /tmp/wsync-info-test-XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 unset WSYNC_PLUGIN_PATH WSYNC_LOG_LEVEL
@@ -89,7 +91,7 @@ head_has "$out" transport stub 1 '^  transport stub 0\.0\.0-test: loads$' || die
 [ "$(entry "$out" transport stub | grep '^    file:')" = "    file:     $testing/libwsync_transport_stub.so" ] ||
   die "stub path" "$out"
 has "$out" transport stub 1 '^    caps:     host_memory$' || die "stub caps" "$out"
-has "$out" transport stub 1 '^    ABI:      plugin ABI 1\.2$' || die "stub plugin ABI" "$out"
+has "$out" transport stub 1 "^    ABI:      plugin ABI ${plugin_abi//./\\.}\$" || die "stub plugin ABI" "$out"
 expect_loads "$out" transport v10
 has "$out" transport v10 1 '^    ABI:      plugin ABI 1\.0$' || die "v10 is a plugin ABI 1.0 table" "$out"
 expect_loads "$out" adapter stub

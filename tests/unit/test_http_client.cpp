@@ -339,13 +339,13 @@ TEST(HttpReplyJudge, AuthFailuresAreRejected) {
   o.api_key = "wrong";
   Sent a = send(s.url(), make_req(WSYNC_HTTP_POST, "/auth", "{}", WSYNC_REPLY_SUCCESS_FIELD), o);
   EXPECT_EQ(a.status, WSYNC_ERR_REJECTED);
-  EXPECT_EQ(a.message, e + " refused the API key (HTTP 401 to POST /auth): bad key");
+  EXPECT_EQ(a.message, e + " refused the API key of group option engine_api_key (HTTP 401 to POST /auth): bad key");
   Sent b = send(s.url(), make_req(WSYNC_HTTP_POST, "/auth", "{}", WSYNC_REPLY_STATUS));
   EXPECT_EQ(b.status, WSYNC_ERR_REJECTED);
-  EXPECT_EQ(b.message, e + " requires an API key, and none was set (HTTP 401 to POST /auth): bad key");
+  EXPECT_EQ(b.message, e + " requires an API key, and group option engine_api_key is not set (HTTP 401 to POST /auth): bad key");
   Sent c = send(s.url(), make_req(WSYNC_HTTP_POST, "/forbidden", "{}", WSYNC_REPLY_STATUS), o);
   EXPECT_EQ(c.status, WSYNC_ERR_REJECTED);
-  EXPECT_EQ(c.message, e + " refused the API key (HTTP 403 to POST /forbidden): nope");
+  EXPECT_EQ(c.message, e + " refused the API key of group option engine_api_key (HTTP 403 to POST /forbidden): nope");
 }
 
 TEST(HttpReplyJudge, WrongShapesAreProtocolErrorsNeverSuccess) {
