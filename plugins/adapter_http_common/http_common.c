@@ -70,6 +70,9 @@ const char* hc_step_name(int32_t step) {
     case WSYNC_STEP_FINALIZE: return "FINALIZE";
     case WSYNC_STEP_RESUME: return "RESUME";
     case WSYNC_STEP_DESTROY: return "DESTROY";
+    case WSYNC_STEP_PROBE: return "PROBE";
+    case WSYNC_STEP_RESET: return "RESET";
+    case WSYNC_STEP_ABANDON: return "ABANDON";
     default: return "unknown";
   }
 }
@@ -171,7 +174,7 @@ wsync_status_t hc_check_step(const char* adapter, const wsync_engine_step_t* ste
     return hc_error(WSYNC_ERR_INVALID_ARGUMENT, adapter,
                     "build_requests: step struct_size %u is smaller than a plugin ABI 1.1 step (%u bytes)",
                     (unsigned)step->struct_size, (unsigned)WSYNC_STRUCT_SIZE(wsync_engine_step_t, version));
-  if (step->step < WSYNC_STEP_HEALTH || step->step > WSYNC_STEP_DESTROY)
+  if (step->step < WSYNC_STEP_HEALTH || step->step > WSYNC_STEP_ABANDON)
     return hc_error(WSYNC_ERR_INVALID_ARGUMENT, adapter, "build_requests: unknown step %d", (int)step->step);
   if (step->num_tensors > 0 &&
       (step->names == NULL || step->dtypes == NULL || step->ndims == NULL || step->shapes == NULL))
@@ -428,6 +431,7 @@ void hc_adapter_destroy(void* self) {
   hc_adapter_t* a = (hc_adapter_t*)self;
   if (a == NULL) return;
   hc_free(&a->list);
+  free(a->servers);
   free(a);
 }
 

@@ -111,11 +111,39 @@ wsync_status_t hc_add(hc_requests_t* list, const char* adapter, int32_t method, 
 #define HC_MAX_PROPERTIES 2
 #define HC_GROUP_MAX 257
 
-/* Every HTTP adapter's instance starts with this: the request list, the step builder, and what its
- * engine needs from the transport (get_needs). */
+/* ---- engine releases (plugin ABI 1.3: the PROBE step reads them) ---- */
+
+typedef struct hc_version {
+  int major, minor, patch;
+} hc_version_t;
+
+/* The release in a version string: "0.5.23", "v0.33.0", "0.5.15.post1", "0.33.0rc1",
+ * "0.5.24.dev3+gabc" give their first three numbers (a missing patch is 0). 0 on success, -1
+ * when the text does not start with <digits>.<digits>. */
+int hc_parse_version(const char* text, hc_version_t* out);
+int hc_version_cmp(hc_version_t a, hc_version_t b);
+void hc_version_text(hc_version_t v, char* buf, size_t cap);
+
+/* What an adapter learnt of one server at PROBE. */
+typedef struct hc_server {
+  int known;             /* the probe answered */
+  hc_version_t version;  /* the release it speaks (reported or forced) */
+} hc_server_t;
+
+/* take_reply of one adapter (see wsync_adapter_v1_t.take_reply). */
+typedef wsync_status_t (*hc_reply_fn)(void* self, const wsync_engine_step_t* step, uint32_t request_index,
+                                      int32_t http_status, const char* body, uint64_t body_len);
+
+/* Every HTTP adapter's instance starts with this: the request list, the step builder, the reply
+ * reader, what its engine needs from the transport (get_needs), and what it knows of each server. */
 typedef struct hc_adapter {
   const char* name;  /* "sglang" */
   hc_build_fn build;
+  hc_reply_fn take;         /* NULL: the adapter reads no reply */
+  hc_server_t* servers;     /* by server_index, grown by hc_server */
+  uint32_t num_servers;
+  int has_forced;           /* option adapter.engine_version */
+  hc_version_t forced;
   hc_requests_t list;
   wsync_option_t hints[HC_MAX_HINTS];
   uint64_t num_hints;
@@ -168,8 +196,31 @@ wsync_status_t hc_layout_one_dtype(const char* adapter, const void* self, wsync_
       hc_adapter_build_requests,                                \
       hc_adapter_get_needs,                                     \
       NULL, /* runtime_info */                                  \
+      hc_adapter_take_reply,                                    \
   };                                                            \
   HC_DEFINE_ENTRY(table, "adapter '" name "'")
+
+/* The server's state (grown as needed); NULL after set_error when out of memory. */
+hc_server_t* hc_server(hc_adapter_t* a, uint32_t index);
+/* The release to speak with server `index`: what its probe reported, else the forced one, else
+ * `newest` (a core older than plugin ABI 1.3 sends no PROBE). */
+hc_version_t hc_server_version(hc_adapter_t* a, uint32_t index, hc_version_t newest);
+/* Option adapter.engine_version: parse it into a->forced. */
+wsync_status_t hc_set_forced_version(hc_adapter_t* a, const char* value);
+/* VERSION_MISMATCH naming the release and the supported range when `v` is outside [lo, hi]. A
+ * `hi` with patch HC_ANY_PATCH takes every patch release of its minor ("0.33.x"). */
+#define HC_ANY_PATCH 2147483647
+wsync_status_t hc_check_supported(const hc_adapter_t* a, const char* engine, hc_version_t v, hc_version_t lo,
+                                  hc_version_t hi);
+/* A count in a JSON reply: 1 and *out when `key` is an integer in [lo, hi]; 0 when it is absent
+ * or null; -1 when it is anything else (a fraction, out of range, not a number). Never casts an
+ * unchecked double. */
+int hc_json_count(const cJSON* obj, const char* key, int lo, int hi, int* out);
+/* A reply body as JSON (not NUL-terminated input); NULL when it is not JSON. */
+cJSON* hc_parse_body(const char* body, uint64_t len);
+/* The shared take_reply entry: hands the reply to a->take. */
+wsync_status_t hc_adapter_take_reply(void* self, const wsync_engine_step_t* step, uint32_t request_index,
+                                     int32_t http_status, const char* body, uint64_t body_len);
 
 /* The entry function of an HTTP adapter whose table is `table`. */
 #define HC_DEFINE_ENTRY(table, label)                                                                     \

@@ -9,17 +9,25 @@
  * Layout: element offsets, ONE dtype per bucket (mixed dtypes are an error in LMDeploy's
  * flattened_bucket), no padding, no split.
  *
- * Field lists follow /work/shared/PROTOCOLS.md; LMDeploy's request models themselves
- * (InitWeightsUpdateGroupRequest, UpdateWeightsFromDistributedRequest,
- * DestroyWeightsUpdateGroupRequest) are UNCONFIRMED from source. LMDeploy's weight routes require
- * Content-Type: application/json, which the core always sends.
+ * Releases 0.14 to 0.18 (the request models are the same in all of them; 0.13 and older have no
+ * such routes). LMDeploy reports no release: PROBE tells the families apart without side effects
+ * by posting {} to /init_weights_update_group, which fails validation before the handler runs:
+ * 404 (0.13 or older: refused), 422 (0.14-0.15), 400 (0.16-0.18), 501 (a non-PyTorch backend:
+ * refused). GET /distserve/engine_info (a JSON string holding a JSON object) gives tp_size, the
+ * ranks that join, which must equal the count in 'engines'. The routes work only with the Ray
+ * executor (multi-GPU servers, or --distributed-executor-backend ray); a single-GPU server on
+ * the default executor answers 500.
+ * After a failure (ABANDON) the finalize-only request runs the post-load processing on what
+ * arrived (LMDeploy has no way to undo a partial update); RESET and DESTROY leave the group.
+ * LMDeploy's weight routes require Content-Type: application/json, which the core always sends.
  *
  * Options (adapter.<key>):
  *   pause   0|1 (0)  accepted for symmetry with the other HTTP adapters, but PAUSE and RESUME send
  *           nothing: LMDeploy has no pause/continue route. Its only way to stop generation is
  *           /abort_request {"abort_all": true}, which answers 501 unless the server was started
  *           with --enable-abort-handling and does not hold new requests back; /sleep and /wakeup
- *           release the weights themselves. */
+ *           release the weights themselves.
+ *   engine_version  a release (0.14..0.18) to assume instead of the family the probe finds */
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,7 +35,8 @@
 
 #define ADAPTER "lmdeploy"
 
-static const char* const kOptions[] = {"pause"};
+static const char* const kOptions[] = {"pause", "engine_version"};
+static const hc_version_t kOldest = {0, 14, 0}, kNewest = {0, 18, HC_ANY_PATCH}, kEnvelope = {0, 16, 0};
 
 typedef struct lmdeploy_adapter {
   hc_adapter_t base; /* first: the shared table entries see an hc_adapter_t */
@@ -35,6 +44,8 @@ typedef struct lmdeploy_adapter {
 } lmdeploy_adapter_t;
 
 static wsync_status_t lmdeploy_build(void* self, const wsync_engine_step_t* step);
+static wsync_status_t lmdeploy_take(void* self, const wsync_engine_step_t* step, uint32_t request_index,
+                                    int32_t http_status, const char* body, uint64_t body_len);
 
 static wsync_status_t lmdeploy_create(const wsync_adapter_params_t* params, void** out) {
   lmdeploy_adapter_t* a;
@@ -53,6 +64,13 @@ static wsync_status_t lmdeploy_create(const wsync_adapter_params_t* params, void
   a = (lmdeploy_adapter_t*)hc_torch_adapter_new(sizeof *a, ADAPTER, lmdeploy_build, params->group_name, &st);
   if (a == NULL) return st;
   a->pause = pause;
+  a->base.take = lmdeploy_take;
+  if ((v = hc_option(params, "engine_version")) != NULL &&
+      ((st = hc_set_forced_version(&a->base, v)) != WSYNC_OK ||
+       (st = hc_check_supported(&a->base, "LMDeploy", a->base.forced, kOldest, kNewest)) != WSYNC_OK)) {
+    hc_adapter_destroy(a);
+    return st;
+  }
   *out = a;
   return WSYNC_OK;
 }
@@ -83,12 +101,97 @@ static wsync_status_t add_update(lmdeploy_adapter_t* a, const wsync_engine_step_
                 WSYNC_REPLY_SUCCESS_FIELD);
 }
 
+/* ---- PROBE ---- */
+
+/* The family from how {} posted to /init_weights_update_group fails validation. */
+static wsync_status_t take_family(lmdeploy_adapter_t* a, hc_server_t* srv, int32_t status) {
+  const hc_version_t family = status == 422 ? kOldest : kEnvelope;
+  if (status == 404)
+    return hc_error(WSYNC_ERR_VERSION_MISMATCH, ADAPTER, "the server has no /init_weights_update_group route: "
+                    "LMDeploy 0.13 or older (or not LMDeploy); this adapter speaks LMDeploy 0.14 to 0.18");
+  if (status == 501)
+    return hc_error(WSYNC_ERR_UNSUPPORTED, ADAPTER, "the server's backend has no distributed weight update (HTTP "
+                    "501): start LMDeploy with --backend pytorch");
+  if (status != 422 && status != 400)
+    return hc_error(WSYNC_ERR_PROTOCOL, ADAPTER, "probing /init_weights_update_group with {} answered HTTP %d, not "
+                    "a validation error (400 or 422)", (int)status);
+  srv->version = a->base.has_forced ? a->base.forced : family;
+  return WSYNC_OK;
+}
+
+/* tp_size of GET /distserve/engine_info, whose body is a JSON string holding a JSON object. */
+static wsync_status_t take_ranks(const wsync_engine_step_t* s, int32_t status, const char* body, uint64_t len) {
+  cJSON* outer;
+  cJSON* info;
+  const cJSON* obj;
+  int tp = 0, dp = 1, has_tp, has_dp;
+  wsync_status_t st = WSYNC_OK;
+  if (status != 200) {
+    hc_log(WSYNC_LOG_WARN, ADAPTER, "server %u: GET /distserve/engine_info answered HTTP %d; its GPU count is not "
+           "checked", (unsigned)s->server_index, (int)status);
+    return WSYNC_OK;
+  }
+  outer = hc_parse_body(body, len);
+  info = cJSON_IsString(outer) ? cJSON_Parse(outer->valuestring) : NULL;
+  obj = info != NULL ? info : outer;
+  has_tp = hc_json_count(obj, "tp_size", 1, 65536, &tp);
+  has_dp = hc_json_count(obj, "dp_size", 1, 65536, &dp);
+  if (has_tp != 1)
+    st = hc_error(WSYNC_ERR_PROTOCOL, ADAPTER, "GET /distserve/engine_info has no tp_size that is a count from 1 to "
+                  "65536");
+  else if (has_dp < 0)
+    st = hc_error(WSYNC_ERR_PROTOCOL, ADAPTER, "GET /distserve/engine_info has a dp_size that is not a count from 1 "
+                  "to 65536");
+  else if (dp > 1)
+    st = hc_error(WSYNC_ERR_UNSUPPORTED, ADAPTER, "the server runs dp_size %d: its replicas would take the same "
+                  "weight-update ranks; run one server per replica", dp);
+  else if ((uint32_t)tp != s->server_gpus)
+    st = hc_error(WSYNC_ERR_INVALID_ARGUMENT, ADAPTER, "the server has tp_size %d (%d GPU(s) join the weight-update "
+                  "group) but option 'engines' gives it %u; correct the count after its URL", tp, tp,
+                  (unsigned)s->server_gpus);
+  cJSON_Delete(info);
+  cJSON_Delete(outer);
+  return st;
+}
+
+static wsync_status_t lmdeploy_take(void* self, const wsync_engine_step_t* s, uint32_t request_index,
+                                    int32_t http_status, const char* body, uint64_t body_len) {
+  lmdeploy_adapter_t* a = (lmdeploy_adapter_t*)self;
+  hc_server_t* srv = hc_server(&a->base, s->server_index);
+  wsync_status_t st;
+  if (srv == NULL) return WSYNC_ERR_OUT_OF_MEMORY;
+  if (s->step != WSYNC_STEP_PROBE) return WSYNC_OK;
+  if (request_index == 0) return take_family(a, srv, http_status);
+  st = take_ranks(s, http_status, body, body_len);
+  srv->known = st == WSYNC_OK;
+  return st;
+}
+
+static wsync_status_t add_probe(lmdeploy_adapter_t* a) {
+  cJSON* b = cJSON_CreateObject(); /* fails validation before the handler: no side effect */
+  wsync_status_t st;
+  if (b == NULL) return hc_oom(ADAPTER, NULL);
+  st = hc_add(&a->base.list, ADAPTER, WSYNC_HTTP_POST, "/init_weights_update_group", b, 0, WSYNC_REPLY_TO_ADAPTER);
+  if (st != WSYNC_OK) return st;
+  return hc_add(&a->base.list, ADAPTER, WSYNC_HTTP_GET, "/distserve/engine_info", NULL, 1, WSYNC_REPLY_TO_ADAPTER);
+}
+
 static wsync_status_t build(lmdeploy_adapter_t* a, const wsync_engine_step_t* s) {
   hc_requests_t* l = &a->base.list;
   wsync_status_t st;
   switch (s->step) {
     case WSYNC_STEP_HEALTH:
       return hc_add(l, ADAPTER, WSYNC_HTTP_GET, "/health", NULL, 1, WSYNC_REPLY_STATUS);
+
+    case WSYNC_STEP_PROBE:
+      return add_probe(a);
+
+    case WSYNC_STEP_RESET: /* an earlier trainer's group ("not initialized" is the usual answer) */
+      return hc_add_destroy_group(l, ADAPTER, s);
+
+    case WSYNC_STEP_ABANDON: /* no undo: finalize what arrived so the engine serves consistently */
+      if ((st = hc_check_group_name(ADAPTER, s)) != WSYNC_OK) return st;
+      return add_update(a, s, 1);
 
     case WSYNC_STEP_INIT:
       /* InitWeightsUpdateGroupRequest (torch TCP store rendezvous). */

@@ -11,32 +11,31 @@
  * that vLLM would cut into more than one broadcast. With packed=0 vLLM does one broadcast per
  * tensor, so every bucket must hold one tensor (refused otherwise).
  *
- * vLLM rejects unknown keys inside init_info/update_info (dataclass(**dict)), so the field set
- * must match the server's generation (option api_version):
- *   3 (newest): init_info {master_address, master_port | nccl_unique_id_b64, rank_offset,
- *               world_size, packed, packed_buffer_size_bytes, packed_num_buffers};
- *               update_info {names, dtype_names, shapes}
- *   2:          init_info {master_address, master_port, rank_offset, world_size};
- *               update_info {names, dtype_names, shapes, packed, packed_buffer_size_bytes,
- *               packed_num_buffers}
- *   1:          as 2, but update_info carries only `packed` (the buffer size is vLLM's default,
- *               1 GiB: any other packed_buffer_size_bytes is refused)
- * nccl_unique_id_b64 exists only in generation 3 (that generation 2 lacks it is UNCONFIRMED): with
- * api_version 1 or 2, a transport that gives the id (nccl) is refused at INIT with a message, since
- * those generations rendezvous through their own process group, which no wsync transport serves.
+ * Releases (read at PROBE from GET /version; see docs/ENGINES.md): 0.28 to 0.33. vLLM rejects
+ * unknown keys inside init_info/update_info (dataclass(**dict)), so the field set follows the
+ * release: init_info {master_address, master_port | nccl_unique_id_b64 (0.30+), rank_offset,
+ * world_size, packed, packed_buffer_size_bytes, packed_num_buffers}; update_info {names,
+ * dtype_names, shapes}. 0.28 and 0.29 have no nccl_unique_id_b64: a transport that gives the id
+ * (nccl) is refused at INIT, since those releases rendezvous through vLLM's own
+ * StatelessProcessGroup, which no wsync transport serves (engines that embed wsync receivers
+ * join over the sender's store and work). POST /shutdown_weight_transfer_engine (0.32+) leaves the
+ * group at DESTROY and clears an earlier trainer's at RESET. The probe also compares GET
+ * /get_world_size (the workers that join) with the count in 'engines'.
+ *
+ * Between /start_weight_update and /finish_weight_update vLLM keeps layers on the meta device:
+ * generating then crashes the engine, so this adapter pauses by default. After a failure
+ * (ABANDON) /finish_weight_update without a version ends the update.
  *
  * Options (adapter.<key>):
- *   pause                      0|1 (0)  PAUSE/RESUME send /pause?mode=... and /resume
+ *   pause                      0|1 (1)  PAUSE/RESUME send /pause?mode=... and /resume
  *   pause_mode                 abort|wait|keep (keep)
  *   packed                     0|1 (1)
  *   packed_buffer_size_bytes   1..2^53 (1073741824)
  *   packed_num_buffers         1..1024 (2)
- *   api_version                1|2|3 (3)
- *   lifecycle                  0|1 (1)  BEGIN_UPDATE/FINALIZE send /start_weight_update and
- *                              /finish_weight_update; 0 for vLLM routers without them (e.g. vllm
- *                              @1ace43ed), where the version is then not sent
- * DESTROY sends nothing: vLLM has no route to leave the weight-transfer group. */
+ *   engine_version             a release to speak with every server instead of the one it reports
+ */
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,8 +46,10 @@
 #define DEFAULT_PACKED_NUM_BUFFERS 2ull
 
 static const char* const kOptions[] = {"pause",       "pause_mode", "packed", "packed_buffer_size_bytes",
-                                       "packed_num_buffers", "api_version", "lifecycle"};
+                                       "packed_num_buffers", "engine_version"};
 static const char* const kPauseModes[] = {"abort", "wait", "keep"};
+static const hc_version_t kOldest = {0, 28, 0}, kNewest = {0, 33, HC_ANY_PATCH};
+static const hc_version_t kUniqueId = {0, 30, 0}, kShutdown = {0, 32, 0};
 
 typedef struct vllm_adapter {
   hc_adapter_t base; /* first: the shared table entries see an hc_adapter_t */
@@ -57,11 +58,11 @@ typedef struct vllm_adapter {
   int packed;
   uint64_t buffer_bytes;
   uint64_t num_buffers;
-  uint64_t api_version;
-  int lifecycle;
 } vllm_adapter_t;
 
 static wsync_status_t vllm_build(void* self, const wsync_engine_step_t* step);
+static wsync_status_t vllm_take(void* self, const wsync_engine_step_t* step, uint32_t request_index,
+                                int32_t http_status, const char* body, uint64_t body_len);
 
 static wsync_status_t vllm_create(const wsync_adapter_params_t* params, void** out) {
   vllm_adapter_t tmp, *a;
@@ -75,8 +76,8 @@ static wsync_status_t vllm_create(const wsync_adapter_params_t* params, void** o
   tmp.packed = 1;
   tmp.buffer_bytes = DEFAULT_PACKED_BUFFER_SIZE_BYTES;
   tmp.num_buffers = DEFAULT_PACKED_NUM_BUFFERS;
-  tmp.api_version = 3;
-  tmp.lifecycle = 1;
+  tmp.pause = 1; /* generating during an update crashes vLLM */
+  tmp.base.name = ADAPTER;
   if ((v = hc_option(params, "pause")) != NULL && (st = hc_parse_bool(ADAPTER, "pause", v, &tmp.pause)) != WSYNC_OK)
     return st;
   if ((v = hc_option(params, "pause_mode")) != NULL) {
@@ -92,20 +93,14 @@ static wsync_status_t vllm_create(const wsync_adapter_params_t* params, void** o
   if ((v = hc_option(params, "packed_num_buffers")) != NULL &&
       (st = hc_parse_u64(ADAPTER, "packed_num_buffers", v, 1, 1024, &tmp.num_buffers)) != WSYNC_OK)
     return st;
-  if ((v = hc_option(params, "api_version")) != NULL &&
-      (st = hc_parse_u64(ADAPTER, "api_version", v, 1, 3, &tmp.api_version)) != WSYNC_OK)
-    return st;
-  if ((v = hc_option(params, "lifecycle")) != NULL &&
-      (st = hc_parse_bool(ADAPTER, "lifecycle", v, &tmp.lifecycle)) != WSYNC_OK)
-    return st;
-  if (tmp.api_version == 1 && tmp.buffer_bytes != DEFAULT_PACKED_BUFFER_SIZE_BYTES)
-    return hc_error(WSYNC_ERR_INVALID_ARGUMENT, ADAPTER,
-                    "option 'adapter.packed_buffer_size_bytes' cannot be sent with api_version 1 (vLLM then uses "
-                    "its default, %llu); use api_version 2 or 3, or leave it unset",
-                    (unsigned long long)DEFAULT_PACKED_BUFFER_SIZE_BYTES);
+  if ((v = hc_option(params, "engine_version")) != NULL) {
+    if ((st = hc_set_forced_version(&tmp.base, v)) != WSYNC_OK) return st;
+    if ((st = hc_check_supported(&tmp.base, "vLLM", tmp.base.forced, kOldest, kNewest)) != WSYNC_OK) return st;
+  }
   a = (vllm_adapter_t*)hc_adapter_new(sizeof *a, ADAPTER, vllm_build);
   if (a == NULL) return WSYNC_ERR_OUT_OF_MEMORY;
-  tmp.base = a->base;
+  tmp.base.build = a->base.build;
+  tmp.base.take = vllm_take;
   *a = tmp;
   /* vLLM's workers take the NCCL id in the init request (nccl_unique_id_b64, where the transport
    * has one) and run a one-element all-reduce right after NCCL init: the sender must run it too. */
@@ -178,7 +173,7 @@ static int put_packed_fields(const vllm_adapter_t* a, cJSON* o) {
   return ok;
 }
 
-static wsync_status_t build_init(vllm_adapter_t* a, const wsync_engine_step_t* s) {
+static wsync_status_t build_init(vllm_adapter_t* a, const wsync_engine_step_t* s, hc_version_t release) {
   cJSON* body = cJSON_CreateObject();
   cJSON* info = cJSON_CreateObject();
   wsync_status_t st;
@@ -187,11 +182,14 @@ static wsync_status_t build_init(vllm_adapter_t* a, const wsync_engine_step_t* s
   if (id_b64 != NULL) {
     /* NCCLWeightTransferInitInfo: the unique id and master_address/master_port are mutually
      * exclusive ("pass nccl_unique_id_b64 OR master_address/master_port, not both"). */
-    if (a->api_version < 3) {
-      st = hc_error(WSYNC_ERR_INVALID_ARGUMENT, ADAPTER,
-                    "INIT step (server %u): the transport gave nccl_unique_id_b64, which vLLM takes only with "
-                    "api_version 3 (configured: %llu)",
-                    (unsigned)s->server_index, (unsigned long long)a->api_version);
+    if (hc_version_cmp(release, kUniqueId) < 0) {
+      char text[32];
+      hc_version_text(release, text, sizeof text);
+      st = hc_error(WSYNC_ERR_UNSUPPORTED, ADAPTER,
+                    "INIT step (server %u): the transport gives nccl_unique_id_b64, which vLLM %s does not take "
+                    "(0.30 and later do; 0.28 and 0.29 rendezvous through vLLM's own process group, which the "
+                    "nccl transport does not serve): use vLLM 0.30 or later with transport nccl",
+                    (unsigned)s->server_index, text);
       goto fail;
     }
     if (!is_std_base64(id_b64)) {
@@ -209,7 +207,7 @@ static wsync_status_t build_init(vllm_adapter_t* a, const wsync_engine_step_t* s
     ok = ok && hc_put(info, "rank_offset", hc_int(s->rank_offset));
     ok = ok && hc_put(info, "world_size", hc_int(s->world_size));
   }
-  if (a->api_version >= 3) ok = ok && put_packed_fields(a, info);
+  ok = ok && put_packed_fields(a, info);
   if (!ok) {
     cJSON_Delete(info);
     return hc_oom(ADAPTER, body);
@@ -233,8 +231,6 @@ static wsync_status_t build_update(vllm_adapter_t* a, const wsync_engine_step_t*
   ok = hc_put(info, "names", hc_names(s));
   ok = ok && hc_put(info, "dtype_names", hc_dtype_names(s));
   ok = ok && hc_put(info, "shapes", hc_shapes(s));
-  if (a->api_version == 2) ok = ok && put_packed_fields(a, info);
-  if (a->api_version == 1) ok = ok && hc_put(info, "packed", cJSON_CreateBool(a->packed));
   if (!ok) {
     cJSON_Delete(info);
     return hc_oom(ADAPTER, body);
@@ -243,41 +239,128 @@ static wsync_status_t build_update(vllm_adapter_t* a, const wsync_engine_step_t*
   return hc_add(&a->base.list, ADAPTER, WSYNC_HTTP_POST, "/update_weights", body, 0, WSYNC_REPLY_JSON);
 }
 
+/* ---- PROBE: the release (GET /version) and the workers that join (GET /get_world_size) ---- */
+
+static wsync_status_t take_version(vllm_adapter_t* a, hc_server_t* srv, const cJSON* j) {
+  const cJSON* v = cJSON_GetObjectItemCaseSensitive(j, "version");
+  if (!cJSON_IsString(v) || hc_parse_version(v->valuestring, &srv->version) != 0)
+    return hc_error(WSYNC_ERR_PROTOCOL, ADAPTER, "GET /version reports no release; set option adapter.engine_version");
+  return hc_check_supported(&a->base, "vLLM", srv->version, kOldest, kNewest);
+}
+
+static wsync_status_t take_world_size(const wsync_engine_step_t* s, const cJSON* j) {
+  int w = 0;
+  if (hc_json_count(j, "world_size", 1, 65536, &w) != 1)
+    return hc_error(WSYNC_ERR_PROTOCOL, ADAPTER, "GET /get_world_size has no \"world_size\" that is a count from 1 "
+                    "to 65536");
+  if ((uint32_t)w != s->server_gpus)
+    return hc_error(WSYNC_ERR_INVALID_ARGUMENT, ADAPTER, "the server has %d worker(s) that join the weight transfer "
+                    "(GET /get_world_size) but option 'engines' gives it %u; correct the count after its URL", w,
+                    (unsigned)s->server_gpus);
+  return WSYNC_OK;
+}
+
+static wsync_status_t vllm_take(void* self, const wsync_engine_step_t* s, uint32_t request_index,
+                                int32_t http_status, const char* body, uint64_t body_len) {
+  vllm_adapter_t* a = (vllm_adapter_t*)self;
+  hc_server_t* srv = hc_server(&a->base, s->server_index);
+  const int world = a->base.has_forced || request_index == 1; /* with a forced release only the world size is asked */
+  cJSON* j;
+  wsync_status_t st;
+  if (srv == NULL) return WSYNC_ERR_OUT_OF_MEMORY;
+  if (s->step != WSYNC_STEP_PROBE) return WSYNC_OK;
+  if (http_status != 200)
+    return hc_error(WSYNC_ERR_PROTOCOL, ADAPTER, "GET %s answered HTTP %d (is this vLLM, started with "
+                    "VLLM_SERVER_DEV_MODE=1?)", world ? "/get_world_size" : "/version", (int)http_status);
+  if ((j = hc_parse_body(body, body_len)) == NULL || !cJSON_IsObject(j)) {
+    cJSON_Delete(j);
+    return hc_error(WSYNC_ERR_PROTOCOL, ADAPTER, "GET %s answered something that is not a JSON object",
+                    world ? "/get_world_size" : "/version");
+  }
+  st = world ? take_world_size(s, j) : take_version(a, srv, j);
+  cJSON_Delete(j);
+  if (st != WSYNC_OK) return st;
+  if (a->base.has_forced) srv->version = a->base.forced;
+  srv->known = world; /* the last request of the probe */
+  return WSYNC_OK;
+}
+
+/* ---- the requests of each step ---- */
+
+static wsync_status_t add_probe(vllm_adapter_t* a) {
+  wsync_status_t st = WSYNC_OK;
+  if (!a->base.has_forced)
+    st = hc_add(&a->base.list, ADAPTER, WSYNC_HTTP_GET, "/version", NULL, 1, WSYNC_REPLY_TO_ADAPTER);
+  if (st == WSYNC_OK)
+    st = hc_add(&a->base.list, ADAPTER, WSYNC_HTTP_GET, "/get_world_size", NULL, 1, WSYNC_REPLY_TO_ADAPTER);
+  return st;
+}
+
+/* POST /finish_weight_update {"weight_version": v}; ABANDON and RESET send no version (an update
+ * ended without one keeps the engine's label, and restores the old weights if nothing loaded). */
+static wsync_status_t add_finish(vllm_adapter_t* a, const wsync_engine_step_t* s, int with_version) {
+  char buf[32];
+  cJSON* b = cJSON_CreateObject();
+  if (b == NULL) return hc_oom(ADAPTER, NULL);
+  if (with_version) {
+    hc_version_string(s->version, buf, sizeof buf);
+    if (!hc_put(b, "weight_version", cJSON_CreateString(buf))) return hc_oom(ADAPTER, b);
+  }
+  return hc_add(&a->base.list, ADAPTER, WSYNC_HTTP_POST, "/finish_weight_update", b, 0, WSYNC_REPLY_JSON);
+}
+
+static wsync_status_t add_pause(vllm_adapter_t* a) {
+  char buf[64]; /* query parameters only; reply {"status": "paused"} */
+  snprintf(buf, sizeof buf, "/pause?mode=%s", a->pause_mode);
+  return hc_add(&a->base.list, ADAPTER, WSYNC_HTTP_POST, buf, NULL, 1, WSYNC_REPLY_JSON);
+}
+
+static wsync_status_t add_shutdown(vllm_adapter_t* a, hc_version_t release) {
+  if (hc_version_cmp(release, kShutdown) < 0) return WSYNC_OK; /* 0.28-0.31: no such route; re-init is allowed */
+  return hc_add(&a->base.list, ADAPTER, WSYNC_HTTP_POST, "/shutdown_weight_transfer_engine", NULL, 0,
+                WSYNC_REPLY_JSON);
+}
+
+/* RESET: an update an earlier trainer left active, its transfer group, and its pause (resumed
+ * whatever this trainer's option pause says: the earlier one may have paused, and a server left
+ * paused serves nothing). */
+static wsync_status_t add_reset(vllm_adapter_t* a, const wsync_engine_step_t* s, hc_version_t release) {
+  wsync_status_t st = add_finish(a, s, 0);
+  if (st == WSYNC_OK) st = add_shutdown(a, release);
+  if (st == WSYNC_OK) st = hc_add(&a->base.list, ADAPTER, WSYNC_HTTP_POST, "/resume", NULL, 1, WSYNC_REPLY_JSON);
+  return st;
+}
+
 static wsync_status_t build(vllm_adapter_t* a, const wsync_engine_step_t* s) {
   hc_requests_t* l = &a->base.list;
+  const hc_version_t release = hc_server_version(&a->base, s->server_index, kNewest);
   cJSON* b;
-  char buf[64];
   switch (s->step) {
     case WSYNC_STEP_HEALTH:
       return hc_add(l, ADAPTER, WSYNC_HTTP_GET, "/health", NULL, 1, WSYNC_REPLY_STATUS);
+    case WSYNC_STEP_PROBE:
+      return add_probe(a);
+    case WSYNC_STEP_RESET:
+      return add_reset(a, s, release);
     case WSYNC_STEP_INIT:
-      return build_init(a, s);
+      return build_init(a, s, release);
     case WSYNC_STEP_PAUSE:
-      if (!a->pause) return WSYNC_OK;
-      /* Query parameters only; reply {"status": "paused"}. */
-      strcpy(buf, "/pause?mode=");
-      strcat(buf, a->pause_mode);
-      return hc_add(l, ADAPTER, WSYNC_HTTP_POST, buf, NULL, 1, WSYNC_REPLY_JSON);
+      return a->pause ? add_pause(a) : WSYNC_OK;
     case WSYNC_STEP_BEGIN_UPDATE:
-      if (!a->lifecycle) return WSYNC_OK;
-      /* No body parameter in current vLLM; some versions read is_checkpoint_format (default
-       * true) from the body, which {} leaves at its default. */
+      /* No body parameter in current vLLM; {} leaves any body field at its default. */
       b = cJSON_CreateObject();
       if (b == NULL) return hc_oom(ADAPTER, NULL);
       return hc_add(l, ADAPTER, WSYNC_HTTP_POST, "/start_weight_update", b, 0, WSYNC_REPLY_JSON);
     case WSYNC_STEP_UPDATE:
       return build_update(a, s);
     case WSYNC_STEP_FINALIZE:
-      if (!a->lifecycle) return WSYNC_OK;
-      hc_version_string(s->version, buf, sizeof buf);
-      b = cJSON_CreateObject();
-      if (!hc_put(b, "weight_version", cJSON_CreateString(buf))) return hc_oom(ADAPTER, b);
-      return hc_add(l, ADAPTER, WSYNC_HTTP_POST, "/finish_weight_update", b, 0, WSYNC_REPLY_JSON);
+      return add_finish(a, s, 1);
+    case WSYNC_STEP_ABANDON:
+      return add_finish(a, s, 0);
     case WSYNC_STEP_RESUME:
-      if (!a->pause) return WSYNC_OK;
-      return hc_add(l, ADAPTER, WSYNC_HTTP_POST, "/resume", NULL, 1, WSYNC_REPLY_JSON);
+      return a->pause ? hc_add(l, ADAPTER, WSYNC_HTTP_POST, "/resume", NULL, 1, WSYNC_REPLY_JSON) : WSYNC_OK;
     case WSYNC_STEP_DESTROY:
-      return WSYNC_OK; /* vLLM has no route that tears the weight-transfer group down */
+      return add_shutdown(a, release);
     default:
       return hc_error(WSYNC_ERR_INVALID_ARGUMENT, ADAPTER, "build_requests: unknown step %d", (int)s->step);
   }

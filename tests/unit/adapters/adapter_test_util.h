@@ -274,7 +274,7 @@ inline void expect_request(const Request& r, int32_t method, const std::string& 
 }
 
 // The common table checks: name, caps (HTTP only), ABI, and a struct_size that covers
-// get_needs (ABI 1.2).
+// take_reply (plugin ABI 1.3: the core then sends PROBE, RESET and ABANDON).
 inline void expect_table(const wsync_adapter_v1_t* t, const char* name) {
   ASSERT_NE(t, nullptr);
   EXPECT_STREQ(t->name, name);
@@ -288,6 +288,8 @@ inline void expect_table(const wsync_adapter_v1_t* t, const char* name) {
   EXPECT_NE(t->get_layout, nullptr);
   EXPECT_NE(t->destroy, nullptr);
   EXPECT_NE(t->build_requests, nullptr);
+  EXPECT_GE(t->struct_size, static_cast<uint32_t>(WSYNC_ADAPTER_V1_3_SIZE));
+  EXPECT_NE(t->take_reply, nullptr);
 }
 
 // What an adapter asks of the transport (get_needs), as key=value strings and property keys.
@@ -349,7 +351,8 @@ inline void expect_step_validation(const wsync_adapter_v1_t* t) {
   }
   { Step s(WSYNC_STEP_HEALTH); s->struct_size = offsetof(wsync_engine_step_t, version); refused(s, "struct_size"); }
   { Step s(0); refused(s, "unknown step 0"); }
-  { Step s(9); refused(s, "unknown step 9"); }
+  { Step s(WSYNC_STEP_ABANDON + 1); refused(s, "unknown step 12"); }
+  { Step s(1000); refused(s, "unknown step 1000"); }
   { Step s(-1); refused(s, "unknown step -1"); }
   { Step s(WSYNC_STEP_UPDATE); refused(s, "no tensors"); }
   { Step s(WSYNC_STEP_UPDATE, two); s->names = nullptr; refused(s, "NULL names array"); }
@@ -414,15 +417,97 @@ inline void expect_unknown_option(const wsync_adapter_v1_t* t, const std::string
   t->destroy(nullptr);  // accepted
 }
 
-// The requests of `kind` with default step values, for tests that only look at routes.
-inline std::vector<std::string> routes(const wsync_adapter_v1_t* t, void* self, int32_t kind) {
+// The requests of `kind` with default step values (server 1 unless told), for tests that only look
+// at routes: "METHOD /path" each.
+inline std::vector<std::string> routes(const wsync_adapter_v1_t* t, void* self, int32_t kind, uint32_t server = 1) {
   std::vector<Tensor> one = {{"w", WSYNC_DTYPE_BFLOAT16, {2, 2}}};
   Step s(kind, kind == WSYNC_STEP_UPDATE ? one : std::vector<Tensor>{});
+  s->server_index = server;
   Built b = build(t, self, s.get());
   EXPECT_EQ(b.status, WSYNC_OK) << b.error;
   std::vector<std::string> r;
   for (const auto& q : b.requests) r.push_back(std::string(q.method == WSYNC_HTTP_GET ? "GET " : "POST ") + q.path);
   return r;
+}
+
+// The routes of a group's whole life at one server with one successful update of two buckets, step
+// after step in the order the core sends them, each prefixed with its step: "BEGIN_UPDATE POST /x".
+// The release of the server is whatever the instance learnt before (a PROBE answer, the option).
+inline std::vector<std::string> life(const wsync_adapter_v1_t* t, void* self, uint32_t server = 1) {
+  const std::pair<int32_t, const char*> steps[] = {
+      {WSYNC_STEP_HEALTH, "HEALTH"}, {WSYNC_STEP_PROBE, "PROBE"},       {WSYNC_STEP_RESET, "RESET"},
+      {WSYNC_STEP_INIT, "INIT"},     {WSYNC_STEP_PAUSE, "PAUSE"},       {WSYNC_STEP_BEGIN_UPDATE, "BEGIN_UPDATE"},
+      {WSYNC_STEP_UPDATE, "UPDATE"}, {WSYNC_STEP_UPDATE, "UPDATE"},     {WSYNC_STEP_FINALIZE, "FINALIZE"},
+      {WSYNC_STEP_RESUME, "RESUME"}, {WSYNC_STEP_DESTROY, "DESTROY"}};
+  std::vector<std::string> r;
+  for (const auto& st : steps)
+    for (const auto& q : routes(t, self, st.first, server)) r.push_back(std::string(st.second) + " " + q);
+  return r;
+}
+
+// ---- take_reply (plugin ABI 1.3) ----
+
+struct Took {
+  wsync_status_t status;
+  std::string error;
+};
+
+// Hands an answer to take_reply as the core does, after the step's requests were built. The body
+// goes in a heap block of exactly `len` bytes with no NUL after it, so a read past it shows under
+// valgrind. A NULL body passes NULL.
+inline Took take_raw(const wsync_adapter_v1_t* t, void* self, const wsync_engine_step_t* step, uint32_t index,
+                     int32_t http_status, const char* body, uint64_t len) {
+  std::unique_ptr<char[]> copy;
+  if (body != nullptr) {
+    copy.reset(new char[len > 0 ? len : 1]);
+    std::memcpy(copy.get(), body, len);
+  }
+  ::wsync::clear_error();
+  Took r;
+  r.status = t->take_reply(self, step, index, http_status, copy.get(), len);
+  r.error = r.status == WSYNC_OK ? "" : ::wsync::last_error();
+  return r;
+}
+
+inline Took take(const wsync_adapter_v1_t* t, void* self, const wsync_engine_step_t* step, uint32_t index,
+                 int32_t http_status, const std::string& body) {
+  return take_raw(t, self, step, index, http_status, body.data(), body.size());
+}
+
+// A PROBE step at `server` whose 'engines' count is `gpus`; its requests are built first, as the core
+// does before any answer comes.
+inline void build_probe(const wsync_adapter_v1_t* t, void* self, Step& s, uint32_t server, uint32_t gpus) {
+  s->server_index = server;
+  s->server_gpus = gpus;
+  Built b = build(t, self, s.get());
+  EXPECT_EQ(b.status, WSYNC_OK) << b.error;
+}
+
+// The log lines (warn and worse) written while it lives; the default sink comes back after.
+class LogCapture {
+ public:
+  LogCapture() { wsync_set_log_callback(&LogCapture::sink, this, WSYNC_LOG_WARN); }
+  ~LogCapture() { wsync_set_log_callback(nullptr, nullptr, 0); }
+  LogCapture(const LogCapture&) = delete;
+  LogCapture& operator=(const LogCapture&) = delete;
+  const std::vector<std::string>& lines() const { return lines_; }
+  std::string text() const {
+    std::string t;
+    for (const auto& l : lines_) t += l + "\n";
+    return t;
+  }
+
+ private:
+  static void sink(void* self, int32_t level, const char* message) {
+    static_cast<LogCapture*>(self)->lines_.push_back(std::to_string(level) + " " + message);
+  }
+  std::vector<std::string> lines_;
+};
+
+// The body is exactly the empty object {}.
+inline void expect_empty_object(const Request& r) {
+  EXPECT_TRUE(r.has_body) << r.path;
+  EXPECT_EQ(r.body, "{}") << r.path;
 }
 
 }  // namespace adapter_test

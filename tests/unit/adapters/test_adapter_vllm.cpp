@@ -1,12 +1,16 @@
-// adapter_vllm: every step's requests against vLLM's weight-transfer API (api_router.py,
-// NCCLWeightTransferInitInfo / update info of each generation): routes, methods, reply kinds,
-// idempotency, and init_info / update_info field by field (vLLM rejects unknown keys there).
+// adapter_vllm: every step's requests against vLLM's weight-transfer API (0.28 .. 0.33; api_router.py,
+// NCCLWeightTransferInitInfo): routes, methods, reply kinds, idempotency, and init_info / update_info
+// field by field (vLLM rejects unknown keys there); the PROBE answers (GET /version, GET
+// /get_world_size) that pick each server's dialogue and check its worker count.
 #include <string>
+
 #include "adapter_test_util.h"
 
 using namespace adapter_test;
 
 namespace {
+
+using V = std::vector<std::string>;
 
 const wsync_adapter_v1_t* T() {
   static const wsync_adapter_v1_t* t = load("vllm");
@@ -24,6 +28,28 @@ class VllmTest : public ::testing::Test {
 };
 
 Json body_of(const Built& b, size_t i = 0) { return parse(b.requests.at(i).body); }
+
+std::string version_json(const std::string& v) { return "{\"version\": \"" + v + "\"}"; }
+std::string world_json(const std::string& n) { return "{\"world_size\": " + n + "}"; }
+
+// PROBE request `index` at `server` ('engines' count `gpus`): build the step, then hand the answer.
+Took answer(const Instance& a, uint32_t index, const std::string& body, uint32_t server = 1, uint32_t gpus = 2,
+            int32_t http_status = 200) {
+  Step s(WSYNC_STEP_PROBE);
+  build_probe(T(), a.self(), s, server, gpus);
+  return take(T(), a.self(), s.get(), index, http_status, body);
+}
+
+// Both PROBE answers of a healthy server at `server`: release `version`, `gpus` workers.
+void probed(const Instance& a, const std::string& version, uint32_t server = 1, uint32_t gpus = 2) {
+  ASSERT_EQ(a.status(), WSYNC_OK) << a.error();
+  Step s(WSYNC_STEP_PROBE);
+  build_probe(T(), a.self(), s, server, gpus);
+  Took v = take(T(), a.self(), s.get(), 0, 200, version_json(version));
+  ASSERT_EQ(v.status, WSYNC_OK) << v.error;
+  Took w = take(T(), a.self(), s.get(), 1, 200, world_json(std::to_string(gpus)));
+  ASSERT_EQ(w.status, WSYNC_OK) << w.error;
+}
 
 TEST_F(VllmTest, Table) { expect_table(T(), "vllm"); }
 
@@ -74,14 +100,24 @@ TEST_F(VllmTest, InitWithTheStoreAddress) {
   expect_int(info, "packed_num_buffers", 2);
 }
 
+TEST_F(VllmTest, InitWithTheStoreAddressNeedsARendezvous) {
+  Instance a(T(), {});
+  Step s(WSYNC_STEP_INIT);
+  s->master_address = "";
+  Built b = build(T(), a.self(), s.get());
+  EXPECT_EQ(b.status, WSYNC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(b.num_out, 0u);
+  EXPECT_CONTAINS(b.error, "INIT step (server 1): master_address is empty");
+}
+
 // vLLM takes the NCCL id in its init request and runs an all-reduce right after NCCL init: the
 // adapter asks for the property and for the transport's all-reduce; nobody sets either by hand.
 TEST_F(VllmTest, NeedsTheIdPropertyAndTheAllReduce) {
   Instance a(T(), {});
   ASSERT_EQ(a.status(), WSYNC_OK) << a.error();
   Needs n = needs_of(T(), a.self());
-  EXPECT_EQ(n.hints, (std::vector<std::string>{"allreduce_after_init=1"}));
-  EXPECT_EQ(n.properties, (std::vector<std::string>{"nccl_unique_id_b64"}));
+  EXPECT_EQ(n.hints, (V{"allreduce_after_init=1"}));
+  EXPECT_EQ(n.properties, (V{"nccl_unique_id_b64"}));
 }
 
 TEST_F(VllmTest, InitWithTheUniqueIdLeavesOutTheAddress) {
@@ -97,8 +133,6 @@ TEST_F(VllmTest, InitWithTheUniqueIdLeavesOutTheAddress) {
   const cJSON* info = cJSON_GetObjectItemCaseSensitive(j.get(), "init_info");
   EXPECT_KEYS(info, "rank_offset", "world_size", "nccl_unique_id_b64", "packed", "packed_buffer_size_bytes",
               "packed_num_buffers");
-  EXPECT_EQ(cJSON_GetObjectItemCaseSensitive(info, "master_address"), nullptr);
-  EXPECT_EQ(cJSON_GetObjectItemCaseSensitive(info, "master_port"), nullptr);
   expect_string(info, "nccl_unique_id_b64", kUid);
   expect_int(info, "rank_offset", 3);
   expect_int(info, "world_size", 7);
@@ -118,7 +152,49 @@ TEST_F(VllmTest, InitRefusesABadUniqueId) {
     Built b = build(T(), a.self(), s.get());
     EXPECT_EQ(b.status, WSYNC_ERR_INVALID_ARGUMENT) << bad;
     EXPECT_EQ(b.num_out, 0u);
-    EXPECT_CONTAINS(b.error, "nccl_unique_id_b64 is not standard base64");
+    EXPECT_CONTAINS(b.error, "INIT step (server 1): nccl_unique_id_b64 is not standard base64");
+  }
+}
+
+// nccl_unique_id_b64 came in 0.30: an older server with a transport that gives it is refused,
+// naming its release and the one that takes the id.
+TEST_F(VllmTest, InitRefusesTheUniqueIdBefore030) {
+  for (const char* v : {"0.28.0", "0.29.2"}) {
+    Instance a(T(), {});
+    probed(a, v);
+    Step s(WSYNC_STEP_INIT);
+    s.property("nccl_unique_id_b64", kUid);
+    Built b = build(T(), a.self(), s.get());
+    EXPECT_EQ(b.status, WSYNC_ERR_UNSUPPORTED) << v;
+    EXPECT_EQ(b.num_out, 0u);
+    EXPECT_CONTAINS(b.error, std::string("INIT step (server 1): the transport gives nccl_unique_id_b64, which vLLM ") +
+                                 v + " does not take");
+    EXPECT_CONTAINS(b.error, "use vLLM 0.30 or later");
+  }
+}
+
+TEST_F(VllmTest, InitWithTheStoreAddressBefore030) {
+  Instance a(T(), {});
+  probed(a, "0.29.0");
+  Step s(WSYNC_STEP_INIT);
+  Built b = build(T(), a.self(), s.get());
+  ASSERT_EQ(b.status, WSYNC_OK) << b.error;
+  ASSERT_EQ(b.num_out, 1u);
+  Json j = body_of(b);
+  EXPECT_KEYS(cJSON_GetObjectItemCaseSensitive(j.get(), "init_info"), "master_address", "master_port", "rank_offset",
+              "world_size", "packed", "packed_buffer_size_bytes", "packed_num_buffers");
+}
+
+TEST_F(VllmTest, InitTakesTheUniqueIdFrom030) {
+  for (const char* v : {"0.30.0", "0.31.1", "0.33.0"}) {
+    Instance a(T(), {});
+    probed(a, v);
+    Step s(WSYNC_STEP_INIT);
+    s.property("nccl_unique_id_b64", kUid);
+    Built b = build(T(), a.self(), s.get());
+    ASSERT_EQ(b.status, WSYNC_OK) << v << ": " << b.error;
+    Json j = body_of(b);
+    expect_string(cJSON_GetObjectItemCaseSensitive(j.get(), "init_info"), "nccl_unique_id_b64", kUid);
   }
 }
 
@@ -139,33 +215,10 @@ TEST_F(VllmTest, InitOptions) {
   EXPECT_CONTAINS(b2.requests.at(0).body, "\"packed_buffer_size_bytes\":8589934592");
 }
 
-TEST_F(VllmTest, OlderGenerationsKeepPackingOutOfInitInfo) {
-  for (const char* gen : {"1", "2"}) {
-    Instance a(T(), {{"api_version", gen}});
-    ASSERT_EQ(a.status(), WSYNC_OK) << a.error();
-    Step s(WSYNC_STEP_INIT);
-    Built b = build(T(), a.self(), s.get());
-    ASSERT_EQ(b.num_out, 1u) << b.error;
-    Json j = body_of(b);
-    EXPECT_KEYS(j.get(), "init_info");
-    EXPECT_KEYS(cJSON_GetObjectItemCaseSensitive(j.get(), "init_info"), "master_address", "master_port",
-                "rank_offset", "world_size");
-    // They have no nccl_unique_id_b64.
-    s.property("nccl_unique_id_b64", kUid);
-    Built r = build(T(), a.self(), s.get());
-    EXPECT_EQ(r.status, WSYNC_ERR_INVALID_ARGUMENT) << gen;
-    EXPECT_EQ(r.num_out, 0u);
-    EXPECT_CONTAINS(r.error, std::string("vLLM takes only with api_version 3 (configured: ") + gen + ")");
-  }
-}
+// ---- pause (on by default: generating during an update crashes vLLM) ----
 
-TEST_F(VllmTest, PauseAndResume) {
-  {
-    Instance a(T(), {});
-    EXPECT_TRUE(routes(T(), a.self(), WSYNC_STEP_PAUSE).empty());
-    EXPECT_TRUE(routes(T(), a.self(), WSYNC_STEP_RESUME).empty());
-  }
-  Instance a(T(), {{"pause", "1"}});
+TEST_F(VllmTest, PauseIsOnByDefault) {
+  Instance a(T(), {});
   ASSERT_EQ(a.status(), WSYNC_OK) << a.error();
   {
     Step s(WSYNC_STEP_PAUSE);
@@ -179,15 +232,26 @@ TEST_F(VllmTest, PauseAndResume) {
     ASSERT_EQ(b.num_out, 1u);
     expect_request(b.requests[0], WSYNC_HTTP_POST, "/resume", false, 1, WSYNC_REPLY_JSON);
   }
+}
+
+TEST_F(VllmTest, PauseOffSendsNothing) {
+  Instance a(T(), {{"pause", "0"}});
+  ASSERT_EQ(a.status(), WSYNC_OK) << a.error();
+  EXPECT_EQ(routes(T(), a.self(), WSYNC_STEP_PAUSE), V{});
+  EXPECT_EQ(routes(T(), a.self(), WSYNC_STEP_RESUME), V{});
+}
+
+TEST_F(VllmTest, PauseMode) {
   for (const char* mode : {"abort", "wait", "keep"}) {
-    Instance m(T(), {{"pause", "1"}, {"pause_mode", mode}});
-    EXPECT_EQ(routes(T(), m.self(), WSYNC_STEP_PAUSE),
-              std::vector<std::string>{std::string("POST /pause?mode=") + mode});
+    Instance m(T(), {{"pause_mode", mode}});
+    EXPECT_EQ(routes(T(), m.self(), WSYNC_STEP_PAUSE), V{std::string("POST /pause?mode=") + mode});
   }
   Instance bad(T(), {{"pause_mode", "retract"}});
   EXPECT_EQ(bad.status(), WSYNC_ERR_INVALID_ARGUMENT);
   EXPECT_CONTAINS(bad.error(), "option 'adapter.pause_mode' must be one of abort, wait, keep, not 'retract'");
 }
+
+// ---- an update ----
 
 TEST_F(VllmTest, BeginUpdate) {
   Instance a(T(), {});
@@ -195,10 +259,10 @@ TEST_F(VllmTest, BeginUpdate) {
   Built b = build(T(), a.self(), s.get());
   ASSERT_EQ(b.num_out, 1u);
   expect_request(b.requests[0], WSYNC_HTTP_POST, "/start_weight_update", true, 0, WSYNC_REPLY_JSON);
-  EXPECT_EQ(b.requests[0].body, "{}");
+  expect_empty_object(b.requests[0]);
 }
 
-TEST_F(VllmTest, UpdateBodyIsNewestGeneration) {
+TEST_F(VllmTest, UpdateBody) {
   Instance a(T(), {});
   // Mixed dtypes are fine in packed mode (bytes, no padding).
   Step s(WSYNC_STEP_UPDATE, {{"model.embed", WSYNC_DTYPE_BFLOAT16, {16, 4}},
@@ -217,38 +281,19 @@ TEST_F(VllmTest, UpdateBodyIsNewestGeneration) {
   expect_shapes(info, "shapes", {{16, 4}, {}, {2, 3, 4}});
 }
 
-TEST_F(VllmTest, UpdateBodyOfOlderGenerations) {
+// Every supported release gets the same update_info (no packing fields there: vLLM rejects them).
+TEST_F(VllmTest, UpdateBodyIsTheSameInEveryRelease) {
   Step s(WSYNC_STEP_UPDATE, {{"w", WSYNC_DTYPE_FLOAT16, {2}}});
-  {
-    Instance a(T(), {{"api_version", "2"}, {"packed_buffer_size_bytes", "4096"}, {"packed_num_buffers", "3"}});
-    ASSERT_EQ(a.status(), WSYNC_OK) << a.error();
+  Instance newest(T(), {});
+  Built ref = build(T(), newest.self(), s.get());
+  ASSERT_EQ(ref.num_out, 1u) << ref.error;
+  for (const char* v : {"0.28.0", "0.31.0"}) {
+    Instance a(T(), {});
+    probed(a, v);
     Built b = build(T(), a.self(), s.get());
     ASSERT_EQ(b.num_out, 1u) << b.error;
-    Json j = body_of(b);
-    EXPECT_KEYS(j.get(), "update_info");
-    const cJSON* info = cJSON_GetObjectItemCaseSensitive(j.get(), "update_info");
-    EXPECT_KEYS(info, "names", "dtype_names", "shapes", "packed", "packed_buffer_size_bytes", "packed_num_buffers");
-    expect_bool(info, "packed", true);
-    expect_int(info, "packed_buffer_size_bytes", 4096);
-    expect_int(info, "packed_num_buffers", 3);
+    EXPECT_EQ(b.requests[0].body, ref.requests[0].body) << v;
   }
-  {
-    Instance a(T(), {{"api_version", "1"}, {"packed", "0"}});
-    ASSERT_EQ(a.status(), WSYNC_OK) << a.error();
-    Built b = build(T(), a.self(), s.get());
-    ASSERT_EQ(b.num_out, 1u) << b.error;
-    Json j = body_of(b);
-    const cJSON* info = cJSON_GetObjectItemCaseSensitive(j.get(), "update_info");
-    EXPECT_KEYS(info, "names", "dtype_names", "shapes", "packed");
-    expect_bool(info, "packed", false);
-    expect_strings(info, "dtype_names", {"float16"});
-  }
-  // Generation 1 cannot carry a buffer size: only vLLM's default is accepted.
-  Instance def(T(), {{"api_version", "1"}, {"packed_buffer_size_bytes", "1073741824"}});
-  EXPECT_EQ(def.status(), WSYNC_OK) << def.error();
-  Instance bad(T(), {{"api_version", "1"}, {"packed_buffer_size_bytes", "536870912"}});
-  EXPECT_EQ(bad.status(), WSYNC_ERR_INVALID_ARGUMENT);
-  EXPECT_CONTAINS(bad.error(), "'adapter.packed_buffer_size_bytes' cannot be sent with api_version 1");
 }
 
 // A bucket must be exactly one chunk of vLLM's rule: append, and cut once the total EXCEEDS the
@@ -290,54 +335,333 @@ TEST_F(VllmTest, UnpackedNeedsOneTensorPerBucket) {
   EXPECT_CONTAINS(b.error, "bucket 5 holds 2 tensors ('a', 'b', ...) but with packed=0");
 }
 
-TEST_F(VllmTest, Finalize) {
+TEST_F(VllmTest, FinalizeFinishesWithTheVersion) {
   Instance a(T(), {});
   Step s(WSYNC_STEP_FINALIZE);
-  s->version = 7;
+  s->version = 18446744073709551615ull;
   Built b = build(T(), a.self(), s.get());
   ASSERT_EQ(b.num_out, 1u);
   expect_request(b.requests[0], WSYNC_HTTP_POST, "/finish_weight_update", true, 0, WSYNC_REPLY_JSON);
   Json j = body_of(b);
   EXPECT_KEYS(j.get(), "weight_version");
-  expect_string(j.get(), "weight_version", "7");
+  expect_string(j.get(), "weight_version", "18446744073709551615");
 }
 
-TEST_F(VllmTest, LifecycleOffSkipsStartAndFinish) {
-  Instance a(T(), {{"lifecycle", "0"}});
-  ASSERT_EQ(a.status(), WSYNC_OK) << a.error();
-  EXPECT_TRUE(routes(T(), a.self(), WSYNC_STEP_BEGIN_UPDATE).empty());
-  EXPECT_TRUE(routes(T(), a.self(), WSYNC_STEP_FINALIZE).empty());
-  EXPECT_EQ(routes(T(), a.self(), WSYNC_STEP_UPDATE), std::vector<std::string>{"POST /update_weights"});
-}
-
-TEST_F(VllmTest, DestroySendsNothing) {
+// After a failure the update is finished without a version: the engine keeps its label.
+TEST_F(VllmTest, AbandonFinishesWithoutAVersion) {
   Instance a(T(), {});
+  Step s(WSYNC_STEP_ABANDON);
+  s->update_index = 3;
+  Built b = build(T(), a.self(), s.get());
+  ASSERT_EQ(b.status, WSYNC_OK) << b.error;
+  ASSERT_EQ(b.num_out, 1u);
+  expect_request(b.requests[0], WSYNC_HTTP_POST, "/finish_weight_update", true, 0, WSYNC_REPLY_JSON);
+  expect_empty_object(b.requests[0]);
+}
+
+// ---- RESET and DESTROY: /shutdown_weight_transfer_engine exists from 0.32 ----
+
+TEST_F(VllmTest, ResetFinishesShutsDownAndResumesFrom032) {
+  for (const char* v : {"0.32.0", "0.33.0"}) {
+    Instance a(T(), {});
+    probed(a, v);
+    Step s(WSYNC_STEP_RESET);
+    Built b = build(T(), a.self(), s.get());
+    ASSERT_EQ(b.status, WSYNC_OK) << b.error;
+    ASSERT_EQ(b.num_out, 3u) << v;
+    expect_request(b.requests[0], WSYNC_HTTP_POST, "/finish_weight_update", true, 0, WSYNC_REPLY_JSON);
+    expect_empty_object(b.requests[0]);
+    expect_request(b.requests[1], WSYNC_HTTP_POST, "/shutdown_weight_transfer_engine", false, 0, WSYNC_REPLY_JSON);
+    expect_request(b.requests[2], WSYNC_HTTP_POST, "/resume", false, 1, WSYNC_REPLY_JSON);
+  }
+}
+
+TEST_F(VllmTest, ResetHasNoShutdownBefore032) {
+  for (const char* v : {"0.28.0", "0.31.9"}) {
+    Instance a(T(), {});
+    probed(a, v);
+    EXPECT_EQ(routes(T(), a.self(), WSYNC_STEP_RESET), (V{"POST /finish_weight_update", "POST /resume"})) << v;
+  }
+}
+
+// The earlier trainer may have paused even when this one does not: RESET resumes either way.
+TEST_F(VllmTest, ResetResumesWhateverThePauseOption) {
+  Instance a(T(), {{"pause", "0"}});
+  probed(a, "0.33.0");
+  EXPECT_EQ(routes(T(), a.self(), WSYNC_STEP_RESET),
+            (V{"POST /finish_weight_update", "POST /shutdown_weight_transfer_engine", "POST /resume"}));
+  EXPECT_EQ(routes(T(), a.self(), WSYNC_STEP_PAUSE), V{});
+  EXPECT_EQ(routes(T(), a.self(), WSYNC_STEP_RESUME), V{});
+}
+
+TEST_F(VllmTest, DestroyShutsTheTransferEngineDownFrom032) {
+  Instance a(T(), {});
+  probed(a, "0.32.0");
   Step s(WSYNC_STEP_DESTROY);
   s->group_name = nullptr;  // not needed
   Built b = build(T(), a.self(), s.get());
-  EXPECT_EQ(b.status, WSYNC_OK);
-  EXPECT_EQ(b.num_out, 0u);
+  ASSERT_EQ(b.status, WSYNC_OK) << b.error;
+  ASSERT_EQ(b.num_out, 1u);
+  expect_request(b.requests[0], WSYNC_HTTP_POST, "/shutdown_weight_transfer_engine", false, 0, WSYNC_REPLY_JSON);
+}
+
+TEST_F(VllmTest, DestroySendsNothingBefore032) {
+  for (const char* v : {"0.28.0", "0.30.0", "0.31.2"}) {
+    Instance a(T(), {});
+    probed(a, v);
+    EXPECT_EQ(routes(T(), a.self(), WSYNC_STEP_DESTROY), V{}) << v;
+  }
+}
+
+// ---- PROBE: GET /version, GET /get_world_size ----
+
+TEST_F(VllmTest, ProbeAsksTheVersionThenTheWorldSize) {
+  Instance a(T(), {});
+  Step s(WSYNC_STEP_PROBE);
+  Built b = build(T(), a.self(), s.get());
+  ASSERT_EQ(b.status, WSYNC_OK) << b.error;
+  ASSERT_EQ(b.num_out, 2u);
+  expect_request(b.requests[0], WSYNC_HTTP_GET, "/version", false, 1, WSYNC_REPLY_TO_ADAPTER);
+  expect_request(b.requests[1], WSYNC_HTTP_GET, "/get_world_size", false, 1, WSYNC_REPLY_TO_ADAPTER);
+}
+
+// With option engine_version the release is not asked; the worker count still is.
+TEST_F(VllmTest, ProbeWithAForcedReleaseAsksOnlyTheWorldSize) {
+  Instance a(T(), {{"engine_version", "0.31.0"}});
+  ASSERT_EQ(a.status(), WSYNC_OK) << a.error();
+  Step s(WSYNC_STEP_PROBE);
+  Built b = build(T(), a.self(), s.get());
+  ASSERT_EQ(b.num_out, 1u);
+  expect_request(b.requests[0], WSYNC_HTTP_GET, "/get_world_size", false, 1, WSYNC_REPLY_TO_ADAPTER);
+  Took w = take(T(), a.self(), s.get(), 0, 200, world_json("3"));  // request 0 is the world size here
+  EXPECT_EQ(w.status, WSYNC_ERR_INVALID_ARGUMENT);
+  EXPECT_CONTAINS(w.error, "the server has 3 worker(s)");
+  EXPECT_CONTAINS(w.error, "gives it 2");
+  ASSERT_EQ(take(T(), a.self(), s.get(), 0, 200, world_json("2")).status, WSYNC_OK);
+  EXPECT_EQ(routes(T(), a.self(), WSYNC_STEP_DESTROY), V{});  // 0.31: no shutdown route
+}
+
+TEST_F(VllmTest, ProbeAcceptsEverySupportedRelease) {
+  for (const char* v : {"0.28.0", "0.29.1", "v0.30.0", "0.31.0rc1", "0.32.0+cu128", "0.33.0", "0.33.0.dev12+gabc"}) {
+    Instance a(T(), {});
+    Took r = answer(a, 0, version_json(v));
+    EXPECT_EQ(r.status, WSYNC_OK) << v << ": " << r.error;
+  }
+}
+
+TEST_F(VllmTest, ProbeRefusesReleasesOutsideTheRange) {
+  const std::pair<const char*, const char*> cases[] = {{"0.27.1", "vLLM 0.27.1 is not supported"},
+                                                       {"0.10.1.1", "vLLM 0.10.1 is not supported"},
+                                                       {"0.34.0", "vLLM 0.34.0 is not supported"},
+                                                       {"1.0.0", "vLLM 1.0.0 is not supported"}};
+  for (const auto& c : cases) {
+    Instance a(T(), {});
+    Took r = answer(a, 0, version_json(c.first));
+    EXPECT_EQ(r.status, WSYNC_ERR_VERSION_MISMATCH) << c.first;
+    EXPECT_CONTAINS(r.error, "adapter 'vllm'");
+    EXPECT_CONTAINS(r.error, c.second);
+    EXPECT_CONTAINS(r.error, "this adapter speaks vLLM 0.28.0 to 0.33.x");
+  }
+}
+
+// Every patch release of the newest minor is in range (0.33.x, 0.18.x).
+TEST_F(VllmTest, ProbeAcceptsPatchReleasesOfTheNewestMinor) {
+  for (const char* v : {"0.33.1", "0.33.2"}) {
+    Instance a(T(), {});
+    Took r = answer(a, 0, version_json(v));
+    EXPECT_EQ(r.status, WSYNC_OK) << v << ": " << r.error;
+  }
+}
+
+TEST_F(VllmTest, ProbeRefusesAVersionAnswerThatIsNotHttp200) {
+  for (int status : {404, 500, 403}) {
+    Instance a(T(), {});
+    Took r = answer(a, 0, version_json("0.33.0"), 1, 2, status);
+    EXPECT_EQ(r.status, WSYNC_ERR_PROTOCOL) << status;
+    EXPECT_CONTAINS(r.error, "GET /version answered HTTP " + std::to_string(status));
+    EXPECT_CONTAINS(r.error, "VLLM_SERVER_DEV_MODE=1");
+  }
+}
+
+TEST_F(VllmTest, ProbeRefusesAWorldSizeAnswerThatIsNotHttp200) {
+  Instance a(T(), {});
+  Took r = answer(a, 1, world_json("2"), 1, 2, 404);
+  EXPECT_EQ(r.status, WSYNC_ERR_PROTOCOL);
+  EXPECT_CONTAINS(r.error, "GET /get_world_size answered HTTP 404 (is this vLLM, started with VLLM_SERVER_DEV_MODE=1?)");
+}
+
+TEST_F(VllmTest, ProbeRefusesAnswersThatAreNotAJsonObject) {
+  const std::string deep(100000, '{');
+  for (uint32_t index : {0u, 1u}) {
+    const std::string route = index == 0 ? "GET /version" : "GET /get_world_size";
+    for (const std::string& body : {std::string(""), std::string("0.33.0"), std::string("\"0.33.0\""),
+                                    std::string("[2]"), std::string("null"), std::string("{\"version\":"), deep}) {
+      Instance a(T(), {});
+      Took r = answer(a, index, body);
+      EXPECT_EQ(r.status, WSYNC_ERR_PROTOCOL) << route << " " << body.substr(0, 40);
+      EXPECT_CONTAINS(r.error, route + " answered something that is not a JSON object");
+    }
+  }
+}
+
+TEST_F(VllmTest, ProbeRefusesAVersionAnswerWithoutARelease) {
+  for (const std::string& body : {std::string("{}"), std::string("{\"version\": 0.33}"),
+                                  std::string("{\"version\": null}"), std::string("{\"version\": \"dev\"}"),
+                                  std::string("{\"Version\": \"0.33.0\"}"), std::string("{\"version\": [\"0.33.0\"]}")}) {
+    Instance a(T(), {});
+    Took r = answer(a, 0, body);
+    EXPECT_EQ(r.status, WSYNC_ERR_PROTOCOL) << body;
+    EXPECT_CONTAINS(r.error, "GET /version reports no release; set option adapter.engine_version");
+  }
+}
+
+// The workers that join (GET /get_world_size) must equal the count in 'engines'; both numbers named.
+TEST_F(VllmTest, ProbeRefusesAWorldSizeOtherThanTheEnginesCount) {
+  Instance a(T(), {});
+  Took r = answer(a, 1, world_json("4"), 1, 2);
+  EXPECT_EQ(r.status, WSYNC_ERR_INVALID_ARGUMENT);
+  EXPECT_CONTAINS(r.error, "the server has 4 worker(s) that join the weight transfer (GET /get_world_size)");
+  EXPECT_CONTAINS(r.error, "option 'engines' gives it 2");
+  Instance b(T(), {});
+  Took r1 = answer(b, 1, world_json("1"), 1, 8);
+  EXPECT_EQ(r1.status, WSYNC_ERR_INVALID_ARGUMENT);
+  EXPECT_CONTAINS(r1.error, "has 1 worker(s)");
+  EXPECT_CONTAINS(r1.error, "gives it 8");
+  Instance c(T(), {});
+  EXPECT_EQ(answer(c, 1, world_json("8"), 1, 8).status, WSYNC_OK);
+}
+
+TEST_F(VllmTest, ProbeRefusesAMissingOrMalformedWorldSize) {
+  for (const std::string& body : {std::string("{}"), std::string("{\"world_size\": \"2\"}"),
+                                  std::string("{\"world_size\": null}"), std::string("{\"world_size\": true}"),
+                                  std::string("{\"world_size\": [2]}"), std::string("{\"size\": 2}")}) {
+    Instance a(T(), {});
+    Took r = answer(a, 1, body);
+    EXPECT_EQ(r.status, WSYNC_ERR_PROTOCOL) << body;
+    EXPECT_CONTAINS(r.error, "GET /get_world_size has no \"world_size\"");
+  }
+}
+
+// Negative and enormous counts are never taken as a match.
+TEST_F(VllmTest, ProbeRefusesANegativeOrHugeWorldSize) {
+  for (const char* n : {"-1", "-2", "0", "1e300", "-1e300"}) {
+    Instance a(T(), {});
+    Took r = answer(a, 1, world_json(n));
+    EXPECT_EQ(r.status, WSYNC_ERR_PROTOCOL) << n;
+    EXPECT_CONTAINS(r.error, "\"world_size\" that is a count from 1 to 65536");
+  }
+}
+
+// world_size must be an exact count: 2^32 + 2 and 2.5 are refused, never cast.
+TEST_F(VllmTest, ProbeRefusesAWorldSizeThatIsNotAnExactCount) {
+  for (const char* n : {"4294967298", "2.5", "2.0000001"}) {
+    Instance a(T(), {});
+    Took r = answer(a, 1, world_json(n), 1, 2);
+    EXPECT_NE(r.status, WSYNC_OK) << n;
+  }
+}
+
+// The body is not NUL-terminated: only body_len bytes are read.
+TEST_F(VllmTest, ProbeReadsOnlyTheBodyLength) {
+  const std::string good = version_json("0.31.0");
+  const std::string padded = good + "{\"version\": \"9\"}";
+  Instance a(T(), {});
+  Step s(WSYNC_STEP_PROBE);
+  build_probe(T(), a.self(), s, 1, 2);
+  ASSERT_EQ(take_raw(T(), a.self(), s.get(), 0, 200, padded.data(), good.size()).status, WSYNC_OK);
+  ASSERT_EQ(take(T(), a.self(), s.get(), 1, 200, world_json("2")).status, WSYNC_OK);
+  EXPECT_EQ(routes(T(), a.self(), WSYNC_STEP_DESTROY), V{});  // 0.31 was read
+  EXPECT_EQ(take_raw(T(), a.self(), s.get(), 0, 200, nullptr, 0).status, WSYNC_ERR_PROTOCOL);
+}
+
+// The release counts once the whole probe answered (the world size is its last request).
+TEST_F(VllmTest, AReleaseCountsOnlyOnceTheWholeProbeAnswered) {
+  Instance a(T(), {});
+  Step s(WSYNC_STEP_PROBE);
+  build_probe(T(), a.self(), s, 1, 2);
+  ASSERT_EQ(take(T(), a.self(), s.get(), 0, 200, version_json("0.31.0")).status, WSYNC_OK);
+  EXPECT_EQ(routes(T(), a.self(), WSYNC_STEP_DESTROY), V{"POST /shutdown_weight_transfer_engine"});
+  ASSERT_EQ(take(T(), a.self(), s.get(), 1, 200, world_json("2")).status, WSYNC_OK);
+  EXPECT_EQ(routes(T(), a.self(), WSYNC_STEP_DESTROY), V{});
+}
+
+TEST_F(VllmTest, TakeReplyOutsideProbeIsIgnored) {
+  Instance a(T(), {});
+  for (int kind : {WSYNC_STEP_HEALTH, WSYNC_STEP_RESET, WSYNC_STEP_INIT, WSYNC_STEP_FINALIZE, WSYNC_STEP_ABANDON}) {
+    Step s(kind);
+    for (uint32_t index : {0u, 1u}) {
+      Took r = take(T(), a.self(), s.get(), index, 500, version_json("0.28.0"));
+      EXPECT_EQ(r.status, WSYNC_OK) << kind << ": " << r.error;
+    }
+  }
+  EXPECT_EQ(routes(T(), a.self(), WSYNC_STEP_DESTROY), V{"POST /shutdown_weight_transfer_engine"});
+}
+
+TEST_F(VllmTest, EachServerSpeaksItsOwnRelease) {
+  Instance a(T(), {});
+  probed(a, "0.29.0", 0, 1);
+  probed(a, "0.33.0", 1, 4);
+  EXPECT_EQ(routes(T(), a.self(), WSYNC_STEP_DESTROY, 0), V{});
+  EXPECT_EQ(routes(T(), a.self(), WSYNC_STEP_DESTROY, 1), V{"POST /shutdown_weight_transfer_engine"});
+  Step init(WSYNC_STEP_INIT);
+  init.property("nccl_unique_id_b64", kUid);
+  init->server_index = 0;
+  EXPECT_EQ(build(T(), a.self(), init.get()).status, WSYNC_ERR_UNSUPPORTED);
+  init->server_index = 1;
+  EXPECT_EQ(build(T(), a.self(), init.get()).status, WSYNC_OK);
+}
+
+// ---- options ----
+
+TEST_F(VllmTest, EngineVersionOptionWithoutAProbe) {
+  Instance a(T(), {{"engine_version", "0.29.0"}});
+  ASSERT_EQ(a.status(), WSYNC_OK) << a.error();
+  EXPECT_EQ(routes(T(), a.self(), WSYNC_STEP_DESTROY), V{});
+  Step s(WSYNC_STEP_INIT);
+  s.property("nccl_unique_id_b64", kUid);
+  Built b = build(T(), a.self(), s.get());
+  EXPECT_EQ(b.status, WSYNC_ERR_UNSUPPORTED);
+  EXPECT_CONTAINS(b.error, "vLLM 0.29.0 does not take");
+}
+
+TEST_F(VllmTest, EngineVersionOptionOutsideTheRangeIsRefusedAtCreate) {
+  for (const char* v : {"0.27.0", "0.34.0", "0.9.2", "1.0"}) {
+    Instance a(T(), {{"engine_version", v}});
+    EXPECT_EQ(a.status(), WSYNC_ERR_VERSION_MISMATCH) << v;
+    EXPECT_EQ(a.self(), nullptr);
+    EXPECT_CONTAINS(a.error(), "is not supported: this adapter speaks vLLM 0.28.0 to 0.33.x");
+  }
+  Instance bad(T(), {{"engine_version", "newest"}});
+  EXPECT_EQ(bad.status(), WSYNC_ERR_INVALID_ARGUMENT);
+  EXPECT_CONTAINS(bad.error(), "option 'adapter.engine_version' is 'newest'; give a release");
+}
+
+// api_version and lifecycle are gone: the release read at PROBE picks the fields, and the update
+// always starts and finishes.
+TEST_F(VllmTest, RemovedOptionsAreUnknown) {
+  for (const char* key : {"api_version", "lifecycle"}) {
+    Instance a(T(), {{key, "1"}});
+    EXPECT_EQ(a.status(), WSYNC_ERR_INVALID_ARGUMENT) << key;
+    EXPECT_CONTAINS(a.error(), std::string("unknown option 'adapter.") + key + "'");
+  }
 }
 
 TEST_F(VllmTest, UnknownAndBadOptions) {
-  expect_unknown_option(
-      T(), "pause, pause_mode, packed, packed_buffer_size_bytes, packed_num_buffers, api_version, lifecycle");
+  expect_unknown_option(T(), "pause, pause_mode, packed, packed_buffer_size_bytes, packed_num_buffers, engine_version");
   struct Bad {
     const char* key;
     const char* value;
     const char* needle;
   };
   for (const Bad& b : std::vector<Bad>{
-           {"api_version", "4", "'adapter.api_version' must be a decimal integer in [1, 3], not '4'"},
-           {"api_version", "0", "'adapter.api_version' must be a decimal integer in [1, 3], not '0'"},
            {"packed_num_buffers", "0", "'adapter.packed_num_buffers' must be a decimal integer in [1, 1024]"},
+           {"packed_num_buffers", "1025", "'adapter.packed_num_buffers' must be a decimal integer in [1, 1024]"},
            {"packed_buffer_size_bytes", "0", "'adapter.packed_buffer_size_bytes' must be a decimal integer"},
            {"packed_buffer_size_bytes", "-1", "not '-1'"},
            {"packed_buffer_size_bytes", "1e9", "not '1e9'"},
            {"packed_buffer_size_bytes", "1 GiB", "not '1 GiB'"},
            {"packed_buffer_size_bytes", "99999999999999999999999", "not '99999999999999999999999'"},
            {"packed", "yes", "'adapter.packed' must be 0 or 1"},
-           {"lifecycle", "2", "'adapter.lifecycle' must be 0 or 1"},
        }) {
     Instance a(T(), {{b.key, b.value}});
     EXPECT_EQ(a.status(), WSYNC_ERR_INVALID_ARGUMENT) << b.key << "=" << b.value;
@@ -347,17 +671,40 @@ TEST_F(VllmTest, UnknownAndBadOptions) {
 
 TEST_F(VllmTest, StepValidation) { expect_step_validation(T()); }
 
-TEST_F(VllmTest, LifecycleRouteTable) {
-  Instance a(T(), {{"pause", "1"}});
-  using V = std::vector<std::string>;
-  EXPECT_EQ(routes(T(), a.self(), WSYNC_STEP_HEALTH), V{"GET /health"});
-  EXPECT_EQ(routes(T(), a.self(), WSYNC_STEP_INIT), V{"POST /init_weight_transfer_engine"});
-  EXPECT_EQ(routes(T(), a.self(), WSYNC_STEP_PAUSE), V{"POST /pause?mode=keep"});
-  EXPECT_EQ(routes(T(), a.self(), WSYNC_STEP_BEGIN_UPDATE), V{"POST /start_weight_update"});
-  EXPECT_EQ(routes(T(), a.self(), WSYNC_STEP_UPDATE), V{"POST /update_weights"});
-  EXPECT_EQ(routes(T(), a.self(), WSYNC_STEP_FINALIZE), V{"POST /finish_weight_update"});
-  EXPECT_EQ(routes(T(), a.self(), WSYNC_STEP_RESUME), V{"POST /resume"});
-  EXPECT_EQ(routes(T(), a.self(), WSYNC_STEP_DESTROY), V{});
+// ---- the whole life of a group, per release ----
+
+TEST_F(VllmTest, LifeFrom032) {
+  Instance a(T(), {});
+  probed(a, "0.32.0");
+  EXPECT_EQ(life(T(), a.self()), (V{"HEALTH GET /health",
+                                    "PROBE GET /version",
+                                    "PROBE GET /get_world_size",
+                                    "RESET POST /finish_weight_update",
+                                    "RESET POST /shutdown_weight_transfer_engine",
+                                    "RESET POST /resume",
+                                    "INIT POST /init_weight_transfer_engine",
+                                    "PAUSE POST /pause?mode=keep",
+                                    "BEGIN_UPDATE POST /start_weight_update",
+                                    "UPDATE POST /update_weights",
+                                    "UPDATE POST /update_weights",
+                                    "FINALIZE POST /finish_weight_update",
+                                    "RESUME POST /resume",
+                                    "DESTROY POST /shutdown_weight_transfer_engine"}));
+}
+
+TEST_F(VllmTest, LifeBefore032WithoutPause) {
+  Instance a(T(), {{"pause", "0"}});
+  probed(a, "0.28.0");
+  EXPECT_EQ(life(T(), a.self()), (V{"HEALTH GET /health",
+                                    "PROBE GET /version",
+                                    "PROBE GET /get_world_size",
+                                    "RESET POST /finish_weight_update",
+                                    "RESET POST /resume",
+                                    "INIT POST /init_weight_transfer_engine",
+                                    "BEGIN_UPDATE POST /start_weight_update",
+                                    "UPDATE POST /update_weights",
+                                    "UPDATE POST /update_weights",
+                                    "FINALIZE POST /finish_weight_update"}));
 }
 
 }  // namespace
