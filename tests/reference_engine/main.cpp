@@ -1,14 +1,15 @@
-// wsync-reference-engine — an engine process for testing wsync's HTTP adapters end to end.
+// wsync-reference-engine — a test double of SGLang, vLLM and LMDeploy servers, for testing
+// wsync's HTTP adapters end to end.
 //
-//   wsync-reference-engine --protocol sglang|vllm|lmdeploy --port P [--host 127.0.0.1] [--gpus N]
-//                          [--api-key KEY] [--port-file PATH] [...] (see --help)
+//   wsync-reference-engine --protocol sglang|vllm|lmdeploy --port P [--engine-version X.Y.Z]
+//                          [--gpus N] [--api-key KEY] [--port-file PATH] [...] (see --help)
 //
-// It serves the chosen engine's weight-update routes with that engine's request schemas and
-// reply formats (routes_*.cpp), and embeds one wsync receiver per local rank (receiver_side.cpp):
-// the init route joins the trainer's wsync group over the store at master_address:master_port,
-// the receivers copy every arriving tensor into the engine's model, and update routes reply once
-// their tensors are in. This file: flags, the HTTP server, and clean shutdown on SIGTERM/SIGINT
-// (stop serving, destroy the receivers, exit 0).
+// It serves the chosen release's weight-update routes as strictly as that release does
+// (family.h picks the behaviour; sglang_*.cpp, vllm_*.cpp, lmdeploy_*.cpp), and embeds one wsync
+// receiver per local rank (receiver_side.cpp): the init route joins the trainer's wsync group
+// over the store at master_address:master_port, the receivers copy every arriving tensor into the
+// engine's model, and update routes reply once their tensors are in. This file: the HTTP server
+// and clean shutdown on SIGTERM/SIGINT (stop serving, destroy the receivers, exit 0).
 #include <httplib.h>
 #include <pthread.h>
 #include <signal.h>
@@ -37,6 +38,26 @@ bool write_port_file(const std::string& path, int port) {
     if (!f) return false;
   }
   return std::rename(tmp.c_str(), path.c_str()) == 0;  // readers never see a partial file
+}
+
+void add_routes(refeng::Router& r, refeng::Shared& s) {
+  switch (s.fam.protocol) {
+    case refeng::Protocol::kSglang:
+      refeng::add_sglang_identity_routes(r, s);
+      refeng::add_sglang_session_routes(r, s);
+      refeng::add_sglang_update_routes(r, s);
+      break;
+    case refeng::Protocol::kVllm:
+      refeng::add_vllm_identity_routes(r, s);
+      refeng::add_vllm_generation_routes(r, s);
+      refeng::add_vllm_transfer_routes(r, s);
+      break;
+    case refeng::Protocol::kLmdeploy:
+      refeng::add_lmdeploy_identity_routes(r, s);
+      refeng::add_lmdeploy_update_routes(r, s);
+      break;
+  }
+  refeng::add_debug_routes(r, s);
 }
 
 std::mutex g_exit_mu;
@@ -69,10 +90,7 @@ int main(int argc, char** argv) {
   refeng::Engine engine(opt.gpus, opt.timeout_ms);
   refeng::Shared shared(opt, engine);
   refeng::Router router(opt);
-  if (opt.protocol == "sglang") refeng::add_sglang_routes(router, shared);
-  else if (opt.protocol == "vllm") refeng::add_vllm_routes(router, shared);
-  else refeng::add_lmdeploy_routes(router, shared);
-  refeng::add_debug_routes(router, shared);
+  add_routes(router, shared);
 
   httplib::Server svr;
   // Init and update handlers block (up to --timeout-ms) while the trainer's data flows: give
@@ -96,11 +114,16 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  std::thread([&svr, &engine, sigs]() {
+  std::thread([&svr, &engine, &shared, sigs]() {
     int sig = 0;
     sigwait(&sigs, &sig);
     std::fprintf(stderr, "wsync-reference-engine: signal %d: shutting down\n", sig);
     engine.shutdown();  // blocked update requests return at once; receivers are destroyed
+    {
+      std::lock_guard<std::mutex> lk(shared.mu);
+      shared.stopping = true;  // queued generation and health checks give up
+    }
+    shared.cv.notify_all();
     svr.stop();
     // An init request whose receivers are still joining (wsync_receiver_init cannot be
     // interrupted) holds its handler thread up to --timeout-ms, and the server waits for its
@@ -113,8 +136,8 @@ int main(int argc, char** argv) {
     }
   }).detach();
 
-  std::printf("wsync-reference-engine: serving %s routes on %s:%d with %d local rank(s)\n", opt.protocol.c_str(),
-              opt.host.c_str(), port, opt.gpus);
+  std::printf("wsync-reference-engine: serving %s %s routes (family %s) on %s:%d with %d local rank(s)\n",
+              opt.protocol.c_str(), opt.family.version.c_str(), opt.family.family.c_str(), opt.host.c_str(), port, opt.gpus);
   std::fflush(stdout);
   bool ok = svr.listen_after_bind();
   engine.shutdown();  // stop the receive loops, destroy the receivers

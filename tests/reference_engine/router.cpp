@@ -2,6 +2,7 @@
 // a last-resort 500 so a handler bug never takes the process down (see router.h).
 #include "router.h"
 
+#include <cctype>
 #include <cstdio>
 #include <exception>
 
@@ -38,6 +39,33 @@ namespace {
 bool starts_with(const std::string& s, const char* p) { return s.rfind(p, 0) == 0; }
 }  // namespace
 
+// Where each engine's middleware asks for the key: SGLang everything but /health*, /ready*,
+// /metrics*; vLLM only /v1, /v2, /inference, /cohere (its dev routes are open); LMDeploy
+// everything but /health, /docs, /redoc, /nodes. OPTIONS and /debug/* pass.
+bool Router::authorized(const httplib::Request& req) const {
+  if (opt_.api_key.empty() || req.method == "OPTIONS" || starts_with(req.path, "/debug/")) return true;
+  const std::string& p = req.path;
+  switch (opt_.family.protocol) {
+    case Protocol::kSglang:
+      if (starts_with(p, "/health") || starts_with(p, "/ready") || starts_with(p, "/metrics")) return true;
+      break;
+    case Protocol::kVllm:
+      if (!starts_with(p, "/v1") && !starts_with(p, "/v2") && !starts_with(p, "/inference") && !starts_with(p, "/cohere"))
+        return true;
+      break;
+    case Protocol::kLmdeploy:
+      if (starts_with(p, "/health") || starts_with(p, "/docs") || starts_with(p, "/redoc") || starts_with(p, "/nodes"))
+        return true;
+      break;
+  }
+  std::string h = req.get_header_value("Authorization");
+  size_t sp = h.find(' ');
+  if (sp == std::string::npos) return false;
+  std::string scheme = h.substr(0, sp);
+  for (auto& c : scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return scheme == "bearer" && h.substr(sp + 1) == opt_.api_key;
+}
+
 void Router::dispatch(const httplib::Request& req, httplib::Response& res) {
   const std::string method = req.method == "HEAD" ? "GET" : req.method;
   const bool debug = starts_with(req.path, "/debug/");
@@ -49,10 +77,8 @@ void Router::dispatch(const httplib::Request& req, httplib::Response& res) {
     log_.push_back({seq, req.method, req.path, q == std::string::npos ? "" : req.target.substr(q + 1), req.body, -1});
   }
   try {
-    // Every engine lets /health through without a key.
-    if (!opt_.api_key.empty() && !starts_with(req.path, "/health") && req.method != "OPTIONS" &&
-        req.get_header_value("Authorization") != "Bearer " + opt_.api_key) {
-      reply_unauthorized(res);
+    if (!authorized(req)) {
+      reply_unauthorized(res, opt_.family);
     } else {
       auto it = routes_.find({method, req.path});
       if (it != routes_.end()) {
@@ -67,7 +93,7 @@ void Router::dispatch(const httplib::Request& req, httplib::Response& res) {
   } catch (const std::exception& e) {
     std::fprintf(stderr, "wsync-reference-engine: %s %s: internal error: %s\n", req.method.c_str(), req.path.c_str(),
                  e.what());
-    reply_text(res, 500, "Internal Server Error");
+    reply_internal_error(res);
   }
   if (!debug) {
     std::lock_guard<std::mutex> lk(log_mu_);

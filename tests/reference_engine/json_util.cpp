@@ -17,8 +17,14 @@ JsonPtr json_parse(const std::string& text, size_t* error_pos, const char** pyth
   const char* end = nullptr;
   cJSON* v = cJSON_ParseWithLengthOpts(text.data(), text.size(), &end, false);
   if (v == nullptr) {
-    if (error_pos) *error_pos = end != nullptr && end >= text.data() ? static_cast<size_t>(end - text.data()) : 0;
-    if (python_msg) *python_msg = "Expecting value";
+    size_t pos = end != nullptr && end >= text.data() ? static_cast<size_t>(end - text.data()) : 0;
+    if (pos > text.size()) pos = text.size();
+    if (error_pos) *error_pos = pos;
+    // Python names what it expected at the position: after '{' or ',' in an object, a key.
+    size_t k = pos;
+    while (k > 0 && (text[k - 1] == ' ' || text[k - 1] == '\t' || text[k - 1] == '\r' || text[k - 1] == '\n')) --k;
+    bool key = k > 0 && text[k - 1] == '{' && (pos >= text.size() || text[pos] != '"');
+    if (python_msg) *python_msg = key ? "Expecting property name enclosed in double quotes" : "Expecting value";
     return nullptr;
   }
   size_t pos = end != nullptr ? static_cast<size_t>(end - text.data()) : text.size();
@@ -49,6 +55,18 @@ bool json_int(const cJSON* v, int64_t* out) {
   if (!std::isfinite(d) || std::floor(d) != d || std::fabs(d) > 9007199254740992.0) return false;
   *out = static_cast<int64_t>(d);
   return true;
+}
+
+const char* py_type_name(const cJSON* v) {
+  if (v == nullptr || cJSON_IsNull(v)) return "NoneType";
+  if (cJSON_IsBool(v)) return "bool";
+  if (cJSON_IsString(v)) return "str";
+  if (cJSON_IsNumber(v)) {
+    int64_t i;
+    return json_int(v, &i) ? "int" : "float";
+  }
+  if (cJSON_IsArray(v)) return "list";
+  return "dict";
 }
 
 std::string py_str_repr(const std::string& s) {

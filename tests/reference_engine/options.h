@@ -5,23 +5,32 @@
 #include <cstdint>
 #include <string>
 
+#include "family.h"
+
 namespace refeng {
 
 struct Options {
   std::string protocol;             // "sglang" | "vllm" | "lmdeploy"
+  std::string engine_version;       // --engine-version; default: the newest supported
+  Family family;                    // computed from protocol + engine_version
   std::string host = "127.0.0.1";
   int port = -1;                    // 0 = any free port (see port_file)
   int gpus = 1;                     // local ranks: one embedded receiver each
   std::string api_key;              // empty = no auth
   std::string port_file;            // written with the bound port once listening
   int64_t timeout_ms = 60000;       // receiver join timeout, and how long an update waits for data
+  // What the identity routes report (the engine still joins with --gpus ranks):
+  int tp_size = 0;                  // sglang/lmdeploy tp_size; 0 = --gpus
+  int pp_size = 1;                  // sglang pp_size
+  int dp_size = 1;                  // sglang dp_size (> 1 without DP attention: weight routes 500)
+  int world_size = 0;               // vllm /get_world_size; 0 = --gpus
+  std::string lmdeploy_executor = "ray";  // "ray" | "uni" (uni: the weight routes answer 500)
   // Test knobs (not behaviour of any real engine):
-  int flush_busy = 0;               // the first N /flush_cache calls answer 400 (SGLang)
+  int flush_busy = 0;               // the first N /flush_cache calls find the scheduler busy (sglang)
   bool fail_update = false;         // every update request fails with fail_update_message
   std::string fail_update_message;
-  int vllm_error_status = 400;      // HTTP status of vLLM worker-side errors (400 or 500)
+  int fail_update_count = -1;       // --fail-updates N: only the first N update requests fail (-1: all)
   std::string vllm_group = "weight_update_group";  // wsync group name the vLLM init joins
-  int vllm_api_version = 3;                        // generation of vLLM's init_info/update_info
   bool enable_abort_handling = false;              // LMDeploy /abort_request (else 501)
 };
 

@@ -1,6 +1,6 @@
 // router.h — one dispatcher in front of every route: it logs each request (for
-// GET /debug/requests), checks the API key, finds the route by method and path, and answers
-// 404/405 the way Starlette does. Also the state the routes of all protocols share.
+// GET /debug/requests), checks the API key where the engine checks it, finds the route by
+// method and path, and answers 404/405 the way Starlette does.
 #pragma once
 
 #include <httplib.h>
@@ -13,25 +13,9 @@
 #include <utility>
 #include <vector>
 
-#include "options.h"
-#include "receiver_side.h"
+#include "state.h"
 
 namespace refeng {
-
-// Engine-level state shared by the routes (versions, pause flags, knobs' counters).
-struct Shared {
-  Shared(const Options& o, Engine& e) : opt(o), engine(e) {}
-  const Options& opt;
-  Engine& engine;
-  std::mutex mu;
-  std::string sglang_weight_version = "default";  // ServerArgs.weight_version's default
-  bool vllm_has_version = false;                  // GET /weight_info: null until set
-  std::string vllm_weight_version;
-  bool paused = false;
-  std::string pause_mode;
-  bool sleeping = false;
-  int flush_calls = 0;
-};
 
 class Router {
  public:
@@ -49,6 +33,7 @@ class Router {
 
  private:
   void dispatch(const httplib::Request& req, httplib::Response& res);
+  bool authorized(const httplib::Request& req) const;
 
   const Options& opt_;
   std::map<std::pair<std::string, std::string>, Fn> routes_;  // (method, path) -> handler
@@ -59,9 +44,14 @@ class Router {
 };
 
 // Route sets, one per file.
-void add_sglang_routes(Router& r, Shared& s);
-void add_vllm_routes(Router& r, Shared& s);
-void add_lmdeploy_routes(Router& r, Shared& s);
+void add_sglang_identity_routes(Router& r, Shared& s);
+void add_sglang_session_routes(Router& r, Shared& s);
+void add_sglang_update_routes(Router& r, Shared& s);
+void add_vllm_identity_routes(Router& r, Shared& s);
+void add_vllm_generation_routes(Router& r, Shared& s);
+void add_vllm_transfer_routes(Router& r, Shared& s);
+void add_lmdeploy_identity_routes(Router& r, Shared& s);
+void add_lmdeploy_update_routes(Router& r, Shared& s);
 void add_debug_routes(Router& r, Shared& s);
 
 }  // namespace refeng

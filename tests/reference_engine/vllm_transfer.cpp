@@ -1,0 +1,154 @@
+// vllm_transfer.cpp — vLLM's weight-transfer routes (dev mode): POST /init_weight_transfer_engine,
+// /start_weight_update, /update_weights, /finish_weight_update, /shutdown_weight_transfer_engine
+// (0.32+), with the worker's state machine (_weight_update_active) and its exact messages. Every
+// worker-side failure is a 500 "Call to collective_rpc method failed: .." (vllm_common.h).
+//
+// vLLM's init_info names no group: the embedded receivers join the wsync group --vllm-group.
+// The unique-id mode (nccl_unique_id_b64 alone, 0.30+) passes vLLM's checks and is then refused:
+// this engine joins over the trainer's store only.
+#include <string>
+#include <vector>
+
+#include "replies.h"
+#include "router.h"
+#include "vllm_common.h"
+#include "vllm_info.h"
+
+namespace refeng {
+namespace {
+
+void init_engine(Shared& s, const httplib::Request& req, httplib::Response& res) {
+  JsonPtr body;
+  cJSON* info = nullptr;
+  bool ok = s.fam.validation == Validation::kVllmManual ? vllm_manual_body(req, res, "init_info", &body, &info)
+                                                        : vllm_embed_body(req, res, "init_info", "dict", &body, &info);
+  if (!ok || vllm_dead_refused(s, res)) return;
+  std::lock_guard<std::mutex> core(s.core);
+  VllmInit in;
+  std::string err;
+  if (!vllm_parse_init_info(s.fam.vl, info, &in, &err)) return vllm_rpc_failure(s, res, err);
+  if (in.unique_id)
+    return vllm_rpc_failure(s, res,
+                            "NCCLWeightTransferInitInfo: wsync-reference-engine cannot join by nccl_unique_id_b64; pass "
+                            "master_address and master_port (its receivers join over the trainer's store)");
+  JoinRequest j;
+  j.master_address = in.master_address;
+  j.master_port = in.master_port;
+  j.rank_offset = in.rank_offset;
+  j.world_size = in.world_size;
+  j.group_name = s.opt.vllm_group;
+  Outcome o = s.engine.replace_group(j);  // allowed at any time, even during an update
+  if (!o.ok) return vllm_rpc_failure(s, res, o.message);
+  {
+    std::lock_guard<std::mutex> lk(s.mu);
+    s.packed = in.packed;
+    if (s.fam.vl.update_reuse) s.last_update.assign(s.engine.gpus(), {});  // 0.33 clears the cache
+  }
+  reply_vllm_message(res, "Weight transfer initialized");
+}
+
+void start_update(Shared& s, httplib::Response& res) {  // any body is ignored
+  if (vllm_dead_refused(s, res)) return;
+  std::lock_guard<std::mutex> core(s.core);
+  std::lock_guard<std::mutex> lk(s.mu);
+  if (s.update_active)
+    return vllm_rpc_failure(s, res,
+                            "start_weight_update called while a weight update is already active. Call "
+                            "finish_weight_update first.");
+  s.update_active = true;  // the layers sit on meta tensors from here
+  reply_vllm_message(res, "Weight update started");
+}
+
+// One worker's tensors: update_info itself, or its entry of the list form (0.29+).
+bool worker_tensors(Shared& s, const cJSON* info, int rank, std::vector<TensorSpec>* out, std::string* err) {
+  const cJSON* d = info;
+  if (cJSON_IsArray(info) && s.fam.vl.update_list) {
+    d = cJSON_GetArrayItem(info, rank);  // data_parallel_index * world_size + rank
+    if (d == nullptr) { *err = "list index out of range"; return false; }
+  }
+  std::vector<RawTensor> raw;
+  bool given = true;
+  if (!vllm_parse_update_info(s.fam.vl, d, &raw, &given, err)) return false;
+  if (!s.engine.has_group(s.opt.vllm_group)) {
+    *err = "NCCL weight transfer not initialized. Call init_transfer_engine() first.";
+    return false;
+  }
+  if (!resolve_tensors(raw, out, err)) return false;  // getattr(torch, ..) / torch.empty
+  if (s.fam.vl.update_reuse) {
+    std::lock_guard<std::mutex> lk(s.mu);
+    s.last_update.resize(s.engine.gpus());
+    if (given) s.last_update[rank] = *out;
+    else *out = s.last_update[rank];
+  }
+  return true;
+}
+
+// Inside the worker's try: any failure ends the session (_weight_update_active = False).
+void update_weights(Shared& s, const httplib::Request& req, httplib::Response& res) {
+  JsonPtr body;
+  cJSON* info = nullptr;
+  bool ok = s.fam.validation == Validation::kVllmManual ? vllm_manual_body(req, res, "update_info", &body, &info)
+                                                        : vllm_embed_body(req, res, "update_info", "dict_or_list", &body, &info);
+  if (!ok || vllm_dead_refused(s, res)) return;
+  std::lock_guard<std::mutex> core(s.core);
+  {
+    std::lock_guard<std::mutex> lk(s.mu);
+    if (!s.update_active) return vllm_rpc_failure(s, res, "start_weight_update must be called before update_weights.");
+  }
+  auto abort_session = [&](const std::string& why) {
+    {
+      std::lock_guard<std::mutex> lk(s.mu);
+      s.update_active = false;  // the layers not yet reloaded stay on meta tensors
+    }
+    vllm_rpc_failure(s, res, why);
+  };
+  std::vector<std::vector<TensorSpec>> wants(s.engine.gpus());
+  std::string err;
+  for (int r = 0; r < s.engine.gpus(); ++r)  // the mp executor reports the first failed rank
+    if (!worker_tensors(s, info, r, &wants[r], &err)) return abort_session(err);
+  if (s.take_failure()) return abort_session(s.opt.fail_update_message);
+  Outcome o = s.engine.wait_for_tensors(s.opt.vllm_group, wants, s.opt.timeout_ms);
+  if (!o.ok) return abort_session(o.message);
+  reply_vllm_message(res, "Weights updated");
+}
+
+void finish_update(Shared& s, const httplib::Request& req, httplib::Response& res) {
+  JsonPtr body;
+  cJSON* version = nullptr;
+  if (!vllm_embed_body(req, res, "weight_version", "str_or_none", &body, &version) || vllm_dead_refused(s, res)) return;
+  std::lock_guard<std::mutex> core(s.core);
+  std::lock_guard<std::mutex> lk(s.mu);
+  if (!s.update_active)
+    return vllm_rpc_failure(s, res, "finish_weight_update called without a matching start_weight_update.");
+  s.update_active = false;
+  if (version) s.weight_version = version->valuestring;  // only after the workers finished
+  reply_vllm_message(res, "Weight update finished");
+}
+
+void shutdown_transfer(Shared& s, httplib::Response& res) {
+  if (vllm_dead_refused(s, res)) return;
+  std::lock_guard<std::mutex> core(s.core);
+  {
+    std::lock_guard<std::mutex> lk(s.mu);
+    if (s.update_active) return vllm_rpc_failure(s, res, "Cannot release a trainer connection during a weight update");
+  }
+  s.engine.destroy_group(s.opt.vllm_group);  // nothing initialised: a silent no-op
+  reply_vllm_message(res, "Weight transfer shut down");
+}
+
+}  // namespace
+
+void add_vllm_transfer_routes(Router& r, Shared& s) {
+  r.add("POST", "/init_weight_transfer_engine",
+        [&s](const httplib::Request& req, httplib::Response& res) { init_engine(s, req, res); });
+  r.add("POST", "/start_weight_update", [&s](const httplib::Request&, httplib::Response& res) { start_update(s, res); });
+  r.add("POST", "/update_weights",
+        [&s](const httplib::Request& req, httplib::Response& res) { update_weights(s, req, res); });
+  r.add("POST", "/finish_weight_update",
+        [&s](const httplib::Request& req, httplib::Response& res) { finish_update(s, req, res); });
+  if (s.fam.vl.shutdown_route)
+    r.add("POST", "/shutdown_weight_transfer_engine",
+          [&s](const httplib::Request&, httplib::Response& res) { shutdown_transfer(s, res); });
+}
+
+}  // namespace refeng
