@@ -85,6 +85,7 @@ struct PipelineShared {
   wsync_status_t failed = WSYNC_OK;  // the group broke: the status and why, for every later call
   std::string failed_why;
   bool stop = false;              // destroy: the pipeline thread ends
+  bool abort_handled = false;     // after wsync_group_abort: receivers told, engines' update ended
   bool idle = true;               // the pipeline thread waits for work
   wsync_group_stats_t stats = WSYNC_GROUP_STATS_INIT;
   int64_t busy_until_ms = 0;      // for stats.send_seconds: end of the last delivery
@@ -158,5 +159,6 @@ struct wsync_group {
   bool engines_embed_wsync = false;
   std::atomic<bool> engines_failed{false};  // an INIT request failed: stop waiting for receivers
   bool engines_paused = false;              // the PAUSE step of the open update sent requests
+  bool engines_joined = false;              // the INIT step was sent: destroy tears the engine side down
   bool engines_resume_on_failure = false;   // option engine_resume_on_failure
 };

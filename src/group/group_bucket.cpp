@@ -181,17 +181,6 @@ wsync_status_t await(wsync_group_t* g, InflightBucket* b, MsgType expect, bool t
   }
 }
 
-// The first bucket of an update, for HTTP engines: pause generation (if asked) and open the update.
-wsync_status_t open_update(wsync_group_t* g) {
-  if (!g->http_engines || g->update_open) return WSYNC_OK;
-  // Open from the first request on: a failure in PAUSE or BEGIN_UPDATE is abandoned too.
-  g->update_open = true;
-  size_t paused = 0;
-  wsync_status_t st = engines_step(g, WSYNC_STEP_PAUSE, 0, CallMode(), &paused);
-  g->engines_paused = paused > 0;
-  if (st == WSYNC_OK) st = engines_step(g, WSYNC_STEP_BEGIN_UPDATE);
-  return st;
-}
 
 wsync_status_t send_manifest(wsync_group_t* g, const InflightBucket& b, const std::vector<uint8_t>& blob) {
   ByteWriter w;
@@ -222,6 +211,18 @@ wsync_status_t post(wsync_group_t* g, InflightBucket* b) {
 }
 
 }  // namespace
+
+// See group_bucket.h.
+wsync_status_t open_update(wsync_group_t* g) {
+  if (!g->http_engines || g->update_open) return WSYNC_OK;
+  // Open from the first request on: a failure in PAUSE or BEGIN_UPDATE is abandoned too.
+  g->update_open = true;
+  size_t paused = 0;
+  wsync_status_t st = engines_step(g, WSYNC_STEP_PAUSE, 0, CallMode(), &paused);
+  g->engines_paused = paused > 0;
+  if (st == WSYNC_OK) st = engines_step(g, WSYNC_STEP_BEGIN_UPDATE);
+  return st;
+}
 
 void announce_abort(wsync_group_t* g, const std::string& why) {
   if (g->abort_announced) return;

@@ -29,5 +29,8 @@ struct InflightBucket {
 wsync_status_t bucket_prepare(wsync_group_t* g, InflightBucket* b, uint64_t inflight_seq);
 wsync_status_t bucket_send(wsync_group_t* g, InflightBucket* b);
 wsync_status_t bucket_complete(wsync_group_t* g, InflightBucket* b);
+// HTTP engines: pause generation (if the adapter asks) and open the engine-side update, once per
+// update (the first bucket, or the finalize of an update that sent none).
+wsync_status_t open_update(wsync_group_t* g);
 
 }  // namespace wsync

@@ -146,16 +146,22 @@ wsync_status_t engines_probe_and_reset(wsync_group_t* g) {
 }
 
 void engines_abandon(wsync_group_t* g) {
-  if (!g->http_engines || !g->update_open) return;
+  // Also after a committed update whose RESUME failed: nothing to end, but still paused.
+  if (!g->http_engines || (!g->update_open && !g->engines_paused)) return;
+  const bool was_open = g->update_open;
   g->update_open = false;
   const HttpOptions http = best_effort_http(g);
   CallMode mode;
   mode.best_effort = true;
   mode.http = &http;
-  if (adapter_knows_engine_13(g)) engines_step(g, WSYNC_STEP_ABANDON, 0, mode);
+  if (was_open && adapter_knows_engine_13(g)) engines_step(g, WSYNC_STEP_ABANDON, 0, mode);
   if (g->engines_paused && g->engines_resume_on_failure) {
     engines_step(g, WSYNC_STEP_RESUME, 0, mode);
     g->engines_paused = false;
+  }
+  if (!was_open) {
+    if (g->engines_paused) WSYNC_LOGW("group '%s': the engine servers' generation stays paused", g->group_name.c_str());
+    return;
   }
   WSYNC_LOGW("group '%s': the update was %s on the engine servers; they hold a mix of weight versions%s",
              g->group_name.c_str(), adapter_knows_engine_13(g) ? "ended" : "left open (the adapter predates plugin ABI 1.3)",
@@ -163,6 +169,8 @@ void engines_abandon(wsync_group_t* g) {
 }
 
 std::string engines_failure_note(const wsync_group_t* g, bool was_open) {
+  if (g->http_engines && !was_open && g->engines_paused)  // committed, but its RESUME failed
+    return " [the engine servers' generation stays paused (group option engine_resume_on_failure=1 resumes it)]";
   if (!g->http_engines || !was_open) return std::string();
   std::string note = adapter_knows_engine_13(g)
                          ? " [the engine servers' update was ended; they hold a mix of weight versions until a complete update"

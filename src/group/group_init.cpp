@@ -274,6 +274,7 @@ wsync_status_t read_event_fd(wsync_group_t* g) {
 wsync_status_t join(wsync_group_t* g, int64_t deadline) {
   EngineCalls init_calls;
   wsync_status_t st = WSYNC_OK;
+  g->engines_joined = g->http_engines;  // from here on a destroy leaves the engines' group
   if (g->http_engines && (st = init_calls.start(g, WSYNC_STEP_INIT, nullptr, nullptr, 0, &g->engines_failed)) != WSYNC_OK)
     return st;
   // Unmodified engines have no wsync receiver: no control channel, their HTTP replies are the
@@ -339,7 +340,9 @@ void close_receivers(wsync_group_t* g) {
 
 void group_teardown(wsync_group_t* g) {
   pipeline_stop(g);
-  if (g->http_engines && g->adapter_self && !g->engines.empty()) {
+  // Only a group that sent INIT tears the engine side down: one refused at the probe must not
+  // destroy a group of the same name that another trainer runs on those servers.
+  if (g->http_engines && g->engines_joined && g->adapter_self && !g->engines.empty()) {
     engines_abandon(g);  // an update still open (destroyed mid-update): end it on the engines first
     // Leave the engines' group, also after a failure: best effort, each request bounded.
     g->http.request_timeout_ms = std::min<int64_t>(g->http.request_timeout_ms, 5000);

@@ -36,12 +36,20 @@ bool take_job(wsync_group_t* g, Job* job, bool block) {
       return true;
     }
     if (!block) return false;
-    if (g->aborted.load() && !g->abort_announced) {
+    if (g->aborted.load() && !g->shared.abort_handled) {
       lk.unlock();
       if (g->bucket_in_update == 0) g->abort_announced = true;  // between updates: receivers have nothing to drop
-      else announce_abort(g, "the sender aborted the group");
+      else announce_abort(g, "the sender aborted the group");  // (once: nothing if a failure announced it)
+      const bool engines_open = g->update_open;
       engines_abandon(g);  // an engine-side update begun: end it (nothing when none is open)
+      std::string note = engines_failure_note(g, engines_open);
       lk.lock();
+      if (!note.empty() && g->shared.failed == WSYNC_OK) {  // later calls report the engines' state
+        g->shared.failed = WSYNC_ERR_ABORTED;
+        g->shared.failed_why = "group '" + g->group_name + "' was aborted" + note;
+      }
+      g->shared.abort_handled = true;
+      g->shared.cv.notify_all();
       continue;
     }
     g->shared.idle = true;
@@ -131,6 +139,7 @@ void break_group(wsync_group_t* g, InflightBucket* on_wire, wsync_status_t st, B
     }
     dropped.swap(g->shared.queue);
     g->shared.in_flight = 0;
+    if (g->aborted.load()) g->shared.abort_handled = true;  // told and abandoned above
     g->shared.cv.notify_all();
   }
   for (auto& j : dropped)
@@ -192,6 +201,9 @@ wsync_status_t commit(wsync_group_t* g, const FinalizeJob& job) {
   const std::string what = "the commit of version " + std::to_string(job.version);
   wsync_status_t st = WSYNC_OK;
   // HTTP engines: their end-of-update markers (cache flush, version, LMDeploy's finished) first.
+  // An update without buckets still opens first: the engines' finalize needs its start (SGLang's
+  // session, vLLM's start_weight_update).
+  if (g->http_engines && (st = open_update(g)) != WSYNC_OK) return st;
   if (g->http_engines && (st = engines_step(g, WSYNC_STEP_FINALIZE, job.version)) != WSYNC_OK) return st;
   ByteWriter w;
   w.u64(job.version);
@@ -220,7 +232,7 @@ wsync_status_t commit(wsync_group_t* g, const FinalizeJob& job) {
     wait_for_progress(g, ws, deadline);
   }
   if (g->http_engines && g->update_open) {
-    g->update_open = false;
+    g->update_open = false;  // committed: nothing to abandon; a failed RESUME leaves engines_paused set
     if ((st = engines_step(g, WSYNC_STEP_RESUME)) != WSYNC_OK) return st;
     g->engines_paused = false;
   }

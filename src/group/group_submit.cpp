@@ -16,10 +16,16 @@ namespace {
 
 using Lock = std::unique_lock<std::mutex>;
 
-// Aborted, or broken by an earlier failure: nothing new may start.
-wsync_status_t check_usable(wsync_group_t* g, const Lock&) {
+// Aborted, or broken by an earlier failure: nothing new may start. After an abort the call waits
+// (bounded, as the best-effort requests are) until the pipeline thread ended the engines' update,
+// so that the caller may count on it and read what state the engines were left in.
+wsync_status_t check_usable(wsync_group_t* g, Lock& lk) {
   if (g->aborted.load()) {
-    pipeline_wake(g);  // the pipeline thread tells the receivers
+    pipeline_wake(g);  // the pipeline thread tells the receivers and ends the engines' update
+    const int64_t until = now_ms() + 60000;
+    while (g->http_engines && !g->shared.abort_handled && !g->shared.stop && now_ms() < until)
+      g->shared.cv.wait_for(lk, std::chrono::milliseconds(50));
+    if (g->shared.failed == WSYNC_ERR_ABORTED) return fail_msg(WSYNC_ERR_ABORTED, g->shared.failed_why);
     return fail(WSYNC_ERR_ABORTED, "group '%s' was aborted", g->group_name.c_str());
   }
   if (g->shared.failed != WSYNC_OK)

@@ -126,6 +126,29 @@ TEST_P(Recovery, TheTrainerDestroysItsGroupMidUpdate) {
   expect_new_trainer_updates(1);
 }
 
+// wsync_group_abort between two batches of an update: the pipeline thread ends the engines'
+// update; the next call says so; a new trainer then updates the same servers.
+TEST_P(Recovery, TheTrainerAbortsMidUpdate) {
+  start();
+  {
+    Trainer tr;
+    ASSERT_EQ(WSYNC_OK, tr.init(proto(), engines())) << wsync_last_error();
+    m.fill(1);
+    ASSERT_EQ(WSYNC_OK, wsync_group_send_batch(tr.g, m.descs.data(), m.descs.size() / 2, -1)) << wsync_last_error();
+    if (sessions()) { EXPECT_EQ("true", state(a, "session_open")); }
+    wsync_group_abort(tr.g);
+    auto t0 = std::chrono::steady_clock::now();
+    while (state(a, proto() == "vllm" ? "update_active" : "session_open") == "true" && seconds_since(t0) < 10)
+      usleep(20000);
+    for (const Engine* e : {&a, &b}) expect_update_ended(*e);
+    EXPECT_EQ(WSYNC_ERR_ABORTED, wsync_group_finalize(tr.g, 1, -1));
+    std::string msg = wsync_last_error();
+    EXPECT_NE(std::string::npos, msg.find("mix of weight versions")) << msg;
+    destroy_bounded(tr);
+  }
+  expect_new_trainer_updates(2);
+}
+
 // The trainer process dies with an update open on both servers: nobody ended it. The next
 // trainer's init finds the servers in that state and cleans up before it begins.
 TEST_P(Recovery, TheTrainerProcessIsKilledMidUpdate) {

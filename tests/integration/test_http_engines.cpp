@@ -145,10 +145,14 @@ INSTANTIATE_TEST_SUITE_P(HttpEngines, Dialogue,
                                            Release{"lmdeploy", "0.16.0"}, Release{"lmdeploy", "0.18.0"}),
                          [](const ::testing::TestParamInfo<Release>& i) { return release_name(i.param); });
 
-// Before anything moves: the init route is never called, no receiver joins.
+// Before anything moves: the init route is never called, no receiver joins, and the trainer's
+// destroy sends no teardown (it would destroy another trainer's group of the same name).
 void expect_nothing_moved(const Engine& e, const std::string& init_route) {
-  for (const Seen& s : requests(e))
+  for (const Seen& s : requests(e)) {
     EXPECT_FALSE(s.path == init_route && s.body != "{}") << e.url() << " got " << s.path << " " << s.body;
+    EXPECT_NE("/destroy_weights_update_group", s.path) << e.url();
+    EXPECT_NE("/shutdown_weight_transfer_engine", s.path) << e.url();
+  }
   EXPECT_EQ("0", state(e, "receivers_joined")) << e.url();
 }
 
@@ -164,6 +168,7 @@ TEST(HttpEngines, AVersionOutsideTheMatrixIsRefusedNamingTheVersionsThatWork) {
     EXPECT_NE(std::string::npos, msg.find(c.oldest)) << msg;
     EXPECT_NE(std::string::npos, msg.find(c.newest)) << msg;
     EXPECT_NE(std::string::npos, msg.find(a.url())) << msg;
+    tr.destroy();
     expect_nothing_moved(a, c.init);
   }
 }
@@ -201,8 +206,25 @@ TEST(HttpEngines, AWorldSizeMismatchIsRefusedBeforeAnythingMoves) {
     EXPECT_NE(std::string::npos, msg.find(bad.url())) << msg;
     EXPECT_NE(std::string::npos, msg.find(" 2 ")) << msg;
     EXPECT_NE(std::string::npos, msg.find(" 1")) << msg;
+    tr.destroy();
     expect_nothing_moved(good, c.init);
     expect_nothing_moved(bad, c.init);
+  }
+}
+
+// An update with no bucket still opens on the engines (SGLang's session, vLLM's start) before
+// its finalize: the strict engines refuse a finalize without them.
+TEST(HttpEngines, AFinalizeWithoutBucketsCommits) {
+  for (const char* proto : {"sglang", "vllm", "lmdeploy"}) {
+    Engine a;
+    start_engine(&a, proto);
+    Model m;
+    m.spec = tensor_set(6, 0);
+    Trainer tr;
+    ASSERT_EQ(WSYNC_OK, tr.init(proto, a.url())) << wsync_last_error();
+    EXPECT_EQ(WSYNC_OK, wsync_group_finalize(tr.g, 1, -1)) << proto << ": " << wsync_last_error();
+    ASSERT_EQ(WSYNC_OK, publish(tr, m, 2)) << proto << ": " << wsync_last_error();
+    expect_engine_holds(a, m.spec, 2);
   }
 }
 
