@@ -342,6 +342,9 @@ TEST_F(StoreTest, WireCancelWait) {
 TEST_F(StoreTest, WireBarrierReleasesEveryoneAtTheLastArrival) {
   Raw a(port_), b(port_), watcher(port_);
   watcher.send(Req(WAIT).u64(1).str("/bar").b);  // a plain WAIT on the key, before anyone arrives
+  // The connections are served independently: give the WAIT time to be registered first (were
+  // a's arrival first, the key would exist and the WAIT would return at once, as in torch).
+  EXPECT_TRUE(watcher.silent(200));
   a.send(Req(BARRIER).str("/bar").u64(2).b);
   EXPECT_TRUE(a.silent(100));
   EXPECT_TRUE(watcher.silent(50));  // an arrival that does not complete the barrier wakes no one
