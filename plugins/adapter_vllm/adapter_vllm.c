@@ -1,19 +1,28 @@
-/* adapter_vllm: vLLM's native weight-transfer API (NCCL backend) over HTTP. One
+/* adapter_vllm: vLLM's native weight-transfer API over HTTP, with vLLM's NCCL backend
+ * (backend=nccl, the default) or the wsync backend (backend=wsync). One
  * /init_weight_transfer_engine per server covers all its workers (rank = dp_index*TP*PP + rank +
  * rank_offset); an update is /start_weight_update, one /update_weights per bucket (posted
  * concurrently with the bucket's broadcast), then /finish_weight_update with the version.
  *
- * Layout: vLLM "packed" mode. Tensors are appended as bytes (mixed dtypes, no padding) until the
- * running total EXCEEDS packed_buffer_size_bytes (strict >): the crossing tensor stays in the
- * chunk, and each chunk is one broadcast. vLLM recomputes the cuts from each /update_weights
- * list, so every bucket the core sends must be exactly one chunk of that rule: the core's
- * bucket_bytes must be at most packed_buffer_size_bytes (equal is best). UPDATE refuses a bucket
- * that vLLM would cut into more than one broadcast. With packed=0 vLLM does one broadcast per
- * tensor, so every bucket must hold one tensor (refused otherwise).
+ * backend=wsync: the servers run the weight-transfer backend named "wsync" that the wsync Python
+ * package registers (vllm.general_plugins; docs/VLLM.md): every worker runs a wsync receiver that
+ * joins the trainer's group over the trainer's store (use with the group option
+ * engine_receivers=wsync and any wsync transport). init_info is exactly {store_addr "host:port"
+ * ("[v6]:port"), group_name, rank_offset, world_size}; update_info as below. No packing rule
+ * (layout BYTES_MIXED, the group's bucket_bytes), no NCCL id, no all-reduce after init; the
+ * packed options are refused. Every other route is the same for both backends.
+ *
+ * Layout (backend=nccl): vLLM "packed" mode. Tensors are appended as bytes (mixed dtypes, no
+ * padding) until the running total EXCEEDS packed_buffer_size_bytes (strict >): the crossing
+ * tensor stays in the chunk, and each chunk is one broadcast. vLLM recomputes the cuts from each
+ * /update_weights list, so every bucket the core sends must be exactly one chunk of that rule: the
+ * core's bucket_bytes must be at most packed_buffer_size_bytes (equal is best). UPDATE refuses a
+ * bucket that vLLM would cut into more than one broadcast. With packed=0 vLLM does one broadcast
+ * per tensor, so every bucket must hold one tensor (refused otherwise).
  *
  * Releases (read at PROBE from GET /version; see docs/ENGINES.md): 0.28 to 0.33. vLLM rejects
  * unknown keys inside init_info/update_info (dataclass(**dict)), so the field set follows the
- * release: init_info {master_address, master_port | nccl_unique_id_b64 (0.30+), rank_offset,
+ * release (backend=nccl): init_info {master_address, master_port | nccl_unique_id_b64 (0.30+), rank_offset,
  * world_size, packed, packed_buffer_size_bytes, packed_num_buffers}; update_info {names,
  * dtype_names, shapes}. 0.28 and 0.29 have no nccl_unique_id_b64: a transport that gives the id
  * (nccl) is refused at INIT, since those releases rendezvous through vLLM's own
@@ -29,10 +38,11 @@
  * Options (adapter.<key>):
  *   pause                      0|1 (1)  PAUSE/RESUME send /pause?mode=... and /resume
  *   pause_mode                 abort|wait|keep (keep)
- *   packed                     0|1 (1)
- *   packed_buffer_size_bytes   1..2^53 (1073741824)
- *   packed_num_buffers         1..1024 (2)
+ *   packed                     0|1 (1)               backend nccl only
+ *   packed_buffer_size_bytes   1..2^53 (1073741824)  backend nccl only
+ *   packed_num_buffers         1..1024 (2)           backend nccl only
  *   engine_version             a release to speak with every server instead of the one it reports
+ *   backend                    nccl|wsync (nccl)  the servers' weight-transfer backend
  */
 #include <stddef.h>
 #include <stdio.h>
@@ -46,8 +56,10 @@
 #define DEFAULT_PACKED_NUM_BUFFERS 2ull
 
 static const char* const kOptions[] = {"pause",       "pause_mode", "packed", "packed_buffer_size_bytes",
-                                       "packed_num_buffers", "engine_version"};
+                                       "packed_num_buffers", "engine_version", "backend"};
 static const char* const kPauseModes[] = {"abort", "wait", "keep"};
+static const char* const kBackends[] = {"nccl", "wsync"}; /* index 1: backend=wsync */
+static const char* const kPackedOptions[] = {"packed", "packed_buffer_size_bytes", "packed_num_buffers"};
 static const hc_version_t kOldest = {0, 28, 0}, kNewest = {0, 33, HC_ANY_PATCH};
 static const hc_version_t kUniqueId = {0, 30, 0}, kShutdown = {0, 32, 0};
 
@@ -58,6 +70,7 @@ typedef struct vllm_adapter {
   int packed;
   uint64_t buffer_bytes;
   uint64_t num_buffers;
+  int wsync_backend; /* option backend=wsync: the servers run the wsync weight-transfer backend */
 } vllm_adapter_t;
 
 static wsync_status_t vllm_build(void* self, const wsync_engine_step_t* step);
@@ -78,6 +91,18 @@ static wsync_status_t vllm_create(const wsync_adapter_params_t* params, void** o
   tmp.num_buffers = DEFAULT_PACKED_NUM_BUFFERS;
   tmp.pause = 1; /* generating during an update crashes vLLM */
   tmp.base.name = ADAPTER;
+  if ((v = hc_option(params, "backend")) != NULL) {
+    st = hc_parse_choice(ADAPTER, "backend", v, kBackends, sizeof kBackends / sizeof kBackends[0], &idx);
+    if (st != WSYNC_OK) return st;
+    tmp.wsync_backend = idx == 1;
+  }
+  for (idx = 0; tmp.wsync_backend && idx < sizeof kPackedOptions / sizeof kPackedOptions[0]; ++idx)
+    if (hc_option(params, kPackedOptions[idx]) != NULL)
+      return hc_error(WSYNC_ERR_INVALID_ARGUMENT, ADAPTER,
+                      "option 'adapter.%s' belongs to backend nccl (vLLM's packed NCCL broadcast); with "
+                      "backend=wsync the bytes move over the wsync transport in the group's buckets (option "
+                      "bucket_bytes): leave it out",
+                      kPackedOptions[idx]);
   if ((v = hc_option(params, "pause")) != NULL && (st = hc_parse_bool(ADAPTER, "pause", v, &tmp.pause)) != WSYNC_OK)
     return st;
   if ((v = hc_option(params, "pause_mode")) != NULL) {
@@ -103,9 +128,12 @@ static wsync_status_t vllm_create(const wsync_adapter_params_t* params, void** o
   tmp.base.take = vllm_take;
   *a = tmp;
   /* vLLM's workers take the NCCL id in the init request (nccl_unique_id_b64, where the transport
-   * has one) and run a one-element all-reduce right after NCCL init: the sender must run it too. */
-  hc_needs_property(&a->base, "nccl_unique_id_b64");
-  hc_needs_hint(&a->base, "allreduce_after_init", "1");
+   * has one) and run a one-element all-reduce right after NCCL init: the sender must run it too.
+   * The wsync backend's receivers join over the store and need neither. */
+  if (!a->wsync_backend) {
+    hc_needs_property(&a->base, "nccl_unique_id_b64");
+    hc_needs_hint(&a->base, "allreduce_after_init", "1");
+  }
   *out = a;
   return WSYNC_OK;
 }
@@ -113,6 +141,14 @@ static wsync_status_t vllm_create(const wsync_adapter_params_t* params, void** o
 static wsync_status_t vllm_get_layout(void* self, wsync_layout_rule_t* out) {
   const vllm_adapter_t* a = (const vllm_adapter_t*)self;
   if (self == NULL || out == NULL) return hc_error(WSYNC_ERR_INVALID_ARGUMENT, ADAPTER, "get_layout: NULL argument");
+  if (a->wsync_backend) {
+    /* A wsync transport moves the core's buckets as they are: no packing rule, and the group's
+     * own bucket_bytes applies (the field is left as the core set it). */
+    out->kind = WSYNC_LAYOUT_BYTES_MIXED;
+    out->alignment = 1;
+    out->allow_split = 0;
+    return WSYNC_OK;
+  }
   out->kind = WSYNC_LAYOUT_EXCEED_THEN_FLUSH;
   out->alignment = 1;
   out->allow_split = 0;
@@ -220,12 +256,43 @@ fail:
   return st;
 }
 
+/* backend=wsync: init_info {store_addr, group_name, rank_offset, world_size}, nothing else (the
+ * backend's dataclass refuses unknown keys). store_addr is the sender's store, "host:port" with an
+ * IPv6 literal in brackets. */
+static wsync_status_t build_init_wsync(vllm_adapter_t* a, const wsync_engine_step_t* s) {
+  cJSON* body;
+  cJSON* info;
+  char* addr;
+  size_t cap;
+  int ok, v6;
+  wsync_status_t st;
+  if ((st = hc_check_rendezvous(ADAPTER, s)) != WSYNC_OK) return st;
+  if ((st = hc_check_group_name(ADAPTER, s)) != WSYNC_OK) return st;
+  v6 = strchr(s->master_address, ':') != NULL && s->master_address[0] != '[';
+  cap = strlen(s->master_address) + 16; /* brackets, ':', 5 digits, NUL */
+  if ((addr = (char*)malloc(cap)) == NULL) return hc_oom(ADAPTER, NULL);
+  snprintf(addr, cap, v6 ? "[%s]:%u" : "%s:%u", s->master_address, (unsigned)s->master_port);
+  body = cJSON_CreateObject();
+  info = cJSON_CreateObject();
+  ok = hc_put(info, "store_addr", cJSON_CreateString(addr));
+  free(addr);
+  ok = ok && hc_put(info, "group_name", cJSON_CreateString(s->group_name));
+  ok = ok && hc_put(info, "rank_offset", hc_int(s->rank_offset));
+  ok = ok && hc_put(info, "world_size", hc_int(s->world_size));
+  if (!ok) {
+    cJSON_Delete(info);
+    return hc_oom(ADAPTER, body);
+  }
+  if (!hc_put(body, "init_info", info)) return hc_oom(ADAPTER, body); /* hc_put freed info */
+  return hc_add(&a->base.list, ADAPTER, WSYNC_HTTP_POST, "/init_weight_transfer_engine", body, 0, WSYNC_REPLY_JSON);
+}
+
 static wsync_status_t build_update(vllm_adapter_t* a, const wsync_engine_step_t* s) {
   cJSON* body;
   cJSON* info;
   wsync_status_t st;
   int ok;
-  if ((st = check_one_chunk(a, s)) != WSYNC_OK) return st;
+  if (!a->wsync_backend && (st = check_one_chunk(a, s)) != WSYNC_OK) return st; /* wsync: no packing rule */
   body = cJSON_CreateObject();
   info = cJSON_CreateObject();
   ok = hc_put(info, "names", hc_names(s));
@@ -343,7 +410,7 @@ static wsync_status_t build(vllm_adapter_t* a, const wsync_engine_step_t* s) {
     case WSYNC_STEP_RESET:
       return add_reset(a, s, release);
     case WSYNC_STEP_INIT:
-      return build_init(a, s, release);
+      return a->wsync_backend ? build_init_wsync(a, s) : build_init(a, s, release);
     case WSYNC_STEP_PAUSE:
       return a->pause ? add_pause(a) : WSYNC_OK;
     case WSYNC_STEP_BEGIN_UPDATE:

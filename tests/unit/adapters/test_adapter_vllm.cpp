@@ -647,7 +647,8 @@ TEST_F(VllmTest, RemovedOptionsAreUnknown) {
 }
 
 TEST_F(VllmTest, UnknownAndBadOptions) {
-  expect_unknown_option(T(), "pause, pause_mode, packed, packed_buffer_size_bytes, packed_num_buffers, engine_version");
+  expect_unknown_option(
+      T(), "pause, pause_mode, packed, packed_buffer_size_bytes, packed_num_buffers, engine_version, backend");
   struct Bad {
     const char* key;
     const char* value;
@@ -670,6 +671,259 @@ TEST_F(VllmTest, UnknownAndBadOptions) {
 }
 
 TEST_F(VllmTest, StepValidation) { expect_step_validation(T()); }
+
+// ---- option backend: nccl (vLLM's NCCL backend, the default) or wsync (the wsync Python package's
+// weight-transfer backend: a wsync receiver in every worker, joining over the trainer's store) ----
+
+// backend=nccl is the default: the same init body, needs and layout as no option at all.
+TEST_F(VllmTest, BackendNcclIsTheDefault) {
+  Instance dflt(T(), {});
+  Instance nccl(T(), {{"backend", "nccl"}});
+  ASSERT_EQ(nccl.status(), WSYNC_OK) << nccl.error();
+  for (bool with_id : {false, true}) {
+    Step s(WSYNC_STEP_INIT);
+    if (with_id) s.property("nccl_unique_id_b64", kUid);
+    Built a = build(T(), dflt.self(), s.get());
+    Built b = build(T(), nccl.self(), s.get());
+    ASSERT_EQ(b.status, WSYNC_OK) << b.error;
+    ASSERT_EQ(b.num_out, 1u);
+    EXPECT_EQ(b.requests[0].body, a.requests.at(0).body);
+  }
+  Needs n = needs_of(T(), nccl.self());
+  EXPECT_EQ(n.hints, (V{"allreduce_after_init=1"}));
+  EXPECT_EQ(n.properties, (V{"nccl_unique_id_b64"}));
+  wsync_layout_rule_t rule = WSYNC_LAYOUT_RULE_INIT;
+  ASSERT_EQ(T()->get_layout(nccl.self(), &rule), WSYNC_OK);
+  EXPECT_EQ(rule.kind, WSYNC_LAYOUT_EXCEED_THEN_FLUSH);
+  EXPECT_EQ(rule.bucket_bytes, 1073741824u);
+  // The packed options belong to this backend.
+  Instance packed(T(), {{"backend", "nccl"}, {"packed", "0"}, {"packed_buffer_size_bytes", "4096"},
+                        {"packed_num_buffers", "3"}});
+  EXPECT_EQ(packed.status(), WSYNC_OK) << packed.error();
+}
+
+// init_info holds exactly the four fields of the wsync backend's init-info dataclass (vLLM builds
+// it with **init_info: any other key is refused): the trainer's store, the group, the ranks.
+TEST_F(VllmTest, WsyncBackendInitSendsTheStoreAndTheGroup) {
+  Instance a(T(), {{"backend", "wsync"}});
+  ASSERT_EQ(a.status(), WSYNC_OK) << a.error();
+  Step s(WSYNC_STEP_INIT);
+  Built b = build(T(), a.self(), s.get());
+  ASSERT_EQ(b.status, WSYNC_OK) << b.error;
+  ASSERT_EQ(b.num_out, 1u);
+  expect_request(b.requests[0], WSYNC_HTTP_POST, "/init_weight_transfer_engine", true, 0, WSYNC_REPLY_JSON);
+  EXPECT_EQ(b.requests[0].body,
+            "{\"init_info\":{\"store_addr\":\"10.1.2.3:29512\",\"group_name\":\"wsync_g\",\"rank_offset\":3,"
+            "\"world_size\":7}}");
+  Json j = body_of(b);
+  EXPECT_KEYS(j.get(), "init_info");
+  const cJSON* info = cJSON_GetObjectItemCaseSensitive(j.get(), "init_info");
+  EXPECT_KEYS(info, "store_addr", "group_name", "rank_offset", "world_size");
+  expect_string(info, "store_addr", "10.1.2.3:29512");
+  expect_string(info, "group_name", "wsync_g");
+  expect_int(info, "rank_offset", 3);
+  expect_int(info, "world_size", 7);
+  // Other values go through as they are.
+  Step t(WSYNC_STEP_INIT);
+  t->master_address = "trainer-0.cluster.local";
+  t->master_port = 1;
+  t->group_name = "rl/policy";
+  t->rank_offset = 9;
+  t->world_size = 4097;
+  Built c = build(T(), a.self(), t.get());
+  ASSERT_EQ(c.status, WSYNC_OK) << c.error;
+  Json k = body_of(c);
+  info = cJSON_GetObjectItemCaseSensitive(k.get(), "init_info");
+  EXPECT_KEYS(info, "store_addr", "group_name", "rank_offset", "world_size");
+  expect_string(info, "store_addr", "trainer-0.cluster.local:1");
+  expect_string(info, "group_name", "rl/policy");
+  expect_int(info, "rank_offset", 9);
+  expect_int(info, "world_size", 4097);
+}
+
+TEST_F(VllmTest, WsyncBackendInitBracketsAnIpv6Host) {
+  Instance a(T(), {{"backend", "wsync"}});
+  ASSERT_EQ(a.status(), WSYNC_OK) << a.error();
+  const std::pair<const char*, const char*> cases[] = {{"::1", "[::1]:5000"},
+                                                       {"fd00:1:2::7", "[fd00:1:2::7]:5000"},
+                                                       {"[::1]", "[::1]:5000"},  // already bracketed
+                                                       {"127.0.0.1", "127.0.0.1:5000"},
+                                                       {"localhost", "localhost:5000"}};
+  for (const auto& c : cases) {
+    Step s(WSYNC_STEP_INIT);
+    s->master_address = c.first;
+    s->master_port = 5000;
+    Built b = build(T(), a.self(), s.get());
+    ASSERT_EQ(b.status, WSYNC_OK) << c.first << ": " << b.error;
+    Json j = body_of(b);
+    const cJSON* info = cJSON_GetObjectItemCaseSensitive(j.get(), "init_info");
+    EXPECT_KEYS(info, "store_addr", "group_name", "rank_offset", "world_size");
+    expect_string(info, "store_addr", c.second);
+  }
+}
+
+// The store and the group are needed; a transport property (asked for by nobody here) is never sent,
+// and every release takes the same body (the id rule of 0.28/0.29 is the NCCL backend's).
+TEST_F(VllmTest, WsyncBackendInitNeedsTheStoreAndTheGroupName) {
+  Instance a(T(), {{"backend", "wsync"}});
+  ASSERT_EQ(a.status(), WSYNC_OK) << a.error();
+  {
+    Step s(WSYNC_STEP_INIT);
+    s->master_address = "";
+    Built b = build(T(), a.self(), s.get());
+    EXPECT_EQ(b.status, WSYNC_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(b.num_out, 0u);
+    EXPECT_CONTAINS(b.error, "INIT step (server 1): master_address is empty");
+  }
+  {
+    Step s(WSYNC_STEP_INIT);
+    s->master_port = 0;
+    Built b = build(T(), a.self(), s.get());
+    EXPECT_EQ(b.status, WSYNC_ERR_INVALID_ARGUMENT);
+    EXPECT_CONTAINS(b.error, "master_port 0 is not in 1..65535");
+  }
+  for (const char* g : {"", static_cast<const char*>(nullptr)}) {
+    Step s(WSYNC_STEP_INIT);
+    s->group_name = g;
+    Built b = build(T(), a.self(), s.get());
+    EXPECT_EQ(b.status, WSYNC_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(b.num_out, 0u);
+    EXPECT_CONTAINS(b.error, std::string("INIT step (server 1): group_name is ") + (g ? "empty" : "NULL"));
+  }
+  Step ref(WSYNC_STEP_INIT);
+  Built want = build(T(), a.self(), ref.get());
+  ASSERT_EQ(want.status, WSYNC_OK) << want.error;
+  for (const char* v : {"0.28.0", "0.29.2", "0.33.0"}) {
+    Instance p(T(), {{"backend", "wsync"}});
+    probed(p, v);
+    Step s(WSYNC_STEP_INIT);
+    s.property("nccl_unique_id_b64", kUid);
+    Built b = build(T(), p.self(), s.get());
+    ASSERT_EQ(b.status, WSYNC_OK) << v << ": " << b.error;
+    EXPECT_EQ(b.requests.at(0).body, want.requests.at(0).body) << v;
+  }
+}
+
+// The wsync receivers join over the store: no NCCL id property, no all-reduce after init.
+TEST_F(VllmTest, WsyncBackendNeedsNoIdPropertyNorAllReduce) {
+  Instance a(T(), {{"backend", "wsync"}});
+  ASSERT_EQ(a.status(), WSYNC_OK) << a.error();
+  Needs n = needs_of(T(), a.self());
+  EXPECT_EQ(n.hints, V{});
+  EXPECT_EQ(n.properties, V{});
+}
+
+// No packing rule: byte offsets, mixed dtypes, and the group's own bucket_bytes (not forced).
+TEST_F(VllmTest, WsyncBackendLayoutIsBytesMixedAtTheGroupsBucketSize) {
+  Instance a(T(), {{"backend", "wsync"}});
+  ASSERT_EQ(a.status(), WSYNC_OK) << a.error();
+  wsync_layout_rule_t rule = WSYNC_LAYOUT_RULE_INIT;
+  rule.kind = -1;
+  rule.alignment = 77;
+  rule.allow_split = 9;
+  ASSERT_EQ(T()->get_layout(a.self(), &rule), WSYNC_OK);
+  EXPECT_EQ(rule.struct_size, sizeof(wsync_layout_rule_t));
+  EXPECT_EQ(rule.kind, WSYNC_LAYOUT_BYTES_MIXED);
+  EXPECT_EQ(rule.alignment, 1u);
+  EXPECT_EQ(rule.allow_split, 0u);
+  EXPECT_EQ(rule.bucket_bytes, 0u);
+  wsync_layout_rule_t kept = WSYNC_LAYOUT_RULE_INIT;
+  kept.bucket_bytes = 12345;  // whatever the core put there stays
+  ASSERT_EQ(T()->get_layout(a.self(), &kept), WSYNC_OK);
+  EXPECT_EQ(kept.bucket_bytes, 12345u);
+  EXPECT_EQ(T()->get_layout(nullptr, &rule), WSYNC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(T()->get_layout(a.self(), nullptr), WSYNC_ERR_INVALID_ARGUMENT);
+}
+
+// A bucket is one /update_weights whatever vLLM's packing would make of it; update_info as with nccl.
+TEST_F(VllmTest, WsyncBackendUpdateHasNoPackingRule) {
+  // 3 x 1 GiB: more than one chunk of the default 1 GiB packed buffer (nccl refuses it).
+  Step s(WSYNC_STEP_UPDATE, {{"model.a", WSYNC_DTYPE_BFLOAT16, {536870912, 2}},
+                             {"model.b", WSYNC_DTYPE_FLOAT32, {268435456, 2}},
+                             {"model.c", WSYNC_DTYPE_UINT8, {7}}});
+  Instance nccl(T(), {});
+  Built refused = build(T(), nccl.self(), s.get());
+  ASSERT_EQ(refused.status, WSYNC_ERR_INVALID_ARGUMENT);
+  EXPECT_CONTAINS(refused.error, "is more than one vLLM packed chunk");
+  Instance a(T(), {{"backend", "wsync"}});
+  ASSERT_EQ(a.status(), WSYNC_OK) << a.error();
+  Built b = build(T(), a.self(), s.get());
+  ASSERT_EQ(b.status, WSYNC_OK) << b.error;
+  ASSERT_EQ(b.num_out, 1u);
+  expect_request(b.requests[0], WSYNC_HTTP_POST, "/update_weights", true, 0, WSYNC_REPLY_JSON);
+  Json j = body_of(b);
+  EXPECT_KEYS(j.get(), "update_info");
+  const cJSON* info = cJSON_GetObjectItemCaseSensitive(j.get(), "update_info");
+  EXPECT_KEYS(info, "names", "dtype_names", "shapes");
+  expect_strings(info, "names", {"model.a", "model.b", "model.c"});
+  expect_strings(info, "dtype_names", {"bfloat16", "float32", "uint8"});
+  expect_shapes(info, "shapes", {{536870912, 2}, {268435456, 2}, {7}});
+  // The same update_info as the NCCL backend for a bucket both take.
+  Step one(WSYNC_STEP_UPDATE, {{"w", WSYNC_DTYPE_FLOAT16, {2, 3}}, {"v", WSYNC_DTYPE_INT32, {}}});
+  Built x = build(T(), nccl.self(), one.get());
+  Built y = build(T(), a.self(), one.get());
+  ASSERT_EQ(x.status, WSYNC_OK) << x.error;
+  ASSERT_EQ(y.status, WSYNC_OK) << y.error;
+  EXPECT_EQ(y.requests.at(0).body, x.requests.at(0).body);
+}
+
+// The packed options are the NCCL backend's: refused with backend=wsync, naming the option.
+TEST_F(VllmTest, WsyncBackendRefusesThePackedOptions) {
+  const std::pair<const char*, const char*> opts[] = {
+      {"packed", "1"}, {"packed", "0"}, {"packed_buffer_size_bytes", "1073741824"}, {"packed_num_buffers", "2"}};
+  for (const auto& o : opts) {
+    for (bool backend_first : {true, false}) {
+      Options list = backend_first ? Options{{"backend", "wsync"}, {o.first, o.second}}
+                                   : Options{{o.first, o.second}, {"backend", "wsync"}};
+      Instance a(T(), list);
+      EXPECT_EQ(a.status(), WSYNC_ERR_INVALID_ARGUMENT) << o.first << "=" << o.second;
+      EXPECT_EQ(a.self(), nullptr);
+      EXPECT_CONTAINS(a.error(), std::string("option 'adapter.") + o.first + "' belongs to backend nccl");
+      EXPECT_CONTAINS(a.error(), "backend=wsync");
+    }
+  }
+}
+
+TEST_F(VllmTest, BackendRefusesAnUnknownValue) {
+  for (const char* v : {"foo", "", "NCCL", "Wsync", "nccl ", "gloo"}) {
+    Instance a(T(), {{"backend", v}});
+    EXPECT_EQ(a.status(), WSYNC_ERR_INVALID_ARGUMENT) << v;
+    EXPECT_EQ(a.self(), nullptr);
+    EXPECT_CONTAINS(a.error(), std::string("option 'adapter.backend' must be one of nccl, wsync, not '") + v + "'");
+  }
+}
+
+// Every other step is the same for both backends (probe, reset, pause/resume, start/finish,
+// shutdown, abandon).
+TEST_F(VllmTest, WsyncBackendLifeIsTheSameOtherwise) {
+  for (const char* v : {"0.28.0", "0.32.0"}) {
+    for (const char* pause : {"0", "1"}) {
+      Instance nccl(T(), {{"pause", pause}});
+      Instance a(T(), {{"backend", "wsync"}, {"pause", pause}});
+      probed(nccl, v);
+      probed(a, v);
+      EXPECT_EQ(life(T(), a.self()), life(T(), nccl.self())) << v;
+      for (int kind : {WSYNC_STEP_RESET, WSYNC_STEP_PAUSE, WSYNC_STEP_BEGIN_UPDATE, WSYNC_STEP_FINALIZE,
+                       WSYNC_STEP_ABANDON, WSYNC_STEP_RESUME, WSYNC_STEP_DESTROY}) {
+        Step s(kind);
+        Built x = build(T(), nccl.self(), s.get());
+        Built y = build(T(), a.self(), s.get());
+        ASSERT_EQ(y.status, WSYNC_OK) << kind << ": " << y.error;
+        ASSERT_EQ(y.num_out, x.num_out) << kind;
+        for (size_t i = 0; i < x.requests.size(); ++i) {
+          EXPECT_EQ(y.requests[i].path, x.requests[i].path) << kind;
+          EXPECT_EQ(y.requests[i].body, x.requests[i].body) << kind;
+          EXPECT_EQ(y.requests[i].idempotent, x.requests[i].idempotent) << kind;
+          EXPECT_EQ(y.requests[i].reply, x.requests[i].reply) << kind;
+        }
+      }
+    }
+  }
+  Instance forced(T(), {{"backend", "wsync"}, {"engine_version", "0.31.0"}});
+  ASSERT_EQ(forced.status(), WSYNC_OK) << forced.error();
+  EXPECT_EQ(routes(T(), forced.self(), WSYNC_STEP_DESTROY), V{});
+  EXPECT_EQ(routes(T(), forced.self(), WSYNC_STEP_PROBE), V{"GET /get_world_size"});
+}
 
 // ---- the whole life of a group, per release ----
 
