@@ -1,6 +1,12 @@
 # cmake --install lays down: the headers, libwsync.so.<abi major>, the plugins in <libdir>/wsync,
 # a CMake package (find_package(wsync) -> wsync::wsync) and wsync.pc.
+# The Python wheel (WSYNC_PYTHON_WHEEL, see pyproject.toml) takes only the library and the plugins.
 include(CMakePackageConfigHelpers)
+
+if(WSYNC_PYTHON_WHEEL)  # one file under its soname: a wheel holds no symlinks
+  install(FILES $<TARGET_FILE:wsync> DESTINATION ${CMAKE_INSTALL_LIBDIR} RENAME libwsync.so.${WSYNC_ABI_MAJOR})
+  return()
+endif()
 
 install(TARGETS wsync EXPORT wsyncTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}

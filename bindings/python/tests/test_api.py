@@ -1,0 +1,328 @@
+"""The binding over the C ABI: statuses, errors, tensors in, events out, lifetimes, async, logs."""
+import logging
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import wsync
+from wsync import errors
+from conftest import TIMEOUT_MS, ReceiverThread, Trainer, digest
+
+
+def test_every_status_maps_to_its_exception():
+    names = {}
+    for status in range(1, 16):
+        e = errors.error_for(status, "detail")
+        assert type(e) is not wsync.WsyncError, status
+        assert e.status == status
+        assert e.status_name == wsync.status_name(status)
+        assert str(e) == "%s: detail" % e.status_name
+        names[e.status_name] = type(e).__name__
+    # The class name is the status name in CamelCase: WSYNC_ERR_PEER_FAILED -> PeerFailedError.
+    for sname, cname in names.items():
+        camel = "".join(p.capitalize() for p in sname[len("WSYNC_ERR_"):].split("_"))
+        assert cname.lower() == (camel + "Error").lower().replace("ioerror", "ioerror"), (sname, cname)
+    unknown = errors.error_for(77, "from a newer library")
+    assert type(unknown) is wsync.WsyncError and unknown.status == 77
+    assert unknown.status_name == "WSYNC_ERR_UNKNOWN"
+    assert issubclass(wsync.TimeoutError, TimeoutError)
+
+
+def test_a_bad_option_raises_invalid_argument_naming_it():
+    with pytest.raises(wsync.InvalidArgumentError) as e:
+        wsync.Group(1, options={"no_such_option": "1"}, timeout_ms=1000)
+    assert e.value.status == 1 and "no_such_option" in e.value.message
+
+
+def test_a_missing_plugin_raises_not_found_naming_it():
+    with pytest.raises(wsync.NotFoundError) as e:
+        wsync.Group(1, transport="no_such_transport", timeout_ms=1000)
+    assert "no_such_transport" in e.value.message
+
+
+def test_a_store_nobody_hosts_times_out():
+    with pytest.raises((wsync.TimeoutError, wsync.PeerFailedError, wsync.IOError)) as e:
+        wsync.Receiver(1, "127.0.0.1:9", timeout_ms=300)
+    assert "127.0.0.1:9" in e.value.message
+
+
+def test_version_and_plugins():
+    assert wsync.abi_version()[0] == 1
+    names = {(p["kind"], p["name"]) for p in wsync.list_plugins()}
+    assert ("transport", "ucx") in names and ("adapter", "native") in names
+    assert wsync.plugin_dirs()
+
+
+def _model(seed):
+    rng = np.random.default_rng(seed)
+    return {
+        "embed.weight": rng.standard_normal((64, 32), dtype=np.float32),
+        "layer.0.bias": rng.standard_normal(32).astype(np.float64),
+        "layer.0.steps": rng.integers(0, 1 << 40, size=(3, 5), dtype=np.int64),
+        "mask": rng.integers(0, 2, size=17).astype(np.bool_),
+        "bytes": rng.integers(0, 255, size=1000, dtype=np.uint8),
+        "scalar": np.array(3.5, dtype=np.float32),
+        "empty": np.zeros((0, 4), dtype=np.float32),
+    }
+
+
+def test_numpy_round_trip_three_versions(tmp_path):
+    tr = Trainer(tmp_path, num_receivers=2)
+    rxs = [ReceiverThread(tr.addr_file, rank=r) for r in (1, 2)]
+    for r in rxs:
+        r.start()
+    with tr.group({"bucket_bytes": "8192"}) as g:
+        for v in (1, 2, 3):
+            m = _model(v)
+            g.send({k: m[k] for k in list(m)[:3]})
+            g.send({k: m[k] for k in list(m)[3:]})
+            g.finalize(v)
+            want = {k: digest(x) for k, x in m.items()}
+            for r in rxs:
+                assert r.committed[v] == want
+        s = g.stats()
+        assert s.committed_version == 3 and s.updates == 3 and s.tensors == 21 and s.num_receivers == 2
+    for r in rxs:
+        r.join(10)
+        assert r.error is None and r.events[-1] == wsync.EventKind.CLOSED
+
+
+def test_non_contiguous_is_refused_with_its_name(trainer):
+    a = np.zeros((4, 6), dtype=np.float32).T
+    with pytest.raises(wsync.InvalidArgumentError) as e:
+        wsync._tensors.Descriptors({"transposed.weight": a})
+    assert "transposed.weight" in e.value.message and "contiguous" in e.value.message
+    with pytest.raises(wsync.InvalidArgumentError) as e:
+        wsync._tensors.Descriptors({"obj": object()})
+    assert "'obj'" in e.value.message
+    with pytest.raises(wsync.InvalidArgumentError) as e:
+        wsync._tensors.Descriptors({"c": np.zeros(3, dtype=np.complex64)})
+    assert "complex64" in e.value.message
+
+
+class OnlyDlpack:
+    """Something that speaks nothing but DLPack."""
+
+    def __init__(self, a):
+        self._a = a
+
+    def __dlpack__(self, stream=None):
+        return self._a.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self._a.__dlpack_device__()
+
+
+def test_dlpack_producers_go_in_as_they_are(tmp_path):
+    tr = Trainer(tmp_path)
+    r = ReceiverThread(tr.addr_file)
+    r.start()
+    a = np.arange(24, dtype=np.int32).reshape(2, 3, 4)
+    d = wsync._tensors.Descriptors({"x": OnlyDlpack(a)})
+    assert d.array[0].data == a.__array_interface__["data"][0] and d.array[0].nbytes == 96
+    with pytest.raises(wsync.InvalidArgumentError, match="'strided'.*contiguous"):
+        wsync._tensors.Descriptors({"strided": OnlyDlpack(a[:, :, ::2])})
+    with tr.group() as g:
+        g.send({"x": OnlyDlpack(a)})
+        g.finalize(1)
+    r.join(10)
+    assert r.error is None and r.committed[1] == {"x": digest(a)}
+
+
+def test_views_expire_at_the_next_event(tmp_path):
+    tr = Trainer(tmp_path)
+    kept = {}
+
+    def on_event(rx, ev):
+        if ev.kind == wsync.EventKind.BUCKET:
+            v = ev.tensors[0]
+            kept["view"], kept["copy"], kept["before"] = v, v.copy(), v.valid
+        elif ev.kind == wsync.EventKind.COMMIT:
+            kept["after"] = kept["view"].valid
+            for fn in (kept["view"].numpy, kept["view"].copy):
+                try:
+                    fn()
+                    kept["raised"] = False
+                except wsync.InvalidStateError as e:
+                    kept["raised"] = "expired" in e.message and "'w'" in e.message
+            rx.commit(ev.version)
+
+    r = ReceiverThread(tr.addr_file, on_event=on_event)
+    r.start()
+    w = np.arange(10, dtype=np.float32)
+    with tr.group() as g:
+        g.send({"w": w})
+        g.finalize(1)
+    r.join(10)
+    assert r.error is None
+    assert kept["before"] is True and kept["after"] is False and kept["raised"] is True
+    assert np.array_equal(np.asarray(kept["copy"]), w)
+
+
+def test_placed_numpy_buffers_hold_the_bytes(tmp_path):
+    tr = Trainer(tmp_path)
+    buf = np.zeros((64, 32), dtype=np.float32)
+    ptr = buf.__array_interface__["data"][0]
+    placed = []
+
+    def on_event(rx, ev):
+        if ev.kind == wsync.EventKind.BUCKET:
+            placed.extend((t.name, t.placed, t.numpy() is buf) for t in ev.tensors)
+        elif ev.kind == wsync.EventKind.COMMIT:
+            rx.commit(ev.version)
+
+    r = ReceiverThread(tr.addr_file, register={"embed.weight": buf}, on_event=on_event)
+    r.start()
+    m = _model(7)
+    with tr.group() as g:
+        g.send({"embed.weight": m["embed.weight"], "scalar": m["scalar"]})
+        g.finalize(1)
+    r.join(10)
+    assert r.error is None
+    assert ("embed.weight", True, True) in placed and ("scalar", False, False) in placed
+    assert buf.__array_interface__["data"][0] == ptr and np.array_equal(buf, m["embed.weight"])
+
+
+def test_a_registration_mismatch_is_refused_naming_the_tensor(tmp_path):
+    tr = Trainer(tmp_path)
+    r = ReceiverThread(tr.addr_file, register={"w": np.zeros(8, dtype=np.float32)})
+    r.start()
+    with tr.group() as g:
+        with pytest.raises(wsync.WsyncError) as e:
+            g.send({"w": np.zeros(9, dtype=np.float32)})
+        assert "'w'" in e.value.message or "w" in e.value.message.split()
+    r.join(10)
+
+
+KILLED_RECEIVER = textwrap.dedent("""
+    import os, signal, sys, time
+    sys.path.insert(0, %r)
+    import wsync
+    from conftest import read_addr
+    rx = wsync.Receiver(1, read_addr(sys.argv[1]), group_name="pytest", timeout_ms=20000)
+    while True:
+        ev = rx.next(20000)
+        if ev.kind == wsync.EventKind.BUCKET:
+            os.kill(os.getpid(), signal.SIGKILL)   # dies in the middle of the update
+""")
+
+
+def test_a_receiver_killed_mid_update_gives_a_named_error(tmp_path):
+    tr = Trainer(tmp_path)
+    script = tmp_path / "victim.py"
+    script.write_text(KILLED_RECEIVER % os.path.dirname(__file__))
+    p = subprocess.Popen([sys.executable, str(script), tr.addr_file], env=dict(os.environ))
+    try:
+        with tr.group({"bucket_bytes": "4096"}) as g:
+            m = {"t%d" % i: np.full(1024, i, dtype=np.float32) for i in range(8)}
+            t0 = time.time()
+            with pytest.raises(wsync.PeerFailedError) as e:
+                g.send(m)
+                g.send({"late": np.zeros(4, dtype=np.float32)})
+                g.finalize(1)
+            assert time.time() - t0 < TIMEOUT_MS / 1000
+            assert "rank 1" in e.value.message, e.value.message
+            with pytest.raises(wsync.WsyncError):  # the group is broken after a failure
+                g.finalize(1)
+    finally:
+        p.wait(10)
+    assert p.returncode == -signal.SIGKILL
+
+
+def test_abort_from_another_thread_stops_a_blocked_send(tmp_path):
+    tr = Trainer(tmp_path)
+    gate = threading.Event()
+
+    def on_event(rx, ev):  # never applies the second bucket: the sender waits for its READY
+        gate.wait(30)
+
+    r = ReceiverThread(tr.addr_file, on_event=on_event)
+    r.start()
+    with tr.group({"bucket_bytes": "4096"}) as g:
+        threading.Timer(0.5, g.abort).start()
+        t0 = time.time()
+        with pytest.raises(wsync.AbortedError):
+            g.send({"t%d" % i: np.zeros(1024, dtype=np.float32) for i in range(6)}, timeout_ms=20000)
+        assert time.time() - t0 < 5
+        g.abort()  # idempotent
+    gate.set()
+    r.join(10)
+
+
+def test_async_send_overlaps_with_producing_the_next_batch(tmp_path):
+    tr = Trainer(tmp_path)
+    r = ReceiverThread(tr.addr_file, on_event=lambda rx, ev: rx.commit(ev.version)
+                       if ev.kind == wsync.EventKind.COMMIT else None)
+    r.start()
+    batch = {"w%d" % i: np.ones(4 << 20, dtype=np.float32) for i in range(8)}  # 128 MiB
+    with tr.group({"bucket_bytes": str(16 << 20)}) as g:
+        t0 = time.perf_counter()
+        g.send(batch)
+        serial = time.perf_counter() - t0
+        g.finalize(1)
+        t0 = time.perf_counter()
+        h = g.send_async(batch)
+        in_flight = not h.done()
+        time.sleep(serial)  # "produce the next batch" for as long as a send takes
+        h.wait()
+        overlapped = time.perf_counter() - t0
+        assert h.done()
+        g.finalize(2)
+    r.join(10)
+    assert in_flight
+    # Serially it would take 2 x serial; overlapped it takes about 1 x.
+    assert overlapped < 1.6 * serial, (overlapped, serial)
+
+
+def test_send_handle_keeps_tensors_alive_until_delivered(tmp_path):
+    tr = Trainer(tmp_path)
+    r = ReceiverThread(tr.addr_file)
+    r.start()
+    with tr.group() as g:
+        h = g.send_async({"w": np.arange(100, dtype=np.float32)})  # the only reference is wsync's
+        assert h.ticket in g._inflight
+        h.wait()
+        assert h.ticket not in g._inflight
+        with pytest.raises(wsync.InvalidArgumentError):
+            wsync.lib.wsync_group_send_wait(g._handle, 999, 0) and wsync.check(
+                wsync.lib.wsync_group_send_wait(g._handle, 999, 0))
+        g.finalize(1)
+    r.join(10)
+    assert r.committed[1] == {"w": digest(np.arange(100, dtype=np.float32))}
+
+
+def test_closed_objects_raise_invalid_state(tmp_path):
+    tr = Trainer(tmp_path)
+    r = ReceiverThread(tr.addr_file)
+    r.start()
+    g = tr.group()
+    g.close()
+    g.close()
+    with pytest.raises(wsync.InvalidStateError):
+        g.finalize(1)
+    r.join(10)
+
+
+def test_log_lines_reach_python_logging(tmp_path, caplog):
+    tr = Trainer(tmp_path)
+    wsync.route_logs(logging.DEBUG)
+    try:
+        with caplog.at_level(logging.DEBUG, logger="wsync"):
+            r = ReceiverThread(tr.addr_file)
+            r.start()
+            with tr.group() as g:
+                g.send({"w": np.zeros(4, dtype=np.float32)})
+                g.finalize(1)
+            r.join(10)
+    finally:
+        wsync.route_logs()
+    records = [rec for rec in caplog.records if rec.name == "wsync"]
+    assert records, "no wsync log line reached logging"
+    assert all(isinstance(rec.getMessage(), str) for rec in records)

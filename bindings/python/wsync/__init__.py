@@ -1,0 +1,56 @@
+"""wsync for Python: publish a trainer's weights into running inference engines.
+
+Pure Python over wsync's C ABI (ctypes); the wheel carries libwsync and its plugins. See
+docs/PYTHON.md."""
+import ctypes
+
+from . import _ffi
+from ._ffi import lib, library_path
+from ._log import restore_default_logging, route_logs
+from .errors import (AbortedError, EngineError, InternalError, InvalidArgumentError, InvalidStateError, IOError,
+                     NoDeviceError, NotFoundError, OutOfMemoryError, PeerFailedError, ProtocolError, RejectedError,
+                     TimeoutError, UnsupportedError, VersionMismatchError, WsyncError, check)
+from .group import Group, GroupStats, SendHandle
+from .receiver import Event, EventKind, Receiver, TensorView
+
+__version__ = lib.wsync_version_string().decode()
+
+
+def abi_version():
+    """(major, minor) of the loaded libwsync."""
+    v = lib.wsync_abi_version()
+    return v >> 16, v & 0xFFFF
+
+
+def status_name(status):
+    return lib.wsync_status_name(status).decode()
+
+
+def plugin_dirs():
+    return [d for d in lib.wsync_plugin_dirs().decode().split(":") if d]
+
+
+def list_plugins():
+    """Every transport and adapter plugin wsync can find, as dicts (what wsync-info prints)."""
+    count = ctypes.c_uint64()
+    check(lib.wsync_list_plugins(None, 0, ctypes.byref(count)))
+    n = count.value
+    arr = (_ffi.PluginInfo * max(1, n))()
+    arr[0].struct_size = ctypes.sizeof(_ffi.PluginInfo)
+    check(lib.wsync_list_plugins(arr, n, ctypes.byref(count)))
+    kinds = {1: "transport", 2: "adapter"}
+    out = []
+    for p in arr[:min(n, count.value)]:
+        out.append({"kind": kinds.get(p.kind, str(p.kind)), "name": p.name.decode(), "path": p.path.decode(),
+                    "version": p.version.decode(), "detail": p.detail.decode(), "error": p.error.decode(),
+                    "status": status_name(p.status), "abi": (p.abi_major, p.abi_minor), "shadowed": bool(p.shadowed)})
+    return out
+
+
+route_logs()
+
+__all__ = ["Group", "GroupStats", "SendHandle", "Receiver", "Event", "EventKind", "TensorView", "WsyncError",
+           "InvalidArgumentError", "NotFoundError", "VersionMismatchError", "UnsupportedError", "TimeoutError",
+           "AbortedError", "ProtocolError", "IOError", "PeerFailedError", "OutOfMemoryError", "InvalidStateError",
+           "EngineError", "InternalError", "NoDeviceError", "RejectedError", "abi_version", "status_name",
+           "plugin_dirs", "list_plugins", "route_logs", "restore_default_logging", "library_path"]

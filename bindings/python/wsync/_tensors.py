@@ -1,0 +1,167 @@
+"""Tensors into wsync without copies: torch tensors (CPU and CUDA), numpy arrays and anything with
+__dlpack__ are described to the C ABI by their own data pointer. Dense C-contiguous only: anything
+else is refused with the tensor's name."""
+import ctypes
+
+from . import _ffi
+from .errors import InvalidArgumentError
+
+# WSYNC_DTYPE_* by torch's dtype name (str(torch.float32) is "torch.float32").
+DTYPES = {"bool": 1, "int8": 2, "int16": 3, "int32": 4, "int64": 5, "uint8": 6, "float16": 7, "bfloat16": 8,
+          "float32": 9, "float64": 10, "float8_e4m3fn": 11, "float8_e5m2": 12}
+DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
+ITEMSIZE = {1: 1, 2: 1, 3: 2, 4: 4, 5: 8, 6: 1, 7: 2, 8: 2, 9: 4, 10: 8, 11: 1, 12: 1}
+# numpy's names where they differ ("half" is float16's alias; ml_dtypes gives "bfloat16", "float8_e4m3fn").
+NUMPY_NAMES = {"bool_": "bool"}
+CPU, CUDA = 1, 2
+# DLPack type codes: kDLInt 0, kDLUInt 1, kDLFloat 2, kDLBfloat 4, kDLBool 6, kDLFloat8_e4m3fn 10, kDLFloat8_e5m2 12
+DLPACK_DTYPES = {(0, 8): 2, (0, 16): 3, (0, 32): 4, (0, 64): 5, (1, 8): 6, (2, 16): 7, (4, 16): 8, (2, 32): 9,
+                 (2, 64): 10, (6, 8): 1, (1, 1): 1, (10, 8): 11, (12, 8): 12}
+
+
+def _refuse(name, why):
+    raise InvalidArgumentError("tensor '%s': %s" % (name, why))
+
+
+def _fill(t, name, dtype, data, shape, device_type, device_index):
+    if len(shape) > _ffi.MAX_NDIM:
+        _refuse(name, "%d dimensions; wsync takes at most %d" % (len(shape), _ffi.MAX_NDIM))
+    t.dtype = dtype
+    t.data = data or None
+    n = 1
+    for i, d in enumerate(shape):
+        t.shape[i] = int(d)
+        n *= int(d)
+    t.ndim = len(shape)
+    t.nbytes = n * ITEMSIZE[dtype]
+    t.device_type = device_type
+    t.device_index = device_index
+
+
+def _from_torch(t, name, x):
+    dtype = DTYPES.get(str(x.dtype).replace("torch.", ""))
+    if dtype is None:
+        _refuse(name, "torch dtype %s has no wsync dtype" % x.dtype)
+    if x.layout is not None and str(x.layout) != "torch.strided":
+        _refuse(name, "layout %s; only dense (strided) tensors can be sent" % x.layout)
+    if not x.is_contiguous():
+        _refuse(name, "not contiguous (strides %s for shape %s); pass .contiguous()" % (tuple(x.stride()),
+                                                                                       tuple(x.shape)))
+    dev = x.device
+    if dev.type == "cpu":
+        dt, di = CPU, 0
+    elif dev.type == "cuda":
+        dt, di = CUDA, dev.index or 0
+    else:
+        _refuse(name, "device %s; wsync takes cpu and cuda tensors" % dev)
+    _fill(t, name, dtype, x.data_ptr(), tuple(x.shape), dt, di)
+
+
+def _from_numpy(t, name, x):
+    dname = NUMPY_NAMES.get(x.dtype.name, x.dtype.name)
+    dtype = DTYPES.get(dname)
+    if dtype is None or x.dtype.itemsize != ITEMSIZE[dtype]:
+        _refuse(name, "numpy dtype %s has no wsync dtype" % x.dtype)
+    if not x.flags["C_CONTIGUOUS"]:
+        _refuse(name, "not C-contiguous (strides %s for shape %s); pass numpy.ascontiguousarray(x)" %
+                (x.strides, x.shape))
+    _fill(t, name, dtype, x.__array_interface__["data"][0], x.shape, CPU, 0)
+
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32),
+                ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+_capsule_get = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_get.restype = ctypes.c_void_p
+_capsule_get.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+
+def _from_dlpack(t, name, x):
+    """Any __dlpack__ producer. The capsule is kept (not consumed) for as long as the descriptor
+    is used, so the producer's memory stays alive; its deleter runs when it is dropped."""
+    try:
+        capsule = x.__dlpack__()
+    except (BufferError, RuntimeError, TypeError) as e:
+        _refuse(name, "its __dlpack__ failed: %s" % e)
+    ptr = _capsule_get(capsule, b"dltensor")  # DLManagedTensor starts with its DLTensor
+    dl = _DLTensor.from_address(ptr)
+    dtype = DLPACK_DTYPES.get((dl.dtype.code, dl.dtype.bits)) if dl.dtype.lanes == 1 else None
+    if dtype is None:
+        _refuse(name, "DLPack dtype (code %d, %d bits, %d lanes) has no wsync dtype" %
+                (dl.dtype.code, dl.dtype.bits, dl.dtype.lanes))
+    shape = [dl.shape[i] for i in range(dl.ndim)]
+    if dl.strides:
+        expect = 1
+        for i in reversed(range(dl.ndim)):
+            if shape[i] != 1 and dl.strides[i] != expect:
+                _refuse(name, "not C-contiguous (DLPack strides %s for shape %s)" %
+                        ([dl.strides[j] for j in range(dl.ndim)], shape))
+            expect *= shape[i]
+    if dl.device.device_type == 1:
+        dt, di = CPU, 0
+    elif dl.device.device_type == 2:
+        dt, di = CUDA, dl.device.device_id
+    else:
+        _refuse(name, "DLPack device type %d; wsync takes CPU (1) and CUDA (2)" % dl.device.device_type)
+    _fill(t, name, dtype, (dl.data or 0) + dl.byte_offset, shape, dt, di)
+    return capsule
+
+
+def _kind(x):
+    mod = type(x).__module__
+    if mod.startswith("torch") and hasattr(x, "data_ptr") and hasattr(x, "is_contiguous"):
+        return _from_torch
+    if hasattr(x, "__array_interface__") and hasattr(x, "flags") and hasattr(x, "dtype"):
+        return _from_numpy
+    if hasattr(x, "__dlpack__"):
+        return _from_dlpack
+    return None
+
+
+def named_items(tensors):
+    """(name, tensor) pairs from a dict, a Module's named_parameters()/state_dict() or any iterable
+    of pairs."""
+    if hasattr(tensors, "items"):
+        return list(tensors.items())
+    items = list(tensors)
+    for it in items:
+        if not (isinstance(it, tuple) and len(it) == 2 and isinstance(it[0], str)):
+            raise InvalidArgumentError("tensors: expected a dict or (name, tensor) pairs, got an item %r" %
+                                       (type(it).__name__,))
+    return items
+
+
+class Descriptors:
+    """A C array of wsync_tensor_t over the caller's tensors, and everything that must outlive
+    the C call that reads it: the name bytes, the tensors, DLPack capsules."""
+
+    def __init__(self, tensors):
+        items = named_items(tensors)
+        self.count = len(items)
+        self.array = (_ffi.Tensor * max(1, self.count))()
+        self.keep = []
+        for i, (name, x) in enumerate(items):
+            t = self.array[i]
+            t.struct_size = _ffi.STRUCT_SIZES[_ffi.Tensor]
+            fill = _kind(x)
+            if fill is None:
+                _refuse(name, "a %s is neither a torch tensor, a numpy array nor has __dlpack__" %
+                        type(x).__name__)
+            encoded = name.encode("utf-8")
+            t.name = encoded
+            extra = fill(t, name, x)
+            self.keep.append((encoded, x, extra))
+
+    def tensors(self):
+        return self.array, self.count

@@ -1,0 +1,164 @@
+"""The sender half: a trainer's Group."""
+import ctypes
+import threading
+from dataclasses import dataclass
+
+from . import _ffi
+from ._ffi import lib
+from ._options import Options, text, timeout
+from ._tensors import Descriptors
+from .errors import InvalidStateError, TimeoutError, check
+
+
+@dataclass(frozen=True)
+class GroupStats:
+    num_receivers: int
+    committed_version: int
+    updates: int
+    batches: int
+    buckets: int
+    tensors: int
+    bytes: int
+    staging_bytes: int
+    send_seconds: float
+    device_staging_bytes: int
+
+
+class SendHandle:
+    """One batch started with Group.send_async. Its tensors stay borrowed (and referenced by this
+    handle and the group) until wait() returns without raising TimeoutError, or the group closes:
+    do not overwrite them before."""
+
+    def __init__(self, group, ticket, descriptors):
+        self._group = group
+        self.ticket = ticket
+        self._descriptors = descriptors
+        self._done = False
+
+    def wait(self, timeout_ms=None):
+        """Wait until the batch was delivered to every receiver. TimeoutError: not yet (still in
+        flight, wait again); any other error: the batch (or an earlier one) failed and the group
+        is broken."""
+        if self._done:
+            return
+        g = self._group
+        handle = g._handle_or_raise()
+        st = lib.wsync_group_send_wait(handle, self.ticket, timeout(timeout_ms))
+        if st == TimeoutError.status:
+            check(st)
+        self._release()
+        check(st)
+
+    def done(self):
+        """True once delivered (never blocks; raises if the batch failed)."""
+        try:
+            self.wait(0)
+        except TimeoutError:
+            return False
+        return True
+
+    def _release(self):
+        self._done = True
+        self._descriptors = None
+        self._group._inflight.pop(self.ticket, None)
+
+
+class Group:
+    """A wsync group: this process is the sender (rank 0) and `num_receivers` receivers join.
+
+    with wsync.Group(num_receivers=2, store_addr="0.0.0.0:29500", group_name="g") as g:
+        g.send(model.named_parameters())
+        g.finalize(version=1)
+
+    Calls come from one thread at a time, except abort(), which any thread may call while another
+    call is in progress. The GIL is released while wsync works or waits."""
+
+    def __init__(self, num_receivers=0, *, group_name=None, store_addr=None, transport=None, adapter=None,
+                 options=None, timeout_ms=None):
+        opts = Options(options)
+        cfg = _ffi.new(_ffi.GroupConfig, num_receivers=num_receivers, group_name=text(group_name),
+                       store_addr=text(store_addr), transport=text(transport), adapter=text(adapter),
+                       num_options=opts.count, timeout_ms=timeout(timeout_ms))
+        if opts.count:
+            cfg.options = opts.array
+        handle = ctypes.c_void_p()
+        self._handle = None
+        self._lock = threading.Lock()  # abort() against close()
+        self._inflight = {}
+        check(lib.wsync_group_init(ctypes.byref(cfg), ctypes.byref(handle)))
+        self._handle = handle
+
+    def _handle_or_raise(self):
+        if self._handle is None:
+            raise InvalidStateError("the group is closed")
+        return self._handle
+
+    @property
+    def store_addr(self):
+        """"host:port" of the group's store (the address receivers pass)."""
+        return lib.wsync_group_store_addr(self._handle_or_raise()).decode()
+
+    def send(self, tensors, timeout_ms=None):
+        """Send one batch of the current update and return once every receiver has it. `tensors`:
+        a dict {name: tensor}, a module's named_parameters(), or (name, tensor) pairs."""
+        d = Descriptors(tensors)
+        arr, n = d.tensors()
+        check(lib.wsync_group_send_batch(self._handle_or_raise(), arr, n, timeout(timeout_ms)))
+
+    def send_async(self, tensors, timeout_ms=None):
+        """Start sending one batch and return a SendHandle at once, so the next batch can be
+        produced while this one moves. At most `staging_buckets` batches are in flight; this
+        waits (up to timeout_ms) for room."""
+        d = Descriptors(tensors)
+        arr, n = d.tensors()
+        ticket = ctypes.c_uint64()
+        check(lib.wsync_group_send_start(self._handle_or_raise(), arr, n, timeout(timeout_ms), ctypes.byref(ticket)))
+        h = SendHandle(self, ticket.value, d)
+        self._inflight[ticket.value] = h
+        return h
+
+    def set_cuda_stream(self, stream):
+        """The CUDA stream producing the tensors of the next sends: a torch.cuda.Stream, an
+        integer cudaStream_t, or None for the legacy default stream."""
+        ptr = getattr(stream, "cuda_stream", stream)
+        check(lib.wsync_group_set_cuda_stream(self._handle_or_raise(), ctypes.c_void_p(ptr or None)))
+
+    def finalize(self, version, timeout_ms=None):
+        """Close the update as weight version `version` (greater than the last): returns once every
+        receiver committed it."""
+        check(lib.wsync_group_finalize(self._handle_or_raise(), int(version), timeout(timeout_ms)))
+        for h in list(self._inflight.values()):  # all delivered once a finalize succeeded
+            h._release()
+
+    def abort(self):
+        """Make any call in progress return AbortedError soon, and every later send/finalize.
+        Safe from any thread."""
+        with self._lock:
+            if self._handle is not None:
+                lib.wsync_group_abort(self._handle)
+
+    def stats(self):
+        s = _ffi.new(_ffi.GroupStats)
+        check(lib.wsync_group_get_stats(self._handle_or_raise(), ctypes.byref(s)))
+        return GroupStats(**{f: getattr(s, f) for f, _ in _ffi.GroupStats._fields_ if f != "struct_size"})
+
+    def close(self):
+        """Destroy the group: receivers are told it closed, in-flight batches are abandoned and
+        their tensors released. Idempotent."""
+        with self._lock:
+            handle, self._handle = self._handle, None
+        if handle is not None:
+            lib.wsync_group_destroy(handle)
+            for h in list(self._inflight.values()):
+                h._release()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __del__(self):
+        if getattr(self, "_handle", None) is not None:
+            self.close()

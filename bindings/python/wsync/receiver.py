@@ -1,0 +1,194 @@
+"""The receiver half: one engine worker's Receiver, its events and the views they hand out."""
+import ctypes
+import enum
+from dataclasses import dataclass, field
+
+from . import _ffi
+from ._ffi import lib
+from ._options import Options, text, timeout
+from ._tensors import CPU, DTYPE_NAMES, Descriptors, named_items
+from .errors import InvalidStateError, UnsupportedError, check
+
+
+class EventKind(enum.IntEnum):
+    NONE = 0
+    BUCKET = 1   # tensors arrived: Event.tensors
+    COMMIT = 2   # the sender finalized Event.version: apply, then Receiver.commit(version)
+    CLOSED = 3   # the sender destroyed the group: close the receiver
+    ABORTED = 4  # the sender aborted the current update: the previous weights stand
+
+
+class TensorView:
+    """One tensor of a BUCKET event. `placed`: its bytes were written into the buffer registered
+    under its name (numpy()/torch() then return views of that buffer, which you own). Otherwise
+    the bytes live in wsync's memory and this view is valid only until the next
+    Receiver.next() or close(): numpy(), torch() and copy() then raise InvalidStateError, and the
+    arrays they returned earlier must not be used any more (copy() gives an array you own)."""
+
+    def __init__(self, rx, generation, desc, placed, registered):
+        self._rx = rx
+        self._generation = generation
+        self.name = desc.name.decode("utf-8")
+        self.dtype = DTYPE_NAMES.get(desc.dtype, "invalid")
+        self.shape = tuple(desc.shape[i] for i in range(desc.ndim))
+        self.nbytes = desc.nbytes
+        self.device = "cpu" if desc.device_type in (0, CPU) else "cuda:%d" % desc.device_index
+        self.placed = bool(placed)
+        self._data = desc.data
+        self._registered = registered
+
+    @property
+    def valid(self):
+        return self.placed or (self._rx._generation == self._generation and self._rx._handle is not None)
+
+    def _check(self):
+        if not self.valid:
+            raise InvalidStateError("the view of tensor '%s' expired: it was valid until the next "
+                                    "Receiver.next() (use copy() before it)" % self.name)
+        if self.device != "cpu" and not self.placed:
+            raise UnsupportedError("tensor '%s' is in device memory (%s): only placed tensors can be viewed"
+                                   % (self.name, self.device))
+
+    def numpy(self):
+        """A numpy view (bfloat16 and float8 come as uint16/uint8: numpy has no such dtype)."""
+        import numpy as np
+        self._check()
+        if self.placed and self._registered is not None and _is_numpy(self._registered):
+            return self._registered
+        np_dtype = {"bool": np.bool_, "bfloat16": np.uint16, "float8_e4m3fn": np.uint8,
+                    "float8_e5m2": np.uint8}.get(self.dtype) or np.dtype(self.dtype)
+        if self.nbytes == 0:
+            return np.empty(self.shape, dtype=np_dtype)
+        buf = (ctypes.c_uint8 * self.nbytes).from_address(self._data)
+        return np.frombuffer(buf, dtype=np_dtype).reshape(self.shape)
+
+    def torch(self):
+        """A torch view (for a placed tensor: the registered tensor itself)."""
+        import torch
+        self._check()
+        if self.placed and self._registered is not None and type(self._registered).__module__.startswith("torch"):
+            return self._registered
+        a = self.numpy()
+        t = torch.from_numpy(a) if a.size else torch.empty(self.shape, dtype=getattr(torch, self.dtype))
+        want = getattr(torch, self.dtype)
+        return t.view(want) if t.dtype != want else t
+
+    def copy(self):
+        """An owned copy: a torch tensor if torch is importable, else a numpy array."""
+        try:
+            import torch  # noqa: F401
+            return self.torch().clone()
+        except ImportError:
+            return self.numpy().copy()
+
+    def __repr__(self):
+        return "TensorView(%r, %s, %s, placed=%s)" % (self.name, self.dtype, list(self.shape), self.placed)
+
+
+def _is_numpy(x):
+    return type(x).__module__ == "numpy"
+
+
+@dataclass
+class Event:
+    kind: EventKind
+    version: int = 0
+    bucket_index: int = 0
+    bytes: int = 0
+    tensors: list = field(default_factory=list)
+
+
+class Receiver:
+    """One engine worker in a wsync group.
+
+    with wsync.Receiver(rank=1, store_addr="10.0.0.1:29500", group_name="g") as rx:
+        rx.register(model.named_parameters())   # bytes land in place
+        for ev in rx.events():
+            if ev.kind == wsync.EventKind.COMMIT:
+                rx.commit(ev.version)
+
+    Used from one thread at a time."""
+
+    def __init__(self, rank, store_addr, *, group_name=None, transport=None, options=None, timeout_ms=None):
+        opts = Options(options)
+        cfg = _ffi.new(_ffi.ReceiverConfig, rank=rank, store_addr=text(store_addr), group_name=text(group_name),
+                       transport=text(transport), num_options=opts.count, timeout_ms=timeout(timeout_ms))
+        if opts.count:
+            cfg.options = opts.array
+        handle = ctypes.c_void_p()
+        self._handle = None
+        self._generation = 0
+        self._registered = {}
+        self.rank = rank
+        check(lib.wsync_receiver_init(ctypes.byref(cfg), ctypes.byref(handle)))
+        self._handle = handle
+        self._event = _ffi.new(_ffi.ReceiverEvent)
+
+    def _handle_or_raise(self):
+        if self._handle is None:
+            raise InvalidStateError("the receiver is closed")
+        return self._handle
+
+    def register(self, tensors):
+        """Register buffers by name (a dict, a module's named_parameters(), or pairs): a later
+        tensor of the same name, dtype and shape is written straight into it. The buffers are
+        referenced here until close() or re-registration of the name."""
+        items = named_items(tensors)  # once: named_parameters() is a generator
+        d = Descriptors(items)
+        arr, n = d.tensors()
+        check(lib.wsync_receiver_register(self._handle_or_raise(), arr, n))
+        for name, x in items:
+            self._registered[name] = x
+
+    def next(self, timeout_ms=None):
+        """Wait for the next event. Views of the previous event expire here. TimeoutError when
+        nothing came in time (the receiver stays usable)."""
+        h = self._handle_or_raise()
+        self._generation += 1
+        ev = self._event
+        st = lib.wsync_receiver_next(h, ctypes.byref(ev), timeout(timeout_ms))
+        check(st)
+        out = Event(EventKind(ev.kind), ev.version, ev.bucket_index, ev.bytes)
+        if ev.kind == EventKind.BUCKET:
+            for i in range(ev.num_tensors):
+                desc = ev.tensors[i]
+                placed = bool(ev.placed[i]) if ev.placed else False
+                name = desc.name.decode("utf-8")
+                out.tensors.append(TensorView(self, self._generation, desc, placed,
+                                              self._registered.get(name) if placed else None))
+        return out
+
+    def events(self, timeout_ms=None):
+        """next() until CLOSED (which is yielded last)."""
+        while True:
+            ev = self.next(timeout_ms)
+            yield ev
+            if ev.kind == EventKind.CLOSED:
+                return
+
+    def commit(self, version):
+        """Confirm version `version` (from the last COMMIT event) is applied."""
+        check(lib.wsync_receiver_commit(self._handle_or_raise(), int(version)))
+
+    @property
+    def committed_version(self):
+        return lib.wsync_receiver_committed_version(self._handle_or_raise())
+
+    def close(self):
+        """Leave the group. Idempotent; every view of wsync memory expires."""
+        handle, self._handle = self._handle, None
+        self._generation += 1
+        if handle is not None:
+            lib.wsync_receiver_destroy(handle)
+        self._registered = {}
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __del__(self):
+        if getattr(self, "_handle", None) is not None:
+            self.close()
