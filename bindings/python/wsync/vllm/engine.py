@@ -1,0 +1,332 @@
+"""The `wsync` weight-transfer engine that runs inside each vLLM worker.
+
+Lifecycle, as vLLM's worker calls it (one HTTP route of the server each; the trainer's C `vllm`
+adapter with adapter.backend=wsync sends them):
+  /init_weight_transfer_engine  init_transfer_engine: join the trainer's group as a wsync receiver,
+                                rank = dp_index * (TP*PP) + worker rank + rank_offset
+  /start_weight_update          start_weight_update: answer the previous COMMIT first, then open
+                                the update (layerwise reload: see load modes)
+  /update_weights (per bucket)  receive_weights: take wsync events until every tensor the request
+                                names has arrived; load what was not placed in place
+  /finish_weight_update         finish_weight_update: finish loading, then a helper thread waits for
+                                the trainer's COMMIT and confirms it (the trainer sends COMMIT only
+                                after this route answered)
+  /shutdown_weight_transfer_engine  shutdown: leave the group
+
+After a failure (the trainer aborted or died, a tensor arrived that the request did not name, a
+timeout) the update is ended here, never left half open: vLLM's worker does not call
+finish_weight_update after receive_weights raised, and a model left in layerwise reload holds
+meta tensors (the next generation kills the engine). Layers that got all their tensors keep the
+new weights; a layer that got part of them keeps its previous weights (vLLM's own finalize would
+process it from uninitialized memory). The engine keeps serving; the trainer's next group init
+resets the server (finish, shutdown, resume) and a new update replaces everything.
+
+Load modes (environment variable WSYNC_VLLM_LOAD in the vLLM server's environment):
+  in_place   tensors whose name, dtype and shape equal a model parameter are registered with the
+             receiver and land straight in it (no copy); the rest go through the model's
+             load_weights (stacked q/k/v, gate/up, tensor-parallel shards).
+  layerwise  vLLM's layerwise reload (as its NCCL backend does): every tensor goes through
+             load_weights and each layer is re-processed once complete. Needed where vLLM
+             transforms weights after loading: its CPU backend repacks linear weights (and drops
+             the originals), quantized models re-quantize.
+  auto       (default) layerwise on the CPU platform or with quantization, else in_place.
+Other settings: WSYNC_VLLM_TIMEOUT_MS (default 60000: each wait for the trainer),
+WSYNC_VLLM_OPTIONS ("key=value,key=value": receiver options such as transport.*).
+"""
+import logging
+import os
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from vllm.distributed.weight_transfer.base import (WeightTransferEngine, WeightTransferInitInfo,
+                                                   WeightTransferUpdateInfo)
+
+import wsync
+
+logger = logging.getLogger("wsync.vllm")
+MODES = ("auto", "in_place", "layerwise")
+
+
+@dataclass
+class WsyncInitInfo(WeightTransferInitInfo):
+    """init_info of /init_weight_transfer_engine (exactly what the C vllm adapter sends)."""
+    store_addr: str      # the trainer's store, "host:port"
+    rank_offset: int     # wsync rank of this server's first worker (1 + workers of servers before)
+    world_size: int      # 1 + all workers of all servers
+    group_name: str = "wsync"
+
+    def __post_init__(self):
+        if not isinstance(self.store_addr, str) or ":" not in self.store_addr:
+            raise ValueError("init_info.store_addr must be 'host:port', got %r" % (self.store_addr,))
+        for k in ("rank_offset", "world_size"):
+            v = getattr(self, k)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1 or v > 65536:
+                raise ValueError("init_info.%s must be an integer from 1 to 65536, got %r" % (k, v))
+
+
+@dataclass
+class WsyncUpdateInfo(WeightTransferUpdateInfo):
+    """update_info of /update_weights: the tensors of one bucket, in bucket order."""
+    names: list
+    dtype_names: list
+    shapes: list
+
+    def __post_init__(self):
+        n = len(self.names)
+        if len(self.dtype_names) != n or len(self.shapes) != n:
+            raise ValueError("update_info: names, dtype_names and shapes must have the same length "
+                             "(%d, %d, %d)" % (n, len(self.dtype_names), len(self.shapes)))
+        if len(set(self.names)) != n:
+            raise ValueError("update_info.names holds a name twice")
+
+
+def _receiver_options():
+    text = os.environ.get("WSYNC_VLLM_OPTIONS", "").strip()
+    out = {}
+    for item in filter(None, (s.strip() for s in text.split(","))):
+        k, sep, v = item.partition("=")
+        if not sep or not k:
+            raise ValueError("WSYNC_VLLM_OPTIONS: '%s' is not key=value" % item)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def _env_int(name, default):
+    v = os.environ.get(name, "")
+    try:
+        return int(v) if v else default
+    except ValueError:
+        raise ValueError("%s must be an integer, got %r" % (name, v)) from None
+
+
+class WsyncWeightTransferEngine(WeightTransferEngine[WsyncInitInfo, WsyncUpdateInfo]):
+    init_info_cls = WsyncInitInfo
+    update_info_cls = WsyncUpdateInfo
+    supports_draft_weight_update = False
+
+    def __init__(self, config, vllm_config, device, model):
+        super().__init__(config, vllm_config, device, model)
+        mode = os.environ.get("WSYNC_VLLM_LOAD", "auto")
+        if mode not in MODES:
+            raise ValueError("WSYNC_VLLM_LOAD must be one of %s, got %r" % (", ".join(MODES), mode))
+        if mode == "auto":
+            from vllm.platforms import current_platform
+            quantized = getattr(self.model_config, "quantization", None) is not None
+            mode = "layerwise" if current_platform.is_cpu() or quantized else "in_place"
+        self.mode = mode
+        self.timeout_ms = _env_int("WSYNC_VLLM_TIMEOUT_MS", 60000)
+        self.rx = None
+        self.rank = None
+        self.in_update = False
+        self.updates_committed = 0
+        self.last_outcome = None  # what the commit helper saw last: "committed N", "aborted", an error
+        self._live = {}  # layerwise: values of the tensors the reload leaves live, from the update's start
+        self._waiter = None
+        self._stop = threading.Event()
+
+    # ---- init / shutdown ----
+
+    def init_transfer_engine(self, init_info):
+        self._close_receiver()
+        pc = self.parallel_config
+        rank = pc.data_parallel_index * pc.world_size + pc.rank + init_info.rank_offset
+        if not 1 <= rank < init_info.world_size:
+            raise ValueError("wsync: worker rank %d (rank_offset %d) is outside the group of %d" %
+                             (rank, init_info.rank_offset, init_info.world_size))
+        self.rx = wsync.Receiver(rank, init_info.store_addr, group_name=init_info.group_name,
+                                 options=_receiver_options(), timeout_ms=self.timeout_ms)
+        self.rank = rank
+        placed = self._register_in_place() if self.mode == "in_place" else 0
+        logger.info("wsync: worker joined group '%s' at %s as rank %d of %d (load mode %s, %d parameters "
+                    "registered in place)", init_info.group_name, init_info.store_addr, rank, init_info.world_size,
+                    self.mode, placed)
+
+    def _register_in_place(self):
+        """Register every parameter under its own name: a tensor of that name, dtype and shape is
+        then written straight into it. The receiver refuses a same-named tensor of another dtype
+        or shape, so a name whose checkpoint form differs (a tensor-parallel shard) is left out."""
+        params = [(n, p.data) for n, p in self.model.named_parameters()
+                  if p.is_contiguous() and p.numel() > 0 and p.device.type in ("cpu", "cuda")]
+        if params:
+            self.rx.register(params)
+        return len(params)
+
+    def shutdown(self):
+        self._close_receiver()
+
+    def _close_receiver(self):
+        self._join_waiter(stop=True)
+        if self.in_update:
+            self._finish_loading(failed=True)
+        if self.rx is not None:
+            self.rx.close()
+            self.rx = None
+
+    # ---- one update ----
+
+    def _require_receiver(self):
+        if self.rx is None:
+            raise RuntimeError("wsync weight transfer is not initialized: POST /init_weight_transfer_engine first")
+
+    def start_weight_update(self):
+        self._require_receiver()
+        self._join_waiter(stop=False)  # the previous COMMIT is answered before a new update opens
+        if self.mode == "layerwise":
+            from vllm.model_executor.model_loader.reload import initialize_layerwise_reload
+            initialize_layerwise_reload(self.model)
+            # Tensors the reload leaves live (biases: never on the meta device) are written as
+            # their tensors arrive; keep their values to put back if the update fails.
+            self._live = {n: p.detach().clone() for n, p in self.model.named_parameters() if not p.is_meta}
+        self.in_update = True
+
+    def update_weights(self, update_info: dict[str, Any]) -> None:
+        # The base class synchronizes "the accelerator"; only a CUDA device has work to wait for.
+        self.receive_weights(self.parse_update_info(update_info))
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def receive_weights(self, update_info):
+        self._require_receiver()
+        if not self.in_update:
+            raise RuntimeError("wsync: /update_weights outside an update (POST /start_weight_update first)")
+        pending = {n: (d, tuple(s)) for n, d, s in zip(update_info.names, update_info.dtype_names,
+                                                        update_info.shapes)}
+        try:
+            while pending:
+                ev = self.rx.next(self.timeout_ms)
+                if ev.kind == wsync.EventKind.BUCKET:
+                    self._load_bucket(ev, pending)
+                elif ev.kind == wsync.EventKind.ABORTED:
+                    raise RuntimeError("wsync: the trainer aborted the update")
+                else:
+                    raise RuntimeError("wsync: %s arrived while tensors %s of this /update_weights were still "
+                                       "missing" % (ev.kind.name, sorted(pending)[:5]))
+        except BaseException as e:
+            logger.error("wsync: rank %s: update failed: %s; the layers loaded whole keep the new weights, "
+                         "the others their previous ones", self.rank, e)
+            self._finish_loading(failed=True)  # vLLM ends the update without calling finish_weight_update
+            raise
+
+    def _load_bucket(self, ev, pending):
+        weights = []
+        for t in ev.tensors:
+            want = pending.pop(t.name, None)
+            if want is None:
+                raise RuntimeError("wsync: tensor '%s' arrived but this /update_weights does not name it" % t.name)
+            if want != (t.dtype, t.shape):
+                raise RuntimeError("wsync: tensor '%s' arrived as %s%s but /update_weights announced %s%s" %
+                                   (t.name, t.dtype, list(t.shape), want[0], list(want[1])))
+            if not t.placed:
+                # Layerwise reload keeps the tensors it is given until the layer is complete, and
+                # the view expires at the next event: give it a copy.
+                weights.append((t.name, t.copy() if self.mode == "layerwise" else t.torch()))
+        if weights:
+            self.model.load_weights(weights)
+
+    def finish_weight_update(self):
+        self._require_receiver()
+        # A normal finish comes before the trainer sends COMMIT, so nothing is waiting here. After
+        # a failure the trainer's abort came first (it tells the receivers, then ends the engines'
+        # update), or the trainer is gone (a new trainer's init ends what it left).
+        failure = self._pending_failure()
+        if self.in_update:
+            self._finish_loading(failed=failure is not None)
+        if failure is not None:
+            self.last_outcome = failure
+            logger.warning("wsync: rank %s: the update ended without a commit: %s", self.rank, failure)
+            return
+        # The trainer sends COMMIT once this route answered: confirm it in the background; the
+        # next call into this engine waits for that first.
+        self._stop.clear()
+        self._waiter = threading.Thread(target=self._await_commit, name="wsync-commit-r%s" % self.rank, daemon=True)
+        self._waiter.start()
+
+    def _pending_failure(self):
+        """What ended the update, if the trainer already said (or died); None on a normal finish."""
+        try:
+            ev = self.rx.next(0)
+        except wsync.TimeoutError:
+            return None
+        except wsync.WsyncError as e:
+            return str(e)
+        if ev.kind == wsync.EventKind.COMMIT:  # not sent before this route answers; take it anyway
+            self.rx.commit(ev.version)
+            self.updates_committed += 1
+            return None
+        return "the trainer sent %s" % ev.kind.name
+
+    def _finish_loading(self, failed=False):
+        self.in_update = False
+        if self.mode == "layerwise":
+            from vllm.model_executor.model_loader.reload import finalize_layerwise_reload
+            partial = self._forget_partial_layers() if failed else []
+            finalize_layerwise_reload(self.model, self.model_config)
+            self._put_back_live(partial)
+        self._live = {}
+
+    def _forget_partial_layers(self):
+        """After a failed update: a layer that got only part of its tensors would be processed
+        from uninitialized memory for the rest (vLLM's finalize processes incomplete layers, which
+        is right for padded weights on a complete update). Forget what it got, so the finalize puts
+        its previous weights back; whole layers keep the new ones. Returns those layers' names."""
+        try:
+            from vllm.model_executor.model_loader.reload.layerwise import get_layerwise_info
+        except ImportError:  # a vLLM without it: the finalize's own behaviour stands
+            return []
+        restored = []
+        for name, layer in self.model.named_modules():
+            info = get_layerwise_info(layer)
+            total = info.load_numel_total
+            if info.can_load() and total and 0 < info.load_numel < total:
+                info.load_numel = 0
+                info.loaded_weights = []
+                restored.append(name)
+        if restored:
+            logger.warning("wsync: rank %s: %d layer(s) got part of their tensors before the failure and keep "
+                           "their previous weights: %s", self.rank, len(restored), ", ".join(restored[:8]))
+        return restored
+
+    def _put_back_live(self, layers):
+        """The live tensors (biases) of `layers` get the values they had when the update began."""
+        layers = set(layers)
+        for name, p in self.model.named_parameters():
+            old = self._live.get(name)
+            if old is not None and name.rpartition(".")[0] in layers and old.shape == p.shape and old.dtype == p.dtype:
+                p.data.copy_(old)
+
+    def _await_commit(self):
+        deadline_polls = max(1, self.timeout_ms // 200)
+        try:
+            for _ in range(deadline_polls):
+                if self._stop.is_set():
+                    self.last_outcome = "stopped before the trainer's COMMIT"
+                    return
+                try:
+                    ev = self.rx.next(200)
+                except wsync.TimeoutError:
+                    continue
+                if ev.kind == wsync.EventKind.COMMIT:
+                    self.rx.commit(ev.version)
+                    self.updates_committed += 1
+                    self.last_outcome = "committed %d" % ev.version
+                    logger.info("wsync: rank %s committed version %d", self.rank, ev.version)
+                else:
+                    self.last_outcome = ev.kind.name.lower()
+                    logger.warning("wsync: rank %s: after the update the trainer sent %s, not COMMIT", self.rank,
+                                   ev.kind.name)
+                return
+            self.last_outcome = "no COMMIT within %d ms" % self.timeout_ms
+            logger.error("wsync: rank %s: no COMMIT from the trainer within %d ms", self.rank, self.timeout_ms)
+        except wsync.WsyncError as e:
+            self.last_outcome = str(e)
+            logger.error("wsync: rank %s: waiting for the trainer's COMMIT: %s", self.rank, e)
+
+    def _join_waiter(self, stop):
+        w, self._waiter = self._waiter, None
+        if w is None:
+            return
+        if stop:
+            self._stop.set()
+        w.join()

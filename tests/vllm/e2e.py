@@ -1,0 +1,246 @@
+#!/usr/bin/env python3
+"""A real vLLM (CPU) updated through the `wsync` weight-transfer backend, checked against vLLMs
+started from checkpoints of the same weights.
+
+  1. A tiny Qwen2 (make_tiny_model.py, seed 0) is served by vLLM with
+     --weight-transfer-config '{"backend": "wsync"}': the server's worker embeds a wsync receiver.
+  2. A trainer (this process: wsync.Group, adapter "vllm" with adapter.backend=wsync,
+     engine_receivers=wsync, transport ucx, verify_payload=1) publishes version 1 (seed 1) and
+     version 2 (seed 2), each while a long completion request is in flight. After each version:
+     the greedy completion of a fixed prompt and /weight_checker's checksum of every parameter
+     are read from the server.
+  3. Failure: a second trainer process starts version 3 (seed 3) and is SIGKILLed after its first
+     batch, in the middle of the update. A new trainer then publishes version 3 = seed 1's
+     weights again (the engines' recovery: reset at init, then a whole update).
+  4. vLLMs started from checkpoints of seed 1 and seed 2 give the expected completions and
+     checksums; each version must match them exactly, and every parameter vLLM keeps as loaded
+     must have the trainer's sha256.
+
+Exit 0 only if every check passed (17 checks). Prints a table and writes JSON figures (--json).
+Run with the vLLM venv's python, wsync installed in it (scripts/vllm-e2e.sh does all of it).
+"""
+import argparse
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import make_tiny_model as tiny  # noqa: E402
+from vllm_server import VllmServer  # noqa: E402
+
+PROMPT = "Beautiful is better than"
+GREEDY_TOKENS = 24
+GROUP = "vllm-e2e"
+
+
+def sha256(t):
+    import torch
+    return hashlib.sha256(t.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes()).hexdigest()
+
+
+def trainer_group(server_url, timeout_ms=120000):
+    import wsync
+    return wsync.Group(0, group_name=GROUP, store_addr="127.0.0.1:0", transport="ucx", adapter="vllm",
+                       options={"engines": server_url + "=1", "engine_receivers": "wsync",
+                                "adapter.backend": "wsync", "verify_payload": "1",
+                                "bucket_bytes": str(256 << 10), "timeout_ms": "60000"},
+                       timeout_ms=timeout_ms)
+
+
+def processed_checksums(weights):
+    """sha256 of what vLLM's CPU backend keeps of `weights` (HF names): the parameters it keeps as
+    loaded, and q/k/v biases concatenated into qkv_proj.bias as float32."""
+    import torch
+    out = {n: sha256(t) for n, t in weights.items() if "_proj" not in n}
+    for n in weights:
+        if n.endswith("q_proj.bias"):
+            p = n[: -len("q_proj.bias")]
+            cat = torch.cat([weights[p + x + "_proj.bias"] for x in "qkv"]).float()
+            out[p + "qkv_proj.bias"] = sha256(cat)
+    return out
+
+
+def publish(group, weights, version):
+    """Two batches (async, so the second is produced while the first moves), then the commit."""
+    names = list(weights)
+    half = len(names) // 2
+    t0 = time.perf_counter()
+    h1 = group.send_async({n: weights[n] for n in names[:half]})
+    h2 = group.send_async({n: weights[n] for n in names[half:]})
+    h1.wait()
+    h2.wait()
+    group.finalize(version)
+    return time.perf_counter() - t0
+
+
+def wait_running(server, timeout_s=30.0):
+    """True once vLLM reports a request running (its /metrics gauge vllm:num_requests_running)."""
+    until = time.monotonic() + timeout_s
+    while time.monotonic() < until:
+        status, body = server.request("GET", "/metrics")
+        text = body if isinstance(body, str) else ""
+        for line in text.splitlines():
+            if line.startswith("vllm:num_requests_running") and float(line.rsplit(" ", 1)[-1]) >= 1:
+                return True
+        time.sleep(0.01)
+    return False
+
+
+class InFlight(threading.Thread):
+    """A long completion request running while the weights change: it must still finish."""
+
+    def __init__(self, server):
+        super().__init__(daemon=True)
+        self.server, self.result, self.error, self.ended = server, None, None, None
+
+    def run(self):
+        try:
+            self.result = self.server.complete("Errors should never pass silently.", max_tokens=400, timeout=600)
+        except Exception as e:  # reported by the check
+            self.error = e
+        self.ended = time.monotonic()
+
+
+# The dying trainer's one batch: the embeddings, layers 0 and 1 whole, and of layer 2 only q_proj:
+# layer 2's qkv_proj gets part of its tensors before the trainer dies.
+DYING_BATCH = 27
+
+
+def die_mid_update(server_url, seed):
+    """The failing trainer (a subprocess): one batch of the update, then SIGKILL."""
+    config = tiny.load_config(os.environ["E2E_MODEL_DIR"])
+    weights = tiny.make_weights(config, seed)
+    g = trainer_group(server_url)
+    names = list(weights)
+    assert names[DYING_BATCH - 1] == "model.layers.2.self_attn.q_proj.bias", names[DYING_BATCH - 1]
+    g.send({n: weights[n] for n in names[:DYING_BATCH]})
+    print("trainer-to-die: first batch delivered; dying", flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+class Checks:
+    def __init__(self):
+        self.rows, self.failed = [], 0
+
+    def expect(self, ok, what):
+        self.rows.append(("PASS" if ok else "FAIL", what))
+        self.failed += 0 if ok else 1
+        print("  [%s] %s" % ("PASS" if ok else "FAIL", what), flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--work", default="/tmp/wsync-vllm-e2e")
+    ap.add_argument("--json", default=None, help="write the figures here")
+    ap.add_argument("--die-mid-update", metavar="URL", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.die_mid_update:
+        return die_mid_update(args.die_mid_update, 3)
+
+    import wsync
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    base = tiny.make_model_dir(work / "model-seed0", seed=0)
+    config = tiny.load_config(base)
+    versions = {1: 1, 2: 2, 3: 1}  # version -> weights seed (3: seed 1 again, after the failure)
+    weights = {s: tiny.make_weights(config, s) for s in (1, 2)}
+    total_bytes = sum(t.numel() * t.element_size() for t in weights[1].values())
+    checks, got, figures = Checks(), {}, {"tensors": len(weights[1]), "bytes_per_update": total_bytes, "updates": {}}
+    print("wsync %s, %d tensors, %.2f MiB per update" % (wsync.__version__, len(weights[1]), total_bytes / 2**20))
+
+    env = {"WSYNC_LOG_LEVEL": "info"}
+    server = VllmServer(base, log_path=work / "vllm-wsync.log", extra_args=[
+        "--weight-transfer-config", json.dumps({"backend": "wsync"})], env=env)
+    with server.start(timeout=600):
+        figures["startup_seconds"] = round(server.startup_seconds, 1)
+        got["seed0"] = server.complete(PROMPT, GREEDY_TOKENS).token_ids
+        with trainer_group(server.url) as g:
+            for v in (1, 2):
+                inflight = InFlight(server)
+                inflight.start()
+                running = wait_running(server)
+                began = time.monotonic()
+                seconds = publish(g, weights[versions[v]], v)
+                inflight.join(600)
+                checks.expect(running and inflight.error is None and inflight.result is not None and
+                              len(inflight.result.token_ids) == 400 and inflight.ended > began,
+                              "v%d: a completion running when the update began finished after it (%s)" %
+                              (v, inflight.error or "400 tokens, %.2f s after the update began" %
+                               (inflight.ended - began)))
+                got[v] = (server.complete(PROMPT, GREEDY_TOKENS).token_ids, server.weight_checksums())
+                figures["updates"][v] = round(seconds, 3)
+                print("  version %d published in %.3f s" % (v, seconds), flush=True)
+            stats = g.stats()
+            checks.expect(stats.committed_version == 2 and stats.updates == 2,
+                          "trainer: versions committed %d, updates %d" % (stats.committed_version, stats.updates))
+
+        # A trainer dies in the middle of version 3; a new one recovers the server and publishes it.
+        p = subprocess.run([sys.executable, __file__, "--die-mid-update", server.url],
+                           env={**os.environ, "E2E_MODEL_DIR": str(base)}, timeout=300)
+        checks.expect(p.returncode == -signal.SIGKILL, "the failing trainer was killed mid-update (rc %s)" %
+                      p.returncode)
+        time.sleep(1.0)
+        checks.expect(server.alive() and server.healthy(), "the server survived the dead trainer")
+        with trainer_group(server.url) as g:
+            # The new trainer's init ended what the dead one left. Every parameter now holds
+            # either version 2 or the dead trainer's weights, none anything else (a layer that got
+            # part of its tensors keeps its previous weights), and the server serves.
+            after = {k.split(":")[-1]: v for k, v in server.weight_checksums().items()}
+            old = {k.split(":")[-1]: v for k, v in got[2][1].items()}
+            new = processed_checksums(tiny.make_weights(config, 3))
+            odd = sorted(k for k in after if after[k] not in (old.get(k), new.get(k)))
+            n_new = sum(1 for k in after if after[k] == new.get(k) != old.get(k))
+            n_old = sum(1 for k in after if after[k] == old.get(k) != new.get(k))
+            partial = "model.layers.2.self_attn.qkv_proj.bias"
+            checks.expect(not odd and n_new > 0 and n_old > 0 and after.get(partial) == old.get(partial),
+                          "after the failure: %d parameters new, %d old, none other%s; the half-loaded %s "
+                          "kept version 2" % (n_new, n_old, "" if not odd else " (other: %s)" % odd[:4], partial))
+            mid = server.complete(PROMPT, GREEDY_TOKENS)
+            checks.expect(len(mid.token_ids) == GREEDY_TOKENS, "after the failure the server completes")
+            seconds = publish(g, weights[versions[3]], 3)
+            figures["updates"][3] = round(seconds, 3)
+        got[3] = (server.complete(PROMPT, GREEDY_TOKENS).token_ids, server.weight_checksums())
+        print("  version 3 (after the failure) published in %.3f s" % seconds, flush=True)
+
+    # The references: vLLMs started from checkpoints of the same weights.
+    expected = {}
+    for seed in (1, 2):
+        ckpt = tiny.write_checkpoint(base, work / ("checkpoint-seed%d" % seed), weights[seed])
+        with VllmServer(ckpt, log_path=work / ("vllm-checkpoint-seed%d.log" % seed)).start(timeout=600) as ref:
+            expected[seed] = (ref.complete(PROMPT, GREEDY_TOKENS).token_ids, ref.weight_checksums())
+
+    checks.expect(got["seed0"] != expected[1][0], "seed 0 and seed 1 complete differently (the check can fail)")
+    for v, seed in versions.items():
+        tokens, sums = got[v]
+        want_tokens, want_sums = expected[seed]
+        checks.expect(tokens == want_tokens, "v%d: greedy completion equals the seed-%d checkpoint's (%d tokens)" %
+                      (v, seed, len(tokens)))
+        mismatched = sorted(k for k in want_sums if sums.get(k) != want_sums[k])
+        checks.expect(not mismatched and sums.keys() == want_sums.keys(),
+                      "v%d: /weight_checker sha256 of all %d parameters equals the checkpoint's%s" %
+                      (v, len(want_sums), "" if not mismatched else " (differ: %s)" % mismatched[:4]))
+        # Parameters vLLM keeps as loaded (same name, not repacked) must hold the trainer's bytes.
+        same = {k.split(":")[-1]: s for k, s in sums.items()}
+        compared = [n for n in weights[seed] if n in same and same[n] != hashlib.sha256(b"").hexdigest()]
+        bad = [n for n in compared if same[n] != sha256(weights[seed][n])]
+        checks.expect(compared and not bad, "v%d: %d parameters read back hold the trainer's sha256%s" %
+                      (v, len(compared), "" if not bad else " (differ: %s)" % bad[:4]))
+    figures["checks"] = len(checks.rows)
+    figures["failed"] = checks.failed
+    if args.json:
+        Path(args.json).write_text(json.dumps(figures, indent=2))
+    print("vllm-e2e: %d checks, %d failed; update seconds %s; %d bytes per update; server start %.1f s" % (
+        len(checks.rows), checks.failed, figures["updates"], total_bytes, figures["startup_seconds"]))
+    return 1 if checks.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
