@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Runs the Python samples together: one trainer, two engines, three versions; fails if any fails.
+# Usage: samples/python/run.sh [python]   (a Python where `import wsync, torch` works)
+set -u
+py=${1:-python3}
+case "$py" in */*) py="$(cd "$(dirname "$py")" && pwd)/$(basename "$py")" ;; esac
+cd "$(dirname "$0")"
+if ! "$py" -c "import wsync, torch" >/dev/null 2>&1; then
+  echo "SKIPPED: '$py' cannot import wsync and torch"
+  exit 77
+fi
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"; kill $(jobs -p) 2>/dev/null' EXIT
+"$py" engine.py --rank 1 --store-file "$dir/store" & e1=$!
+"$py" engine.py --rank 2 --store-file "$dir/store" & e2=$!
+"$py" trainer.py --engines 2 --store-file "$dir/store"; rc=$?
+wait $e1 || rc=1
+wait $e2 || rc=1
+[ $rc -eq 0 ] && echo "python samples: OK" || echo "python samples: FAILED"
+exit $rc
