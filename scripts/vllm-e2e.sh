@@ -5,7 +5,9 @@
 # tests/vllm/e2e.py: a tiny local Qwen2 served by vLLM with --weight-transfer-config
 # '{"backend": "wsync"}', two versions published while a completion is in flight, a trainer killed
 # mid-update and a recovery, each version checked against vLLMs started from checkpoints.
-# Usage: scripts/vllm-e2e.sh [--no-setup] [e2e.py args]   (--no-setup: exit 77 when vLLM is missing)
+# Usage: scripts/vllm-e2e.sh [--no-setup] [--engine-tests] [e2e.py args]
+#   --no-setup      exit 77 (skipped) when vLLM is missing instead of installing it
+#   --engine-tests  run tests/vllm/test_engine.py (the backend's engine without a server) instead
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${WSYNC_VLLM_VENV:-$PWD/.venv-vllm}
@@ -23,5 +25,9 @@ if ! "$VENV/bin/python" -m pip install -q --disable-pip-version-check --force-re
   tail -n 40 vllm-wheel.log >&2
   echo "vllm-e2e: FAILED: the wsync wheel did not build or install into $VENV (log: vllm-wheel.log)" >&2
   exit 1
+fi
+if [ "${1:-}" = "--engine-tests" ]; then
+  shift
+  exec "$VENV/bin/python" -m pytest -q -p no:cacheprovider tests/vllm/test_engine.py "$@"
 fi
 exec "$VENV/bin/python" tests/vllm/e2e.py "$@"

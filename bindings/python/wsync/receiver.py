@@ -30,7 +30,7 @@ class TensorView:
         self._generation = generation
         self.name = desc.name.decode("utf-8")
         self.dtype = DTYPE_NAMES.get(desc.dtype, "invalid")
-        self.shape = tuple(desc.shape[i] for i in range(desc.ndim))
+        self.shape = tuple(desc.shape[:desc.ndim])
         self.nbytes = desc.nbytes
         self.device = "cpu" if desc.device_type in (0, CPU) else "cuda:%d" % desc.device_index
         self.placed = bool(placed)
@@ -45,14 +45,15 @@ class TensorView:
         if not self.valid:
             raise InvalidStateError("the view of tensor '%s' expired: it was valid until the next "
                                     "Receiver.next() (use copy() before it)" % self.name)
-        if self.device != "cpu" and not self.placed:
-            raise UnsupportedError("tensor '%s' is in device memory (%s): only placed tensors can be viewed"
-                                   % (self.name, self.device))
 
     def numpy(self):
-        """A numpy view (bfloat16 and float8 come as uint16/uint8: numpy has no such dtype)."""
+        """A numpy view (bfloat16 and float8 come as uint16/uint8: numpy has no such dtype).
+        Host memory only: a tensor in CUDA memory raises UnsupportedError (use torch())."""
         import numpy as np
         self._check()
+        if self.device != "cpu" and not (self.placed and _is_numpy(self._registered)):
+            raise UnsupportedError("tensor '%s' is in device memory (%s): numpy() views host memory only; use "
+                                   "torch()" % (self.name, self.device))
         if self.placed and self._registered is not None and _is_numpy(self._registered):
             return self._registered
         np_dtype = {"bool": np.bool_, "bfloat16": np.uint16, "float8_e4m3fn": np.uint8,
@@ -68,9 +69,20 @@ class TensorView:
         self._check()
         if self.placed and self._registered is not None and type(self._registered).__module__.startswith("torch"):
             return self._registered
+        if self.device != "cpu":
+            return self._cuda_view(torch)
         a = self.numpy()
         t = torch.from_numpy(a) if a.size else torch.empty(self.shape, dtype=getattr(torch, self.dtype))
         want = getattr(torch, self.dtype)
+        return t.view(want) if t.dtype != want else t
+
+    def _cuda_view(self, torch):
+        """A torch tensor over wsync's CUDA memory, through __cuda_array_interface__ (no copy)."""
+        want = getattr(torch, self.dtype)
+        if self.nbytes == 0:
+            return torch.empty(self.shape, dtype=want, device=self.device)
+        typestr = _CUDA_TYPESTR[self.dtype]
+        t = torch.as_tensor(_CudaMemory(self._data, self.shape, typestr), device=self.device)
         return t.view(want) if t.dtype != want else t
 
     def copy(self):
@@ -87,6 +99,20 @@ class TensorView:
 
 def _is_numpy(x):
     return type(x).__module__ == "numpy"
+
+
+# __cuda_array_interface__ type strings; bfloat16 and float8 travel as same-sized integers.
+_CUDA_TYPESTR = {"bool": "|b1", "int8": "|i1", "int16": "<i2", "int32": "<i4", "int64": "<i8", "uint8": "|u1",
+                 "float16": "<f2", "bfloat16": "<u2", "float32": "<f4", "float64": "<f8",
+                 "float8_e4m3fn": "|u1", "float8_e5m2": "|u1"}
+
+
+class _CudaMemory:
+    """Describes wsync's CUDA memory to torch (the numba __cuda_array_interface__, version 2)."""
+
+    def __init__(self, ptr, shape, typestr):
+        self.__cuda_array_interface__ = {"shape": tuple(shape), "typestr": typestr, "data": (ptr, False),
+                                         "strides": None, "version": 2}
 
 
 @dataclass

@@ -28,3 +28,18 @@ def register():
     if BACKEND in WeightTransferEngineFactory._registry:
         return
     WeightTransferEngineFactory.register_engine(BACKEND, "wsync.vllm.engine", "WsyncWeightTransferEngine")
+    _log_like_vllm()
+
+
+def _log_like_vllm():
+    """vLLM configures only its own logger: give wsync's ("wsync", "wsync.vllm") its handlers, so
+    wsync's lines appear in the server's log formatted like vLLM's (unless the user configured
+    the "wsync" logger already)."""
+    ours, theirs = logging.getLogger("wsync"), logging.getLogger("vllm")
+    if ours.handlers or not theirs.handlers:
+        return
+    for h in theirs.handlers:
+        ours.addHandler(h)
+    if ours.level == logging.NOTSET:
+        ours.setLevel(logging.INFO)
+    ours.propagate = False

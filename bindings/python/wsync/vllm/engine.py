@@ -22,9 +22,10 @@ process it from uninitialized memory). The engine keeps serving; the trainer's n
 resets the server (finish, shutdown, resume) and a new update replaces everything.
 
 Load modes (environment variable WSYNC_VLLM_LOAD in the vLLM server's environment):
-  in_place   tensors whose name, dtype and shape equal a model parameter are registered with the
-             receiver and land straight in it (no copy); the rest go through the model's
-             load_weights (stacked q/k/v, gate/up, tensor-parallel shards).
+  in_place   a tensor whose name, dtype and shape equal a model parameter's (announced by
+             /update_weights before its bucket moves) is registered with the receiver and lands
+             straight in it (no copy); the rest go through the model's load_weights (stacked
+             q/k/v, gate/up, tensor-parallel shards, a padded vocabulary).
   layerwise  vLLM's layerwise reload (as its NCCL backend does): every tensor goes through
              load_weights and each layer is re-processed once complete. Needed where vLLM
              transforms weights after loading: its CPU backend repacks linear weights (and drops
@@ -125,6 +126,9 @@ class WsyncWeightTransferEngine(WeightTransferEngine[WsyncInitInfo, WsyncUpdateI
         self._live = {}  # layerwise: values of the tensors the reload leaves live, from the update's start
         self._waiter = None
         self._stop = threading.Event()
+        self._params = {}  # in_place: the model's parameters by name
+        self._registered = set()  # in_place: the names registered with the receiver
+        self._can_register = True
 
     # ---- init / shutdown ----
 
@@ -138,20 +142,36 @@ class WsyncWeightTransferEngine(WeightTransferEngine[WsyncInitInfo, WsyncUpdateI
         self.rx = wsync.Receiver(rank, init_info.store_addr, group_name=init_info.group_name,
                                  options=_receiver_options(), timeout_ms=self.timeout_ms)
         self.rank = rank
-        placed = self._register_in_place() if self.mode == "in_place" else 0
-        logger.info("wsync: worker joined group '%s' at %s as rank %d of %d (load mode %s, %d parameters "
-                    "registered in place)", init_info.group_name, init_info.store_addr, rank, init_info.world_size,
-                    self.mode, placed)
+        self._registered = set()
+        self._can_register = True
+        self._params = dict(self.model.named_parameters()) if self.mode == "in_place" else {}
+        logger.info("wsync: worker joined group '%s' at %s as rank %d of %d (load mode %s)", init_info.group_name,
+                    init_info.store_addr, rank, init_info.world_size, self.mode)
 
-    def _register_in_place(self):
-        """Register every parameter under its own name: a tensor of that name, dtype and shape is
-        then written straight into it. The receiver refuses a same-named tensor of another dtype
-        or shape, so a name whose checkpoint form differs (a tensor-parallel shard) is left out."""
-        params = [(n, p.data) for n, p in self.model.named_parameters()
-                  if p.is_contiguous() and p.numel() > 0 and p.device.type in ("cpu", "cuda")]
-        if params:
-            self.rx.register(params)
-        return len(params)
+    def _register_matching(self, update_info):
+        """in_place: before a bucket's bytes arrive, register the parameters whose name, dtype and
+        shape equal one of its tensors (so they land there, no copy). A checkpoint tensor of
+        another shape under a parameter's name (a tensor-parallel shard, a padded vocabulary) is
+        not registered: it goes through load_weights, which knows how to place it."""
+        if self.mode != "in_place" or not self._can_register:
+            return
+        new = []
+        for name, dtype_name, shape in zip(update_info.names, update_info.dtype_names, update_info.shapes):
+            p = self._params.get(name)
+            if (p is None or name in self._registered or str(p.dtype) != "torch." + str(dtype_name)
+                    or list(p.shape) != list(shape) or p.numel() == 0 or not p.is_contiguous()):
+                continue
+            new.append((name, p.data))
+        if not new:
+            return
+        try:
+            self.rx.register(new)
+        except wsync.UnsupportedError as e:  # e.g. a host transport and parameters in CUDA memory
+            self._can_register = False
+            logger.warning("wsync: rank %s: the transport cannot write into the model's parameters (%s); every "
+                           "tensor goes through load_weights", self.rank, e)
+            return
+        self._registered.update(n for n, _ in new)
 
     def shutdown(self):
         self._close_receiver()
@@ -194,6 +214,7 @@ class WsyncWeightTransferEngine(WeightTransferEngine[WsyncInitInfo, WsyncUpdateI
         pending = {n: (d, tuple(s)) for n, d, s in zip(update_info.names, update_info.dtype_names,
                                                         update_info.shapes)}
         try:
+            self._register_matching(update_info)
             while pending:
                 ev = self.rx.next(self.timeout_ms)
                 if ev.kind == wsync.EventKind.BUCKET:
@@ -204,8 +225,8 @@ class WsyncWeightTransferEngine(WeightTransferEngine[WsyncInitInfo, WsyncUpdateI
                     raise RuntimeError("wsync: %s arrived while tensors %s of this /update_weights were still "
                                        "missing" % (ev.kind.name, sorted(pending)[:5]))
         except BaseException as e:
-            logger.error("wsync: rank %s: update failed: %s; the layers loaded whole keep the new weights, "
-                         "the others their previous ones", self.rank, e)
+            logger.error("wsync: rank %s: update failed: %s; layers that got all their tensors keep the new "
+                         "weights, the others their previous ones", self.rank, e)
             self._finish_loading(failed=True)  # vLLM ends the update without calling finish_weight_update
             raise
 
@@ -230,12 +251,16 @@ class WsyncWeightTransferEngine(WeightTransferEngine[WsyncInitInfo, WsyncUpdateI
         # A normal finish comes before the trainer sends COMMIT, so nothing is waiting here. After
         # a failure the trainer's abort came first (it tells the receivers, then ends the engines'
         # update), or the trainer is gone (a new trainer's init ends what it left).
-        failure = self._pending_failure()
+        failure, committed = self._pending_outcome()
         if self.in_update:
             self._finish_loading(failed=failure is not None)
         if failure is not None:
             self.last_outcome = failure
             logger.warning("wsync: rank %s: the update ended without a commit: %s", self.rank, failure)
+            return
+        if committed is not None:  # a trainer that did not wait for this route: confirm it now
+            self.rx.commit(committed)
+            self._committed(committed)
             return
         # The trainer sends COMMIT once this route answered: confirm it in the background; the
         # next call into this engine waits for that first.
@@ -243,19 +268,23 @@ class WsyncWeightTransferEngine(WeightTransferEngine[WsyncInitInfo, WsyncUpdateI
         self._waiter = threading.Thread(target=self._await_commit, name="wsync-commit-r%s" % self.rank, daemon=True)
         self._waiter.start()
 
-    def _pending_failure(self):
-        """What ended the update, if the trainer already said (or died); None on a normal finish."""
+    def _pending_outcome(self):
+        """(what ended the update, or None; the version of a COMMIT that already came, or None).
+        Nothing has come on a normal finish: the vllm adapter sends COMMIT after this route."""
         try:
             ev = self.rx.next(0)
         except wsync.TimeoutError:
-            return None
+            return None, None
         except wsync.WsyncError as e:
-            return str(e)
-        if ev.kind == wsync.EventKind.COMMIT:  # not sent before this route answers; take it anyway
-            self.rx.commit(ev.version)
-            self.updates_committed += 1
-            return None
-        return "the trainer sent %s" % ev.kind.name
+            return str(e), None
+        if ev.kind == wsync.EventKind.COMMIT:
+            return None, ev.version
+        return "the trainer sent %s" % ev.kind.name, None
+
+    def _committed(self, version):
+        self.updates_committed += 1
+        self.last_outcome = "committed %d" % version
+        logger.info("wsync: rank %s committed version %d", self.rank, version)
 
     def _finish_loading(self, failed=False):
         self.in_update = False
@@ -309,9 +338,7 @@ class WsyncWeightTransferEngine(WeightTransferEngine[WsyncInitInfo, WsyncUpdateI
                     continue
                 if ev.kind == wsync.EventKind.COMMIT:
                     self.rx.commit(ev.version)
-                    self.updates_committed += 1
-                    self.last_outcome = "committed %d" % ev.version
-                    logger.info("wsync: rank %s committed version %d", self.rank, ev.version)
+                    self._committed(ev.version)
                 else:
                     self.last_outcome = ev.kind.name.lower()
                     logger.warning("wsync: rank %s: after the update the trainer sent %s, not COMMIT", self.rank,

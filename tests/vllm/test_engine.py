@@ -1,0 +1,202 @@
+"""The `wsync` vLLM backend's engine (wsync/vllm/engine.py) driven the way vLLM's worker drives it,
+without a vLLM server: a real wsync group (native adapter, ucx, loopback) as the trainer, the
+engine's receiver in a thread calling start/receive/finish as the worker's routes would, and a
+small torch model with vLLM's load_weights contract. It covers what the CPU server cannot: the
+in_place mode (parameters registered per bucket, bytes written into them, data pointers
+unchanged), tensors that must go through load_weights (stacked q/k/v, a padded vocabulary),
+and a failure inside /update_weights (the trainer aborts while the worker waits).
+
+Needs vLLM importable (the engine subclasses vLLM's WeightTransferEngine); skipped otherwise.
+"""
+import hashlib
+import os
+import pathlib
+import threading
+import time
+from types import SimpleNamespace
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("vllm.distributed.weight_transfer.base")
+
+import wsync  # noqa: E402
+from wsync.vllm import engine as wengine  # noqa: E402
+
+HIDDEN, VOCAB, PADDED_VOCAB = 16, 50, 64
+
+
+class TinyModel(torch.nn.Module):
+    """vLLM-shaped: a padded embedding, a stacked qkv (checkpoint q/k/v), a norm, a head."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Parameter(torch.zeros(PADDED_VOCAB, HIDDEN), requires_grad=False)
+        self.qkv = torch.nn.Parameter(torch.zeros(3 * HIDDEN, HIDDEN), requires_grad=False)
+        self.norm = torch.nn.Parameter(torch.zeros(HIDDEN), requires_grad=False)
+        self.head = torch.nn.Parameter(torch.zeros(VOCAB, HIDDEN, dtype=torch.bfloat16), requires_grad=False)
+        self.loaded = []
+
+    def load_weights(self, weights):
+        for name, w in weights:
+            self.loaded.append(name)
+            if name == "embed":
+                self.embed.data[:VOCAB].copy_(w)
+            elif name in ("q", "k", "v"):
+                i = "qkv".index(name)
+                self.qkv.data[i * HIDDEN:(i + 1) * HIDDEN].copy_(w)
+            else:
+                getattr(self, name).data.copy_(w)
+
+
+def checkpoint(seed):
+    g = torch.Generator().manual_seed(seed)
+    return {"embed": torch.randn(VOCAB, HIDDEN, generator=g), "q": torch.randn(HIDDEN, HIDDEN, generator=g),
+            "k": torch.randn(HIDDEN, HIDDEN, generator=g), "v": torch.randn(HIDDEN, HIDDEN, generator=g),
+            "norm": torch.randn(HIDDEN, generator=g), "head": torch.randn(VOCAB, HIDDEN, generator=g).bfloat16()}
+
+
+def info(batch):
+    return wengine.WsyncUpdateInfo(names=list(batch), dtype_names=[str(t.dtype)[6:] for t in batch.values()],
+                                   shapes=[list(t.shape) for t in batch.values()])
+
+
+def make_engine(model):
+    cfg = SimpleNamespace(parallel_config=SimpleNamespace(data_parallel_index=0, world_size=1, rank=0),
+                          model_config=SimpleNamespace(quantization=None))
+    return wengine.WsyncWeightTransferEngine(SimpleNamespace(backend="wsync"), cfg, torch.device("cpu"), model)
+
+
+def read_addr(path):
+    for _ in range(2000):
+        if os.path.exists(path) and pathlib.Path(path).read_text().strip():
+            return pathlib.Path(path).read_text().strip()
+        time.sleep(0.01)
+    raise RuntimeError("no store address")
+
+
+@pytest.fixture
+def setup(tmp_path, monkeypatch):
+    monkeypatch.setenv("WSYNC_VLLM_LOAD", "in_place")
+    monkeypatch.setenv("WSYNC_VLLM_TIMEOUT_MS", "20000")
+    model = TinyModel()
+    eng = make_engine(model)
+    addr_file = str(tmp_path / "store")
+    joined = threading.Thread(target=lambda: eng.init_transfer_engine(
+        wengine.WsyncInitInfo(store_addr=read_addr(addr_file), rank_offset=1, world_size=2, group_name="eng")))
+    joined.start()
+    group = wsync.Group(1, group_name="eng", store_addr="127.0.0.1:0", transport="ucx",
+                        options={"store_addr_file": addr_file, "verify_payload": "1"}, timeout_ms=20000)
+    joined.join(20)
+    yield group, eng, model
+    group.close()
+    eng.shutdown()
+
+
+def worker(eng, batches, errors):
+    """The worker's side of one update: /start_weight_update, /update_weights per batch,
+    /finish_weight_update."""
+    try:
+        eng.start_weight_update()
+        for b in batches:
+            eng.update_weights({"names": list(b), "dtype_names": [str(t.dtype)[6:] for t in b.values()],
+                                "shapes": [list(t.shape) for t in b.values()]})
+        eng.finish_weight_update()
+    except Exception as e:  # reported by the test
+        errors.append(e)
+
+
+def outcome(eng, timeout_s=5.0):
+    """The commit helper's outcome, once it has one (it sets it right after confirming)."""
+    until = time.time() + timeout_s
+    while eng.last_outcome is None and time.time() < until:
+        time.sleep(0.01)
+    return eng.last_outcome
+
+
+def digest(t):
+    return hashlib.sha256(t.contiguous().view(torch.uint8).numpy().tobytes()).hexdigest()
+
+
+def test_in_place_places_matching_parameters_and_loads_the_rest(setup):
+    group, eng, model = setup
+    assert eng.mode == "in_place"
+    ptrs = {n: p.data_ptr() for n, p in model.named_parameters()}
+    for version in (1, 2):
+        w = checkpoint(version)
+        batches = [{"embed": w["embed"], "q": w["q"], "k": w["k"]}, {"v": w["v"], "norm": w["norm"], "head": w["head"]}]
+        errors, model.loaded, eng.last_outcome = [], [], None
+        th = threading.Thread(target=worker, args=(eng, batches, errors))
+        th.start()
+        for b in batches:
+            group.send(b)
+        group.finalize(version)  # returns once the engine's commit helper confirmed
+        th.join(20)
+        assert not errors, errors
+        assert outcome(eng) == "committed %d" % version and eng.rx.committed_version == version
+        # norm and head match a parameter's name, dtype and shape: written in place, never loaded
+        assert sorted(model.loaded) == ["embed", "k", "q", "v"]
+        assert eng._registered == {"norm", "head"}
+        assert digest(model.norm.data) == digest(w["norm"]) and digest(model.head.data) == digest(w["head"])
+        assert torch.equal(model.qkv.data, torch.cat([w["q"], w["k"], w["v"]]))
+        assert torch.equal(model.embed.data[:VOCAB], w["embed"]) and not model.embed.data[VOCAB:].any()
+        assert {n: p.data_ptr() for n, p in model.named_parameters()} == ptrs  # nothing reallocated
+
+
+def test_an_abort_while_the_worker_waits_fails_the_update_and_the_next_one_works(setup):
+    group, eng, model = setup
+    w = checkpoint(3)
+    errors = []
+    # The worker is told about two batches; the trainer sends the first, then aborts.
+    th = threading.Thread(target=worker, args=(eng, [{"q": w["q"]}, {"k": w["k"]}], errors))
+    th.start()
+    group.send({"q": w["q"]})
+    time.sleep(0.3)  # the worker now waits inside /update_weights for 'k'
+    group.abort()
+    th.join(20)
+    assert len(errors) == 1 and "aborted" in str(errors[0]), errors
+    assert not eng.in_update and eng.rx.committed_version == 0
+    group.close()
+    # A new trainer (as after the engines' reset: shutdown, init) updates the same engine.
+    eng.shutdown()
+    addr_file = str(pathlib.Path(os.environ.get("TMPDIR", "/tmp")) / ("eng-store-%d" % os.getpid()))
+    if os.path.exists(addr_file):
+        os.unlink(addr_file)
+    joined = threading.Thread(target=lambda: eng.init_transfer_engine(
+        wengine.WsyncInitInfo(store_addr=read_addr(addr_file), rank_offset=1, world_size=2, group_name="eng2")))
+    joined.start()
+    with wsync.Group(1, group_name="eng2", store_addr="127.0.0.1:0", transport="ucx",
+                     options={"store_addr_file": addr_file}, timeout_ms=20000) as g2:
+        joined.join(20)
+        errors, eng.last_outcome = [], None
+        th = threading.Thread(target=worker, args=(eng, [w], errors))
+        th.start()
+        g2.send(w)
+        g2.finalize(1)
+        th.join(20)
+    os.unlink(addr_file)
+    assert not errors and outcome(eng) == "committed 1"
+    assert torch.equal(model.qkv.data, torch.cat([w["q"], w["k"], w["v"]]))
+
+
+def test_a_tensor_the_request_does_not_name_fails_the_update(setup):
+    group, eng, model = setup
+    w = checkpoint(4)
+    errors = []
+    th = threading.Thread(target=worker, args=(eng, [{"q": w["q"]}], errors))
+    th.start()
+    group.send({"norm": w["norm"]})  # the request named 'q'
+    th.join(20)
+    assert len(errors) == 1 and "'norm'" in str(errors[0]) and "does not name it" in str(errors[0])
+    assert not eng.in_update
+
+
+def test_init_info_is_checked():
+    with pytest.raises(ValueError, match="store_addr"):
+        wengine.WsyncInitInfo(store_addr="nohostport", rank_offset=1, world_size=2)
+    with pytest.raises(ValueError, match="rank_offset"):
+        wengine.WsyncInitInfo(store_addr="h:1", rank_offset=0, world_size=2)
+    with pytest.raises(TypeError):
+        wengine.WsyncInitInfo(store_addr="h:1", rank_offset=1, world_size=2, master_port=5)
+    with pytest.raises(ValueError, match="same length"):
+        wengine.WsyncUpdateInfo(names=["a"], dtype_names=[], shapes=[[1]])
