@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-import wsync
+os.environ.setdefault("WSYNC_LOG_LEVEL", "warn")  # read when wsync is imported
+import wsync  # noqa: E402
 
 TIMEOUT_MS = 20000
 
@@ -95,5 +96,3 @@ def trainer(tmp_path):
 def pytest_report_header(config):
     return "wsync %s from %s" % (wsync.__version__, wsync.library_path)
 
-
-os.environ.setdefault("WSYNC_LOG_LEVEL", "warn")

@@ -326,3 +326,11 @@ def test_log_lines_reach_python_logging(tmp_path, caplog):
     records = [rec for rec in caplog.records if rec.name == "wsync"]
     assert records, "no wsync log line reached logging"
     assert all(isinstance(rec.getMessage(), str) for rec in records)
+
+
+def test_wsync_log_level_chooses_the_routed_level(monkeypatch):
+    from wsync import _log
+    for text, want in (("debug", logging.DEBUG), ("4", logging.DEBUG), ("error", logging.ERROR),
+                       ("trace", logging.DEBUG - 5), ("", logging.INFO), ("bogus", logging.INFO)):
+        monkeypatch.setenv("WSYNC_LOG_LEVEL", text)
+        assert _log.env_level() == want, text

@@ -49,8 +49,10 @@ def list_plugins():
 
 route_logs()
 
+# TimeoutError and IOError are left out: `from wsync import *` must not shadow the builtins (use
+# wsync.TimeoutError, wsync.IOError).
 __all__ = ["Group", "GroupStats", "SendHandle", "Receiver", "Event", "EventKind", "TensorView", "WsyncError",
-           "InvalidArgumentError", "NotFoundError", "VersionMismatchError", "UnsupportedError", "TimeoutError",
-           "AbortedError", "ProtocolError", "IOError", "PeerFailedError", "OutOfMemoryError", "InvalidStateError",
+           "InvalidArgumentError", "NotFoundError", "VersionMismatchError", "UnsupportedError",
+           "AbortedError", "ProtocolError", "PeerFailedError", "OutOfMemoryError", "InvalidStateError",
            "EngineError", "InternalError", "NoDeviceError", "RejectedError", "abi_version", "status_name",
            "plugin_dirs", "list_plugins", "route_logs", "restore_default_logging", "library_path"]

@@ -150,13 +150,15 @@ def _load():
         lib = ctypes.CDLL(path)  # CDLL: the GIL is released during every call
     except OSError as e:
         raise LibraryNotFound("wsync: cannot load %s: %s" % (path, e)) from e
+    lib.wsync_abi_version.restype = ctypes.c_uint32
+    version = lib.wsync_abi_version()
+    if version >> 16 != ABI_MAJOR or (version & 0xFFFF) < ABI_MINOR:
+        raise LibraryNotFound("wsync: %s has ABI %d.%d; this package needs %d.%d or a later 1.x" % (
+            path, version >> 16, version & 0xFFFF, ABI_MAJOR, ABI_MINOR))
     for name, (restype, argtypes) in PROTOTYPES.items():
         fn = getattr(lib, name)
         fn.restype = restype
         fn.argtypes = argtypes
-    major = lib.wsync_abi_version() >> 16
-    if major != ABI_MAJOR:
-        raise LibraryNotFound("wsync: %s has ABI major %d, this package speaks %d" % (path, major, ABI_MAJOR))
     return lib, path
 
 

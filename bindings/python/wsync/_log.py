@@ -1,6 +1,7 @@
 """wsync's log lines (library and plugins) go to the Python logger "wsync"."""
 import atexit
 import logging
+import os
 import threading
 
 from ._ffi import LOG_FN, lib
@@ -28,10 +29,23 @@ def _on_log(_user, level, message):
         pass
 
 
-def route_logs(level=logging.INFO):
+_ENV_LEVELS = {"error": 1, "warn": 2, "warning": 2, "info": 3, "debug": 4, "trace": 5}
+
+
+def env_level():
+    """The logging level WSYNC_LOG_LEVEL names (error|warn|info|debug|trace or 1..5), else INFO."""
+    text = os.environ.get("WSYNC_LOG_LEVEL", "").strip().lower()
+    wl = _ENV_LEVELS.get(text) or (int(text) if text.isdigit() and 1 <= int(text) <= 5 else 3)
+    return _TO_PYTHON[wl]
+
+
+def route_logs(level=None):
     """Send wsync log lines of `level` (a logging level) and more severe to logger "wsync".
-    Installed at import with INFO; lower it (logging.DEBUG) to see more. The logger's own level
-    and handlers filter further, as for any Python logger."""
+    Installed at import with the level WSYNC_LOG_LEVEL names (default INFO); lower it
+    (logging.DEBUG) to see more. The logger's own level and handlers filter further, as for any
+    Python logger."""
+    if level is None:
+        level = env_level()
     global _installed
     with _lock:
         _installed = _on_log
