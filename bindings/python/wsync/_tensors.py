@@ -38,8 +38,26 @@ def _fill(t, name, dtype, data, shape, device_type, device_index):
     t.device_index = device_index
 
 
+_DTYPE_CACHE = {}  # a torch or numpy dtype object -> WSYNC_DTYPE_* (None: not one of them)
+
+
+def _torch_dtype(dt):
+    code = _DTYPE_CACHE.get(dt, 0)
+    if code == 0:
+        code = _DTYPE_CACHE[dt] = DTYPES.get(str(dt).replace("torch.", ""))
+    return code
+
+
+def _numpy_dtype(dt):
+    code = _DTYPE_CACHE.get(dt, 0)
+    if code == 0:
+        c = DTYPES.get(NUMPY_NAMES.get(dt.name, dt.name))
+        code = _DTYPE_CACHE[dt] = c if c is not None and dt.itemsize == ITEMSIZE[c] else None
+    return code
+
+
 def _from_torch(t, name, x):
-    dtype = DTYPES.get(str(x.dtype).replace("torch.", ""))
+    dtype = _torch_dtype(x.dtype)
     if dtype is None:
         _refuse(name, "torch dtype %s has no wsync dtype" % x.dtype)
     if x.layout is not None and str(x.layout) != "torch.strided":
@@ -58,9 +76,8 @@ def _from_torch(t, name, x):
 
 
 def _from_numpy(t, name, x):
-    dname = NUMPY_NAMES.get(x.dtype.name, x.dtype.name)
-    dtype = DTYPES.get(dname)
-    if dtype is None or x.dtype.itemsize != ITEMSIZE[dtype]:
+    dtype = _numpy_dtype(x.dtype)
+    if dtype is None:
         _refuse(name, "numpy dtype %s has no wsync dtype" % x.dtype)
     if not x.flags["C_CONTIGUOUS"]:
         _refuse(name, "not C-contiguous (strides %s for shape %s); pass numpy.ascontiguousarray(x)" %
@@ -118,7 +135,17 @@ def _from_dlpack(t, name, x):
     return capsule
 
 
+_KIND_CACHE = {}  # type -> the function describing its instances
+
+
 def _kind(x):
+    kind = _KIND_CACHE.get(type(x), 0)
+    if kind == 0:
+        kind = _KIND_CACHE[type(x)] = _kind_of(x)
+    return kind
+
+
+def _kind_of(x):
     mod = type(x).__module__
     if mod.startswith("torch") and hasattr(x, "data_ptr") and hasattr(x, "is_contiguous"):
         return _from_torch
