@@ -28,6 +28,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -81,32 +82,36 @@ def publish(group, weights, version):
     return time.perf_counter() - t0
 
 
-def wait_running(server, timeout_s=30.0):
-    """True once vLLM reports a request running (its /metrics gauge vllm:num_requests_running)."""
-    until = time.monotonic() + timeout_s
-    while time.monotonic() < until:
-        status, body = server.request("GET", "/metrics")
-        text = body if isinstance(body, str) else ""
-        for line in text.splitlines():
-            if line.startswith("vllm:num_requests_running") and float(line.rsplit(" ", 1)[-1]) >= 1:
-                return True
-        time.sleep(0.01)
-    return False
-
-
 class InFlight(threading.Thread):
-    """A long completion request running while the weights change: it must still finish."""
+    """A long streamed completion running while the weights change: it must still finish. `started`
+    is set once its first tokens arrived, so the update surely begins while it runs."""
 
-    def __init__(self, server):
+    def __init__(self, server, tokens=400):
         super().__init__(daemon=True)
-        self.server, self.result, self.error, self.ended = server, None, None, None
+        self.server, self.tokens = server, tokens
+        self.started, self.ended, self.error, self.completion_tokens = threading.Event(), None, None, 0
 
     def run(self):
+        body = {"model": self.server.model_dir, "prompt": "Errors should never pass silently.",
+                "max_tokens": self.tokens, "min_tokens": self.tokens, "temperature": 0.0, "stream": True,
+                "stream_options": {"include_usage": True}}
+        req = urllib.request.Request(self.server.url + "/v1/completions", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"}, method="POST")
         try:
-            self.result = self.server.complete("Errors should never pass silently.", max_tokens=400, timeout=600)
+            with urllib.request.urlopen(req, timeout=600) as resp:
+                for raw in resp:
+                    line = raw.decode().strip()
+                    if not line.startswith("data: ") or line == "data: [DONE]":
+                        continue
+                    chunk = json.loads(line[len("data: "):])
+                    if chunk.get("choices"):
+                        self.started.set()
+                    if chunk.get("usage"):
+                        self.completion_tokens = chunk["usage"]["completion_tokens"]
         except Exception as e:  # reported by the check
             self.error = e
         self.ended = time.monotonic()
+        self.started.set()
 
 
 # The dying trainer's one batch: the embeddings, layers 0 and 1 whole, and of layer 2 only q_proj:
@@ -166,15 +171,16 @@ def main():
             for v in (1, 2):
                 inflight = InFlight(server)
                 inflight.start()
-                running = wait_running(server)
+                inflight.started.wait(120)  # its first tokens came: it runs
                 began = time.monotonic()
+                running = inflight.ended is None
                 seconds = publish(g, weights[versions[v]], v)
                 inflight.join(600)
-                checks.expect(running and inflight.error is None and inflight.result is not None and
-                              len(inflight.result.token_ids) == 400 and inflight.ended > began,
-                              "v%d: a completion running when the update began finished after it (%s)" %
-                              (v, inflight.error or "400 tokens, %.2f s after the update began" %
-                               (inflight.ended - began)))
+                checks.expect(running and inflight.error is None and inflight.completion_tokens == 400 and
+                              inflight.ended > began,
+                              "v%d: a completion streaming when the update began finished after it (%s)" %
+                              (v, inflight.error or "%d tokens, %.2f s after the update began" %
+                               (inflight.completion_tokens, inflight.ended - began)))
                 got[v] = (server.complete(PROMPT, GREEDY_TOKENS).token_ids, server.weight_checksums())
                 figures["updates"][v] = round(seconds, 3)
                 print("  version %d published in %.3f s" % (v, seconds), flush=True)
