@@ -117,7 +117,9 @@ typedef void (*wsync_log_fn)(void* user_data, int32_t level, const char* message
 
 /* Route all library and plugin log lines with level <= max_level to `fn`. fn == NULL restores
  * the default sink: stderr, filtered by the environment variable WSYNC_LOG_LEVEL
- * (error|warn|info|debug|trace or 1..5; default warn). Thread-safe; takes effect at once. */
+ * (error|warn|info|debug|trace or 1..5; default warn). Thread-safe; takes effect at once. Since
+ * 0.5.0 it returns once the calls of the previous callback that were in progress returned (it
+ * waits at most 2 s, and not at all when none is), so what that callback uses may be freed then. */
 WSYNC_API void wsync_set_log_callback(wsync_log_fn fn, void* user_data, int32_t max_level);
 
 /* ---------------------------------------------------------------------------------------------

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <chrono>
+#include <condition_variable>
 #include <mutex>
 #include <strings.h>
 
@@ -18,9 +20,11 @@ thread_local wsync_status_t t_last_status = WSYNC_OK;
 
 struct LogSink {
   std::mutex mu;
+  std::condition_variable idle;  // signalled when the last call of a callback returns
   wsync_log_fn fn = nullptr;
   void* user_data = nullptr;
   int max_level = -1;  // -1: not yet read from the environment
+  int calls = 0;       // calls of a callback in progress
 };
 
 LogSink& sink() {
@@ -162,9 +166,12 @@ void log_msg(int level, const char* message) {
     if (level > s.max_level) return;
     fn = s.fn;
     ud = s.user_data;
+    if (fn != nullptr) ++s.calls;
   }
   if (fn != nullptr) {
     fn(ud, level, message);
+    std::lock_guard<std::mutex> g(s.mu);
+    if (--s.calls == 0) s.idle.notify_all();
     return;
   }
   static const char* tags[] = {"?", "error", "warn", "info", "debug", "trace"};
@@ -190,10 +197,14 @@ WSYNC_API const char* wsync_last_error(void) { return wsync::last_error().c_str(
 WSYNC_API void wsync_set_log_callback(wsync_log_fn fn, void* user_data, int32_t max_level) {
   wsync::guard_void("wsync_set_log_callback", [&] {
     wsync::LogSink& s = wsync::sink();
-    std::lock_guard<std::mutex> g(s.mu);
+    std::unique_lock<std::mutex> g(s.mu);
     s.fn = fn;
     s.user_data = user_data;
     s.max_level = fn != nullptr ? max_level : wsync::level_from_env();
+    // Calls of the previous callback still running finish first (bounded: a callback that calls
+    // this function itself, or never returns, is not waited for longer), so a caller that is
+    // about to free what the callback uses (an interpreter at exit) may do so once this returns.
+    s.idle.wait_for(g, std::chrono::seconds(2), [&] { return s.calls == 0; });
   });
 }
 
