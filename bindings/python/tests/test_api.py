@@ -282,20 +282,63 @@ def test_async_send_overlaps_with_producing_the_next_batch(tmp_path):
 
 
 def test_send_handle_keeps_tensors_alive_until_delivered(tmp_path):
+    import gc
+    import weakref
     tr = Trainer(tmp_path)
     r = ReceiverThread(tr.addr_file)
     r.start()
     with tr.group() as g:
-        h = g.send_async({"w": np.arange(100, dtype=np.float32)})  # the only reference is wsync's
-        assert h.ticket in g._inflight
-        h.wait()
-        assert h.ticket not in g._inflight
+        x = OnlyDlpack(np.arange(100, dtype=np.float32))
+        alive = weakref.ref(x)
+        h = g.send_async({"w": x})
+        del x  # the caller's reference is gone: wsync's keeps the tensor
+        gc.collect()
+        assert alive() is not None
+        ticket = h.ticket
+        del h  # even without the handle, the group keeps it until delivered
+        gc.collect()
+        assert alive() is not None and ticket in g._inflight
+        g._inflight[ticket].wait()
+        gc.collect()
+        assert alive() is None and ticket not in g._inflight  # released once delivered
         with pytest.raises(wsync.InvalidArgumentError):
-            wsync.lib.wsync_group_send_wait(g._handle, 999, 0) and wsync.check(
-                wsync.lib.wsync_group_send_wait(g._handle, 999, 0))
+            wsync.check(wsync.lib.wsync_group_send_wait(g._handle, 999, 0))
         g.finalize(1)
     r.join(10)
     assert r.committed[1] == {"w": digest(np.arange(100, dtype=np.float32))}
+
+
+def test_read_only_big_endian_and_bad_versions_are_refused(tmp_path):
+    ro = np.frombuffer(bytes(16), dtype=np.float32)
+    wsync._tensors.Descriptors({"ro": ro})  # sending reads it: fine
+    with pytest.raises(wsync.InvalidArgumentError, match="'ro'.*read-only"):
+        wsync._tensors.Descriptors({"ro": ro}, writable=True)
+    with pytest.raises(wsync.InvalidArgumentError, match="'be'.*byte order"):
+        wsync._tensors.Descriptors({"be": np.arange(4, dtype=">f4")})
+    tr = Trainer(tmp_path)
+    seen = {}
+
+    def on_event(rx, ev):
+        if ev.kind == wsync.EventKind.COMMIT:
+            for bad in (-1, 0, 1 << 64, 1.0, True):
+                try:
+                    rx.commit(bad)
+                    seen[bad] = "accepted"
+                except wsync.InvalidArgumentError:
+                    seen[bad] = "refused"
+            rx.commit(ev.version)
+
+    r = ReceiverThread(tr.addr_file, on_event=on_event)
+    r.start()
+    with tr.group() as g:
+        g.send({"w": np.zeros(4, dtype=np.float32)})
+        for bad in (-1, 0, 1 << 64, 2.0, True):
+            with pytest.raises(wsync.InvalidArgumentError, match="version"):
+                g.finalize(bad)
+        g.finalize(1)  # the group is still usable: nothing was wrapped into a huge version
+        assert g.stats().committed_version == 1
+    r.join(10)
+    assert r.error is None and set(seen.values()) == {"refused"}
 
 
 def test_closed_objects_raise_invalid_state(tmp_path):
@@ -303,11 +346,19 @@ def test_closed_objects_raise_invalid_state(tmp_path):
     r = ReceiverThread(tr.addr_file)
     r.start()
     g = tr.group()
+    r.ready.wait(10)
+    rx = r.rx
     g.close()
     g.close()
     with pytest.raises(wsync.InvalidStateError):
         g.finalize(1)
     r.join(10)
+    assert r.events[-1] == wsync.EventKind.CLOSED
+    for call in (lambda: rx.next(0), lambda: rx.commit(1), lambda: rx.register({"w": np.zeros(1)}),
+                 lambda: rx.committed_version):
+        with pytest.raises(wsync.InvalidStateError, match="closed"):
+            call()
+    rx.close()  # idempotent
 
 
 def test_log_lines_reach_python_logging(tmp_path, caplog):

@@ -56,7 +56,7 @@ def _numpy_dtype(dt):
     return code
 
 
-def _from_torch(t, name, x):
+def _from_torch(t, name, x, writable=False):
     dtype = _torch_dtype(x.dtype)
     if dtype is None:
         _refuse(name, "torch dtype %s has no wsync dtype" % x.dtype)
@@ -75,10 +75,15 @@ def _from_torch(t, name, x):
     _fill(t, name, dtype, x.data_ptr(), tuple(x.shape), dt, di)
 
 
-def _from_numpy(t, name, x):
+def _from_numpy(t, name, x, writable=False):
     dtype = _numpy_dtype(x.dtype)
     if dtype is None:
         _refuse(name, "numpy dtype %s has no wsync dtype" % x.dtype)
+    if x.dtype.byteorder not in ("=", "|"):
+        _refuse(name, "numpy dtype %s is not in this machine's byte order; pass x.astype(x.dtype.newbyteorder('='))"
+                % x.dtype.str)
+    if writable and not x.flags["WRITEABLE"]:
+        _refuse(name, "the array is read-only; a registered buffer is written into")
     if not x.flags["C_CONTIGUOUS"]:
         _refuse(name, "not C-contiguous (strides %s for shape %s); pass numpy.ascontiguousarray(x)" %
                 (x.strides, x.shape))
@@ -104,7 +109,7 @@ _capsule_get.restype = ctypes.c_void_p
 _capsule_get.argtypes = [ctypes.py_object, ctypes.c_char_p]
 
 
-def _from_dlpack(t, name, x):
+def _from_dlpack(t, name, x, writable=False):
     """Any __dlpack__ producer. The capsule is kept (not consumed) for as long as the descriptor
     is used, so the producer's memory stays alive; its deleter runs when it is dropped."""
     try:
@@ -173,7 +178,8 @@ class Descriptors:
     """A C array of wsync_tensor_t over the caller's tensors, and everything that must outlive
     the C call that reads it: the name bytes, the tensors, DLPack capsules."""
 
-    def __init__(self, tensors):
+    def __init__(self, tensors, writable=False):
+        """writable: the buffers will be written into (registration): read-only ones are refused."""
         items = named_items(tensors)
         self.count = len(items)
         self.array = (_ffi.Tensor * max(1, self.count))()
@@ -187,7 +193,7 @@ class Descriptors:
                         type(x).__name__)
             encoded = name.encode("utf-8")
             t.name = encoded
-            extra = fill(t, name, x)
+            extra = fill(t, name, x, writable)
             self.keep.append((encoded, x, extra))
 
     def tensors(self):

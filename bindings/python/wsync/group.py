@@ -1,13 +1,21 @@
 """The sender half: a trainer's Group."""
 import ctypes
 import threading
+import weakref
 from dataclasses import dataclass
 
 from . import _ffi
 from ._ffi import lib
 from ._options import Options, text, timeout
 from ._tensors import Descriptors
-from .errors import InvalidStateError, TimeoutError, check
+from .errors import InvalidArgumentError, InvalidStateError, TimeoutError, check, error_for
+
+
+def _version(v):
+    """A weight version: an integer from 1 to 2^64 - 1 (ctypes would wrap a negative one)."""
+    if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v < 1 << 64:
+        raise InvalidArgumentError("version must be an integer from 1 to 2^64-1, got %r" % (v,))
+    return v
 
 
 @dataclass(frozen=True)
@@ -30,7 +38,7 @@ class SendHandle:
     do not overwrite them before."""
 
     def __init__(self, group, ticket, descriptors):
-        self._group = group
+        self._group = weakref.ref(group)  # a dropped group closes at once, not at the next GC pass
         self.ticket = ticket
         self._descriptors = descriptors
         self._done = False
@@ -41,13 +49,16 @@ class SendHandle:
         is broken."""
         if self._done:
             return
-        g = self._group
-        handle = g._handle_or_raise()
-        st = lib.wsync_group_send_wait(handle, self.ticket, timeout(timeout_ms))
+        g = self._group()
+        if g is None:
+            raise InvalidStateError("the group of batch %d is closed" % self.ticket)
+        st = lib.wsync_group_send_wait(g._handle_or_raise(), self.ticket, timeout(timeout_ms))
         if st == TimeoutError.status:
             check(st)
-        self._release()
-        check(st)
+        err = error_for(st, lib.wsync_last_error().decode("utf-8", "replace")) if st != 0 else None
+        self._release()  # read the error first: releasing the tensors may run finalizers
+        if err is not None:
+            raise err
 
     def done(self):
         """True once delivered (never blocks; raises if the batch failed)."""
@@ -60,7 +71,9 @@ class SendHandle:
     def _release(self):
         self._done = True
         self._descriptors = None
-        self._group._inflight.pop(self.ticket, None)
+        g = self._group()
+        if g is not None:
+            g._inflight.pop(self.ticket, None)
 
 
 class Group:
@@ -85,6 +98,8 @@ class Group:
         self._handle = None
         self._lock = threading.Lock()  # abort() against close()
         self._inflight = {}
+        self._starting = []
+        self._stream = None
         check(lib.wsync_group_init(ctypes.byref(cfg), ctypes.byref(handle)))
         self._handle = handle
 
@@ -112,9 +127,16 @@ class Group:
         d = Descriptors(tensors)
         arr, n = d.tensors()
         ticket = ctypes.c_uint64()
-        check(lib.wsync_group_send_start(self._handle_or_raise(), arr, n, timeout(timeout_ms), ctypes.byref(ticket)))
-        h = SendHandle(self, ticket.value, d)
-        self._inflight[ticket.value] = h
+        # Referenced before the call: an exception (Ctrl-C) between the C call and the assignment
+        # must not leave wsync reading memory Python freed.
+        self._starting.append(d)
+        try:
+            check(lib.wsync_group_send_start(self._handle_or_raise(), arr, n, timeout(timeout_ms),
+                                             ctypes.byref(ticket)))
+            h = SendHandle(self, ticket.value, d)
+            self._inflight[ticket.value] = h
+        finally:
+            self._starting.remove(d)
         return h
 
     def set_cuda_stream(self, stream):
@@ -122,11 +144,12 @@ class Group:
         integer cudaStream_t, or None for the legacy default stream."""
         ptr = getattr(stream, "cuda_stream", stream)
         check(lib.wsync_group_set_cuda_stream(self._handle_or_raise(), ctypes.c_void_p(ptr or None)))
+        self._stream = stream  # wsync records events on it until the next call: keep it alive
 
     def finalize(self, version, timeout_ms=None):
         """Close the update as weight version `version` (greater than the last): returns once every
         receiver committed it."""
-        check(lib.wsync_group_finalize(self._handle_or_raise(), int(version), timeout(timeout_ms)))
+        check(lib.wsync_group_finalize(self._handle_or_raise(), _version(version), timeout(timeout_ms)))
         for h in list(self._inflight.values()):  # all delivered once a finalize succeeded
             h._release()
 

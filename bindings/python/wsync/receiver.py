@@ -7,7 +7,7 @@ from . import _ffi
 from ._ffi import lib
 from ._options import Options, text, timeout
 from ._tensors import CPU, DTYPE_NAMES, Descriptors, named_items
-from .errors import InvalidStateError, UnsupportedError, check
+from .errors import InvalidArgumentError, InvalidStateError, UnsupportedError, check
 
 
 class EventKind(enum.IntEnum):
@@ -83,15 +83,20 @@ class TensorView:
             return torch.empty(self.shape, dtype=want, device=self.device)
         typestr = _CUDA_TYPESTR[self.dtype]
         t = torch.as_tensor(_CudaMemory(self._data, self.shape, typestr), device=self.device)
+        self._rx._cuda_views = t.device  # Receiver.next() waits for work queued on it
         return t.view(want) if t.dtype != want else t
 
     def copy(self):
-        """An owned copy: a torch tensor if torch is importable, else a numpy array."""
+        """An owned copy: a torch tensor if torch is importable, else a numpy array. A copy of
+        CUDA memory is complete when this returns."""
         try:
-            import torch  # noqa: F401
-            return self.torch().clone()
+            import torch
         except ImportError:
             return self.numpy().copy()
+        c = self.torch().clone()
+        if c.is_cuda:
+            torch.cuda.current_stream(c.device).synchronize()
+        return c
 
     def __repr__(self):
         return "TensorView(%r, %s, %s, placed=%s)" % (self.name, self.dtype, list(self.shape), self.placed)
@@ -145,6 +150,7 @@ class Receiver:
         self._handle = None
         self._generation = 0
         self._registered = {}
+        self._cuda_views = None  # the device of CUDA views handed out since the last next()
         self.rank = rank
         check(lib.wsync_receiver_init(ctypes.byref(cfg), ctypes.byref(handle)))
         self._handle = handle
@@ -160,17 +166,25 @@ class Receiver:
         tensor of the same name, dtype and shape is written straight into it. The buffers are
         referenced here until close() or re-registration of the name."""
         items = named_items(tensors)  # once: named_parameters() is a generator
-        d = Descriptors(items)
+        d = Descriptors(items, writable=True)
         arr, n = d.tensors()
-        check(lib.wsync_receiver_register(self._handle_or_raise(), arr, n))
-        for name, x in items:
-            self._registered[name] = x
+        before = dict(self._registered)
+        self._registered.update(items)  # referenced before the call (an exception must not free them)
+        try:
+            check(lib.wsync_receiver_register(self._handle_or_raise(), arr, n))
+        except BaseException:
+            self._registered = before
+            raise
 
     def next(self, timeout_ms=None):
         """Wait for the next event. Views of the previous event expire here. TimeoutError when
         nothing came in time (the receiver stays usable)."""
         h = self._handle_or_raise()
         self._generation += 1
+        if self._cuda_views is not None:  # work queued on CUDA views must end before wsync reuses the memory
+            import torch
+            torch.cuda.synchronize(self._cuda_views)
+            self._cuda_views = None
         ev = self._event
         st = lib.wsync_receiver_next(h, ctypes.byref(ev), timeout(timeout_ms))
         check(st)
@@ -194,7 +208,9 @@ class Receiver:
 
     def commit(self, version):
         """Confirm version `version` (from the last COMMIT event) is applied."""
-        check(lib.wsync_receiver_commit(self._handle_or_raise(), int(version)))
+        if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version < 1 << 64:
+            raise InvalidArgumentError("version must be an integer from 1 to 2^64-1, got %r" % (version,))
+        check(lib.wsync_receiver_commit(self._handle_or_raise(), version))
 
     @property
     def committed_version(self):
