@@ -191,6 +191,18 @@ def test_a_tensor_the_request_does_not_name_fails_the_update(setup):
     assert not eng.in_update
 
 
+def test_the_default_is_the_layerwise_reload_and_settings_are_checked(monkeypatch):
+    monkeypatch.delenv("WSYNC_VLLM_LOAD", raising=False)
+    assert make_engine(TinyModel()).mode == "layerwise"  # in_place must be asked for
+    monkeypatch.setenv("WSYNC_VLLM_LOAD", "zero_copy")
+    with pytest.raises(ValueError, match="WSYNC_VLLM_LOAD"):
+        make_engine(TinyModel())
+    monkeypatch.setenv("WSYNC_VLLM_LOAD", "in_place")
+    monkeypatch.setenv("WSYNC_VLLM_TIMEOUT_MS", "0")
+    with pytest.raises(ValueError, match="WSYNC_VLLM_TIMEOUT_MS"):
+        make_engine(TinyModel())
+
+
 def test_init_info_is_checked():
     with pytest.raises(ValueError, match="store_addr"):
         wengine.WsyncInitInfo(store_addr="nohostport", rank_offset=1, world_size=2)

@@ -22,16 +22,23 @@ process it from uninitialized memory). The engine keeps serving; the trainer's n
 resets the server (finish, shutdown, resume) and a new update replaces everything.
 
 Load modes (environment variable WSYNC_VLLM_LOAD in the vLLM server's environment):
-  in_place   a tensor whose name, dtype and shape equal a model parameter's (announced by
-             /update_weights before its bucket moves) is registered with the receiver and lands
-             straight in it (no copy); the rest go through the model's load_weights (stacked
-             q/k/v, gate/up, tensor-parallel shards, a padded vocabulary).
-  layerwise  vLLM's layerwise reload (as its NCCL backend does): every tensor goes through
-             load_weights and each layer is re-processed once complete. Needed where vLLM
-             transforms weights after loading: its CPU backend repacks linear weights (and drops
-             the originals), quantized models re-quantize.
-  auto       (default) layerwise on the CPU platform or with quantization, else in_place.
-Other settings: WSYNC_VLLM_TIMEOUT_MS (default 60000: each wait for the trainer),
+  layerwise  (default) vLLM's layerwise reload, as its own NCCL backend does: every tensor goes
+             through the model's load_weights and each layer is processed again once complete
+             (process_weights_after_loading). Right for every model: vLLM's CPU backend repacks
+             linear weights (and drops the originals), quantized models re-quantize, and some
+             models' load_weights transform tensors that keep their name and shape (GPT-2
+             transposes its Conv1D weights, BLOOM reorders query_key_value, some norms add an
+             offset).
+  in_place   opt-in, zero-copy: a tensor whose name, dtype and shape equal a model parameter's
+             (announced by /update_weights before its bucket moves) is registered with the
+             receiver and lands straight in it; the rest go through load_weights (stacked q/k/v,
+             gate/up, tensor-parallel shards, a padded vocabulary). No processing after loading.
+             Only for models whose load_weights copies such tensors as they are and whose layers
+             need no processing after loading (e.g. an unquantized Llama or Qwen2 on CUDA).
+  auto       the same as layerwise (kept as a name for the default).
+Other settings: WSYNC_VLLM_TIMEOUT_MS (default 60000: the join, and each wait for the trainer's next
+bucket inside /update_weights; the COMMIT after /finish_weight_update is awaited without a limit
+(it comes after every server's finish), until it, an abort, the group's end or a new init),
 WSYNC_VLLM_OPTIONS ("key=value,key=value": receiver options such as transport.*).
 """
 import logging
@@ -47,7 +54,7 @@ from vllm.distributed.weight_transfer.base import (WeightTransferEngine, WeightT
 import wsync
 
 logger = logging.getLogger("wsync.vllm")
-MODES = ("auto", "in_place", "layerwise")
+MODES = ("auto", "layerwise", "in_place")
 
 
 @dataclass
@@ -112,12 +119,12 @@ class WsyncWeightTransferEngine(WeightTransferEngine[WsyncInitInfo, WsyncUpdateI
         mode = os.environ.get("WSYNC_VLLM_LOAD", "auto")
         if mode not in MODES:
             raise ValueError("WSYNC_VLLM_LOAD must be one of %s, got %r" % (", ".join(MODES), mode))
-        if mode == "auto":
-            from vllm.platforms import current_platform
-            quantized = getattr(self.model_config, "quantization", None) is not None
-            mode = "layerwise" if current_platform.is_cpu() or quantized else "in_place"
-        self.mode = mode
+        # Only layerwise is right for every model (see the top of this file): in_place is asked for.
+        self.mode = "layerwise" if mode == "auto" else mode
         self.timeout_ms = _env_int("WSYNC_VLLM_TIMEOUT_MS", 60000)
+        if self.timeout_ms <= 0:
+            raise ValueError("WSYNC_VLLM_TIMEOUT_MS must be a positive number of milliseconds, got %d" %
+                             self.timeout_ms)
         self.rx = None
         self.rank = None
         self.in_update = False
@@ -299,7 +306,9 @@ class WsyncWeightTransferEngine(WeightTransferEngine[WsyncInitInfo, WsyncUpdateI
         """After a failed update: a layer that got only part of its tensors would be processed
         from uninitialized memory for the rest (vLLM's finalize processes incomplete layers, which
         is right for padded weights on a complete update). Forget what it got, so the finalize puts
-        its previous weights back; whole layers keep the new ones. Returns those layers' names."""
+        its previous weights back; layers processed whole keep the new ones. (A padded layer, whose
+        count never reaches its total, is processed only at the finalize: after a failure it keeps
+        its previous weights too.) Returns those layers' names."""
         try:
             from vllm.model_executor.model_loader.reload.layerwise import get_layerwise_info
         except ImportError:  # a vLLM without it: the finalize's own behaviour stands
@@ -326,12 +335,11 @@ class WsyncWeightTransferEngine(WeightTransferEngine[WsyncInitInfo, WsyncUpdateI
                 p.data.copy_(old)
 
     def _await_commit(self):
-        deadline_polls = max(1, self.timeout_ms // 200)
+        """The trainer's COMMIT comes once every server answered /finish_weight_update, so no
+        deadline of this server's applies: wait until it (or an abort, the group's end, the
+        trainer's death) comes, or until init/shutdown stop this thread."""
         try:
-            for _ in range(deadline_polls):
-                if self._stop.is_set():
-                    self.last_outcome = "stopped before the trainer's COMMIT"
-                    return
+            while not self._stop.is_set():
                 try:
                     ev = self.rx.next(200)
                 except wsync.TimeoutError:
@@ -344,8 +352,7 @@ class WsyncWeightTransferEngine(WeightTransferEngine[WsyncInitInfo, WsyncUpdateI
                     logger.warning("wsync: rank %s: after the update the trainer sent %s, not COMMIT", self.rank,
                                    ev.kind.name)
                 return
-            self.last_outcome = "no COMMIT within %d ms" % self.timeout_ms
-            logger.error("wsync: rank %s: no COMMIT from the trainer within %d ms", self.rank, self.timeout_ms)
+            self.last_outcome = "stopped before the trainer's COMMIT"
         except wsync.WsyncError as e:
             self.last_outcome = str(e)
             logger.error("wsync: rank %s: waiting for the trainer's COMMIT: %s", self.rank, e)
