@@ -1,4 +1,5 @@
-"""Option dicts to wsync_option_t arrays."""
+"""Arguments to the C calls: option dicts to wsync_option_t arrays, strings, timeouts, versions;
+and the context-manager behaviour Group and Receiver share."""
 from . import _ffi
 from .errors import InvalidArgumentError
 
@@ -33,3 +34,25 @@ def text(s):
 def timeout(ms):
     """None = the default (-1: the group's or receiver's timeout_ms option)."""
     return -1 if ms is None else int(ms)
+
+
+def version(v):
+    """A weight version: an integer from 1 to 2^64 - 1 (ctypes would wrap a negative one)."""
+    if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v < 1 << 64:
+        raise InvalidArgumentError("version must be an integer from 1 to 2^64-1, got %r" % (v,))
+    return v
+
+
+class Closing:
+    """close() on leaving a `with` block and when collected (subclasses set _handle first)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __del__(self):
+        if getattr(self, "_handle", None) is not None:
+            self.close()

@@ -6,16 +6,9 @@ from dataclasses import dataclass
 
 from . import _ffi
 from ._ffi import lib
-from ._options import Options, text, timeout
+from ._options import Closing, Options, text, timeout, version as _version
 from ._tensors import Descriptors
-from .errors import InvalidArgumentError, InvalidStateError, TimeoutError, check, error_for
-
-
-def _version(v):
-    """A weight version: an integer from 1 to 2^64 - 1 (ctypes would wrap a negative one)."""
-    if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v < 1 << 64:
-        raise InvalidArgumentError("version must be an integer from 1 to 2^64-1, got %r" % (v,))
-    return v
+from .errors import InvalidStateError, TimeoutError, check, error_for
 
 
 @dataclass(frozen=True)
@@ -76,7 +69,7 @@ class SendHandle:
             g._inflight.pop(self.ticket, None)
 
 
-class Group:
+class Group(Closing):
     """A wsync group: this process is the sender (rank 0) and `num_receivers` receivers join.
 
     with wsync.Group(num_receivers=2, store_addr="0.0.0.0:29500", group_name="g") as g:
@@ -174,14 +167,3 @@ class Group:
             lib.wsync_group_destroy(handle)
             for h in list(self._inflight.values()):
                 h._release()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
-
-    def __del__(self):
-        if getattr(self, "_handle", None) is not None:
-            self.close()

@@ -5,9 +5,9 @@ from dataclasses import dataclass, field
 
 from . import _ffi
 from ._ffi import lib
-from ._options import Options, text, timeout
+from ._options import Closing, Options, text, timeout, version as _version
 from ._tensors import CPU, DTYPE_NAMES, Descriptors, named_items
-from .errors import InvalidArgumentError, InvalidStateError, UnsupportedError, check
+from .errors import InvalidStateError, UnsupportedError, check
 
 
 class EventKind(enum.IntEnum):
@@ -129,7 +129,7 @@ class Event:
     tensors: list = field(default_factory=list)
 
 
-class Receiver:
+class Receiver(Closing):
     """One engine worker in a wsync group.
 
     with wsync.Receiver(rank=1, store_addr="10.0.0.1:29500", group_name="g") as rx:
@@ -208,9 +208,7 @@ class Receiver:
 
     def commit(self, version):
         """Confirm version `version` (from the last COMMIT event) is applied."""
-        if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version < 1 << 64:
-            raise InvalidArgumentError("version must be an integer from 1 to 2^64-1, got %r" % (version,))
-        check(lib.wsync_receiver_commit(self._handle_or_raise(), version))
+        check(lib.wsync_receiver_commit(self._handle_or_raise(), _version(version)))
 
     @property
     def committed_version(self):
@@ -223,14 +221,3 @@ class Receiver:
         if handle is not None:
             lib.wsync_receiver_destroy(handle)
         self._registered = {}
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
-
-    def __del__(self):
-        if getattr(self, "_handle", None) is not None:
-            self.close()
