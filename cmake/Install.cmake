@@ -3,6 +3,9 @@
 # The Python wheel (WSYNC_PYTHON_WHEEL, see pyproject.toml) takes only the library and the plugins.
 include(CMakePackageConfigHelpers)
 
+# The build tree's own wsync.pc (build/pkgconfig), for the Rust and Go bindings' tests and samples.
+configure_file(${PROJECT_SOURCE_DIR}/cmake/wsync-build.pc.in ${CMAKE_BINARY_DIR}/pkgconfig/wsync.pc @ONLY)
+
 if(WSYNC_PYTHON_WHEEL)  # one file under its soname: a wheel holds no symlinks
   install(FILES $<TARGET_FILE:wsync> DESTINATION ${CMAKE_INSTALL_LIBDIR} RENAME libwsync.so.${WSYNC_ABI_MAJOR})
   return()

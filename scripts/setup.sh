@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Installs what wsync needs from Debian (when missing) and builds it into build/.
+# Needs only Debian's package archive: the Rust and Go bindings have no third-party dependencies.
 # Fails (non-zero exit, the compiler's errors on stderr) when anything does not configure or build,
 # so nothing after it ever runs binaries left over from an earlier build.
 # Usage: scripts/setup.sh [extra cmake args]
@@ -12,6 +13,10 @@ missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
 done
+# The Rust and Go bindings' toolchains: Debian's cargo and Go when none is on PATH (a rustup
+# cargo or another Go already there is used as it is; the bindings need Rust 1.63, Go 1.19).
+command -v cargo >/dev/null 2>&1 || missing+=(cargo)
+command -v go >/dev/null 2>&1 || missing+=(golang-go)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}"
   SUDO=""
