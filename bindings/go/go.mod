@@ -1,0 +1,3 @@
+module wsync.dev/wsync
+
+go 1.19

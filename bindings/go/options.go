@@ -1,0 +1,61 @@
+package wsync
+
+/*
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"strings"
+	"time"
+	"unsafe"
+)
+
+// Option is one string knob, e.g. {"bucket_bytes", "268435456"}: the group options of wsync.h
+// (bucket_bytes, staging_buckets, timeout_ms, verify_payload, store_addr_file, ...) and
+// "transport.*" / "adapter.*" keys passed to the plugins. The call that takes them validates them;
+// an unknown key is refused with StatusInvalidArgument naming the key. Options are passed in the
+// order given.
+type Option struct {
+	Key, Value string
+}
+
+// buildOptions copies opts into a C array owned by a (NULL when empty).
+func buildOptions(a *arena, opts []Option, op string) (*C.wsync_option_t, C.uint64_t, error) {
+	if len(opts) == 0 {
+		return nil, 0, nil
+	}
+	for _, o := range opts {
+		if strings.IndexByte(o.Key, 0) >= 0 || strings.IndexByte(o.Value, 0) >= 0 {
+			return nil, 0, newError(StatusInvalidArgument, op, "option %q contains a NUL byte in its key or value", o.Key)
+		}
+	}
+	arr := C.wsgo_options_new(C.uint64_t(len(opts)))
+	if arr == nil {
+		return nil, 0, newError(StatusOutOfMemory, op, "cannot allocate %d options", len(opts))
+	}
+	a.keep(unsafe.Pointer(arr))
+	s := unsafe.Slice(arr, len(opts))
+	for i, o := range opts {
+		s[i].key = a.str(o.Key)
+		s[i].value = a.str(o.Value)
+	}
+	return arr, C.uint64_t(len(opts)), nil
+}
+
+// cString checks that a config field has no NUL and copies it (NULL for "", the default).
+func cString(a *arena, s, field, op string) (*C.char, error) {
+	if strings.IndexByte(s, 0) >= 0 {
+		return nil, newError(StatusInvalidArgument, op, "%s %q contains a NUL byte", field, s)
+	}
+	return a.strOrNull(s), nil
+}
+
+// timeoutMS converts a timeout: zero or negative means the default (-1: the "timeout_ms" option
+// of the group or receiver, 60 s unless set); a positive one is rounded up to whole milliseconds.
+func timeoutMS(d time.Duration) C.int64_t {
+	if d <= 0 {
+		return -1
+	}
+	return C.int64_t((d + time.Millisecond - 1) / time.Millisecond)
+}

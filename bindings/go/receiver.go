@@ -1,0 +1,303 @@
+package wsync
+
+/*
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"runtime"
+	"sync/atomic"
+	"time"
+	"unsafe"
+)
+
+// ReceiverConfig configures NewReceiver. Zero values mean the library's defaults.
+type ReceiverConfig struct {
+	Rank      int           // required: 1..NumReceivers of the group
+	StoreAddr string        // required: the sender's store, "host:port" (Group.StoreAddr)
+	GroupName string        // "" = "wsync"; must equal the sender's
+	Transport string        // "" = the one the sender announces; else a plugin name or path
+	Options   []Option      // "transport.*" options, passed in this order
+	Timeout   time.Duration // how long NewReceiver waits for the store and the sender; <= 0 = 60 s
+}
+
+// Receiver is one engine worker's end of a group. Create it with NewReceiver, optionally
+// Register parameter Buffers, then loop on Next: apply each EventBucket, Commit each EventCommit's
+// version, and Close at EventClosed.
+//
+// Threading: call the methods of a Receiver from one goroutine at a time (any goroutine).
+type Receiver struct {
+	rx         *C.wsync_receiver_t
+	ev         *C.wsync_receiver_event_t // C memory, reused by every Next
+	registered map[string]*Buffer        // borrowed until re-registration of the name or Close
+	gen        atomic.Uint64             // counts Next and Close calls: views of older events expire
+}
+
+// EventKind says what Receiver.Next returned.
+type EventKind int32
+
+// The event kinds of wsync.h.
+const (
+	EventNone    EventKind = 0
+	EventBucket  EventKind = 1 // tensors arrived: see Event.Tensors
+	EventCommit  EventKind = 2 // the sender finalized Event.Version: apply, then Commit
+	EventClosed  EventKind = 3 // the sender closed the group: Close the receiver
+	EventAborted EventKind = 4 // the sender aborted the current update; previous weights stand
+)
+
+// String returns "bucket", "commit", "closed", "aborted" or "none".
+func (k EventKind) String() string {
+	switch k {
+	case EventNone:
+		return "none"
+	case EventBucket:
+		return "bucket"
+	case EventCommit:
+		return "commit"
+	case EventClosed:
+		return "closed"
+	case EventAborted:
+		return "aborted"
+	}
+	return "unknown"
+}
+
+// Event is what Receiver.Next returned.
+type Event struct {
+	Kind         EventKind
+	Version      uint64           // EventCommit: the version to commit
+	BucketIndex  uint64           // EventBucket: index within the update, from 0
+	PayloadBytes uint64           // EventBucket: payload bytes of the bucket
+	Tensors      []ReceivedTensor // EventBucket: the tensors completed by this bucket
+}
+
+// ReceivedTensor is one tensor of an EventBucket. A tensor split across buckets is reported once,
+// in the event of its last chunk.
+type ReceivedTensor struct {
+	Name        string
+	Dtype       Dtype
+	Shape       []int64
+	NumBytes    uint64
+	Placed      bool    // written into the registered Buffer of this name
+	Buffer      *Buffer // for a placed tensor: that registered Buffer
+	DevicePtr   uintptr // non-zero when the bytes are in CUDA memory (a GPU transport)
+	DeviceIndex int     // the CUDA ordinal of DevicePtr
+
+	data unsafe.Pointer // C memory: a view into wsync, or the registered Buffer
+	rx   *Receiver      // keeps the receiver (and its views) from its finalizer
+	at   uint64         // rx.gen for this event
+}
+
+// Bytes returns the tensor's bytes. For a placed tensor it is the registered Buffer's memory
+// (Buffer.Bytes: valid until that Buffer is freed). Otherwise it is a view into wsync's memory,
+// valid only until the next Receiver.Next or Close: copy what must outlive that. Bytes returns
+// nil once the view expired, for CUDA memory (use DevicePtr) and for an empty tensor.
+func (t *ReceivedTensor) Bytes() []byte {
+	if t.data == nil || t.NumBytes == 0 || t.DevicePtr != 0 {
+		return nil
+	}
+	if t.Placed {
+		if b := t.Buffer.Bytes(); uint64(len(b)) >= t.NumBytes {
+			return b[:t.NumBytes]
+		}
+		return nil
+	}
+	if t.rx == nil || t.rx.gen.Load() != t.at {
+		return nil
+	}
+	return unsafe.Slice((*byte)(t.data), t.NumBytes)
+}
+
+// NewReceiver joins a group: connects to the store (retrying until cfg.Timeout), checks the
+// group name and rank with the sender (a mismatch: StatusRejected with the reason), and brings
+// the transport up.
+func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
+	const op = "wsync_receiver_init"
+	if err := checkABI(); err != nil {
+		return nil, err
+	}
+	if cfg.Rank < 0 || uint64(cfg.Rank) > 1<<32-1 {
+		return nil, newError(StatusInvalidArgument, op, "ReceiverConfig.Rank is %d", cfg.Rank)
+	}
+	var a arena
+	defer a.free()
+	c := C.wsgo_receiver_config_new()
+	if c == nil {
+		return nil, newError(StatusOutOfMemory, op, "cannot allocate the config")
+	}
+	a.keep(unsafe.Pointer(c))
+	c.rank = C.uint32_t(cfg.Rank)
+	var err error
+	if c.store_addr, err = cString(&a, cfg.StoreAddr, "ReceiverConfig.StoreAddr", op); err != nil {
+		return nil, err
+	}
+	if c.group_name, err = cString(&a, cfg.GroupName, "ReceiverConfig.GroupName", op); err != nil {
+		return nil, err
+	}
+	if c.transport, err = cString(&a, cfg.Transport, "ReceiverConfig.Transport", op); err != nil {
+		return nil, err
+	}
+	if c.options, c.num_options, err = buildOptions(&a, cfg.Options, op); err != nil {
+		return nil, err
+	}
+	c.timeout_ms = timeoutMS(cfg.Timeout)
+	ev := C.wsgo_receiver_event_new()
+	if ev == nil {
+		return nil, newError(StatusOutOfMemory, op, "cannot allocate the event")
+	}
+	var rx *C.wsync_receiver_t
+	if err := check(C.wsgo_receiver_init(c, &rx), op); err != nil {
+		C.free(unsafe.Pointer(ev))
+		return nil, err
+	}
+	r := &Receiver{rx: rx, ev: ev, registered: map[string]*Buffer{}}
+	runtime.SetFinalizer(r, (*Receiver).Close)
+	return r, nil
+}
+
+// Register registers parameter Buffers by name: when a later bucket carries a tensor of a
+// registered name, its bytes are written straight into that Buffer and the tensor is reported as
+// Placed. The incoming dtype and shape must equal the registration, else the bucket is refused
+// with StatusProtocol naming the tensor. Only host Buffers can be registered (and empty tensors).
+// The receiver keeps the Buffers referenced until Close or re-registration of the same name.
+// Writes in place are not transactional: a failed update can leave them partly written.
+func (r *Receiver) Register(tensors []Tensor) error {
+	defer runtime.KeepAlive(r) // its finalizer must not close it during the C call
+	const op = "wsync_receiver_register"
+	if r.rx == nil {
+		return closedError(op, "receiver")
+	}
+	for i := range tensors {
+		if tensors[i].DevicePtr != 0 {
+			return newError(StatusInvalidArgument, op, "tensor '%s': Register takes host Buffers only, not DevicePtr",
+				tensors[i].Name)
+		}
+	}
+	d, err := buildDescs(tensors, op)
+	if err != nil {
+		return err
+	}
+	defer d.free()
+	if err := check(C.wsgo_receiver_register(r.rx, d.ptr, C.uint64_t(d.n)), op); err != nil {
+		unpinAll(d.buffers)
+		return err
+	}
+	// Keep the new borrows, return those of the names registered again.
+	for i := range tensors {
+		t := &tensors[i]
+		if old := r.registered[t.Name]; old != nil {
+			old.unpin()
+		}
+		r.registered[t.Name] = t.Data // nil for an empty tensor
+	}
+	return nil
+}
+
+// maxEventTensors bounds the tensors of one event read from the library.
+const maxEventTensors = 1 << 24
+
+// Next waits up to timeout (<= 0: the receiver's timeout_ms option, 60 s) for the next event.
+// A StatusTimeout error means nothing arrived in time (the receiver stays usable);
+// StatusPeerFailed that the sender vanished; StatusProtocol corrupted data (the update is
+// refused and the sender told). The views of the previous event expire.
+func (r *Receiver) Next(timeout time.Duration) (Event, error) {
+	defer runtime.KeepAlive(r) // its finalizer must not close it during the C call
+	const op = "wsync_receiver_next"
+	if r.rx == nil {
+		return Event{}, closedError(op, "receiver")
+	}
+	r.gen.Add(1)
+	C.wsgo_receiver_event_reset(r.ev)
+	if err := check(C.wsgo_receiver_next(r.rx, r.ev, timeoutMS(timeout)), op); err != nil {
+		return Event{}, err
+	}
+	ev := r.ev
+	out := Event{Kind: EventKind(ev.kind), Version: uint64(ev.version), BucketIndex: uint64(ev.bucket_index),
+		PayloadBytes: uint64(ev.bytes)}
+	if out.Kind != EventBucket || ev.num_tensors == 0 {
+		return out, nil
+	}
+	n := uint64(ev.num_tensors)
+	if n > maxEventTensors || ev.tensors == nil || ev.placed == nil {
+		return Event{}, newError(StatusInternal, op, "the library returned %d tensors at %p (placed at %p)",
+			n, ev.tensors, ev.placed)
+	}
+	// Step through the array by the struct_size of its first element (a newer library's
+	// descriptors may be longer than this header's).
+	stride := uintptr(ev.tensors.struct_size+7) &^ 7
+	if stride < unsafe.Sizeof(C.wsync_tensor_t{}) {
+		return Event{}, newError(StatusInternal, op, "the library's tensors have struct_size %d, less than %d",
+			ev.tensors.struct_size, unsafe.Sizeof(C.wsync_tensor_t{}))
+	}
+	placed := unsafe.Slice(ev.placed, n)
+	gen := r.gen.Load()
+	out.Tensors = make([]ReceivedTensor, n)
+	for i := uint64(0); i < n; i++ {
+		c := (*C.wsync_tensor_t)(unsafe.Add(unsafe.Pointer(ev.tensors), uintptr(i)*stride))
+		if c.ndim < 0 || c.ndim > MaxNdim || c.name == nil {
+			return Event{}, newError(StatusInternal, op, "the library returned tensor %d with ndim %d", i, c.ndim)
+		}
+		t := &out.Tensors[i]
+		t.Name = C.GoString(c.name)
+		t.Dtype = Dtype(c.dtype)
+		t.Shape = make([]int64, c.ndim)
+		for j := range t.Shape {
+			t.Shape[j] = int64(c.shape[j])
+		}
+		t.NumBytes = uint64(c.nbytes)
+		t.Placed = placed[i] != 0
+		if t.Placed {
+			t.Buffer = r.registered[t.Name]
+		}
+		if c.device_type == C.WSYNC_DEVICE_CUDA {
+			t.DevicePtr = uintptr(c.data)
+			t.DeviceIndex = int(c.device_index)
+		} else {
+			t.data = c.data
+		}
+		t.rx, t.at = r, gen
+	}
+	return out, nil
+}
+
+// Commit confirms that version (from the last EventCommit) is applied. The sender's Finalize
+// returns once every receiver confirmed.
+func (r *Receiver) Commit(version uint64) error {
+	defer runtime.KeepAlive(r) // its finalizer must not close it during the C call
+	const op = "wsync_receiver_commit"
+	if r.rx == nil {
+		return closedError(op, "receiver")
+	}
+	return check(C.wsgo_receiver_commit(r.rx, C.uint64_t(version)), op)
+}
+
+// CommittedVersion returns the last version this receiver committed, 0 before any (and after
+// Close).
+func (r *Receiver) CommittedVersion() uint64 {
+	defer runtime.KeepAlive(r) // its finalizer must not close it during the C call
+	if r.rx == nil {
+		return 0
+	}
+	return uint64(C.wsync_receiver_committed_version(r.rx))
+}
+
+// Close leaves the group and frees everything; the registered Buffers are returned and views of
+// the last event expire. Idempotent.
+func (r *Receiver) Close() {
+	if r.rx == nil {
+		return
+	}
+	runtime.SetFinalizer(r, nil)
+	r.gen.Add(1)
+	C.wsync_receiver_destroy(r.rx)
+	r.rx = nil
+	C.free(unsafe.Pointer(r.ev))
+	r.ev = nil
+	for name, b := range r.registered {
+		if b != nil {
+			b.unpin()
+		}
+		delete(r.registered, name)
+	}
+}
