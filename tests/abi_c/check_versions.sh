@@ -2,7 +2,7 @@
 # One version everywhere: CMake's project version is the release; the headers hold the ABI
 # numbers. This checks that every place a user reads them agrees: CHANGELOG's newest entry, the
 # soname, wsync.pc, the CMake package, wsync_version_string() and the library's ABI (through
-# wsync-info), and the version every bundled plugin reports.
+# wsync-info), the version every bundled plugin reports, and the Rust crates' versions.
 # Usage: check_versions.sh <source dir> <build dir> <wsync-info> <libwsync.so>
 set -euo pipefail
 src=$1 build=$2 info=$3 lib=$4
@@ -24,6 +24,9 @@ want "soname" "libwsync.so.${abi%%.*}" "$(readelf -d "$lib" | sed -n 's/.*Librar
 want "wsync.pc Version" "$release" "$(sed -n 's/^Version: //p' "$build/wsync.pc")"
 want "CMake package version" "$release" \
   "$(sed -n 's/^set(PACKAGE_VERSION "\(.*\)")/\1/p' "$build/wsyncConfigVersion.cmake" | head -n 1)"
+for toml in bindings/rust/wsync-sys/Cargo.toml bindings/rust/wsync/Cargo.toml samples/rust/trainer/Cargo.toml; do
+  want "$toml version" "$release" "$(sed -n 's/^version = "\(.*\)"/\1/p' "$src/$toml" | head -n 1)"
+done
 export WSYNC_PLUGIN_PATH=  # only the bundled plugins, beside libwsync
 out=$("$info")
 want "wsync_version_string() and the library's ABI" "wsync $release, ABI $abi" "$(head -n 1 <<<"$out" | sed 's/ (.*//')"

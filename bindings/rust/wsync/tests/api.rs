@@ -204,8 +204,9 @@ fn dropping_a_receiver_during_an_update_fails_the_sender_naming_it() {
         .send(&[Tensor::new("b", &[100], &d).unwrap()], SHORT)
         .and_then(|_| g.finalize(1, SHORT))
         .unwrap_err();
+    eprintln!("the sender's error: {e}");
     assert!(matches!(e, Error::PeerFailed(_)), "{e}");
-    assert!(e.message().contains("rank 1") || e.message().contains("receiver 1"), "{e}");
+    assert!(e.message().contains("receiver rank 1"), "{e}");
     assert!(t0.elapsed() < Duration::from_secs(8), "took {:?}", t0.elapsed());
 }
 
@@ -243,6 +244,7 @@ fn abort_from_another_thread_ends_a_blocked_send() {
 }
 
 #[test]
+#[allow(clippy::forget_non_drop)] // the handle is leaked on purpose
 fn the_pipeline_waits_for_its_batches_even_when_the_closure_fails_or_panics() {
     let (mut g, rx) = group_with(1, &[], |rank, r| {
         let mut r = r;
@@ -364,8 +366,9 @@ fn a_killed_receiver_process_gives_a_named_error() {
         .find_map(|r| r.err())
         .or_else(|| g.finalize(1, SHORT).err())
         .expect("sending to a killed receiver succeeded");
+    eprintln!("the sender's error: {e}");
     assert!(matches!(e, Error::PeerFailed(_)), "{e}");
-    assert!(e.message().contains("rank 1") || e.message().contains("receiver 1"), "{e}");
+    assert!(e.message().contains("receiver rank 1"), "{e}");
     assert!(t0.elapsed() < Duration::from_secs(10), "took {:?}", t0.elapsed());
     let _ = std::fs::remove_file(path);
 }
