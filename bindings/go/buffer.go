@@ -7,7 +7,6 @@ import "C"
 
 import (
 	"fmt"
-	"runtime"
 	"sync"
 	"unsafe"
 )
@@ -21,10 +20,12 @@ import (
 // place through Bytes or a typed view (Float32s, ...): that costs nothing extra. Copying a Go
 // slice in (copy(b.Bytes(), s)) costs one copy.
 //
-// Lifetime: Free releases the memory; a finalizer frees a Buffer that became unreachable. While a
-// Group or Receiver borrows the Buffer (an unfinished SendStart batch, a registration), it holds a
-// reference, and Free only marks it: the memory is released when the last borrow ends. Slices
-// obtained from Bytes and the typed views must not be used after Free.
+// Lifetime: Free releases the memory. There is no finalizer: the slices from Bytes and the typed
+// views do not keep the Buffer reachable, so a finalizer could free memory a view still uses; a
+// Buffer never freed is leaked. While a Group or Receiver borrows the Buffer (an unfinished
+// SendStart batch, a registration), it holds a reference, and Free only marks it: the memory is
+// released when the last borrow ends. Slices obtained from Bytes and the typed views must not be
+// used after Free.
 //
 // A Buffer may be used from several goroutines; writing its bytes while wsync reads them (a batch
 // in flight) or writes them (a registered buffer during an update) is a data race.
@@ -49,7 +50,6 @@ func NewBuffer(nbytes int) *Buffer {
 			panic(fmt.Sprintf("wsync.NewBuffer: out of memory allocating %d bytes", nbytes))
 		}
 	}
-	runtime.SetFinalizer(b, (*Buffer).Free)
 	return b
 }
 
@@ -175,7 +175,6 @@ func (b *Buffer) release() {
 	if b.freed && b.pins == 0 && b.p != nil {
 		C.free(b.p)
 		b.p = nil
-		runtime.SetFinalizer(b, nil)
 	}
 }
 

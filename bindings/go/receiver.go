@@ -151,8 +151,9 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 		C.free(unsafe.Pointer(ev))
 		return nil, err
 	}
+	// No finalizer: the views of an event (ReceivedTensor.Bytes) do not keep the receiver
+	// reachable, and closing it would free the memory they show. Close it.
 	r := &Receiver{rx: rx, ev: ev, registered: map[string]*Buffer{}}
-	runtime.SetFinalizer(r, (*Receiver).Close)
 	return r, nil
 }
 
@@ -163,7 +164,7 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 // The receiver keeps the Buffers referenced until Close or re-registration of the same name.
 // Writes in place are not transactional: a failed update can leave them partly written.
 func (r *Receiver) Register(tensors []Tensor) error {
-	defer runtime.KeepAlive(r) // its finalizer must not close it during the C call
+	defer runtime.KeepAlive(r) // r (and what it holds) stays reachable through the C call
 	const op = "wsync_receiver_register"
 	if r.rx == nil {
 		return closedError(op, "receiver")
@@ -202,7 +203,7 @@ const maxEventTensors = 1 << 24
 // StatusPeerFailed that the sender vanished; StatusProtocol corrupted data (the update is
 // refused and the sender told). The views of the previous event expire.
 func (r *Receiver) Next(timeout time.Duration) (Event, error) {
-	defer runtime.KeepAlive(r) // its finalizer must not close it during the C call
+	defer runtime.KeepAlive(r) // r (and what it holds) stays reachable through the C call
 	const op = "wsync_receiver_next"
 	if r.rx == nil {
 		return Event{}, closedError(op, "receiver")
@@ -264,7 +265,7 @@ func (r *Receiver) Next(timeout time.Duration) (Event, error) {
 // Commit confirms that version (from the last EventCommit) is applied. The sender's Finalize
 // returns once every receiver confirmed.
 func (r *Receiver) Commit(version uint64) error {
-	defer runtime.KeepAlive(r) // its finalizer must not close it during the C call
+	defer runtime.KeepAlive(r) // r (and what it holds) stays reachable through the C call
 	const op = "wsync_receiver_commit"
 	if r.rx == nil {
 		return closedError(op, "receiver")
@@ -275,7 +276,7 @@ func (r *Receiver) Commit(version uint64) error {
 // CommittedVersion returns the last version this receiver committed, 0 before any (and after
 // Close).
 func (r *Receiver) CommittedVersion() uint64 {
-	defer runtime.KeepAlive(r) // its finalizer must not close it during the C call
+	defer runtime.KeepAlive(r) // r (and what it holds) stays reachable through the C call
 	if r.rx == nil {
 		return 0
 	}
@@ -288,7 +289,6 @@ func (r *Receiver) Close() {
 	if r.rx == nil {
 		return
 	}
-	runtime.SetFinalizer(r, nil)
 	r.gen.Add(1)
 	C.wsync_receiver_destroy(r.rx)
 	r.rx = nil

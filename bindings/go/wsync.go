@@ -52,7 +52,7 @@ const (
 const MaxNdim = 8
 
 // ABIVersion returns the ABI version (major, minor) of the libwsync actually loaded. NewGroup and
-// NewReceiver refuse to work when its major differs from HeaderABIMajor.
+// NewReceiver refuse to work when its major differs from HeaderABIMajor or its minor is below 2.
 func ABIVersion() (major, minor int) {
 	v := uint32(C.wsync_abi_version())
 	return int(v >> 16), int(v & 0xffff)
@@ -63,13 +63,14 @@ func Version() string {
 	return C.GoString(C.wsync_version_string())
 }
 
-// checkABI refuses a library whose ABI major is not the header's.
+// checkABI refuses a library whose ABI major is not the header's, or older than 1.2 (the
+// asynchronous send, which the binding calls).
 func checkABI() error {
 	major, minor := ABIVersion()
-	if major != HeaderABIMajor {
+	if major != HeaderABIMajor || minor < 2 {
 		return &Error{Status: StatusVersionMismatch, Message: fmt.Sprintf(
-			"the loaded libwsync %s has ABI %d.%d, but this binding was built for ABI %d.x (wsync.h %d.%d)",
-			Version(), major, minor, HeaderABIMajor, HeaderABIMajor, HeaderABIMinor)}
+			"the loaded libwsync %s has ABI %d.%d, but this binding needs ABI %d.2 or newer within major %d (wsync.h %d.%d)",
+			Version(), major, minor, HeaderABIMajor, HeaderABIMajor, HeaderABIMajor, HeaderABIMinor)}
 	}
 	return nil
 }
