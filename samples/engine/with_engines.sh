@@ -16,6 +16,8 @@ trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$dir"' EXIT
 "$engine" --rank 1 --store-file "$dir/store" --scale "$scale" >"$dir/e1.log" 2>&1 & e1=$!
 "$engine" --rank 2 --store-file "$dir/store" --scale "$scale" --views >"$dir/e2.log" 2>&1 & e2=$!
 "$@" --receivers 2 --store-file "$dir/store" --versions "$versions" --scale "$scale"; rc=$?
+# A trainer that failed may never have published the store: do not wait for the engines' timeout.
+[ $rc -eq 0 ] || kill $e1 $e2 2>/dev/null
 wait $e1 || { echo "with_engines: engine 1 failed" >&2; rc=1; }
 wait $e2 || { echo "with_engines: engine 2 failed" >&2; rc=1; }
 cat "$dir/e1.log" "$dir/e2.log"

@@ -312,6 +312,72 @@ fn every_function_of_the_header_is_declared() {
     assert_eq!(c, rust, "functions of wsync.h (left) and wsync-sys (right) differ");
 }
 
+/// A Rust FFI type as C ("*const c_char" -> "char const*").
+fn c_type(rust: &str) -> String {
+    let t = rust.trim();
+    if let Some(rest) = t.strip_prefix("*const ") {
+        return format!("{} const*", c_type(rest));
+    }
+    if let Some(rest) = t.strip_prefix("*mut ") {
+        return format!("{}*", c_type(rest));
+    }
+    match t {
+        "c_void" => "void",
+        "c_char" => "char",
+        "u8" => "uint8_t",
+        "u32" => "uint32_t",
+        "i32" => "int32_t",
+        "u64" => "uint64_t",
+        "i64" => "int64_t",
+        other => other, // wsync_status_t, wsync_log_fn, the structs
+    }
+    .to_string()
+}
+
+/// Every declaration of src/lib.rs's extern block, as a C function pointer initialised with the
+/// header's function: the C compiler refuses any parameter or return type that differs.
+#[test]
+fn every_function_signature_matches_the_header() {
+    let ours = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs")).unwrap();
+    let block = &ours[ours.find("extern \"C\" {").expect("the extern block")..];
+    let block = &block[..block.find("\n}").unwrap()];
+    let flat: String = block.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut c = String::from("#include <stdint.h>\n#include \"wsync.h\"\n");
+    let mut n = 0;
+    for decl in flat.split(';').filter(|d| d.contains("pub fn ")) {
+        let decl = &decl[decl.find("pub fn ").unwrap() + 7..];
+        let (name, rest) = decl.split_at(decl.find('(').unwrap());
+        let close = rest.rfind(')').unwrap();
+        let args: Vec<String> = rest[1..close]
+            .split(',')
+            .filter(|a| !a.trim().is_empty())
+            .map(|a| c_type(a.split_once(':').expect("name: type").1))
+            .collect();
+        let ret = rest[close + 1..].trim().strip_prefix("->").map_or("void".to_string(), c_type);
+        let args = if args.is_empty() { "void".to_string() } else { args.join(", ") };
+        c += &format!("{ret} (*check_{name})({args}) = {name};\n", name = name.trim());
+        n += 1;
+    }
+    assert!(n >= 25, "found only {n} declarations");
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let src = dir.join("wsync_signatures.c");
+    fs::write(&src, &c).unwrap();
+    let cc = env::var("CC").unwrap_or_else(|_| "cc".to_string());
+    let out = Command::new(&cc)
+        .args(["-std=c99", "-c", "-Werror=incompatible-pointer-types", "-Werror=discarded-qualifiers", "-I"])
+        .arg(include_dir())
+        .arg(&src)
+        .arg("-o")
+        .arg(dir.join("wsync_signatures.o"))
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run the C compiler `{cc}`: {e}"));
+    assert!(
+        out.status.success(),
+        "a declaration of wsync-sys differs from wsync.h:\n{}\n{c}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// The library we link answers with the ABI major we were written for.
 #[test]
 fn the_linked_library_speaks_this_abi() {

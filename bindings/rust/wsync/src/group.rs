@@ -276,10 +276,11 @@ impl Group {
 
 impl Drop for Group {
     fn drop(&mut self) {
-        let mut raw = self.shared.lock();
-        // SAFETY: destroy accepts any pointer init returned, once; under the lock no abort runs.
-        unsafe { sys::wsync_group_destroy(*raw) };
-        *raw = std::ptr::null_mut();
+        // Hide the group from the abort handles first (under their lock), then destroy it without
+        // the lock: an abort from now on does nothing, and none is running.
+        *self.shared.lock() = std::ptr::null_mut();
+        // SAFETY: destroy accepts the pointer init returned, once; no abort can reach it any more.
+        unsafe { sys::wsync_group_destroy(self.raw) };
     }
 }
 

@@ -1,10 +1,10 @@
 //! The receiver half: one engine worker.
-use std::any::Any;
+use std::any::TypeId;
 use std::collections::HashMap;
 use std::time::Duration;
 
 use crate::error::{check, Error, Result};
-use crate::tensor::{as_bytes, as_bytes_mut, Element, ReceivedTensor, Tensor};
+use crate::tensor::{Element, ReceivedTensor, Tensor};
 use crate::util::{c_string, check_abi, timeout_ms, COptions};
 use wsync_sys as sys;
 
@@ -65,22 +65,50 @@ impl ReceiverBuilder {
         let mut raw = std::ptr::null_mut();
         // SAFETY: cfg and its strings live through the call, which copies them.
         check(unsafe { sys::wsync_receiver_init(&cfg, &mut raw) })?;
-        Ok(Receiver { raw, registered: HashMap::new() })
+        Ok(Receiver { raw, registered: HashMap::new(), unsettled: false })
     }
 }
 
-/// A buffer the receiver owns and wsync writes into.
-trait Registered: Send {
-    fn bytes(&self) -> &[u8];
-    fn as_any(&self) -> &dyn Any;
+/// A parameter buffer the receiver owns and wsync writes into: a `Box<[T]>` turned into a raw
+/// pointer, so that no Rust reference claims it while wsync holds its address.
+struct Owned {
+    ptr: *mut u8,
+    len: usize,
+    bytes: usize,
+    elem: TypeId,
+    free: unsafe fn(*mut u8, usize),
 }
 
-impl<T: Element> Registered for Box<[T]> {
+// SAFETY: plain numbers owned by the receiver; freed once, in Drop.
+unsafe impl Send for Owned {}
+
+impl Owned {
+    fn new<T: Element>(data: Vec<T>) -> Owned {
+        unsafe fn free<T>(p: *mut u8, len: usize) {
+            drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(p as *mut T, len)));
+        }
+        let len = data.len();
+        let bytes = std::mem::size_of_val(&data[..]);
+        let ptr = Box::into_raw(data.into_boxed_slice()) as *mut T as *mut u8;
+        Owned { ptr, len, bytes, elem: TypeId::of::<T>(), free: free::<T> }
+    }
+
     fn bytes(&self) -> &[u8] {
-        as_bytes(self)
+        // SAFETY: `bytes` initialised bytes at ptr, alive until Drop.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.bytes) }
     }
-    fn as_any(&self) -> &dyn Any {
-        self
+
+    fn typed<T: Element>(&self) -> Option<&[T]> {
+        // SAFETY: the type is the one the box was made of.
+        (self.elem == TypeId::of::<T>())
+            .then(|| unsafe { std::slice::from_raw_parts(self.ptr as *const T, self.len) })
+    }
+}
+
+impl Drop for Owned {
+    fn drop(&mut self) {
+        // SAFETY: ptr and len came from Box::into_raw of a Box<[T]> with this free::<T>.
+        unsafe { (self.free)(self.ptr, self.len) }
     }
 }
 
@@ -91,7 +119,9 @@ pub struct Receiver {
     raw: *mut sys::wsync_receiver_t,
     /// Registered parameter buffers, owned here so that they outlive every write into them
     /// (a leaked Receiver leaks them too, rather than letting wsync write into freed memory).
-    registered: HashMap<String, Box<dyn Registered>>,
+    registered: HashMap<String, Owned>,
+    /// The last `next` failed: a receive into a registered buffer may still be landing.
+    unsettled: bool,
 }
 
 // SAFETY: wsync allows a receiver to be used from any thread, one at a time.
@@ -137,38 +167,44 @@ impl Receiver {
     /// (reported as placed). The receiver takes the buffer (read it with [`Self::registered`]);
     /// registering a name again replaces it. dtype and shape of what arrives must match.
     pub fn register<T: Element>(&mut self, name: &str, shape: &[i64], data: Vec<T>) -> Result<()> {
-        let mut data = data.into_boxed_slice();
-        {
-            let bytes = as_bytes_mut(&mut data);
-            // SAFETY: the descriptor describes the boxed slice exactly; the box moves into
-            // self.registered below without moving its heap memory, and lives until the receiver
-            // is destroyed or the name is registered again (after that call returned).
-            let t = unsafe {
-                Tensor::from_raw(
-                    name,
-                    T::DTYPE,
-                    shape,
-                    bytes.as_mut_ptr() as *const _,
-                    bytes.len() as u64,
-                    crate::Device::Cpu,
-                )?
-            };
-            let raw = t.raw();
-            // SAFETY: a live receiver; one descriptor.
-            check(unsafe { sys::wsync_receiver_register(self.raw, &raw, 1) })?;
-        }
-        self.registered.insert(name.to_string(), Box::new(data));
+        let owned = Owned::new(data);
+        // SAFETY: the descriptor describes the buffer exactly; it lives until the receiver is
+        // destroyed (Drop, before the buffers drop) or the name is registered again (the old
+        // buffer is dropped after that call returned).
+        let t = unsafe {
+            Tensor::from_raw(
+                name,
+                T::DTYPE,
+                shape,
+                owned.ptr as *const _,
+                owned.bytes as u64,
+                crate::Device::Cpu,
+            )?
+        };
+        let raw = t.raw();
+        // SAFETY: a live receiver; one descriptor.
+        check(unsafe { sys::wsync_receiver_register(self.raw, &raw, 1) })?;
+        self.registered.insert(name.to_string(), owned);
         Ok(())
     }
 
-    /// The bytes of a registered buffer (what the last committed update wrote, between updates).
+    /// The bytes of a registered buffer: what the updates wrote into it. None for a name never
+    /// registered, and while the last [`Self::next`] failed (a receive may still be landing in
+    /// the buffers then; a successful `next` settles it, dropping the receiver ends it).
     pub fn registered(&self, name: &str) -> Option<&[u8]> {
-        self.registered.get(name).map(|b| b.bytes())
+        if self.unsettled {
+            return None;
+        }
+        self.registered.get(name).map(Owned::bytes)
     }
 
-    /// A registered buffer as the type it was registered with.
+    /// A registered buffer as the type it was registered with (None for another type, and as
+    /// [`Self::registered`]).
     pub fn registered_as<T: Element>(&self, name: &str) -> Option<&[T]> {
-        self.registered.get(name)?.as_any().downcast_ref::<Box<[T]>>().map(|b| &b[..])
+        if self.unsettled {
+            return None;
+        }
+        self.registered.get(name)?.typed::<T>()
     }
 
     /// Wait up to `timeout` (None: the receiver's timeout_ms option, 60 s unless set) for the next
@@ -178,7 +214,9 @@ impl Receiver {
     pub fn next(&mut self, timeout: Option<Duration>) -> Result<Event<'_>> {
         let mut ev = sys::wsync_receiver_event_t::default();
         // SAFETY: a live receiver and an event struct of the declared size.
-        check(unsafe { sys::wsync_receiver_next(self.raw, &mut ev, timeout_ms(timeout)) })?;
+        let st = unsafe { sys::wsync_receiver_next(self.raw, &mut ev, timeout_ms(timeout)) };
+        self.unsettled = st != sys::WSYNC_OK;
+        check(st)?;
         Ok(match ev.kind {
             sys::WSYNC_EVENT_BUCKET => {
                 Event::Bucket { index: ev.bucket_index, bytes: ev.bytes, tensors: tensors(&ev)? }

@@ -3,7 +3,8 @@
 //! what it did. Same flags and output as samples/trainer (C):
 //!
 //!   wsync-sample-trainer-rust --receivers 2 [--store 127.0.0.1:0] [--store-file PATH] [--versions 3]
-//!                             [--bucket-mib 256] [--transport ucx] [--timeout-ms 60000] [--scale 1.0]
+//!                             [--bucket-mib 256] [--transport ucx] [--tls sm|tcp|...] [--timeout-ms 60000]
+//!                             [--scale 1.0]
 mod synth;
 
 use std::process::ExitCode;
@@ -17,6 +18,7 @@ struct Args {
     store: String,
     store_file: Option<String>,
     transport: String,
+    tls: Option<String>,
     bucket_bytes: u64,
     timeout_ms: String,
     scale: f64,
@@ -29,6 +31,7 @@ fn parse() -> Result<Args, String> {
         store: "127.0.0.1:0".into(),
         store_file: None,
         transport: "ucx".into(),
+        tls: None,
         bucket_bytes: 256 << 20,
         timeout_ms: "60000".into(),
         scale: 1.0,
@@ -47,6 +50,7 @@ fn parse() -> Result<Args, String> {
             "--store" => a.store = v.into(),
             "--store-file" => a.store_file = Some(v.into()),
             "--transport" => a.transport = v.into(),
+            "--tls" => a.tls = Some(v.into()), // UCX transports, announced to the engines too
             "--bucket-mib" => a.bucket_bytes = (num(v)? as u64) << 20,
             "--timeout-ms" => a.timeout_ms = v.into(),
             "--scale" => a.scale = num(v)?,
@@ -74,6 +78,9 @@ fn run(a: &Args) -> wsync::Result<()> {
         .option("timeout_ms", &a.timeout_ms);
     if let Some(f) = &a.store_file {
         b = b.option("store_addr_file", f);
+    }
+    if let Some(tls) = &a.tls {
+        b = b.option("transport.tls", tls);
     }
     let mut group = b.init()?;
     println!("trainer: group 'demo' up, store at {}", group.store_addr());

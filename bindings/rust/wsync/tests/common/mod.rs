@@ -41,6 +41,7 @@ where
             std::process::id(),
             thread::current().id()
         ));
+        let _ = std::fs::remove_file(&path); // a stale file of an earlier process
         b = b.option("store_addr_file", path.to_str().unwrap());
         for (k, v) in &opts {
             b = b.option(k, v);
