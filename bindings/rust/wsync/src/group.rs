@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::error::{check, Result};
 use crate::tensor::{raw_batch, Tensor};
-use crate::util::{c_string, check_abi, timeout_ms, COptions};
+use crate::util::{c_string_opt, check_abi, init_timeout_ms, ptr_or_null, timeout_ms, COptions};
 use wsync_sys as sys;
 
 /// How a group is made: [`Group::builder`], then [`GroupBuilder::init`].
@@ -64,22 +64,20 @@ impl GroupBuilder {
     /// Create the group: load the plugins, host the store, wait until every receiver joined.
     pub fn init(self) -> Result<Group> {
         check_abi()?;
-        let opt = |what: &str, v: &Option<String>| v.as_deref().map(|s| c_string(what, s)).transpose();
-        let name = opt("group name", &self.group_name)?;
-        let store = opt("store address", &self.store_addr)?;
-        let transport = opt("transport", &self.transport)?;
-        let adapter = opt("adapter", &self.adapter)?;
+        let name = c_string_opt("group name", &self.group_name)?;
+        let store = c_string_opt("store address", &self.store_addr)?;
+        let transport = c_string_opt("transport", &self.transport)?;
+        let adapter = c_string_opt("adapter", &self.adapter)?;
         let options = COptions::new(&self.options)?;
-        let ptr = |c: &Option<std::ffi::CString>| c.as_ref().map_or(std::ptr::null(), |c| c.as_ptr());
         let cfg = sys::wsync_group_config_t {
             num_receivers: self.num_receivers,
-            group_name: ptr(&name),
-            store_addr: ptr(&store),
-            transport: ptr(&transport),
-            adapter: ptr(&adapter),
+            group_name: ptr_or_null(&name),
+            store_addr: ptr_or_null(&store),
+            transport: ptr_or_null(&transport),
+            adapter: ptr_or_null(&adapter),
             options: options.ptr(),
             num_options: options.len(),
-            timeout_ms: self.timeout.map_or(-1, |t| timeout_ms(Some(t)).max(1)),
+            timeout_ms: init_timeout_ms(self.timeout),
             ..Default::default()
         };
         let mut raw = std::ptr::null_mut();

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::error::{check, Error, Result};
 use crate::tensor::{Element, ReceivedTensor, Tensor};
-use crate::util::{c_string, check_abi, timeout_ms, COptions};
+use crate::util::{c_string, c_string_opt, check_abi, init_timeout_ms, ptr_or_null, timeout_ms, COptions};
 use wsync_sys as sys;
 
 /// How a receiver is made: [`Receiver::builder`], then [`ReceiverBuilder::init`].
@@ -48,18 +48,17 @@ impl ReceiverBuilder {
     pub fn init(self) -> Result<Receiver> {
         check_abi()?;
         let store = c_string("store address", &self.store_addr)?;
-        let name = self.group_name.as_deref().map(|s| c_string("group name", s)).transpose()?;
-        let transport = self.transport.as_deref().map(|s| c_string("transport", s)).transpose()?;
+        let name = c_string_opt("group name", &self.group_name)?;
+        let transport = c_string_opt("transport", &self.transport)?;
         let options = COptions::new(&self.options)?;
-        let ptr = |c: &Option<std::ffi::CString>| c.as_ref().map_or(std::ptr::null(), |c| c.as_ptr());
         let cfg = sys::wsync_receiver_config_t {
             rank: self.rank,
             store_addr: store.as_ptr(),
-            group_name: ptr(&name),
-            transport: ptr(&transport),
+            group_name: ptr_or_null(&name),
+            transport: ptr_or_null(&transport),
             options: options.ptr(),
             num_options: options.len(),
-            timeout_ms: self.timeout.map_or(-1, |t| timeout_ms(Some(t)).max(1)),
+            timeout_ms: init_timeout_ms(self.timeout),
             ..Default::default()
         };
         let mut raw = std::ptr::null_mut();

@@ -23,6 +23,22 @@ pub(crate) fn timeout_ms(t: Option<Duration>) -> i64 {
     }
 }
 
+/// An optional string as an optional C string (None: the library's default).
+pub(crate) fn c_string_opt(what: &str, s: &Option<String>) -> Result<Option<CString>> {
+    s.as_deref().map(|s| c_string(what, s)).transpose()
+}
+
+/// The pointer of an optional C string, NULL for None.
+pub(crate) fn ptr_or_null(s: &Option<CString>) -> *const std::os::raw::c_char {
+    s.as_ref().map_or(std::ptr::null(), |c| c.as_ptr())
+}
+
+/// An init timeout: None = the option timeout_ms (-1); a duration at least 1 ms (0 would also
+/// mean the default there).
+pub(crate) fn init_timeout_ms(t: Option<Duration>) -> i64 {
+    t.map_or(-1, |t| timeout_ms(Some(t)).max(1))
+}
+
 /// Options as C strings, kept alive with the array of wsync_option_t that points into them.
 #[derive(Default)]
 pub(crate) struct COptions {
