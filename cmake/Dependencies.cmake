@@ -6,6 +6,8 @@ set(WSYNC_SUMMARY "")
 
 # xxHash: manifest and payload checksums (required).
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
+# libcrypto (OpenSSL): HMAC-SHA-256 and nonces for the group secret (required).
+pkg_check_modules(CRYPTO REQUIRED IMPORTED_TARGET libcrypto)
 
 # resolve AUTO|ON|OFF: wsync_resolve(<var> <found> <what> <why-not>)
 function(wsync_resolve var found what whynot)

@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PACKAGES=(build-essential cmake pkg-config libucx-dev ucx-utils libcjson-dev libcurl4-openssl-dev
+PACKAGES=(build-essential cmake pkg-config libucx-dev ucx-utils libcjson-dev libcurl4-openssl-dev libssl-dev
           libcmocka-dev libgtest-dev libxxhash-dev libcpp-httplib-dev valgrind)
 missing=()
 for p in "${PACKAGES[@]}"; do
