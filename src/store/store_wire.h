@@ -58,7 +58,9 @@
 //    connection that does not open with the 5 bytes {0x00, CE F7 85 3C} speaks one of those.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace wsync {
 namespace store_wire {
@@ -90,8 +92,30 @@ enum class Query : uint8_t {
   // otherwise the caller waits (CANCEL_WAIT ends it, the arrival stays counted). An arrival that
   // does not complete the barrier wakes no one; SET/ADD/APPEND of the key release its waiters.
   BARRIER = 18,
+  // wsync only, far from torch's append-only range: the group-secret login (below). torch's
+  // servers close a client that sends it ("unknown query type"), which wsync's client reports
+  // as a store that does not know the group's secret.
+  AUTH = 0xF0,
 };
-constexpr uint8_t kMaxQuery = 18;
+constexpr uint8_t kMaxQuery = 18;  // the last of torch's queries
+
+// AUTH, a mutual challenge-response over HMAC-SHA-256 (common/auth.h); the secret never travels.
+//   client -> AUTH + 32-byte nonce cn
+//   server -> 32-byte nonce sn + HMAC(secret, kAuthServerLabel, cn, sn)
+//   client -> AUTH + HMAC(secret, kAuthClientLabel, cn, sn)
+//   server -> 1 byte: kAuthAccepted, or kAuthRefused and the server closes the connection.
+// A server without a secret closes the connection on the first AUTH. The distinct labels keep a
+// proof made by one side from being replayed as the other's.
+constexpr size_t kAuthBytes = 32;
+constexpr const char* kAuthServerLabel = "wsync-store-server";
+constexpr const char* kAuthClientLabel = "wsync-store-client";
+constexpr uint8_t kAuthAccepted = 0;
+constexpr uint8_t kAuthRefused = 1;
+
+// wsync's keys on the wire: its client prefixes "/" to "wsync/...". Clients without the group
+// secret (the torch-clients mode) can neither read nor write them, nor see them in LIST.
+constexpr const char* kWsyncKeyPrefix = "/wsync/";
+bool is_wsync_key(const std::string& wire_key);
 
 enum class CheckReply : uint8_t { READY = 0, NOT_READY = 1 };
 enum class WaitReply : uint8_t { STOP_WAITING = 0, WAIT_CANCELED = 1 };
@@ -106,7 +130,7 @@ constexpr const char* kKeyPrefix = "/";
 // torch's join counter key (sent without the prefix).
 constexpr const char* kInitKey = "init/";
 
-const char* query_name(uint8_t q);
+const char* query_name(uint8_t q);  // "AUTH" for AUTH, "UNKNOWN" past the table
 
 }  // namespace store_wire
 }  // namespace wsync

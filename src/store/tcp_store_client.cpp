@@ -12,6 +12,7 @@
 #include <cstring>
 #include <thread>
 
+#include "common/auth.h"
 #include "common/bytes.h"
 #include "common/clock.h"
 #include "common/error.h"
@@ -31,6 +32,8 @@ namespace {
 
 // A reply payload longer than this is taken as a desynchronised stream, not a value.
 constexpr uint64_t kMaxReplyPayload = 1ull << 30;
+// Times a store may close the connection on AUTH before it is taken for one without the secret.
+constexpr int kAuthClosedTries = 3;
 // Deadlines are computed as now + timeout; this keeps that sum far from overflowing.
 constexpr int64_t kMaxTimeoutMs = int64_t(1) << 40;
 
@@ -56,12 +59,18 @@ std::string TcpStoreClient::wire_key(const std::string& key) { return std::strin
 
 wsync_status_t TcpStoreClient::connect(const std::string& host, uint16_t port, int64_t timeout_ms,
                                        std::unique_ptr<TcpStoreClient>* out) {
+  return connect(host, port, timeout_ms, std::string(), out);
+}
+
+wsync_status_t TcpStoreClient::connect(const std::string& host, uint16_t port, int64_t timeout_ms,
+                                       const std::string& secret, std::unique_ptr<TcpStoreClient>* out) {
   if (out == nullptr) return fail(WSYNC_ERR_INVALID_ARGUMENT, "TcpStoreClient::connect: out is NULL");
   if (host.empty()) return fail(WSYNC_ERR_INVALID_ARGUMENT, "store client: empty host for port %u", unsigned(port));
   timeout_ms = std::min<int64_t>(timeout_ms < 0 ? kDefaultTimeoutMs : timeout_ms, kMaxTimeoutMs);
   const std::string where = format_host_port(host, port);
   const int64_t deadline = deadline_after(timeout_ms);
   std::string last = "not tried";
+  int auth_closed = 0;
   for (int attempt = 1;; ++attempt) {
     int fd = -1;
     if (tcp_connect(host, port, deadline, &fd, &last) == WSYNC_OK) {
@@ -71,16 +80,27 @@ wsync_status_t TcpStoreClient::connect(const std::string& host, uint16_t port, i
       c->port_ = port;
       c->op_timeout_ms_ = std::max<int64_t>(timeout_ms, kDefaultTimeoutMs);
       wsync_status_t st = c->handshake(deadline);
+      if (st == WSYNC_OK && !secret.empty()) {
+        st = c->authenticate(secret, deadline);
+        // A store closing the connection on AUTH is one without the secret (or not wsync's), or
+        // one that closed a connection still in its handshake to make room (a flood of idle
+        // connections): try again a few times before calling it the former.
+        if (st == WSYNC_ERR_PEER_FAILED && ++auth_closed >= kAuthClosedTries)
+          return fail(WSYNC_ERR_REJECTED, "the store at %s does not know this group's secret: %s, %d times (a store "
+                      "started without a secret, or not wsync's)", where.c_str(), last_error().c_str(),
+                      kAuthClosedTries);
+      }
       if (st == WSYNC_OK) {
-        WSYNC_LOGD("store client connected to %s after %d attempt(s)", where.c_str(), attempt);
+        WSYNC_LOGD("store client connected to %s after %d attempt(s)%s", where.c_str(), attempt,
+                   secret.empty() ? "" : ", group secret proved both ways");
         *out = std::move(c);
         return WSYNC_OK;
       }
-      if (st == WSYNC_ERR_PROTOCOL) return st;
+      if (st == WSYNC_ERR_PROTOCOL || st == WSYNC_ERR_REJECTED) return st;
       if (st == WSYNC_ERR_TIMEOUT)
-        return fail(WSYNC_ERR_TIMEOUT, "store at %s accepted the connection but did not answer the VALIDATE/PING "
+        return fail(WSYNC_ERR_TIMEOUT, "store at %s accepted the connection but did not answer the VALIDATE/PING%s "
                     "handshake within %" PRId64 " ms (is it a torch TCPStore-compatible server?)", where.c_str(),
-                    timeout_ms);
+                    secret.empty() ? "" : "/AUTH", timeout_ms);
       last = "handshake failed: " + last_error();
     }
     if (now_ms() >= deadline)
@@ -106,6 +126,56 @@ wsync_status_t TcpStoreClient::handshake(int64_t deadline) {
     return fail(WSYNC_ERR_PROTOCOL, "store at %s answered the PING handshake with %" PRIu32 " instead of %" PRIu32
                 "; it is not a torch TCPStore-compatible server", address().c_str(), echo, nonce);
   return st;
+}
+
+// wsync's AUTH (store_wire.h). The client sends its proof before judging the store's, so that the
+// common misconfiguration (the two sides hold different secrets) is reported as what it is: the
+// store refuses our proof. A store that accepts our proof without having proved the secret itself
+// is an impostor (or a store without a secret that answers anyway): refused too. Sending the proof
+// first gives an impostor nothing it could not get by asking the real store for its own proof.
+wsync_status_t TcpStoreClient::authenticate(const std::string& secret, int64_t deadline) {
+  const std::string where = address();
+  const std::vector<uint8_t> cn = random_bytes(w::kAuthBytes);
+  ByteWriter hello;
+  hello.u8(static_cast<uint8_t>(w::Query::AUTH));
+  hello.raw(cn.data(), cn.size());
+  uint8_t answer[2 * w::kAuthBytes];
+  wsync_status_t st = send_all(hello.data(), deadline, "AUTH");
+  if (st == WSYNC_OK) st = recv_exact(answer, sizeof answer, deadline, "AUTH");
+  if (st == WSYNC_ERR_PEER_FAILED || st == WSYNC_ERR_IO)
+    return fail(WSYNC_ERR_PEER_FAILED, "it closed the connection when asked to prove the group secret");
+  if (st != WSYNC_OK) return st;
+  const uint8_t* sn = answer;
+  const Mac server_expect = Hmac(secret)
+                                .field(std::string(w::kAuthServerLabel))
+                                .field(cn.data(), cn.size())
+                                .field(sn, w::kAuthBytes)
+                                .finish();
+  const bool store_knows = equal_ct(server_expect.data(), answer + w::kAuthBytes, w::kAuthBytes);
+  const Mac proof = Hmac(secret)
+                        .field(std::string(w::kAuthClientLabel))
+                        .field(cn.data(), cn.size())
+                        .field(sn, w::kAuthBytes)
+                        .finish();
+  ByteWriter b;
+  b.u8(static_cast<uint8_t>(w::Query::AUTH));
+  b.raw(proof.data(), proof.size());
+  uint8_t verdict = w::kAuthRefused;
+  st = send_all(b.data(), deadline, "AUTH");
+  if (st == WSYNC_OK) st = recv_exact(&verdict, 1, deadline, "AUTH");
+  if (st == WSYNC_ERR_TIMEOUT) return st;
+  if (st != WSYNC_OK)
+    return fail(WSYNC_ERR_PEER_FAILED, "it closed the connection before answering this process's proof");
+  if (verdict == w::kAuthRefused)
+    return fail(WSYNC_ERR_REJECTED, "the store at %s refused this process's group secret (set the same secret as the "
+                "sender: option secret or WSYNC_GROUP_SECRET)", where.c_str());
+  if (!store_knows)
+    return fail(WSYNC_ERR_REJECTED, "the store at %s does not know this group's secret: its proof does not match "
+                "(it is not this group's store, or it runs with another secret); nothing was read from it",
+                where.c_str());
+  if (verdict != w::kAuthAccepted)
+    return fail(WSYNC_ERR_PROTOCOL, "the store at %s answered AUTH with %u", where.c_str(), unsigned(verdict));
+  return WSYNC_OK;
 }
 
 TcpStoreClient::~TcpStoreClient() {

@@ -25,7 +25,19 @@ class TcpStoreClient {
   static constexpr int64_t kDefaultTimeoutMs = 60000;
 
   // Connect (retrying every ~50-100 ms until timeout_ms passes: the server may not be up yet),
-  // then the VALIDATE + PING handshake. timeout_ms < 0 means kDefaultTimeoutMs.
+  // then the VALIDATE + PING handshake, then, with a non-empty group secret, wsync's AUTH
+  // (store/store_wire.h): the store proves it knows the secret and so does this process; the
+  // secret never goes on the wire. timeout_ms < 0 means kDefaultTimeoutMs. Errors, not retried:
+  //   WSYNC_ERR_REJECTED "the store at host:port refused this process's group secret ..." when the
+  //     store holds another secret; "... does not know this group's secret ..." when the store
+  //     cannot prove it (a store without a secret, torch's own store, an impostor; a store that
+  //     closes the connection on AUTH is retried twice first: a flooded store may have closed a
+  //     connection still in its handshake to make room);
+  //   WSYNC_ERR_PROTOCOL for a server that is not a TCPStore.
+  // An empty secret skips AUTH (a store without a secret, or torch mode's torch-only keys).
+  static wsync_status_t connect(const std::string& host, uint16_t port, int64_t timeout_ms,
+                                const std::string& secret, std::unique_ptr<TcpStoreClient>* out);
+  // No secret.
   static wsync_status_t connect(const std::string& host, uint16_t port, int64_t timeout_ms,
                                 std::unique_ptr<TcpStoreClient>* out);
   ~TcpStoreClient();
@@ -59,6 +71,7 @@ class TcpStoreClient {
   TcpStoreClient() = default;
 
   wsync_status_t handshake(int64_t deadline);
+  wsync_status_t authenticate(const std::string& secret, int64_t deadline);
   wsync_status_t usable();
   wsync_status_t broken(wsync_status_t st);  // marks the connection unusable, returns st
   wsync_status_t send_all(const std::vector<uint8_t>& buf, int64_t deadline, const char* what);
