@@ -1,11 +1,23 @@
 #!/usr/bin/env bash
 # The whole test suite: set up, build, make the Python test venv (.venv-test, with the wsync wheel
 # installed), run every test (GPU tests skip themselves without a GPU; the real-vLLM test without
-# .venv-vllm, see scripts/vllm-e2e.sh).
-# Exits non-zero when the build fails (no test runs then) or any test fails.
+# .venv-vllm, see scripts/vllm-e2e.sh; the fuzz targets, label fuzz, without clang), then run the
+# suite once more built with ASan+UBSan in build-asan (tests/sanitizers/run.sh: what it leaves
+# out and why is written there; it skips itself when the compiler has no sanitizers;
+# WSYNC_TEST_SANITIZE=0 leaves it out). Extra arguments go to the first ctest run only.
+# Exits non-zero when a build fails or any test fails, in either run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/python-venv.sh
-cd build
-ctest --output-on-failure --no-tests=error -j"${WSYNC_JOBS:-$(nproc)}" --timeout 600 "$@"
+rc=0
+(cd build && ctest --output-on-failure --no-tests=error -j"${WSYNC_JOBS:-$(nproc)}" --timeout 600 "$@") || rc=$?
+if [ "${WSYNC_TEST_SANITIZE:-1}" != "0" ]; then
+  san=0
+  tests/sanitizers/run.sh address,undefined || san=$?
+  [ "$san" -eq 0 ] || rc=$san
+else
+  echo "sanitizers: skipped (WSYNC_TEST_SANITIZE=0)"
+fi
+[ "$rc" -eq 0 ] || echo "test.sh: FAILED (see above)" >&2
+exit "$rc"

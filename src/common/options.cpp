@@ -48,6 +48,7 @@ wsync_status_t parse_u64_option(const std::string& key, const std::string& value
   char* end = nullptr;
   errno = 0;
   if (value.empty() || value[0] < '0' || value[0] > '9') goto bad;  // no sign, no blanks
+  if (value.find('\0') != std::string::npos) goto bad;  // strtoull would stop there: "1\0x" is not 1
   {
     unsigned long long n = std::strtoull(s, &end, 10);
     if (errno == ERANGE) goto range;
@@ -78,6 +79,9 @@ bad:
 }
 
 wsync_status_t parse_bool_option(const std::string& key, const std::string& value, bool* out) {
+  if (value.find('\0') != std::string::npos)  // the comparisons below would stop there: "1\0x" is not 1
+    return fail(WSYNC_ERR_INVALID_ARGUMENT, "option '%s' has a NUL byte in its value; it is not a boolean (1/0, true/false)",
+                key.c_str());
   const char* v = value.c_str();
   if (!strcasecmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "yes") || !strcasecmp(v, "on")) {
     *out = true;

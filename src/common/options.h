@@ -18,8 +18,11 @@ using OptionList = std::vector<std::pair<std::string, std::string>>;
 wsync_status_t copy_options(const wsync_option_t* options, uint64_t count, OptionList* out);
 
 // Parse an unsigned integer option value in [min, max]; accepts a K/M/G/KiB/MiB/GiB suffix.
+// The whole value counts: one with a NUL byte inside (from the wire, never from a C string) is
+// refused, not read up to the NUL.
 wsync_status_t parse_u64_option(const std::string& key, const std::string& value, uint64_t min,
                                 uint64_t max, uint64_t* out);
+// 1/0, true/false, yes/no, on/off in any case; likewise refuses a value with a NUL byte.
 wsync_status_t parse_bool_option(const std::string& key, const std::string& value, bool* out);
 
 // Views of `l` as a C option array for a plugin; valid while `l` lives and is not changed.

@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "common/error.h"
+#include "common/names.h"
 
 namespace wsync {
 
@@ -24,9 +25,17 @@ static bool parse_uint(const std::string& v, uint64_t max, uint64_t* out) {
   return true;
 }
 
+// A line or value for a message: control characters escaped, cut after 64 bytes.
+static std::string shown(const std::string& s) { return printable_name(s.data(), s.size()); }
+
 wsync_status_t decode_group_info(const std::vector<uint8_t>& data, GroupInfo* out) {
   if (data.size() > 65536) return fail(WSYNC_ERR_PROTOCOL, "group info is %zu bytes, too large", data.size());
   std::string s(data.begin(), data.end());
+  // Every value ends up as a C string (a host to connect to, a plugin's option): a NUL would cut
+  // it short without a word.
+  const size_t nul = s.find('\0');
+  if (nul != std::string::npos)
+    return fail(WSYNC_ERR_PROTOCOL, "group info has a NUL byte at offset %zu", nul);
   GroupInfo g;
   int seen = 0;
   size_t pos = 0;
@@ -37,18 +46,18 @@ wsync_status_t decode_group_info(const std::vector<uint8_t>& data, GroupInfo* ou
     pos = nl + 1;
     if (line.empty()) continue;
     size_t eq = line.find('=');
-    if (eq == std::string::npos) return fail(WSYNC_ERR_PROTOCOL, "group info line '%s' has no '='", line.c_str());
+    if (eq == std::string::npos) return fail(WSYNC_ERR_PROTOCOL, "group info line '%s' has no '='", shown(line).c_str());
     std::string k = line.substr(0, eq), v = line.substr(eq + 1);
     uint64_t n = 0;
     if (k == "protocol") {
-      if (!parse_uint(v, 1u << 20, &n)) return fail(WSYNC_ERR_PROTOCOL, "group info protocol '%s' is not a number", v.c_str());
+      if (!parse_uint(v, 1u << 20, &n)) return fail(WSYNC_ERR_PROTOCOL, "group info protocol '%s' is not a number", shown(v).c_str());
       g.protocol = static_cast<uint32_t>(n);
       seen |= 1;
     } else if (k == "group") {
       g.group_name = v;
       seen |= 2;
     } else if (k == "world_size") {
-      if (!parse_uint(v, 1u << 20, &n) || n < 2) return fail(WSYNC_ERR_PROTOCOL, "group info world_size '%s' is invalid", v.c_str());
+      if (!parse_uint(v, 1u << 20, &n) || n < 2) return fail(WSYNC_ERR_PROTOCOL, "group info world_size '%s' is invalid", shown(v).c_str());
       g.world_size = static_cast<uint32_t>(n);
       seen |= 4;
     } else if (k == "transport") {
@@ -58,7 +67,7 @@ wsync_status_t decode_group_info(const std::vector<uint8_t>& data, GroupInfo* ou
       g.control_host = v;
       seen |= 16;
     } else if (k == "control_port") {
-      if (!parse_uint(v, 65535, &n) || n == 0) return fail(WSYNC_ERR_PROTOCOL, "group info control_port '%s' is invalid", v.c_str());
+      if (!parse_uint(v, 65535, &n) || n == 0) return fail(WSYNC_ERR_PROTOCOL, "group info control_port '%s' is invalid", shown(v).c_str());
       g.control_port = static_cast<uint16_t>(n);
       seen |= 32;
     } else if (k.compare(0, 10, "transport.") == 0 && k.size() > 10) {

@@ -26,7 +26,9 @@ struct GroupInfo {
 };
 
 std::vector<uint8_t> encode_group_info(const GroupInfo& g);
-// Parses "key=value" lines; refuses anything malformed with WSYNC_ERR_PROTOCOL.
+// Parses "key=value" lines; refuses anything malformed (a line without '=', a bad number, a
+// missing field, a NUL byte anywhere, more than 64 KiB) with WSYNC_ERR_PROTOCOL. Unknown keys
+// are ignored (a newer sender's); of a key given twice the last counts.
 wsync_status_t decode_group_info(const std::vector<uint8_t>& data, GroupInfo* out);
 
 }  // namespace wsync

@@ -22,6 +22,8 @@
 #include <cjson/cJSON.h>
 
 #include <cctype>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 
 #include "common/error.h"
@@ -52,8 +54,10 @@ std::string json_text(const cJSON* j) {
   return out;
 }
 
-// One FastAPI/pydantic error item: "body.field: msg".
-std::string detail_item(const cJSON* item) {
+// One FastAPI/pydantic error item (detail[index]): "body.field: msg". A number in "loc" is a
+// list index; one that is not an integer (1.5, 1e300, an overflow to infinity) is named, never
+// converted.
+std::string detail_item(const cJSON* item, size_t index) {
   if (cJSON_IsString(item)) return item->valuestring;
   if (!cJSON_IsObject(item)) return json_text(item);
   const cJSON* msg = cJSON_GetObjectItemCaseSensitive(item, "msg");
@@ -61,11 +65,21 @@ std::string detail_item(const cJSON* item) {
   std::string where;
   if (cJSON_IsArray(loc)) {
     const cJSON* part = nullptr;
+    size_t k = 0;
     cJSON_ArrayForEach(part, loc) {
       if (!where.empty()) where += '.';
-      if (cJSON_IsString(part)) where += part->valuestring;
-      else if (cJSON_IsNumber(part)) where += std::to_string(static_cast<long long>(part->valuedouble));
-      else where += json_text(part);
+      if (cJSON_IsString(part)) {
+        where += part->valuestring;
+      } else if (cJSON_IsNumber(part)) {
+        long long n = 0;
+        std::string why;
+        const std::string field = "detail[" + std::to_string(index) + "].loc[" + std::to_string(k) + "]";
+        where += json_integer(part, field, -kJsonMaxExactInteger, kJsonMaxExactInteger, &n, &why) ? std::to_string(n)
+                                                                                                     : "<" + why + ">";
+      } else {
+        where += json_text(part);
+      }
+      ++k;
     }
   }
   std::string text = cJSON_IsString(msg) ? std::string(msg->valuestring) : json_text(item);
@@ -88,9 +102,10 @@ std::string message_from_json(const cJSON* root) {
   if (cJSON_IsArray(d) && cJSON_GetArraySize(d) > 0) {
     std::string out;
     const cJSON* item = nullptr;
+    size_t index = 0;
     cJSON_ArrayForEach(item, d) {
       if (!out.empty()) out += "; ";
-      out += detail_item(item);
+      out += detail_item(item, index++);
     }
     return out;
   }
@@ -108,7 +123,44 @@ std::string attempts_note(const HttpResult& r) {
 
 bool is_2xx(long status) { return status >= 200 && status < 300; }
 
+// The shortest "%g" text that reads back as `d` (1e+300, not 1.0000000000000001e+300).
+std::string shortest_text(double d) {
+  char buf[40];
+  for (int prec = 1; prec <= 17; ++prec) {
+    std::snprintf(buf, sizeof buf, "%.*g", prec, d);
+    if (std::strtod(buf, nullptr) == d) break;
+  }
+  return buf;  // NaN never compares equal: "nan" after the last round
+}
+
 }  // namespace
+
+bool json_integer(const cJSON* j, const std::string& field, long long lo, long long hi, long long* out,
+                  std::string* why) {
+  if (!cJSON_IsNumber(j)) {
+    *why = field + " is not a number";
+    return false;
+  }
+  const double d = j->valuedouble;
+  const std::string text = shortest_text(d);
+  // -2^63 and 2^63 are exact doubles, and every double in [-2^63, 2^63) converts to a long long;
+  // NaN fails both comparisons.
+  if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0)) {
+    *why = field + " is " + text + ", not an integer in " + std::to_string(lo) + ".." + std::to_string(hi);
+    return false;
+  }
+  const long long n = static_cast<long long>(d);
+  if (static_cast<double>(n) != d) {
+    *why = field + " is " + text + ", not an integer";
+    return false;
+  }
+  if (n < lo || n > hi) {
+    *why = field + " is " + std::to_string(n) + ", outside " + std::to_string(lo) + ".." + std::to_string(hi);
+    return false;
+  }
+  *out = n;
+  return true;
+}
 
 std::string body_excerpt(const std::string& body, size_t max) {
   std::string out;

@@ -9,7 +9,19 @@
 #include "http/http_client.h"
 #include "wsync_plugin.h"
 
+struct cJSON;
+
 namespace wsync {
+
+// 2^53: the largest magnitude up to which a JSON number (a double in cJSON) holds every integer.
+constexpr long long kJsonMaxExactInteger = 9007199254740992LL;
+
+// The integer in the JSON number `j` when it holds one exactly and it lies in [lo, hi]; else
+// false with *why naming `field` and what it holds instead ("detail[0].loc[1] is 1.5, not an
+// integer"). cJSON keeps every number as a double: an engine's 1e300, 1e999 (infinity), 2^63 or
+// 1.5 reaches us as it is, and none of them may be cast to an integer unchecked.
+bool json_integer(const cJSON* j, const std::string& field, long long lo, long long hi, long long* out,
+                  std::string* why);
 
 // At most `max` bytes of `body` for a message: control characters become spaces, runs of
 // whitespace collapse, the ends are trimmed, a cut is marked with "..." (never inside a UTF-8

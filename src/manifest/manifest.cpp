@@ -7,10 +7,13 @@
 
 #include "common/bytes.h"
 #include "common/error.h"
+#include "common/names.h"
 #include "planner/bucket_planner.h"
 
 namespace wsync {
 namespace {
+
+static_assert(kManifestMaxNameBytes == kMaxTensorNameBytes, "one limit for tensor names everywhere");
 
 // Smallest possible entry: name_len, a 1-byte name, dtype, ndim (0), then four u64.
 constexpr size_t kMinEntryBytes = 2 + 1 + 1 + 1 + 4 * 8;
@@ -36,7 +39,13 @@ wsync_status_t decode_entry(ByteReader& r, uint32_t i, uint64_t bucket_bytes, Ma
   if (!r.raw(name_len, &e->name))
     return fail(WSYNC_ERR_PROTOCOL, "manifest entry %u: name of %u bytes runs past the end of the record", i,
                 name_len);
-  const char* name = e->name.c_str();  // may stop early at an embedded NUL; only for messages
+  // The same rule as the sender's and the receiver's register: a NUL, a control character or
+  // invalid UTF-8 would let two different names print, compare or hash as one in an engine.
+  const std::string problem = tensor_name_problem(e->name.data(), e->name.size());
+  if (!problem.empty())
+    return fail(WSYNC_ERR_PROTOCOL, "manifest entry %u: name '%s': %s", i,
+                printable_name(e->name.data(), e->name.size()).c_str(), problem.c_str());
+  const char* name = e->name.c_str();  // checked above: no NUL, printable
 
   uint8_t dtype = 0, ndim = 0;
   if (!r.u8(&dtype)) return WSYNC_MF_SHORT("dtype", i);

@@ -61,7 +61,8 @@ std::vector<uint8_t> encode_manifest(const Manifest& m);
 // WSYNC_ERR_PROTOCOL (message naming the field and entry index) or WSYNC_ERR_VERSION_MISMATCH
 // (another format version), or WSYNC_ERR_INVALID_ARGUMENT for out == NULL.
 // Checks: sizes, total_len == len, magic, version, checksum, known flags, entry count, each
-// entry's name (1..1024 bytes, unique in the record), dtype, ndim, dims >= 0, shape bytes ==
+// entry's name (1..1024 bytes of valid UTF-8 without NUL or control characters, per
+// common/names.h, and unique in the record), dtype, ndim, dims >= 0, shape bytes ==
 // tensor_bytes, length and tensor_offset multiples of the dtype size, tensor_offset + length <=
 // tensor_bytes, bucket_offset + length <= bucket_bytes, entries in increasing, non-overlapping
 // offset order (empty entries may share an offset), no trailing bytes.

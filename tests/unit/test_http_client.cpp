@@ -10,6 +10,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <climits>
+#include <cmath>
 #include <mutex>
 #include <set>
 #include <string>
@@ -18,6 +20,7 @@
 
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <cjson/cJSON.h>
 
 #include "common/error.h"
 #include "http/engine_set.h"
@@ -427,6 +430,77 @@ TEST(HttpReplyJudge, MessagesAndExcerpts) {
   EXPECT_EQ(engine_message(R"({"status":"ok"})"), R"({"status":"ok"})");
   EXPECT_EQ(engine_message("not json"), "not json");
   EXPECT_EQ(engine_message("{\"message\":\"" + std::string(2000, 'm') + "\"}"), std::string(1000, 'm') + "...");
+}
+
+// An engine's numbers are doubles in cJSON: a list index in a FastAPI "loc" that is not an integer
+// (a fraction, 1e300, 2^63, an overflow to infinity) was cast to long long unchecked (undefined
+// behaviour; on x86 "-9223372036854775808"). Now the reply keeps its status (WSYNC_ERR_ENGINE for
+// a 422) and the message names the field instead of inventing an index.
+TEST(HttpReplyJudge, NumbersFromTheEngineAreRangeChecked) {
+  const struct {
+    const char* number;
+    const char* shown;
+  } cases[] = {
+      {"1.5", "detail[0].loc[1] is 1.5, not an integer"},
+      {"1e300", "detail[0].loc[1] is 1e+300, not an integer in"},
+      {"-1e300", "detail[0].loc[1] is -1e+300, not an integer in"},
+      {"1e999", "detail[0].loc[1] is inf, not an integer in"},  // strtod overflows to infinity
+      {"9223372036854775808", "detail[0].loc[1] is 9.223372036854776e+18, not an integer in"},  // 2^63
+      {"9007199254740994", "detail[0].loc[1] is 9007199254740994, outside"},  // past 2^53: not exact
+  };
+  for (const auto& c : cases) {
+    HttpResult r;
+    r.outcome = HttpOutcome::kReplied;
+    r.attempts = 1;
+    r.reply.status = 422;
+    r.reply.body = std::string(R"({"detail":[{"loc":["body",)") + c.number + R"(],"msg":"Field required"}]})";
+    std::string message;
+    const wsync_http_request_t req = make_req(WSYNC_HTTP_POST, "/update", "{}", WSYNC_REPLY_SUCCESS_FIELD);
+    EXPECT_EQ(judge_reply("http://e:1", req, HttpOptions(), r, &message), WSYNC_ERR_ENGINE) << c.number;
+    EXPECT_NE(message.find(std::string("HTTP 422: body.<") + c.shown), std::string::npos) << c.number << ": " << message;
+    EXPECT_NE(message.find(">: Field required"), std::string::npos) << message;
+    EXPECT_EQ(message.find("-9223372036854775808"), std::string::npos) << message;
+  }
+  // Integers are still shown as indexes, negative ones too.
+  EXPECT_EQ(engine_message(R"({"detail":[{"loc":["body",3,-1,0.0],"msg":"m"}]})"), "body.3.-1.0: m");
+  EXPECT_EQ(engine_message(R"({"detail":[{"msg":"a"},{"loc":[2.5],"msg":"b"}]})"),
+            "a; <detail[1].loc[0] is 2.5, not an integer>: b");
+}
+
+TEST(HttpReplyJudge, JsonIntegerRefusesWhatDoesNotFit) {
+  const double values[] = {NAN, INFINITY, -INFINITY, 1e300, -1e300, 9223372036854775808.0, -9223372036854775808.0 * 2,
+                           0.5, -0.25, 4.000000001};
+  for (double v : values) {
+    cJSON* j = cJSON_CreateNumber(v);
+    long long n = 42;
+    std::string why;
+    EXPECT_FALSE(json_integer(j, "field.x", LLONG_MIN, LLONG_MAX, &n, &why)) << v;
+    EXPECT_EQ(n, 42) << v;
+    EXPECT_EQ(why.rfind("field.x is ", 0), 0u) << why;
+    cJSON_Delete(j);
+  }
+  struct {
+    double v;
+    long long lo, hi;
+    bool ok;
+  } ranged[] = {{-9223372036854775808.0, LLONG_MIN, LLONG_MAX, true}, {7, 0, 7, true}, {8, 0, 7, false},
+                {-1, 0, 7, false}, {0, 0, 0, true}};
+  for (const auto& c : ranged) {
+    cJSON* j = cJSON_CreateNumber(c.v);
+    long long n = 0;
+    std::string why;
+    EXPECT_EQ(json_integer(j, "f", c.lo, c.hi, &n, &why), c.ok) << c.v << " " << why;
+    if (c.ok) {
+      EXPECT_EQ(static_cast<double>(n), c.v);
+    }
+    cJSON_Delete(j);
+  }
+  cJSON* s = cJSON_CreateString("7");
+  long long n = 0;
+  std::string why;
+  EXPECT_FALSE(json_integer(s, "f", 0, 10, &n, &why));
+  EXPECT_EQ(why, "f is not a number");
+  cJSON_Delete(s);
 }
 
 // ------------------------------------------------------------------------------------------------

@@ -366,6 +366,46 @@ TEST(ManifestCorrupt, Names) {
   }
 }
 
+// A name is what an engine keys its parameters by: bytes that would print, compare or hash as
+// another name there (a NUL cutting "a\0b" to "a", a control character, invalid UTF-8) are
+// refused on the wire, so neither the shape check nor the duplicate check can be bypassed.
+TEST(ManifestCorrupt, NamesMustBeCleanUtf8) {
+  {
+    Raw r = Good();
+    r.entries[1].name = std::string("b\0c", 3);
+    ExpectProtocol(Build(r), "manifest entry 1: name 'b\\x00c': byte 1 is a NUL");
+  }
+  {
+    // Two entries that an engine reading C strings would both call "a", of different shapes.
+    Raw r;
+    r.entries = {U8("a", 0, 16), U8(std::string("a\0b", 3), 16, 8)};
+    ExpectProtocol(Build(r), "manifest entry 1: name 'a\\x00b': byte 1 is a NUL");
+  }
+  {
+    Raw r = Good();
+    r.entries[0].name = "w\xff\xfe";  // not UTF-8
+    ExpectProtocol(Build(r), "manifest entry 0: name 'w\\xff\\xfe': byte 1 starts an invalid UTF-8 sequence");
+    r.entries[0].name = "w\xc0\xaf";  // an overlong '/'
+    ExpectProtocol(Build(r), "byte 1 starts an invalid UTF-8 sequence");
+    r.entries[0].name = "w\xe2\x82";  // cut inside a sequence
+    ExpectProtocol(Build(r), "byte 1 starts an invalid UTF-8 sequence");
+  }
+  {
+    Raw r = Good();
+    r.entries[1].name = "layer\n1";
+    ExpectProtocol(Build(r), "manifest entry 1: name 'layer\\x0a1': byte 5 is the control character U+000A");
+    r.entries[1].name = "del\x7f";
+    ExpectProtocol(Build(r), "manifest entry 1");
+    r.entries[1].name = "c1\xc2\x85";  // U+0085 NEL, a C1 control
+    ExpectProtocol(Build(r), "control character");
+  }
+  {
+    Raw r = Good();
+    r.entries[1].name = "model.\xe5\xb1\x82.\xf0\x9f\x98\x80";  // non-ASCII UTF-8 is a fine name
+    EXPECT_EQ(Decode(Build(r)), WSYNC_OK) << last_error();
+  }
+}
+
 TEST(ManifestCorrupt, DtypeAndShape) {
   for (uint8_t dtype : {0, 13, 200}) {
     Raw r = Good();

@@ -1,0 +1,260 @@
+// Control frame bodies (see control/frames.h).
+#include "control/frames.h"
+
+#include <utility>
+
+#include "common/bytes.h"
+#include "common/error.h"
+#include "wsync_plugin.h"
+
+namespace wsync {
+namespace {
+
+// A ByteReader that remembers which field of which frame it failed on, for one message.
+class BodyReader {
+ public:
+  BodyReader(const char* frame, const std::vector<uint8_t>& body) : frame_(frame), r_(body), size_(body.size()) {}
+
+  bool u32(uint32_t* v, const char* field) { return note(r_.u32(v), field); }
+  bool i32(int32_t* v, const char* field) { return note(r_.i32(v), field); }
+  bool u64(uint64_t* v, const char* field) { return note(r_.u64(v), field); }
+  bool str(std::string* v, uint32_t max, const char* field) { return note(r_.str32(v, max, field), field); }
+  bool blob(std::vector<uint8_t>* v, uint32_t max, const char* field) { return note(r_.blob32(v, max, field), field); }
+  // A field of fixed size: `v` (already read) must hold exactly `n` bytes.
+  bool size_is(const std::vector<uint8_t>& v, size_t n, const char* field) {
+    if (v.size() == n) return true;
+    wrong_size_ = field;
+    wrong_size_got_ = v.size();
+    wrong_size_want_ = n;
+    return false;
+  }
+  // Nothing may follow `last`.
+  bool end(const char* last) {
+    if (r_.at_end()) return true;
+    trailing_after_ = last;
+    return false;
+  }
+
+  // The failure as WSYNC_ERR_PROTOCOL, recorded with fail().
+  wsync_status_t error() const {
+    if (wrong_size_ != nullptr)
+      return fail(WSYNC_ERR_PROTOCOL, "%s: %s is %zu bytes, must be %zu", frame_, wrong_size_, wrong_size_got_,
+                  wrong_size_want_);
+    if (trailing_after_ != nullptr)
+      return fail(WSYNC_ERR_PROTOCOL, "%s: %zu unexpected bytes after %s at the end of the %zu-byte body", frame_,
+                  r_.left(), trailing_after_, size_);
+    if (r_.state() == ByteReader::kBad)  // a length over its limit; ByteReader's words name the field
+      return fail(WSYNC_ERR_PROTOCOL, "%s: %s", frame_, r_.error().c_str());
+    return fail(WSYNC_ERR_PROTOCOL, "%s: the %zu-byte body ends inside %s (%zu bytes would be needed)", frame_, size_,
+                field_ != nullptr ? field_ : "?", r_.need());
+  }
+
+ private:
+  bool note(bool ok, const char* field) {
+    if (!ok && field_ == nullptr) field_ = field;
+    return ok;
+  }
+
+  const char* frame_;
+  ByteReader r_;
+  size_t size_;
+  const char* field_ = nullptr;           // the field a read failed in
+  const char* trailing_after_ = nullptr;  // end() found bytes after this field
+  const char* wrong_size_ = nullptr;      // size_is() found this field of another size
+  size_t wrong_size_got_ = 0, wrong_size_want_ = 0;
+};
+
+// `s` cut to at most `max` bytes, never inside a UTF-8 sequence.
+std::string clip_reason(const std::string& s, size_t max) {
+  if (s.size() <= max) return s;
+  size_t n = max;
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;  // s[n] continues a sequence
+  return s.substr(0, n);
+}
+
+template <typename T>
+wsync_status_t done(T&& value, T* out) {
+  *out = std::forward<T>(value);
+  return WSYNC_OK;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Encoders
+
+std::vector<uint8_t> encode_challenge(const ChallengeBody& b) {
+  ByteWriter w;
+  w.u32(b.protocol);
+  w.blob32(b.nonce);
+  return std::move(w.data());
+}
+
+std::vector<uint8_t> encode_hello(const HelloBody& b) {
+  ByteWriter w;
+  w.u32(b.protocol);
+  w.u32(b.rank);
+  w.u32(b.pid);
+  w.str32(b.group);
+  w.blob32(b.nonce);
+  w.blob32(b.proof);
+  return std::move(w.data());
+}
+
+std::vector<uint8_t> encode_welcome(const WelcomeBody& b) {
+  ByteWriter w;
+  w.u32(b.world_size);
+  w.blob32(b.proof);
+  return std::move(w.data());
+}
+
+std::vector<uint8_t> encode_reject(const RejectBody& b) {
+  ByteWriter w;
+  w.i32(b.status);
+  w.str32(clip_reason(b.reason, kFrameMaxReasonBytes));
+  return std::move(w.data());
+}
+
+std::vector<uint8_t> encode_manifest_frame(const ManifestFrameBody& b) {
+  ByteWriter w;
+  w.u64(b.seq);
+  w.blob32(b.manifest);
+  w.blob32(b.blob);
+  return std::move(w.data());
+}
+
+std::vector<uint8_t> encode_ready(const ReadyBody& b) {
+  ByteWriter w;
+  w.u64(b.seq);
+  w.blob32(b.blob);
+  return std::move(w.data());
+}
+
+std::vector<uint8_t> encode_status(const StatusBody& b) {
+  ByteWriter w;
+  w.u64(b.seq);
+  w.i32(b.status);
+  w.str32(clip_reason(b.reason, kFrameMaxReasonBytes));
+  w.blob32(b.blob);
+  return std::move(w.data());
+}
+
+std::vector<uint8_t> encode_end_update(const EndUpdateBody& b) {
+  ByteWriter w;
+  w.u64(b.version);
+  w.u64(b.update_id);
+  w.u64(b.buckets);
+  return std::move(w.data());
+}
+
+std::vector<uint8_t> encode_committed(const CommittedBody& b) {
+  ByteWriter w;
+  w.u64(b.version);
+  return std::move(w.data());
+}
+
+std::vector<uint8_t> encode_abort_update(const AbortUpdateBody& b) {
+  ByteWriter w;
+  w.str32(clip_reason(b.reason, kFrameMaxReasonBytes));
+  return std::move(w.data());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decoders
+
+wsync_status_t decode_challenge(const std::vector<uint8_t>& body, ChallengeBody* out) {
+  BodyReader r("CHALLENGE", body);
+  ChallengeBody b;
+  if (!r.u32(&b.protocol, "protocol")) return r.error();
+  if (b.protocol != kControlProtocolVersion) return done(std::move(b), out);  // laid out otherwise
+  if (!r.blob(&b.nonce, kNonceBytes, "nonce") || !r.size_is(b.nonce, kNonceBytes, "nonce") || !r.end("nonce"))
+    return r.error();
+  return done(std::move(b), out);
+}
+
+wsync_status_t decode_hello(const std::vector<uint8_t>& body, HelloBody* out) {
+  BodyReader r("HELLO", body);
+  HelloBody b;
+  if (!r.u32(&b.protocol, "protocol")) return r.error();
+  if (b.protocol != kControlProtocolVersion) return done(std::move(b), out);  // laid out otherwise
+  if (!r.u32(&b.rank, "rank") || !r.u32(&b.pid, "pid") || !r.str(&b.group, kFrameMaxGroupBytes, "group") ||
+      !r.blob(&b.nonce, kNonceBytes, "nonce") || !r.size_is(b.nonce, kNonceBytes, "nonce") ||
+      !r.blob(&b.proof, kMacBytes, "proof") || !r.end("proof"))
+    return r.error();
+  return done(std::move(b), out);
+}
+
+wsync_status_t decode_welcome(const std::vector<uint8_t>& body, WelcomeBody* out) {
+  BodyReader r("WELCOME", body);
+  WelcomeBody b;
+  if (!r.u32(&b.world_size, "world_size") || !r.blob(&b.proof, kMacBytes, "proof") || !r.end("proof"))
+    return r.error();
+  return done(std::move(b), out);
+}
+
+wsync_status_t decode_reject(const std::vector<uint8_t>& body, RejectBody* out) {
+  BodyReader r("REJECT", body);
+  RejectBody b;
+  if (!r.i32(&b.status, "status") || !r.str(&b.reason, kFrameMaxReasonBytes, "reason")) return r.error();
+  return done(std::move(b), out);
+}
+
+wsync_status_t decode_manifest_frame(const std::vector<uint8_t>& body, ManifestFrameBody* out) {
+  BodyReader r("MANIFEST", body);
+  ManifestFrameBody b;
+  if (!r.u64(&b.seq, "seq") || !r.blob(&b.manifest, kControlMaxBody, "manifest") ||
+      !r.blob(&b.blob, WSYNC_BLOB_MAX_BYTES, "transport blob") || !r.end("transport blob"))
+    return r.error();
+  return done(std::move(b), out);
+}
+
+wsync_status_t decode_ready(const std::vector<uint8_t>& body, ReadyBody* out) {
+  BodyReader r("READY", body);
+  ReadyBody b;
+  if (!r.u64(&b.seq, "seq") || !r.blob(&b.blob, WSYNC_BLOB_MAX_BYTES, "transport blob") || !r.end("transport blob"))
+    return r.error();
+  return done(std::move(b), out);
+}
+
+wsync_status_t decode_nack(const std::vector<uint8_t>& body, StatusBody* out) {
+  BodyReader r("NACK", body);
+  StatusBody b;
+  if (!r.u64(&b.seq, "seq") || !r.i32(&b.status, "status") || !r.str(&b.reason, kFrameMaxReasonBytes, "reason"))
+    return r.error();
+  return done(std::move(b), out);
+}
+
+wsync_status_t decode_ack(const std::vector<uint8_t>& body, StatusBody* out) {
+  BodyReader r("ACK", body);
+  StatusBody b;
+  if (!r.u64(&b.seq, "seq") || !r.i32(&b.status, "status") || !r.str(&b.reason, kFrameMaxReasonBytes, "reason"))
+    return r.error();
+  if (b.status == WSYNC_OK &&
+      (!r.blob(&b.blob, WSYNC_BLOB_MAX_BYTES, "transport blob") || !r.end("transport blob")))
+    return r.error();
+  return done(std::move(b), out);
+}
+
+wsync_status_t decode_end_update(const std::vector<uint8_t>& body, EndUpdateBody* out) {
+  BodyReader r("END_UPDATE", body);
+  EndUpdateBody b;
+  if (!r.u64(&b.version, "version") || !r.u64(&b.update_id, "update_id") || !r.u64(&b.buckets, "buckets"))
+    return r.error();
+  return done(std::move(b), out);
+}
+
+wsync_status_t decode_committed(const std::vector<uint8_t>& body, CommittedBody* out) {
+  BodyReader r("COMMITTED", body);
+  CommittedBody b;
+  if (!r.u64(&b.version, "version")) return r.error();
+  return done(std::move(b), out);
+}
+
+wsync_status_t decode_abort_update(const std::vector<uint8_t>& body, AbortUpdateBody* out) {
+  BodyReader r("ABORT_UPDATE", body);
+  AbortUpdateBody b;
+  if (!r.str(&b.reason, kFrameMaxReasonBytes, "reason")) return r.error();
+  return done(std::move(b), out);
+}
+
+}  // namespace wsync

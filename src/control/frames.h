@@ -1,0 +1,123 @@
+// The bodies of the control frames (control_frame.h), written and read in one place. Every
+// decoder treats the body as hostile: it reads nothing outside it, bounds every length, and on
+// failure returns WSYNC_ERR_PROTOCOL with a message naming the frame and the field ("HELLO: the
+// body ends inside rank (6 of 16 bytes)"), recorded with fail(), and leaves *out untouched. A
+// decoder never judges values (a protocol version, a rank, a sequence number, a status code):
+// that is the caller's, with wire_failure() for status codes.
+//
+// Trailing bytes: the frames whose readers require the body to end after the last field
+// (CHALLENGE, HELLO, WELCOME, MANIFEST, READY, a successful ACK) refuse them; the others read
+// their fields and ignore what follows, as every release so far has. The
+// encoders write exactly the fields below, except that a reason longer than
+// kFrameMaxReasonBytes is cut to it (at a UTF-8 boundary, so the peer reads the reason instead
+// of refusing the frame); so decode(encode(x)) == x within the limits and, for a body decoded
+// without trailing bytes, encode(decode(b)) == b.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/auth.h"
+#include "control/control_frame.h"
+#include "wsync.h"
+
+namespace wsync {
+
+// Limits of the variable-length fields; a longer one is refused.
+constexpr uint32_t kFrameMaxGroupBytes = 4096;      // HELLO's group name
+constexpr uint32_t kFrameMaxReasonBytes = 1u << 16; // REJECT's, NACK's, ACK's, ABORT_UPDATE's reason
+// MANIFEST's manifest record: at most kControlMaxBody; transport blobs: WSYNC_BLOB_MAX_BYTES.
+
+// The protocol field of CHALLENGE and HELLO decides the rest of their layout: a body of another
+// protocol version decodes with only `protocol` read (the rest left empty), for the caller to
+// refuse with WSYNC_ERR_VERSION_MISMATCH naming both versions.
+struct ChallengeBody {  // tx->rx, first on every connection: u32 protocol, bytes tx nonce
+  uint32_t protocol = 0;
+  std::vector<uint8_t> nonce;  // exactly kNonceBytes
+};
+
+struct HelloBody {  // rx->tx: u32 protocol, u32 rank, u32 pid, str group, bytes rx nonce, bytes proof
+  uint32_t protocol = 0;
+  uint32_t rank = 0;
+  uint32_t pid = 0;
+  std::string group;
+  std::vector<uint8_t> nonce;  // exactly kNonceBytes
+  std::vector<uint8_t> proof;  // at most kMacBytes; proof_matches() checks it
+};
+
+struct WelcomeBody {  // tx->rx: u32 world_size, bytes proof
+  uint32_t world_size = 0;
+  std::vector<uint8_t> proof;  // at most kMacBytes
+};
+
+struct RejectBody {  // tx->rx: i32 status, str reason
+  int32_t status = 0;
+  std::string reason;
+};
+
+struct ManifestFrameBody {  // tx->rx: u64 seq, bytes manifest, bytes transport blob
+  uint64_t seq = 0;
+  std::vector<uint8_t> manifest;  // a native manifest record (manifest/manifest.h), not decoded here
+  std::vector<uint8_t> blob;
+};
+
+struct ReadyBody {  // rx->tx: u64 seq, bytes transport blob
+  uint64_t seq = 0;
+  std::vector<uint8_t> blob;
+};
+
+// NACK and ACK: u64 seq, i32 status, str reason, bytes transport blob. The receiver writes the
+// blob in both (empty in a NACK); the sender reads it only from an ACK.
+struct StatusBody {
+  uint64_t seq = 0;
+  int32_t status = 0;
+  std::string reason;
+  std::vector<uint8_t> blob;
+};
+
+struct EndUpdateBody {  // tx->rx: u64 version, u64 update_id, u64 buckets
+  uint64_t version = 0;
+  uint64_t update_id = 0;
+  uint64_t buckets = 0;
+};
+
+struct CommittedBody {  // rx->tx: u64 version
+  uint64_t version = 0;
+};
+
+struct AbortUpdateBody {  // tx->rx: str reason
+  std::string reason;
+};
+
+std::vector<uint8_t> encode_challenge(const ChallengeBody& b);
+std::vector<uint8_t> encode_hello(const HelloBody& b);
+std::vector<uint8_t> encode_welcome(const WelcomeBody& b);
+std::vector<uint8_t> encode_reject(const RejectBody& b);
+std::vector<uint8_t> encode_manifest_frame(const ManifestFrameBody& b);
+std::vector<uint8_t> encode_ready(const ReadyBody& b);
+std::vector<uint8_t> encode_status(const StatusBody& b);  // NACK and ACK
+std::vector<uint8_t> encode_end_update(const EndUpdateBody& b);
+std::vector<uint8_t> encode_committed(const CommittedBody& b);
+std::vector<uint8_t> encode_abort_update(const AbortUpdateBody& b);
+
+// Trailing bytes refused (the handshake of protocol 3 is exact).
+wsync_status_t decode_challenge(const std::vector<uint8_t>& body, ChallengeBody* out);
+wsync_status_t decode_hello(const std::vector<uint8_t>& body, HelloBody* out);
+wsync_status_t decode_welcome(const std::vector<uint8_t>& body, WelcomeBody* out);
+// Trailing bytes ignored.
+wsync_status_t decode_reject(const std::vector<uint8_t>& body, RejectBody* out);
+// seq, status and reason; what follows (the blob the receiver appends) is ignored, out->blob
+// stays empty.
+wsync_status_t decode_nack(const std::vector<uint8_t>& body, StatusBody* out);
+// seq, status and reason; when status is WSYNC_OK also the blob, and then nothing may follow.
+// A failed ACK's blob is never used, so, as before, it is not read.
+wsync_status_t decode_ack(const std::vector<uint8_t>& body, StatusBody* out);
+wsync_status_t decode_end_update(const std::vector<uint8_t>& body, EndUpdateBody* out);
+wsync_status_t decode_committed(const std::vector<uint8_t>& body, CommittedBody* out);
+wsync_status_t decode_abort_update(const std::vector<uint8_t>& body, AbortUpdateBody* out);
+// Trailing bytes refused.
+wsync_status_t decode_manifest_frame(const std::vector<uint8_t>& body, ManifestFrameBody* out);
+wsync_status_t decode_ready(const std::vector<uint8_t>& body, ReadyBody* out);
+
+}  // namespace wsync
