@@ -285,8 +285,8 @@ func (grp *Group) Stats() (GroupStats, error) {
 }
 
 // Abort makes any call in progress on the group return ErrAborted soon (within ~100 ms), and
-// every later send and Finalize. Receivers in the middle of an update get EventAborted (their
-// previous weights stand). Safe from any goroutine at any time; idempotent; a no-op once Close
+// every later send and Finalize. Receivers in the middle of an update get EventAborted (the
+// update never commits). Safe from any goroutine at any time; idempotent; a no-op once Close
 // started.
 func (grp *Group) Abort() {
 	grp.abortMu.Lock()

@@ -18,7 +18,7 @@ type ReceiverConfig struct {
 	StoreAddr string        // required: the sender's store, "host:port" (Group.StoreAddr)
 	GroupName string        // "" = "wsync"; must equal the sender's
 	Transport string        // "" = the one the sender announces; else a plugin name or path
-	Options   []Option      // "transport.*" options, passed in this order
+	Options   []Option      // receiver options (timeout_ms, device, receive_mode, transport.*), in this order
 	Timeout   time.Duration // how long NewReceiver waits for the store and the sender; <= 0 = 60 s
 }
 
@@ -43,7 +43,7 @@ const (
 	EventBucket  EventKind = 1 // tensors arrived: see Event.Tensors
 	EventCommit  EventKind = 2 // the sender finalized Event.Version: apply, then Commit
 	EventClosed  EventKind = 3 // the sender closed the group: Close the receiver
-	EventAborted EventKind = 4 // the sender aborted the current update; previous weights stand
+	EventAborted EventKind = 4 // the sender aborted the current update: it never commits (in place, see State)
 )
 
 // String returns "bucket", "commit", "closed", "aborted" or "none".
@@ -79,7 +79,8 @@ type ReceivedTensor struct {
 	Dtype       Dtype
 	Shape       []int64
 	NumBytes    uint64
-	Placed      bool    // written into the registered Buffer of this name
+	Placed      bool    // for the registered Buffer of this name: written into it, or staged for it
+	Staged      bool    // receive_mode staged: the Buffer gets the bytes at Commit (until then Bytes shows the old ones)
 	Buffer      *Buffer // for a placed tensor: that registered Buffer
 	DevicePtr   uintptr // non-zero when the bytes are in CUDA memory (a GPU transport)
 	DeviceIndex int     // the CUDA ordinal of DevicePtr
@@ -247,7 +248,8 @@ func (r *Receiver) Next(timeout time.Duration) (Event, error) {
 			t.Shape[j] = int64(c.shape[j])
 		}
 		t.NumBytes = uint64(c.nbytes)
-		t.Placed = placed[i] != 0
+		t.Placed = placed[i] != C.WSYNC_PLACED_VIEW
+		t.Staged = placed[i] == C.WSYNC_PLACED_STAGED
 		if t.Placed {
 			t.Buffer = r.registered[t.Name]
 		}
@@ -263,7 +265,9 @@ func (r *Receiver) Next(timeout time.Duration) (Event, error) {
 }
 
 // Commit confirms that version (from the last EventCommit) is applied. The sender's Finalize
-// returns once every receiver confirmed.
+// returns once every receiver confirmed. In receive_mode staged this is where the registered
+// Buffers get the version: the sender is told, then the staged bytes are copied in (if the sender
+// cannot be told, nothing is copied and Commit fails).
 func (r *Receiver) Commit(version uint64) error {
 	defer runtime.KeepAlive(r) // r (and what it holds) stays reachable through the C call
 	const op = "wsync_receiver_commit"
@@ -271,6 +275,71 @@ func (r *Receiver) Commit(version uint64) error {
 		return closedError(op, "receiver")
 	}
 	return check(C.wsgo_receiver_commit(r.rx, C.uint64_t(version)), op)
+}
+
+// ReceiveMode is how registered Buffers get their bytes: the receiver option receive_mode.
+type ReceiveMode int32
+
+// The receive modes of wsync.h (ABI 1.4).
+const (
+	ReceiveInPlace ReceiveMode = C.WSYNC_RECEIVE_IN_PLACE // written as the buckets arrive (the default)
+	ReceiveStaged  ReceiveMode = C.WSYNC_RECEIVE_STAGED   // staged, copied in by Commit only
+)
+
+// BuffersState says what the registered Buffers hold.
+type BuffersState int32
+
+// The buffer states of wsync.h (ABI 1.4).
+const (
+	// BuffersClean: no update wrote into them since the last commit; they hold what they held then.
+	BuffersClean BuffersState = C.WSYNC_BUFFERS_CLEAN
+	// BuffersMixed: since the last commit an update wrote into the Touched ones (in place: arriving,
+	// waiting for its commit, or failed). Refuse to serve them until the next commit.
+	BuffersMixed BuffersState = C.WSYNC_BUFFERS_MIXED
+)
+
+// ReceiverState is what the updates did to the registered Buffers (Receiver.State).
+type ReceiverState struct {
+	ReceiveMode      ReceiveMode
+	CommittedVersion uint64       // the last version committed, 0 before any
+	PendingVersion   uint64       // the version of an EventCommit not yet confirmed with Commit, else 0
+	Buffers          BuffersState // clean or mixed
+	// LateWrites: the transport gave up on a receive into registered Buffers and may still write
+	// into them until Close (in place only). Do not repair them before Close.
+	LateWrites bool
+	// Touched: in place, the registered tensors written since the last commit; staged, those
+	// staged for the update in progress. In the order their first bytes were posted.
+	Touched     []string
+	StagedBytes uint64 // staging memory held for registered tensors (staged; kept for later updates)
+}
+
+// State returns what the updates did to the registered Buffers: whether they hold a mix (an
+// engine refuses to serve until the next commit), which tensors were touched, and the staging
+// memory. Call it from the goroutine that calls Next, after Next or Commit returned.
+func (r *Receiver) State() (ReceiverState, error) {
+	defer runtime.KeepAlive(r) // r (and what it holds) stays reachable through the C calls
+	const op = "wsync_receiver_get_state"
+	if r.rx == nil {
+		return ReceiverState{}, closedError(op, "receiver")
+	}
+	var s C.wsync_receiver_state_t // no Go pointers inside: cgo may take its address
+	if err := check(C.wsgo_receiver_get_state(r.rx, &s), op); err != nil {
+		return ReceiverState{}, err
+	}
+	out := ReceiverState{ReceiveMode: ReceiveMode(s.receive_mode), CommittedVersion: uint64(s.committed_version),
+		PendingVersion: uint64(s.pending_version), Buffers: BuffersState(s.buffers), LateWrites: s.late_writes != 0,
+		StagedBytes: uint64(s.staged_bytes)}
+	if s.num_touched > maxEventTensors {
+		return ReceiverState{}, newError(StatusInternal, op, "the library reported %d touched tensors", s.num_touched)
+	}
+	for i := C.uint64_t(0); i < s.num_touched; i++ {
+		name := C.wsync_receiver_touched_name(r.rx, i)
+		if name == nil {
+			return ReceiverState{}, newError(StatusInternal, op, "touched name %d of %d is missing", i, s.num_touched)
+		}
+		out.Touched = append(out.Touched, C.GoString(name))
+	}
+	return out, nil
 }
 
 // CommittedVersion returns the last version this receiver committed, 0 before any (and after

@@ -57,6 +57,12 @@ wsgo_status wsgo_receiver_commit(wsync_receiver_t* rx, uint64_t version) {
   return result(wsync_receiver_commit(rx, version));
 }
 
+wsgo_status wsgo_receiver_get_state(const wsync_receiver_t* rx, wsync_receiver_state_t* state) {
+  const wsync_receiver_state_t init = WSYNC_RECEIVER_STATE_INIT;
+  *state = init;
+  return result(wsync_receiver_get_state(rx, state));
+}
+
 /* wsync's callback: forwards to the exported Go function with the handle it was given. */
 static void wsgo_log_trampoline(void* user_data, int32_t level, const char* message) {
   wsgoLog((uintptr_t)user_data, level, (char*)message);

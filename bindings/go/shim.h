@@ -31,6 +31,8 @@ wsgo_status wsgo_receiver_init(const wsync_receiver_config_t* config, wsync_rece
 wsgo_status wsgo_receiver_register(wsync_receiver_t* rx, const wsync_tensor_t* buffers, uint64_t num_buffers);
 wsgo_status wsgo_receiver_next(wsync_receiver_t* rx, wsync_receiver_event_t* event, int64_t timeout_ms);
 wsgo_status wsgo_receiver_commit(wsync_receiver_t* rx, uint64_t version);
+/* Since ABI 1.4: *state is set to WSYNC_RECEIVER_STATE_INIT, then filled. */
+wsgo_status wsgo_receiver_get_state(const wsync_receiver_t* rx, wsync_receiver_state_t* state);
 
 /* Routes wsync's log lines to the Go function behind the cgo.Handle `handle` (0 = the default
  * sink, stderr). Returns once calls of the previous callback in progress returned (see

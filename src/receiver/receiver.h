@@ -5,11 +5,15 @@
 //   receiver_init.cpp    joining: store, group info, control HELLO, transport connect
 //   receiver_bucket.cpp  one bucket: manifest checks, where each byte goes, receive, ACK, event
 //   receiver_events.cpp  the other control messages (END_UPDATE, ABORT_UPDATE, CLOSE)
+//   receiver_state.cpp   what an update did to the registered buffers: the tensors it touched,
+//                        staged bytes (receive_mode staged) and their copy at commit, the state
+//                        wsync_receiver_get_state reports
 #pragma once
 
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "control/control_conn.h"
@@ -63,6 +67,26 @@ struct wsync_receiver {
   // write into them until the transport is destroyed, so they are freed only then.
   std::vector<wsync::MemBlock> graveyard;
 
+  // Receiver option receive_mode: false = in_place (bytes of registered tensors are written
+  // straight into the registered buffers), true = staged (they land in `staged_blocks` and are
+  // copied into the registered buffers by wsync_receiver_commit only).
+  bool staged = false;
+  // Registered tensors this update wrote into (in place) or staged (staged mode), in the order of
+  // their first bytes; `touched_set` holds the same names. In place, cleared by a commit only: after
+  // a failure they name the buffers that may hold a mix. Staged, cleared by a commit (after the copy)
+  // and by a failure (the staged bytes are dropped).
+  std::vector<std::string> touched;
+  std::unordered_set<std::string> touched_set;
+  // Staged mode: one block per registered tensor (its size), reused by later updates; freed at
+  // destroy (or moved to the graveyard when the transport gave up on a receive into it).
+  std::unordered_map<std::string, wsync::MemBlock> staged_blocks;
+  uint64_t staged_retired_bytes = 0;  // of staged blocks moved to the graveyard (freed at destroy)
+  // In place: the transport gave up on a receive posted into registered buffers, and may still
+  // write into them until it is destroyed (wsync_receiver_destroy).
+  bool late_writes = false;
+  // A staged copy at commit failed midway (CUDA error): the registered buffers hold a mix.
+  bool apply_failed = false;
+
   // Where unregistered bytes land: host memory, or CUDA memory on `device` when the transport
   // moves device memory only (views then point into device memory).
   int device = -1;
@@ -100,7 +124,23 @@ wsync_status_t refuse(wsync_receiver_t* rx, uint64_t seq, wsync_status_t st);
 // Send a status frame (NACK or ACK) with an optional transport blob.
 void send_status(wsync_receiver_t* rx, MsgType type, uint64_t seq, wsync_status_t code, const std::string& why,
                  const std::vector<uint8_t>& blob = {});
-// Forget half-assembled tensors (their buffers go to the graveyard once the transport gave up).
+// The update ended without a commit: forget half-assembled tensors and staged bytes (their buffers
+// go to the graveyard once the transport gave up, since it may still write into them).
 void drop_assemblies(wsync_receiver_t* rx);
+
+// receiver_state.cpp
+// The memory the bytes of registered tensor `name` (`bytes` long) land in, in staged mode: its
+// staged block, allocated on first use (host or device memory, like the receiver's staging).
+wsync_status_t staged_block(wsync_receiver_t* rx, const std::string& name, uint64_t bytes, uint8_t** out);
+// Bytes of registered tensor `name` were posted for receipt: remember it as touched.
+void note_touched(wsync_receiver_t* rx, const std::string& name);
+// The update failed: staged bytes are dropped (the blocks are kept for reuse unless the transport
+// may still write into them); in place, the touched buffers stay listed.
+void drop_staged(wsync_receiver_t* rx);
+// wsync_receiver_commit's work after the sender was told: staged mode copies every staged tensor
+// into its registered buffer; both modes then forget the touched list.
+wsync_status_t apply_commit(wsync_receiver_t* rx);
+// Fill `out` (the library's size) with the receiver's state.
+void fill_state(const wsync_receiver_t* rx, wsync_receiver_state_t* out);
 
 }  // namespace wsync

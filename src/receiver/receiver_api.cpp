@@ -4,6 +4,7 @@
 #include <new>
 
 #include "common/api_guard.h"
+#include "common/names.h"
 #include "common/tensors.h"
 #include "planner/bucket_planner.h"
 #include "receiver/receiver.h"
@@ -13,6 +14,13 @@ using namespace wsync;
 namespace {
 
 wsync_status_t check_buffer(const wsync_receiver_t* rx, const wsync_tensor_t& b) {
+  // A name no sender may send (invalid UTF-8, a control character) could never match, and could
+  // print or hash as another name in the engine.
+  const size_t len = strnlen(b.name, kMaxTensorNameBytes + 1);
+  const std::string problem = tensor_name_problem(b.name, len);
+  if (!problem.empty())
+    return fail(WSYNC_ERR_INVALID_ARGUMENT, "buffer name '%s' is not a valid tensor name: %s",
+                printable_name(b.name, len).c_str(), problem.c_str());
   wsync_status_t st = validate_tensor_shape(b.name, b.dtype, b.ndim, b.shape, b.nbytes);
   if (st != WSYNC_OK) return st;
   const bool cuda = b.device_type == WSYNC_DEVICE_CUDA;
@@ -27,6 +35,9 @@ wsync_status_t check_buffer(const wsync_receiver_t* rx, const wsync_tensor_t& b)
                 "(receiver option 'device')", b.name, b.device_index, rx->device);
   if (rx->assembling.count(b.name))
     return fail(WSYNC_ERR_INVALID_STATE, "tensor '%s' is arriving in chunks right now; register it between updates", b.name);
+  if (rx->staged && rx->touched_set.count(b.name))
+    return fail(WSYNC_ERR_INVALID_STATE, "tensor '%s' has staged bytes waiting for wsync_receiver_commit; register it "
+                "again after the commit", b.name);
   return WSYNC_OK;
 }
 
@@ -94,15 +105,38 @@ WSYNC_API wsync_status_t wsync_receiver_commit(wsync_receiver_t* rx, uint64_t ve
                   static_cast<unsigned long long>(version), static_cast<unsigned long long>(rx->pending_commit));
     ByteWriter w;
     w.u64(version);
+    // The sender first: if it cannot be told, staged bytes are not applied and the registered
+    // buffers keep the previous version, which is what this receiver then still reports.
     wsync_status_t st = rx->conn.send(MsgType::kCommitted, w.data(), rx->timeout_ms);
     if (st != WSYNC_OK) return st;
     rx->committed = version;
     rx->pending_commit = 0;
-    return WSYNC_OK;
+    return apply_commit(rx);
   });
 }
 
 WSYNC_API uint64_t wsync_receiver_committed_version(const wsync_receiver_t* rx) { return rx ? rx->committed : 0; }
+
+WSYNC_API wsync_status_t wsync_receiver_get_state(const wsync_receiver_t* rx, wsync_receiver_state_t* state) {
+  return api_call("wsync_receiver_get_state", [&] {
+    if (rx == nullptr || state == nullptr) return fail(WSYNC_ERR_INVALID_ARGUMENT, "receiver or state is NULL");
+    const uint32_t size = state->struct_size;
+    if (size < 2 * sizeof(uint32_t) || size % 8 != 0)
+      return fail(WSYNC_ERR_INVALID_ARGUMENT, "state->struct_size is %u; initialise with WSYNC_RECEIVER_STATE_INIT", size);
+    wsync_receiver_state_t s = WSYNC_RECEIVER_STATE_INIT;
+    fill_state(rx, &s);
+    // A caller built against an older, shorter struct gets the fields it knows of.
+    s.struct_size = size < sizeof s ? size : static_cast<uint32_t>(sizeof s);
+    std::memcpy(state, &s, s.struct_size);
+    return WSYNC_OK;
+  });
+}
+
+// Cannot throw: an index into a vector the receiver owns.
+WSYNC_API const char* wsync_receiver_touched_name(const wsync_receiver_t* rx, uint64_t index) {
+  if (rx == nullptr || index >= rx->touched.size()) return nullptr;
+  return rx->touched[static_cast<size_t>(index)].c_str();
+}
 
 WSYNC_API void wsync_receiver_destroy(wsync_receiver_t* rx) {
   if (rx == nullptr) return;

@@ -56,7 +56,11 @@ wsync_status_t receiver_next(wsync_receiver_t* rx, wsync_receiver_event_t* ev, i
   wsync_status_t st = rx->conn.recv(&f, tmo);
   if (st == WSYNC_ERR_TIMEOUT)
     return fail(WSYNC_ERR_TIMEOUT, "no message from the sender within %lld ms", static_cast<long long>(tmo));
-  if (st != WSYNC_OK) return st;
+  if (st != WSYNC_OK) {  // the sender is gone: its update never commits here
+    const std::string why = last_error();
+    drop_assemblies(rx);
+    return fail_msg(st, why);
+  }
   switch (static_cast<MsgType>(f.type)) {
     case MsgType::kManifest:
       return handle_manifest(rx, f, ev);
@@ -72,7 +76,8 @@ wsync_status_t receiver_next(wsync_receiver_t* rx, wsync_receiver_event_t* ev, i
       ev->kind = WSYNC_EVENT_ABORTED;
       return WSYNC_OK;
     }
-    case MsgType::kClose:
+    case MsgType::kClose:  // an update in progress ends here without a commit
+      drop_assemblies(rx);
       rx->closed = true;
       ev->kind = WSYNC_EVENT_CLOSED;
       return WSYNC_OK;

@@ -103,6 +103,19 @@
   C(wsync_receiver_event_t, WSYNC_RECEIVER_EVENT_STRUCT_SIZE, 56, bytes) \
   I(wsync_receiver_event_t, WSYNC_RECEIVER_EVENT_INIT) \
   \
+  /* since 1.4 */ \
+  S(wsync_receiver_state_t, 48) \
+  F(wsync_receiver_state_t, struct_size, 0, 4) \
+  F(wsync_receiver_state_t, receive_mode, 4, 4) \
+  F(wsync_receiver_state_t, committed_version, 8, 8) \
+  F(wsync_receiver_state_t, pending_version, 16, 8) \
+  F(wsync_receiver_state_t, buffers, 24, 4) \
+  F(wsync_receiver_state_t, late_writes, 28, 4) \
+  F(wsync_receiver_state_t, num_touched, 32, 8) \
+  F(wsync_receiver_state_t, staged_bytes, 40, 8) \
+  C(wsync_receiver_state_t, WSYNC_RECEIVER_STATE_STRUCT_SIZE, 48, staged_bytes) \
+  I(wsync_receiver_state_t, WSYNC_RECEIVER_STATE_INIT) \
+  \
   S(wsync_plugin_info_t, 72) \
   F(wsync_plugin_info_t, struct_size, 0, 4) \
   F(wsync_plugin_info_t, kind, 4, 4) \
@@ -278,6 +291,6 @@
 /* clang-format on */
 
 /* The number of structs in the table (every public struct of both headers). */
-#define WSYNC_ABI_LAYOUT_NUM_STRUCTS 18
+#define WSYNC_ABI_LAYOUT_NUM_STRUCTS 19
 
 #endif /* WSYNC_ABI_LAYOUT_H_ */

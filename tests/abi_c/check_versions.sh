@@ -18,8 +18,15 @@ abi="$(define "$src/include/wsync.h" WSYNC_ABI_VERSION_MAJOR).$(define "$src/inc
 pabi="$(define "$src/include/wsync_plugin.h" WSYNC_PLUGIN_ABI_VERSION).$(define "$src/include/wsync_plugin.h" WSYNC_PLUGIN_ABI_MINOR)"
 echo "release $release, ABI $abi, plugin ABI $pabi (CMakeLists.txt and the headers)"
 
-want "CHANGELOG's newest entry" "## $release — ABI $abi, plugin ABI $pabi" \
-  "$(grep -m1 '^## ' "$src/CHANGELOG.md" | sed 's/ *(.*$//')"
+# The newest entry is the release, or "Unreleased" with the ABI of the headers above the release
+# (whose own entry then comes next, with the ABI it shipped).
+newest=$(grep -m1 '^## ' "$src/CHANGELOG.md" | sed 's/ *(.*$//')
+if [[ "$newest" == "## Unreleased"* ]]; then
+  want "CHANGELOG's Unreleased entry" "## Unreleased — ABI $abi, plugin ABI $pabi" "$newest"
+  want "CHANGELOG's newest release" "## $release" "$(grep '^## ' "$src/CHANGELOG.md" | sed -n 2p | sed 's/ —.*$//')"
+else
+  want "CHANGELOG's newest entry" "## $release — ABI $abi, plugin ABI $pabi" "$newest"
+fi
 want "soname" "libwsync.so.${abi%%.*}" "$(readelf -d "$lib" | sed -n 's/.*Library soname: \[\(.*\)\].*/\1/p')"
 want "wsync.pc Version" "$release" "$(sed -n 's/^Version: //p' "$build/wsync.pc")"
 want "CMake package version" "$release" \

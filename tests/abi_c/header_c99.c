@@ -13,6 +13,7 @@ ABI_STATIC_ASSERT(offsetof(wsync_group_config_t, struct_size) == 0, group_config
 ABI_STATIC_ASSERT(offsetof(wsync_receiver_config_t, struct_size) == 0, receiver_config_first);
 ABI_STATIC_ASSERT(offsetof(wsync_receiver_event_t, struct_size) == 0, event_first);
 ABI_STATIC_ASSERT(offsetof(wsync_group_stats_t, struct_size) == 0, stats_first);
+ABI_STATIC_ASSERT(offsetof(wsync_receiver_state_t, struct_size) == 0, receiver_state_first);
 ABI_STATIC_ASSERT(sizeof(wsync_status_t) == 4, status_is_int32);
 ABI_STATIC_ASSERT(WSYNC_STATUS_COUNT == WSYNC_ERR_REJECTED + 1, status_count);
 ABI_STATIC_ASSERT(WSYNC_DTYPE_COUNT == WSYNC_DTYPE_FLOAT8_E5M2 + 1, dtype_count);
@@ -29,6 +30,7 @@ int main(void) {
   wsync_receiver_config_t rc = WSYNC_RECEIVER_CONFIG_INIT;
   wsync_receiver_event_t ev = WSYNC_RECEIVER_EVENT_INIT;
   wsync_group_stats_t st = WSYNC_GROUP_STATS_INIT;
+  wsync_receiver_state_t rs = WSYNC_RECEIVER_STATE_INIT;
   wsync_transport_entry_v1_fn tfn = (wsync_transport_entry_v1_fn)0;
   wsync_adapter_entry_v1_fn afn = (wsync_adapter_entry_v1_fn)0;
   wsync_log_fn lfn = (wsync_log_fn)0;
@@ -46,6 +48,8 @@ int main(void) {
   bad += check(rc.struct_size == sizeof rc && rc.timeout_ms < 0, "WSYNC_RECEIVER_CONFIG_INIT");
   bad += check(ev.struct_size == sizeof ev && ev.kind == WSYNC_EVENT_NONE, "WSYNC_RECEIVER_EVENT_INIT");
   bad += check(st.struct_size == sizeof st, "WSYNC_GROUP_STATS_INIT");
+  bad += check(rs.struct_size == sizeof rs && rs.buffers == 0 && rs.staged_bytes == 0, "WSYNC_RECEIVER_STATE_INIT");
+  bad += check(WSYNC_PLACED_VIEW == 0 && WSYNC_PLACED_IN_PLACE == 1 && WSYNC_PLACED_STAGED == 2, "WSYNC_PLACED_*");
   bad += check(tfn == 0 && afn == 0 && lfn == 0, "function pointer types");
   bad += check(tp.struct_size == sizeof tp && tp.device_index == -1 && tp.timeout_ms == -1, "WSYNC_TRANSPORT_PARAMS_INIT");
   bad += check(bu.struct_size == sizeof bu && bu.stream == NULL && bu.device_type == WSYNC_DEVICE_CPU, "WSYNC_BUFFER_INIT");

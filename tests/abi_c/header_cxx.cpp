@@ -9,6 +9,7 @@
 static_assert(std::is_standard_layout<wsync_tensor_t>::value, "wsync_tensor_t must be standard layout");
 static_assert(std::is_standard_layout<wsync_group_config_t>::value, "config must be standard layout");
 static_assert(std::is_trivially_copyable<wsync_receiver_event_t>::value, "event must be trivially copyable");
+static_assert(std::is_trivially_copyable<wsync_receiver_state_t>::value, "state must be trivially copyable");
 static_assert(WSYNC_STATUS_COUNT == WSYNC_ERR_REJECTED + 1, "status count");
 
 namespace {
@@ -22,6 +23,7 @@ int main() {
   wsync_receiver_config_t rc = WSYNC_RECEIVER_CONFIG_INIT;
   wsync_receiver_event_t ev = WSYNC_RECEIVER_EVENT_INIT;
   wsync_group_stats_t st = WSYNC_GROUP_STATS_INIT;
+  wsync_receiver_state_t rs = WSYNC_RECEIVER_STATE_INIT;
   const wsync_option_t opts[] = {WSYNC_OPTION("a", "1"), WSYNC_OPTION("b", "2")};
   wsync_log_fn fn = &log_sink;
   wsync_set_log_callback(fn, nullptr, WSYNC_LOG_WARN);
@@ -33,6 +35,7 @@ int main() {
   bad += rc.struct_size != sizeof rc;
   bad += ev.struct_size != sizeof ev;
   bad += st.struct_size != sizeof st;
+  bad += rs.struct_size != sizeof rs;
   bad += opts[1].struct_size != sizeof opts[1];
   bad += (wsync_abi_version() >> 16) != WSYNC_ABI_VERSION_MAJOR;
   bad += wsync_status_name(WSYNC_OK)[0] != 'W';

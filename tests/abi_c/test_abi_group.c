@@ -101,6 +101,78 @@ static wsync_receiver_config_t rx_config(const char* addr, uint32_t rank) {
   return c;
 }
 
+/* Since 1.4: a receiver nothing was sent to is CLEAN, in place, with nothing touched or staged; a
+ * short or odd struct_size is refused; an older caller's shorter struct gets only its fields. */
+static void receiver_state_of_a_fresh_receiver(wsync_receiver_t* rx) {
+  wsync_receiver_state_t rs = WSYNC_RECEIVER_STATE_INIT;
+  unsigned char older[24];
+  assert_status(wsync_receiver_get_state(rx, NULL), WSYNC_ERR_INVALID_ARGUMENT);
+  rs.struct_size = 4;
+  assert_status(wsync_receiver_get_state(rx, &rs), WSYNC_ERR_INVALID_ARGUMENT);
+  assert_contains(wsync_last_error(), "struct_size");
+  rs.struct_size = 20;
+  assert_status(wsync_receiver_get_state(rx, &rs), WSYNC_ERR_INVALID_ARGUMENT);
+  assert_contains(wsync_last_error(), "struct_size");
+  rs.struct_size = WSYNC_RECEIVER_STATE_STRUCT_SIZE;
+  rs.staged_bytes = 77;
+  assert_status(wsync_receiver_get_state(rx, &rs), WSYNC_OK);
+  assert_string_equal(wsync_last_error(), "");
+  assert_int_equal(rs.struct_size, WSYNC_RECEIVER_STATE_STRUCT_SIZE);
+  assert_int_equal(rs.receive_mode, WSYNC_RECEIVE_IN_PLACE);
+  assert_int_equal(rs.buffers, WSYNC_BUFFERS_CLEAN);
+  assert_int_equal(rs.committed_version, 0);
+  assert_int_equal(rs.pending_version, 0);
+  assert_int_equal(rs.late_writes, 0);
+  assert_int_equal(rs.num_touched, 0);
+  assert_int_equal(rs.staged_bytes, 0);
+  assert_null(wsync_receiver_touched_name(rx, 0));
+  /* a caller whose struct ends at pending_version (24 bytes): nothing past it is written */
+  memset(older, 0xAB, sizeof older);
+  rs.struct_size = 24;
+  memcpy(older, &rs.struct_size, sizeof rs.struct_size);
+  assert_status(wsync_receiver_get_state(rx, (wsync_receiver_state_t*)(void*)older), WSYNC_OK);
+  memcpy(&rs, older, sizeof older);
+  assert_int_equal(rs.struct_size, 24);
+  assert_int_equal(rs.receive_mode, WSYNC_RECEIVE_IN_PLACE);
+  assert_int_equal(rs.pending_version, 0);
+}
+
+/* Since 1.4: names that are not valid UTF-8, or hold a control character, are refused at register
+ * (naming the buffer printably), and nothing of the call is registered. */
+static void register_refuses_bad_names(wsync_receiver_t* rx) {
+  float w[4] = {0, 0, 0, 0};
+  char long_name[1100];
+  wsync_tensor_t t[2];
+  const char* bad[] = {"bad\xff", "tab\there", "nl\n", "del\x7f", "overlong\xc0\xaf", "surrogate\xed\xa0\x80",
+                       "c1\xc2\x85"};
+  size_t i;
+  for (i = 0; i < 2; ++i) {
+    wsync_tensor_t d = WSYNC_TENSOR_INIT;
+    d.name = "ok.w";
+    d.dtype = WSYNC_DTYPE_FLOAT32;
+    d.ndim = 1;
+    d.shape[0] = 4;
+    d.data = w;
+    d.nbytes = sizeof w;
+    t[i] = d;
+  }
+  for (i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+    t[1].name = bad[i];
+    assert_status(wsync_receiver_register(rx, t, 2), WSYNC_ERR_INVALID_ARGUMENT);
+    assert_contains(wsync_last_error(), "not a valid tensor name");
+  }
+  t[1].name = "bad\xff";
+  assert_status(wsync_receiver_register(rx, t, 2), WSYNC_ERR_INVALID_ARGUMENT);
+  assert_contains(wsync_last_error(), "bad\\xff"); /* printable: the byte as \xff */
+  memset(long_name, 'a', sizeof long_name - 1);
+  long_name[sizeof long_name - 1] = '\0';
+  t[1].name = long_name;
+  assert_status(wsync_receiver_register(rx, t, 2), WSYNC_ERR_INVALID_ARGUMENT);
+  assert_contains(wsync_last_error(), "more than 1024");
+  t[1].name = "layers.0.\xc3\xa9t\xc3\xa9"; /* valid UTF-8 (e-acute) is a name like any other */
+  assert_status(wsync_receiver_register(rx, t, 2), WSYNC_OK);
+}
+
 /* ---- tests ---------------------------------------------------------------------------------- */
 
 static void live_group_and_receiver(void** state) {
@@ -158,6 +230,8 @@ static void live_group_and_receiver(void** state) {
   assert_status(wsync_receiver_register(rx, &t, 1), WSYNC_ERR_INVALID_ARGUMENT);
   assert_contains(wsync_last_error(), "w");
   assert_status(wsync_receiver_commit(rx, 1), WSYNC_ERR_INVALID_STATE);
+  receiver_state_of_a_fresh_receiver(rx);
+  register_refuses_bad_names(rx);
 
   /* and a success clears the detail again */
   assert_status(wsync_group_get_stats(s.group, &stats), WSYNC_OK);

@@ -49,6 +49,7 @@ static void group_functions(void** state) {
 
 static void receiver_functions(void** state) {
   wsync_receiver_event_t ev = WSYNC_RECEIVER_EVENT_INIT;
+  wsync_receiver_state_t rs = WSYNC_RECEIVER_STATE_INIT;
   wsync_tensor_t t = WSYNC_TENSOR_INIT;
   (void)state;
   assert_status(wsync_receiver_register(NULL, &t, 1), WSYNC_ERR_INVALID_ARGUMENT);
@@ -60,6 +61,10 @@ static void receiver_functions(void** state) {
   assert_status(wsync_receiver_commit(NULL, 1), WSYNC_ERR_INVALID_ARGUMENT);
   assert_contains(wsync_last_error(), "receiver");
   assert_int_equal(wsync_receiver_committed_version(NULL), 0);
+  assert_status(wsync_receiver_get_state(NULL, &rs), WSYNC_ERR_INVALID_ARGUMENT);
+  assert_contains(wsync_last_error(), "receiver");
+  assert_status(wsync_receiver_get_state(NULL, NULL), WSYNC_ERR_INVALID_ARGUMENT);
+  assert_null(wsync_receiver_touched_name(NULL, 0));
   wsync_receiver_destroy(NULL);
 }
 

@@ -84,6 +84,22 @@ static void bad_store_addr_and_options(void** state) {
   assert_contains(wsync_last_error(), "bucket_bytes");
 }
 
+/* Since 1.4: receive_mode takes in_place or staged; anything else is refused naming the option
+ * before anything is contacted. */
+static void bad_receive_mode(void** state) {
+  wsync_receiver_config_t c = WSYNC_RECEIVER_CONFIG_INIT;
+  wsync_option_t o = WSYNC_OPTION("receive_mode", "transactional");
+  (void)state;
+  c.rank = 1;
+  c.timeout_ms = 100;
+  c.store_addr = "127.0.0.1:1";
+  c.options = &o;
+  c.num_options = 1;
+  assert_status(rx_init_fails(&c), WSYNC_ERR_INVALID_ARGUMENT);
+  assert_contains(wsync_last_error(), "receive_mode");
+  assert_contains(wsync_last_error(), "transactional");
+}
+
 /* Nothing listens on the port (bound, not listening: connections are refused at once). The
  * receiver retries until its timeout, then returns WSYNC_ERR_TIMEOUT naming the address. */
 static void nothing_listens_times_out_in_time(void** state) {
@@ -158,6 +174,7 @@ int main(void) {
       cmocka_unit_test(rank_zero),
       cmocka_unit_test(short_struct_size),
       cmocka_unit_test(bad_store_addr_and_options),
+      cmocka_unit_test(bad_receive_mode),
       cmocka_unit_test(nothing_listens_times_out_in_time),
       cmocka_unit_test(silent_listener_times_out_in_time),
       cmocka_unit_test(zero_timeout_means_the_option),

@@ -85,12 +85,13 @@ struct Pair {
       c.timeout_ms = 10000;
       EXPECT_EQ(wsync_receiver_init(&c, &rx), WSYNC_OK) << wsync_last_error();
     });
-    wsync_option_t o = WSYNC_OPTION("store_addr_file", addr_file.c_str());
+    // The stub moves no bytes, so there is no payload to checksum.
+    wsync_option_t o[] = {WSYNC_OPTION("store_addr_file", addr_file.c_str()), WSYNC_OPTION("verify_payload", "0")};
     wsync_group_config_t cfg = WSYNC_GROUP_CONFIG_INIT;
     cfg.num_receivers = 1;
     cfg.transport = "stub";
-    cfg.options = &o;
-    cfg.num_options = 1;
+    cfg.options = o;
+    cfg.num_options = 2;
     cfg.timeout_ms = 10000;
     EXPECT_EQ(wsync_group_init(&cfg, &g), WSYNC_OK) << wsync_last_error();
     receiver.join();
@@ -146,6 +147,11 @@ TEST_P(Exceptions, ExportedFunctionsReturnAStatus) {
       {"wsync_receiver_register", [&] { return wsync_receiver_register(p.rx, &t, 1); }},
       {"wsync_receiver_next", [&] { return wsync_receiver_next(p.rx, &ev, 0); }},
       {"wsync_receiver_commit", [&] { return wsync_receiver_commit(p.rx, 1); }},
+      {"wsync_receiver_get_state",
+       [&] {
+         wsync_receiver_state_t s = WSYNC_RECEIVER_STATE_INIT;
+         return wsync_receiver_get_state(p.rx, &s);
+       }},
       {"wsync_list_plugins", [&] { return wsync_list_plugins(&info, 1, &count); }},
   };
   for (const auto& c : cases) {
@@ -247,13 +253,13 @@ TEST(ExceptionsCoverage, EveryExportIsGuardedOrCannotThrow) {
   const std::set<std::string> cannot_throw = {
       "wsync_abi_version",     "wsync_version_string",      "wsync_status_name", "wsync_status_doc",
       "wsync_dtype_size",      "wsync_dtype_name",          "wsync_last_error",  "wsync_group_store_addr",
-      "wsync_receiver_committed_version"};
+      "wsync_receiver_committed_version", "wsync_receiver_touched_name"};
   const std::set<std::string> guarded = {
       "wsync_group_init",      "wsync_group_send_batch", "wsync_group_send_start", "wsync_group_send_wait",
       "wsync_group_finalize",  "wsync_group_set_cuda_stream", "wsync_group_get_stats", "wsync_group_abort",
       "wsync_group_destroy",   "wsync_receiver_init",    "wsync_receiver_register", "wsync_receiver_next",
       "wsync_receiver_commit", "wsync_receiver_destroy", "wsync_list_plugins",    "wsync_plugin_dirs",
-      "wsync_set_log_callback"};
+      "wsync_set_log_callback", "wsync_receiver_get_state"};
   FILE* f = popen("nm -D --defined-only " WSYNC_TEST_LIBWSYNC, "r");
   ASSERT_NE(f, nullptr);
   char line[512];

@@ -55,9 +55,9 @@ class ReceiverThread(threading.Thread):
     """A receiver in a thread: applies every event with `on_event(rx, ev)` (default: records the
     sha256 of every tensor per update and commits), until CLOSED or an error (kept in .error)."""
 
-    def __init__(self, addr_file, rank=1, group_name="pytest", register=None, on_event=None):
+    def __init__(self, addr_file, rank=1, group_name="pytest", register=None, on_event=None, options=None):
         super().__init__(daemon=True)
-        self.addr_file, self.rank, self.group_name = addr_file, rank, group_name
+        self.addr_file, self.rank, self.group_name, self.options = addr_file, rank, group_name, options
         self.register, self.on_event = register, on_event
         self.pending, self.committed, self.error, self.events = {}, {}, None, []
         self.ready = threading.Event()
@@ -74,7 +74,8 @@ class ReceiverThread(threading.Thread):
     def run(self):
         try:
             addr = read_addr(self.addr_file)
-            with wsync.Receiver(self.rank, addr, group_name=self.group_name, timeout_ms=TIMEOUT_MS) as rx:
+            with wsync.Receiver(self.rank, addr, group_name=self.group_name, options=self.options,
+                                timeout_ms=TIMEOUT_MS) as rx:
                 self.rx = rx
                 if self.register is not None:
                     rx.register(self.register)

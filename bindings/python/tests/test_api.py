@@ -190,6 +190,51 @@ def test_placed_numpy_buffers_hold_the_bytes(tmp_path):
     assert buf.__array_interface__["data"][0] == ptr and np.array_equal(buf, m["embed.weight"])
 
 
+@pytest.mark.parametrize("mode", ["staged", "in_place"])
+def test_receive_modes_and_the_state_after_an_abandoned_update(tmp_path, mode):
+    """Version 1 commits; version 2 is abandoned (the group closed mid-update). Staged, the buffer
+    holds version 1 until commit and through the failure; in place, the state says MIXED."""
+    tr = Trainer(tmp_path)
+    buf = np.zeros(256, dtype=np.float32)
+    seen = []
+
+    def on_event(rx, ev):
+        if ev.kind == wsync.EventKind.BUCKET:
+            assert all(t.placed and t.staged == (mode == "staged") for t in ev.tensors)
+        if ev.kind == wsync.EventKind.COMMIT:
+            seen.append(("event", rx.state(), buf.copy()))
+            rx.commit(ev.version)
+            seen.append(("commit", rx.state(), buf.copy()))
+        if ev.kind in (wsync.EventKind.ABORTED, wsync.EventKind.CLOSED) and len(seen) == 2:
+            seen.append(("abandoned", rx.state(), buf.copy()))
+
+    r = ReceiverThread(tr.addr_file, register={"w": buf}, on_event=on_event, options={"receive_mode": mode})
+    r.start()
+    v1, v2 = np.full(256, 1.5, dtype=np.float32), np.full(256, 2.5, dtype=np.float32)
+    with tr.group() as g:
+        g.send({"w": v1})
+        g.finalize(1)
+        g.send({"w": v2})  # never finalized
+    r.join(10)
+    assert r.error is None, r.error
+    (_, at_event, b_event), (_, after, b_after), (_, abandoned, b_abandoned) = seen
+    staged = mode == "staged"
+    assert at_event.receive_mode == (wsync.ReceiveMode.STAGED if staged else wsync.ReceiveMode.IN_PLACE)
+    assert at_event.pending_version == 1 and at_event.touched == ["w"]
+    assert at_event.buffers == (wsync.Buffers.CLEAN if staged else wsync.Buffers.MIXED)
+    assert np.array_equal(b_event, np.zeros(256, dtype=np.float32) if staged else v1)
+    assert at_event.staged_bytes == (buf.nbytes if staged else 0)
+    assert after.buffers == wsync.Buffers.CLEAN and after.committed_version == 1 and after.touched == []
+    assert np.array_equal(b_after, v1)
+    assert abandoned.committed_version == 1
+    if staged:
+        assert abandoned.buffers == wsync.Buffers.CLEAN and abandoned.touched == []
+        assert np.array_equal(b_abandoned, v1)
+    else:
+        assert abandoned.buffers == wsync.Buffers.MIXED and abandoned.touched == ["w"]
+        assert np.array_equal(b_abandoned, v2)
+
+
 def test_a_registration_mismatch_is_refused_naming_the_tensor(tmp_path):
     tr = Trainer(tmp_path)
     r = ReceiverThread(tr.addr_file, register={"w": np.zeros(8, dtype=np.float32)})

@@ -11,7 +11,7 @@ from .errors import (AbortedError, EngineError, InternalError, InvalidArgumentEr
                      NoDeviceError, NotFoundError, OutOfMemoryError, PeerFailedError, ProtocolError, RejectedError,
                      TimeoutError, UnsupportedError, VersionMismatchError, WsyncError, check)
 from .group import Group, GroupStats, SendHandle
-from .receiver import Event, EventKind, Receiver, TensorView
+from .receiver import Buffers, Event, EventKind, ReceiveMode, Receiver, ReceiverState, TensorView
 
 __version__ = lib.wsync_version_string().decode()
 
@@ -51,7 +51,8 @@ route_logs()
 
 # TimeoutError and IOError are left out: `from wsync import *` must not shadow the builtins (use
 # wsync.TimeoutError, wsync.IOError).
-__all__ = ["Group", "GroupStats", "SendHandle", "Receiver", "Event", "EventKind", "TensorView", "WsyncError",
+__all__ = ["Group", "GroupStats", "SendHandle", "Receiver", "ReceiverState", "ReceiveMode", "Buffers", "Event",
+           "EventKind", "TensorView", "WsyncError",
            "InvalidArgumentError", "NotFoundError", "VersionMismatchError", "UnsupportedError",
            "AbortedError", "ProtocolError", "PeerFailedError", "OutOfMemoryError", "InvalidStateError",
            "EngineError", "InternalError", "NoDeviceError", "RejectedError", "abi_version", "status_name",

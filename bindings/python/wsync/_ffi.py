@@ -11,8 +11,8 @@ import ctypes
 import os
 import pathlib
 
-ABI_MAJOR = 1  # the header this table was written against: include/wsync.h, ABI 1.3
-ABI_MINOR = 3
+ABI_MAJOR = 1  # the header this table was written against: include/wsync.h, ABI 1.4
+ABI_MINOR = 4
 MAX_NDIM = 8
 
 c_status = ctypes.c_int32
@@ -65,6 +65,13 @@ class ReceiverEvent(ctypes.Structure):
                 ("bytes", ctypes.c_uint64)]
 
 
+class ReceiverState(ctypes.Structure):  # since ABI 1.4
+    _fields_ = [("struct_size", ctypes.c_uint32), ("receive_mode", ctypes.c_int32),
+                ("committed_version", ctypes.c_uint64), ("pending_version", ctypes.c_uint64),
+                ("buffers", ctypes.c_int32), ("late_writes", ctypes.c_int32), ("num_touched", ctypes.c_uint64),
+                ("staged_bytes", ctypes.c_uint64)]
+
+
 class PluginInfo(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_uint32), ("kind", ctypes.c_int32), ("name", ctypes.c_char_p),
                 ("path", ctypes.c_char_p), ("version", ctypes.c_char_p), ("detail", ctypes.c_char_p),
@@ -79,6 +86,7 @@ STRUCT_SIZES = {
     GroupStats: _struct_size(GroupStats, "device_staging_bytes"),
     ReceiverConfig: _struct_size(ReceiverConfig, "timeout_ms"),
     ReceiverEvent: _struct_size(ReceiverEvent, "bytes"),
+    ReceiverState: _struct_size(ReceiverState, "staged_bytes"),
     PluginInfo: _struct_size(PluginInfo, "shadowed"),
 }
 
@@ -119,6 +127,8 @@ PROTOTYPES = {
     "wsync_receiver_next": (c_status, [_vp, _p(ReceiverEvent), ctypes.c_int64]),
     "wsync_receiver_commit": (c_status, [_vp, ctypes.c_uint64]),
     "wsync_receiver_committed_version": (ctypes.c_uint64, [_vp]),
+    "wsync_receiver_get_state": (c_status, [_vp, _p(ReceiverState)]),
+    "wsync_receiver_touched_name": (ctypes.c_char_p, [_vp, ctypes.c_uint64]),
     "wsync_receiver_destroy": (None, [_vp]),
     "wsync_plugin_dirs": (ctypes.c_char_p, []),
     "wsync_list_plugins": (c_status, [_p(PluginInfo), ctypes.c_uint64, _p(ctypes.c_uint64)]),

@@ -15,12 +15,42 @@ class EventKind(enum.IntEnum):
     BUCKET = 1   # tensors arrived: Event.tensors
     COMMIT = 2   # the sender finalized Event.version: apply, then Receiver.commit(version)
     CLOSED = 3   # the sender destroyed the group: close the receiver
-    ABORTED = 4  # the sender aborted the current update: the previous weights stand
+    ABORTED = 4  # the sender aborted the current update: it never commits (in place, see Receiver.state())
+
+
+class ReceiveMode(enum.IntEnum):
+    """How registered buffers get their bytes: the receiver option receive_mode."""
+    IN_PLACE = 1  # written as the buckets arrive (the default)
+    STAGED = 2    # staged in wsync's memory, copied in by Receiver.commit() only
+
+
+class Buffers(enum.IntEnum):
+    """What the registered buffers hold (ReceiverState.buffers)."""
+    CLEAN = 1  # no update wrote into them since the last commit
+    MIXED = 2  # in place: an update wrote into the touched ones since the last commit; refuse to serve them
+
+
+@dataclass
+class ReceiverState:
+    """What the updates did to the registered buffers (Receiver.state()).
+
+    touched: in place, the registered tensors written since the last commit; staged, those staged
+    for the update in progress. late_writes: the transport gave up on a receive into registered
+    buffers and may still write into them until close() (in place only)."""
+    receive_mode: ReceiveMode
+    committed_version: int
+    pending_version: int
+    buffers: Buffers
+    late_writes: bool
+    touched: list
+    staged_bytes: int
 
 
 class TensorView:
     """One tensor of a BUCKET event. `placed`: its bytes were written into the buffer registered
-    under its name (numpy()/torch() then return views of that buffer, which you own). Otherwise
+    under its name (numpy()/torch() then return views of that buffer, which you own); `staged`
+    (receive_mode "staged"): they will be, at Receiver.commit(), and the buffer holds the previous
+    bytes until then. Otherwise
     the bytes live in wsync's memory and this view is valid only until the next
     Receiver.next() or close(): numpy(), torch() and copy() then raise InvalidStateError, and the
     arrays they returned earlier must not be used any more (copy() gives an array you own)."""
@@ -34,6 +64,7 @@ class TensorView:
         self.nbytes = desc.nbytes
         self.device = "cpu" if desc.device_type in (0, CPU) else "cuda:%d" % desc.device_index
         self.placed = bool(placed)
+        self.staged = placed == 2  # WSYNC_PLACED_STAGED
         self._data = desc.data
         self._registered = registered
 
@@ -138,7 +169,8 @@ class Receiver(Closing):
             if ev.kind == wsync.EventKind.COMMIT:
                 rx.commit(ev.version)
 
-    Used from one thread at a time."""
+    Receiver options (`options`): timeout_ms, device, receive_mode ("in_place" or "staged"),
+    transport.*. Used from one thread at a time."""
 
     def __init__(self, rank, store_addr, *, group_name=None, transport=None, options=None, timeout_ms=None):
         opts = Options(options)
@@ -192,7 +224,7 @@ class Receiver(Closing):
         if ev.kind == EventKind.BUCKET:
             for i in range(ev.num_tensors):
                 desc = ev.tensors[i]
-                placed = bool(ev.placed[i]) if ev.placed else False
+                placed = ev.placed[i] if ev.placed else 0
                 name = desc.name.decode("utf-8")
                 out.tensors.append(TensorView(self, self._generation, desc, placed,
                                               self._registered.get(name) if placed else None))
@@ -207,8 +239,23 @@ class Receiver(Closing):
                 return
 
     def commit(self, version):
-        """Confirm version `version` (from the last COMMIT event) is applied."""
+        """Confirm version `version` (from the last COMMIT event) is applied. With receive_mode
+        "staged" this is where the registered buffers get the version: the sender is told, then the
+        staged bytes are copied in (if the sender cannot be told, nothing is copied and this raises)."""
         check(lib.wsync_receiver_commit(self._handle_or_raise(), _version(version)))
+
+    def state(self):
+        """What the updates did to the registered buffers: a ReceiverState. An engine refuses to
+        serve while `buffers` is Buffers.MIXED, until the next commit."""
+        h = self._handle_or_raise()
+        s = _ffi.new(_ffi.ReceiverState)
+        check(lib.wsync_receiver_get_state(h, ctypes.byref(s)))
+        touched = []
+        for i in range(s.num_touched):
+            name = lib.wsync_receiver_touched_name(h, i)
+            touched.append(name.decode("utf-8") if name is not None else "")
+        return ReceiverState(ReceiveMode(s.receive_mode), s.committed_version, s.pending_version,
+                             Buffers(s.buffers), bool(s.late_writes), touched, s.staged_bytes)
 
     @property
     def committed_version(self):

@@ -12,7 +12,7 @@ use std::ptr;
 // ---- Versions --------------------------------------------------------------------------------
 
 pub const WSYNC_ABI_VERSION_MAJOR: u32 = 1;
-pub const WSYNC_ABI_VERSION_MINOR: u32 = 3;
+pub const WSYNC_ABI_VERSION_MINOR: u32 = 4;
 pub const WSYNC_ABI_VERSION: u32 = (WSYNC_ABI_VERSION_MAJOR << 16) | WSYNC_ABI_VERSION_MINOR;
 
 // ---- Status codes ----------------------------------------------------------------------------
@@ -183,6 +183,30 @@ pub struct wsync_receiver_event_t {
 }
 pub const WSYNC_RECEIVER_EVENT_STRUCT_SIZE: u32 = 56;
 
+pub const WSYNC_PLACED_VIEW: u8 = 0;
+pub const WSYNC_PLACED_IN_PLACE: u8 = 1;
+pub const WSYNC_PLACED_STAGED: u8 = 2;
+
+pub const WSYNC_RECEIVE_IN_PLACE: i32 = 1;
+pub const WSYNC_RECEIVE_STAGED: i32 = 2;
+pub const WSYNC_BUFFERS_CLEAN: i32 = 1;
+pub const WSYNC_BUFFERS_MIXED: i32 = 2;
+
+/// Since ABI 1.4: what the updates did to a receiver's registered buffers.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct wsync_receiver_state_t {
+    pub struct_size: u32,
+    pub receive_mode: i32,
+    pub committed_version: u64,
+    pub pending_version: u64,
+    pub buffers: i32,
+    pub late_writes: i32,
+    pub num_touched: u64,
+    pub staged_bytes: u64,
+}
+pub const WSYNC_RECEIVER_STATE_STRUCT_SIZE: u32 = 48;
+
 // ---- Plugins ---------------------------------------------------------------------------------
 
 pub const WSYNC_PLUGIN_KIND_TRANSPORT: i32 = 1;
@@ -305,6 +329,22 @@ impl Default for wsync_receiver_event_t {
     }
 }
 
+impl Default for wsync_receiver_state_t {
+    /// WSYNC_RECEIVER_STATE_INIT.
+    fn default() -> Self {
+        wsync_receiver_state_t {
+            struct_size: WSYNC_RECEIVER_STATE_STRUCT_SIZE,
+            receive_mode: 0,
+            committed_version: 0,
+            pending_version: 0,
+            buffers: 0,
+            late_writes: 0,
+            num_touched: 0,
+            staged_bytes: 0,
+        }
+    }
+}
+
 impl Default for wsync_plugin_info_t {
     /// WSYNC_PLUGIN_INFO_INIT.
     fn default() -> Self {
@@ -384,6 +424,11 @@ extern "C" {
     ) -> wsync_status_t;
     pub fn wsync_receiver_commit(rx: *mut wsync_receiver_t, version: u64) -> wsync_status_t;
     pub fn wsync_receiver_committed_version(rx: *const wsync_receiver_t) -> u64;
+    pub fn wsync_receiver_get_state(
+        rx: *const wsync_receiver_t,
+        state: *mut wsync_receiver_state_t,
+    ) -> wsync_status_t;
+    pub fn wsync_receiver_touched_name(rx: *const wsync_receiver_t, index: u64) -> *const c_char;
     pub fn wsync_receiver_destroy(rx: *mut wsync_receiver_t);
 
     pub fn wsync_plugin_dirs() -> *const c_char;

@@ -111,6 +111,19 @@ fn rust_layout() -> Layout {
     );
     layout!(
         v,
+        wsync_receiver_state_t {
+            struct_size,
+            receive_mode,
+            committed_version,
+            pending_version,
+            buffers,
+            late_writes,
+            num_touched,
+            staged_bytes
+        }
+    );
+    layout!(
+        v,
         wsync_plugin_info_t {
             struct_size,
             kind,
@@ -182,6 +195,13 @@ fn rust_constants() -> Vec<(&'static str, i64)> {
         WSYNC_EVENT_COMMIT,
         WSYNC_EVENT_CLOSED,
         WSYNC_EVENT_ABORTED,
+        WSYNC_PLACED_VIEW,
+        WSYNC_PLACED_IN_PLACE,
+        WSYNC_PLACED_STAGED,
+        WSYNC_RECEIVE_IN_PLACE,
+        WSYNC_RECEIVE_STAGED,
+        WSYNC_BUFFERS_CLEAN,
+        WSYNC_BUFFERS_MIXED,
         WSYNC_PLUGIN_KIND_TRANSPORT,
         WSYNC_PLUGIN_KIND_ADAPTER,
         WSYNC_OPTION_STRUCT_SIZE,
@@ -190,6 +210,7 @@ fn rust_constants() -> Vec<(&'static str, i64)> {
         WSYNC_GROUP_STATS_STRUCT_SIZE,
         WSYNC_RECEIVER_CONFIG_STRUCT_SIZE,
         WSYNC_RECEIVER_EVENT_STRUCT_SIZE,
+        WSYNC_RECEIVER_STATE_STRUCT_SIZE,
         WSYNC_PLUGIN_INFO_STRUCT_SIZE,
     ]
 }
@@ -277,7 +298,7 @@ fn structs_and_constants_match_the_header() {
         }
     }
     assert!(bad.is_empty(), "wsync-sys differs from wsync.h:\n  {}", bad.join("\n  "));
-    // Every STRUCT_SIZE is the full struct (no padding after the last field at ABI 1.3).
+    // Every STRUCT_SIZE is the full struct (no padding after the last field at ABI 1.4).
     for (ty, field, size) in &layout {
         if field.is_empty() {
             let name = format!("{}_STRUCT_SIZE", ty.trim_end_matches("_t").to_uppercase());

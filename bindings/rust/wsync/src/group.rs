@@ -290,8 +290,8 @@ pub struct AbortHandle {
 
 impl AbortHandle {
     /// Make any call in progress on the group return [`Error::Aborted`] soon (within ~100 ms), and
-    /// every later send and finalize. Receivers in the middle of an update are told (previous
-    /// weights stand). Idempotent; a no-op once the group is dropped.
+    /// every later send and finalize. Receivers in the middle of an update are told (the update
+    /// never commits). Idempotent; a no-op once the group is dropped.
     pub fn abort(&self) {
         let raw = self.shared.lock();
         if !raw.is_null() {

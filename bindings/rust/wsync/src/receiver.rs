@@ -6,6 +6,7 @@ use std::time::Duration;
 use crate::error::{check, Error, Result};
 use crate::tensor::{Element, ReceivedTensor, Tensor};
 use crate::util::{c_string, c_string_opt, check_abi, init_timeout_ms, ptr_or_null, timeout_ms, COptions};
+use std::ffi::CStr;
 use wsync_sys as sys;
 
 /// How a receiver is made: [`Receiver::builder`], then [`ReceiverBuilder::init`].
@@ -32,10 +33,21 @@ impl ReceiverBuilder {
         self
     }
 
-    /// One "transport.*" option.
+    /// One receiver option (`timeout_ms`, `device`, `receive_mode`, `transport.*`; docs/ABI.md).
     pub fn option(mut self, key: &str, value: &str) -> Self {
         self.options.push((key.to_string(), value.to_string()));
         self
+    }
+
+    /// How registered buffers get their bytes (the option `receive_mode`; ABI 1.4): in place as
+    /// they arrive (the default), or staged and copied in at [`Receiver::commit`], so that a
+    /// failed update leaves them untouched.
+    pub fn receive_mode(self, mode: ReceiveMode) -> Self {
+        let value = match mode {
+            ReceiveMode::InPlace => "in_place",
+            ReceiveMode::Staged => "staged",
+        };
+        self.option("receive_mode", value)
     }
 
     /// How long init waits for the store and the sender (default 60 s).
@@ -119,8 +131,49 @@ pub struct Receiver {
     /// Registered parameter buffers, owned here so that they outlive every write into them
     /// (a leaked Receiver leaks them too, rather than letting wsync write into freed memory).
     registered: HashMap<String, Owned>,
-    /// The last `next` failed: a receive into a registered buffer may still be landing.
+    /// The transport gave up on a receive into the registered buffers and may still write into
+    /// them (the state's `late_writes`, in place only): they are not handed out until drop.
     unsettled: bool,
+}
+
+/// How registered buffers get their bytes ([`ReceiverBuilder::receive_mode`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReceiveMode {
+    /// Written as the buckets arrive (the default): a failed update can leave a mix.
+    InPlace,
+    /// Staged in wsync's memory and copied in by [`Receiver::commit`] only.
+    Staged,
+}
+
+/// What the registered buffers hold ([`ReceiverState::buffers`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Buffers {
+    /// No update wrote into them since the last commit: they hold what they held then.
+    Clean,
+    /// Since the last commit an update wrote into the [`ReceiverState::touched`] ones (in place:
+    /// arriving, waiting for its commit, or failed): refuse to serve them until the next commit.
+    Mixed,
+}
+
+/// What the updates did to the registered buffers ([`Receiver::state`]; ABI 1.4).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReceiverState {
+    /// The receiver's `receive_mode`.
+    pub receive_mode: ReceiveMode,
+    /// The last version committed, 0 before any.
+    pub committed_version: u64,
+    /// The version of a Commit event not yet confirmed with [`Receiver::commit`], else 0.
+    pub pending_version: u64,
+    /// Clean or mixed.
+    pub buffers: Buffers,
+    /// The transport gave up on a receive into registered buffers and may still write into them
+    /// until the receiver is dropped (in place only).
+    pub late_writes: bool,
+    /// In place: the registered tensors written since the last commit; staged: those staged for
+    /// the update in progress. In the order their first bytes were posted.
+    pub touched: Vec<String>,
+    /// Staging memory held for registered tensors (staged mode; kept for later updates).
+    pub staged_bytes: u64,
 }
 
 // SAFETY: wsync allows a receiver to be used from any thread, one at a time.
@@ -145,7 +198,8 @@ pub enum Event<'r> {
     },
     /// The sender destroyed the group: drop the receiver.
     Closed,
-    /// The sender aborted the current update; the previous weights stand.
+    /// The sender aborted the current update: it never commits (staged, the previous weights
+    /// stand; in place, see [`Receiver::state`]).
     Aborted,
 }
 
@@ -188,8 +242,10 @@ impl Receiver {
     }
 
     /// The bytes of a registered buffer: what the updates wrote into it. None for a name never
-    /// registered, and while the last [`Self::next`] failed (a receive may still be landing in
-    /// the buffers then; a successful `next` settles it, dropping the receiver ends it).
+    /// registered, and once a failed update left a receive the transport gave up on that may still
+    /// land in the buffers (the state's `late_writes`, in place only; dropping the receiver ends
+    /// it). After any other failure they are readable: see [`Self::state`] for whether they hold a
+    /// mix (in place) or the previous version (staged).
     pub fn registered(&self, name: &str) -> Option<&[u8]> {
         if self.unsettled {
             return None;
@@ -214,8 +270,12 @@ impl Receiver {
         let mut ev = sys::wsync_receiver_event_t::default();
         // SAFETY: a live receiver and an event struct of the declared size.
         let st = unsafe { sys::wsync_receiver_next(self.raw, &mut ev, timeout_ms(timeout)) };
-        self.unsettled = st != sys::WSYNC_OK;
-        check(st)?;
+        // The error is read (by check) before the state query, which would replace it.
+        let checked = check(st);
+        if checked.is_err() {
+            self.unsettled = self.late_writes().unwrap_or(true);
+        }
+        checked?;
         Ok(match ev.kind {
             sys::WSYNC_EVENT_BUCKET => {
                 Event::Bucket { index: ev.bucket_index, bytes: ev.bytes, tensors: tensors(&ev)? }
@@ -231,10 +291,58 @@ impl Receiver {
         })
     }
 
-    /// Confirm that `version` (from the last Commit event) is applied.
+    /// Confirm that `version` (from the last Commit event) is applied. In staged mode this is
+    /// where the registered buffers get the version: the sender is told, then the staged bytes are
+    /// copied in (if the sender cannot be told, nothing is copied and this fails).
     pub fn commit(&mut self, version: u64) -> Result<()> {
         // SAFETY: a live receiver.
         check(unsafe { sys::wsync_receiver_commit(self.raw, version) })
+    }
+
+    /// What the updates did to the registered buffers: whether they hold a mix (refuse to serve
+    /// until the next commit), which tensors were touched, and the staging memory (ABI 1.4).
+    pub fn state(&self) -> Result<ReceiverState> {
+        let s = self.raw_state()?;
+        let receive_mode = match s.receive_mode {
+            sys::WSYNC_RECEIVE_IN_PLACE => ReceiveMode::InPlace,
+            sys::WSYNC_RECEIVE_STAGED => ReceiveMode::Staged,
+            m => return Err(Error::Internal(format!("wsync_receiver_get_state gave receive_mode {m}"))),
+        };
+        let buffers = match s.buffers {
+            sys::WSYNC_BUFFERS_CLEAN => Buffers::Clean,
+            sys::WSYNC_BUFFERS_MIXED => Buffers::Mixed,
+            b => return Err(Error::Internal(format!("wsync_receiver_get_state gave buffers {b}"))),
+        };
+        let mut touched = Vec::with_capacity(s.num_touched.min(1 << 20) as usize);
+        for i in 0..s.num_touched {
+            // SAFETY: a live receiver; the name is copied before any other call on it.
+            let p = unsafe { sys::wsync_receiver_touched_name(self.raw, i) };
+            if p.is_null() {
+                return Err(Error::Internal(format!("touched name {i} of {} is missing", s.num_touched)));
+            }
+            // SAFETY: a NUL-terminated name owned by the receiver, valid until its next call.
+            touched.push(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned());
+        }
+        Ok(ReceiverState {
+            receive_mode,
+            committed_version: s.committed_version,
+            pending_version: s.pending_version,
+            buffers,
+            late_writes: s.late_writes != 0,
+            touched,
+            staged_bytes: s.staged_bytes,
+        })
+    }
+
+    fn raw_state(&self) -> Result<sys::wsync_receiver_state_t> {
+        let mut s = sys::wsync_receiver_state_t::default();
+        // SAFETY: a live receiver, a struct of the size we declare.
+        check(unsafe { sys::wsync_receiver_get_state(self.raw, &mut s) })?;
+        Ok(s)
+    }
+
+    fn late_writes(&self) -> Result<bool> {
+        Ok(self.raw_state()?.late_writes != 0)
     }
 
     /// The last version this receiver committed, 0 before any.
@@ -261,7 +369,7 @@ fn tensors<'r>(ev: &sys::wsync_receiver_event_t) -> Result<Vec<ReceivedTensor<'r
         // placed flags, valid until the next wsync_receiver_next, which needs &mut Receiver.
         let (raw, placed) = unsafe {
             let t = &*((ev.tensors as *const u8).add(i * step) as *const sys::wsync_tensor_t);
-            (t, *ev.placed.add(i) != 0)
+            (t, *ev.placed.add(i))
         };
         out.push(ReceivedTensor::new(raw, placed));
     }

@@ -250,11 +250,11 @@ pub(crate) fn raw_batch(tensors: &[Tensor<'_>]) -> Vec<sys::wsync_tensor_t> {
 #[derive(Debug, Clone, Copy)]
 pub struct ReceivedTensor<'e> {
     raw: &'e sys::wsync_tensor_t,
-    placed: bool,
+    placed: u8,
 }
 
 impl<'e> ReceivedTensor<'e> {
-    pub(crate) fn new(raw: &'e sys::wsync_tensor_t, placed: bool) -> Self {
+    pub(crate) fn new(raw: &'e sys::wsync_tensor_t, placed: u8) -> Self {
         ReceivedTensor { raw, placed }
     }
 
@@ -278,9 +278,16 @@ impl<'e> ReceivedTensor<'e> {
         &self.raw.shape[..n]
     }
 
-    /// True when the bytes were written into a buffer registered with [`crate::Receiver::register`].
+    /// True when the bytes go to a buffer registered with [`crate::Receiver::register`]: written
+    /// into it already (in place), or at [`crate::Receiver::commit`] ([`Self::staged`]).
     pub fn placed(&self) -> bool {
-        self.placed
+        self.placed != sys::WSYNC_PLACED_VIEW
+    }
+
+    /// True when the receiver stages registered tensors (`receive_mode` staged): the registered
+    /// buffer gets the bytes at [`crate::Receiver::commit`]; until then it holds the previous ones.
+    pub fn staged(&self) -> bool {
+        self.placed == sys::WSYNC_PLACED_STAGED
     }
 
     /// Where the bytes are.

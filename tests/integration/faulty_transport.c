@@ -1,0 +1,83 @@
+/* Transport "faulty": the real UCX transport plugin (loaded from WSYNC_FAULTY_UCX, its path at build
+ * time) with one fault injected on the SENDING side, for tests of what receivers see when a bucket
+ * goes wrong on the data plane. Every call is UCX's, except send_post of the n-th bucket this
+ * process sends (1-based, counted over all its groups), when the file named by the environment
+ * variable WSYNC_FAULTY_FILE holds "<fault> <n>":
+ *
+ *   corrupt <n>   flip one byte of the bucket before UCX sends it (after the core checksummed it,
+ *                 so a receiver with verify_payload sees a payload checksum mismatch)
+ *   stall <n>     send nothing: the receiver waits for the bytes until its timeout, and the
+ *                 sender's send_wait answers "not yet" until the core gives up
+ *
+ * The file is read at every send_post, so a test writes it between updates. A process without
+ * WSYNC_FAULTY_FILE (the receivers) runs plain UCX. Test-only; never installed. */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "wsync_plugin.h"
+
+#define FT_EXPORT __attribute__((visibility("default")))
+
+static const wsync_host_v1_t* g_host;
+static const wsync_transport_v1_t* g_ucx;
+static wsync_transport_v1_t g_table;
+static unsigned long g_sent;      /* send_post calls of this process */
+static uint64_t g_stalled_seq;    /* the bucket never sent, 0: none */
+
+/* The fault for the send_post numbered `n`: 'c' (corrupt), 's' (stall) or 0. */
+static int fault_for(unsigned long n) {
+  const char* path = getenv("WSYNC_FAULTY_FILE");
+  char kind[16] = {0};
+  unsigned long at = 0;
+  FILE* f;
+  if (path == NULL || (f = fopen(path, "r")) == NULL) return 0;
+  if (fscanf(f, "%15s %lu", kind, &at) != 2) at = 0;
+  fclose(f);
+  if (at != n) return 0;
+  if (strcmp(kind, "corrupt") == 0) return 'c';
+  if (strcmp(kind, "stall") == 0) return 's';
+  return 0;
+}
+
+static wsync_status_t faulty_send_post(void* self, uint64_t seq, const wsync_buffer_t* buf, const uint32_t* ranks,
+                                       uint32_t num_ranks) {
+  const int fault = fault_for(++g_sent);
+  if (fault == 's') {
+    g_stalled_seq = seq;
+    return WSYNC_OK;
+  }
+  if (fault == 'c' && buf->len > 0 && buf->device_type != WSYNC_DEVICE_CUDA)
+    ((volatile unsigned char*)buf->data)[buf->len / 2] ^= 0x5A;
+  return g_ucx->send_post(self, seq, buf, ranks, num_ranks);
+}
+
+static wsync_status_t faulty_send_wait(void* self, uint64_t seq, int64_t timeout_ms) {
+  if (seq != 0 && seq == g_stalled_seq) {
+    struct timespec ts = {0, 1000000L * (timeout_ms > 0 && timeout_ms < 20 ? timeout_ms : 20)};
+    if (timeout_ms != 0) nanosleep(&ts, NULL);
+    return g_host->set_error(WSYNC_ERR_TIMEOUT, "transport 'faulty': bucket stalled on purpose");
+  }
+  return g_ucx->send_wait(self, seq, timeout_ms);
+}
+
+FT_EXPORT const wsync_transport_v1_t* wsync_transport_entry_v1(const wsync_host_v1_t* host) {
+  void* lib;
+  wsync_transport_entry_v1_fn entry;
+  WSYNC_PLUGIN_CHECK_HOST(host, set_error, "transport 'faulty'");
+  g_host = host;
+  if (g_ucx != NULL) return &g_table;
+  lib = dlopen(WSYNC_FAULTY_UCX, RTLD_NOW | RTLD_LOCAL);
+  entry = lib ? (wsync_transport_entry_v1_fn)dlsym(lib, "wsync_transport_entry_v1") : NULL;
+  if (entry == NULL || (g_ucx = entry(host)) == NULL) {
+    host->set_error(WSYNC_ERR_NOT_FOUND, "transport 'faulty': cannot load the UCX plugin " WSYNC_FAULTY_UCX);
+    return NULL;
+  }
+  memcpy(&g_table, g_ucx, g_ucx->struct_size < sizeof g_table ? g_ucx->struct_size : sizeof g_table);
+  g_table.name = "faulty";
+  g_table.send_post = faulty_send_post;
+  g_table.send_wait = faulty_send_wait;
+  return &g_table;
+}
