@@ -46,9 +46,11 @@ extern "C" {
 
 /* ABI major: bumped only by a breaking change (the soname is libwsync.so.<major>).
  * ABI minor: bumped when functions, struct fields, status codes, dtypes or options are appended
- * (1.3: the group option engine_resume_on_failure; no function or struct changed). */
+ * (1.3: the group option engine_resume_on_failure; 1.4: the receiver option receive_mode,
+ * wsync_receiver_state_t, wsync_receiver_get_state, wsync_receiver_touched_name and the
+ * WSYNC_PLACED_* values). */
 #define WSYNC_ABI_VERSION_MAJOR 1
-#define WSYNC_ABI_VERSION_MINOR 3
+#define WSYNC_ABI_VERSION_MINOR 4
 #define WSYNC_ABI_VERSION ((WSYNC_ABI_VERSION_MAJOR << 16) | WSYNC_ABI_VERSION_MINOR)
 
 /* Since 1.2. The size of `type` up to and including `field`: the struct_size a caller built
@@ -141,8 +143,16 @@ typedef struct wsync_option_t {
  *   staging_buckets   staging buffers per group, >= 2 (default 2); also how many batches may be
  *                     in flight at once (wsync_group_send_start)
  *   timeout_ms        default timeout of blocking calls (default 60000)
- *   verify_payload    "1" to checksum every bucket's bytes end to end (default "0")
- *   store_addr_file   path the sender writes "host:port" of its bound store to (for port 0)
+ *   verify_payload    checksum every bucket's bytes end to end (since 0.7 the default is "1"
+ *                     on transports that move host memory, "0" on CUDA transports)
+ *   store_addr_file   path the sender writes "host:port" of its bound store to (for port 0),
+ *                     atomically: the file is whole or absent, a failure is WSYNC_ERR_IO
+ *   secret            since 0.7: the group secret every member proves (16..4096 bytes); else
+ *   secret_file       a file holding it, else the environment WSYNC_GROUP_SECRET or
+ *                     WSYNC_GROUP_SECRET_FILE; with none, the sender generates one (and writes
+ *                     it to secret_file when that file does not exist). See docs/SECURITY.md
+ *   torch_clients     "1": unmodified torch workers may use the store without the secret, on
+ *                     torch's keys only (default "0"; docs/SECURITY.md says what it exposes)
  * Unknown keys are refused with WSYNC_ERR_INVALID_ARGUMENT naming the key; keys starting with
  * "transport." or "adapter." are passed to that plugin, which validates them. */
 
@@ -312,7 +322,7 @@ WSYNC_API wsync_status_t wsync_group_finalize(wsync_group_t* group, uint64_t ver
 /* Make any call in progress on the group return WSYNC_ERR_ABORTED soon (within ~100 ms), and
  * every later send_start, send_batch and finalize, and every wait for a batch not delivered
  * before the abort (get_stats, and waits for batches delivered before it, still answer).
- * Receivers in the middle of an update get WSYNC_EVENT_ABORTED (previous weights stand);
+ * Receivers in the middle of an update get WSYNC_EVENT_ABORTED (the update never commits);
  * between updates they are told nothing until wsync_group_destroy closes the group
  * (WSYNC_EVENT_CLOSED). Safe from any thread (it sets flags and wakes the group's thread) until
  * wsync_group_destroy starts; idempotent. NULL is ignored. */
@@ -360,7 +370,7 @@ typedef struct wsync_receiver_config_t {
   const char* store_addr;        /* required: the sender's store, "host:port" */
   const char* group_name;        /* NULL = "wsync"; must equal the sender's */
   const char* transport;         /* NULL = the one the sender announces; else a name or path */
-  const wsync_option_t* options; /* "transport.*" options; may be NULL */
+  const wsync_option_t* options; /* receiver options (below); may be NULL */
   uint64_t num_options;
   int64_t timeout_ms;            /* how long init waits for the store and the sender; 0 or < 0 =
                                     the option timeout_ms (60000 unless set). Until 1.1, 0 meant
@@ -371,6 +381,23 @@ typedef struct wsync_receiver_config_t {
 #define WSYNC_RECEIVER_CONFIG_INIT \
   {(uint32_t)WSYNC_RECEIVER_CONFIG_STRUCT_SIZE, 0u, NULL, NULL, NULL, NULL, 0u, -1}
 
+/* Receiver options (see docs/ABI.md):
+ *   timeout_ms      default timeout of the receiver's waits (default 60000)
+ *   device          the CUDA ordinal the receiver works on when its transport moves CUDA memory
+ *   receive_mode    "in_place" (the default) or "staged" (since 1.4). in_place: the bytes of a
+ *                   registered tensor are written straight into its registered buffer as they
+ *                   arrive; a failed update can leave registered buffers partly written (see
+ *                   wsync_receiver_get_state). staged: they land in wsync-owned staging (host or
+ *                   CUDA memory, like the registered buffers), are checksummed there when the
+ *                   sender asks for it, and are copied into the registered buffers only by
+ *                   wsync_receiver_commit: until then, and through any failure, the registered
+ *                   buffers keep their bytes. Costs one staging copy of every registered tensor
+ *                   the updates carry (kept for reuse; reported as staged_bytes).
+ *   secret, secret_file  the group secret (else the environment: WSYNC_GROUP_SECRET or
+ *                   WSYNC_GROUP_SECRET_FILE); see docs/SECURITY.md
+ *   transport.<key> overrides the value the sender announced for that transport option
+ * Unknown keys are refused with WSYNC_ERR_INVALID_ARGUMENT naming the key. */
+
 /* Join a group: connect to the store (retrying until timeout), check the group name and rank
  * with the sender (a mismatch returns WSYNC_ERR_REJECTED with the reason), and bring the
  * transport up. On success *out owns the receiver (free with wsync_receiver_destroy).
@@ -379,12 +406,18 @@ WSYNC_API wsync_status_t wsync_receiver_init(const wsync_receiver_config_t* conf
                                              wsync_receiver_t** out);
 
 /* Register parameter buffers by name. When a later bucket carries a tensor of a registered
- * name, its bytes are written straight into that buffer (no second copy) and the tensor is
- * reported as placed. dtype, shape and nbytes of the incoming tensor must equal the
- * registration, else the bucket is refused with WSYNC_ERR_PROTOCOL naming the tensor.
+ * name, its bytes are written straight into that buffer (no second copy; in receive_mode staged:
+ * into staging, copied into the buffer at wsync_receiver_commit) and the tensor is reported as
+ * placed. dtype, shape and nbytes of the incoming tensor must equal the registration, else the
+ * bucket is refused with WSYNC_ERR_PROTOCOL naming the tensor. Names must be valid UTF-8 of 1..1024
+ * bytes without NUL or control characters (since 1.4 refused with WSYNC_ERR_INVALID_ARGUMENT
+ * otherwise); the call registers all buffers or none.
  * The buffers are borrowed until wsync_receiver_destroy or re-registration of the same name;
- * the names are copied. Note: writes in place are not transactional — a failed update can leave
- * registered buffers partly written (the version is then not committed). */
+ * the names are copied. A name whose staged bytes wait for commit cannot be registered again
+ * (WSYNC_ERR_INVALID_STATE) until that commit, or the update's failure, is over.
+ * Note: in receive_mode in_place, writes are not transactional — a failed update can leave
+ * registered buffers partly written (the version is then not committed); wsync_receiver_get_state
+ * says so (WSYNC_BUFFERS_MIXED) and wsync_receiver_touched_name names them. */
 WSYNC_API wsync_status_t wsync_receiver_register(wsync_receiver_t* rx, const wsync_tensor_t* buffers,
                                                  uint64_t num_buffers);
 
@@ -393,7 +426,9 @@ WSYNC_API wsync_status_t wsync_receiver_register(wsync_receiver_t* rx, const wsy
 #define WSYNC_EVENT_BUCKET 1 /* tensors arrived: see tensors / placed */
 #define WSYNC_EVENT_COMMIT 2 /* the sender finalized `version`: apply, then wsync_receiver_commit */
 #define WSYNC_EVENT_CLOSED 3 /* the sender destroyed the group; destroy the receiver */
-#define WSYNC_EVENT_ABORTED 4 /* the sender aborted the current update; previous weights stand */
+#define WSYNC_EVENT_ABORTED 4 /* the sender aborted the current update: it never commits (staged
+                                 or views: the previous weights stand; in place: see
+                                 wsync_receiver_get_state) */
 
 typedef struct wsync_receiver_event_t {
   uint32_t struct_size;
@@ -404,8 +439,11 @@ typedef struct wsync_receiver_event_t {
   const wsync_tensor_t* tensors;  /* for BUCKET: complete tensors of this event. Views into
                                      wsync memory, or the registered buffers for placed ones.
                                      Valid until the next wsync_receiver_next / destroy. */
-  const uint8_t* placed;          /* for BUCKET: placed[i] = 1 if tensors[i] was written into a
-                                     registered buffer */
+  const uint8_t* placed;          /* for BUCKET: WSYNC_PLACED_* of tensors[i]: 0 a view, 1 written
+                                     into its registered buffer, 2 staged for it (receive_mode
+                                     staged; tensors[i].data is the registered buffer, which gets
+                                     the bytes at wsync_receiver_commit). Test it as != 0 for "the
+                                     registered buffer is (or will be) updated" */
   uint64_t bytes;                 /* for BUCKET: payload bytes of the bucket */
 } wsync_receiver_event_t;
 
@@ -413,20 +451,98 @@ typedef struct wsync_receiver_event_t {
 #define WSYNC_RECEIVER_EVENT_INIT \
   {(uint32_t)WSYNC_RECEIVER_EVENT_STRUCT_SIZE, WSYNC_EVENT_NONE, 0u, 0u, 0u, NULL, NULL, 0u}
 
+/* The values of wsync_receiver_event_t::placed (the names since 1.4; 2 is new in 1.4). */
+#define WSYNC_PLACED_VIEW 0     /* a view into wsync memory, valid until the next event */
+#define WSYNC_PLACED_IN_PLACE 1 /* written into its registered buffer */
+#define WSYNC_PLACED_STAGED 2   /* staged; its registered buffer gets the bytes at commit */
+
 /* Wait up to timeout_ms for the next event and describe it in *event. A tensor split across
- * buckets is reported once, in the event of its last chunk. WSYNC_ERR_TIMEOUT when nothing
- * arrived in time (the receiver stays usable); WSYNC_ERR_PEER_FAILED when the sender vanished;
- * WSYNC_ERR_PROTOCOL for corrupted data (the update is refused and the sender told). The calling
- * thread sleeps while it waits (on the control socket and the transport's event descriptor). */
+ * buckets is reported once, in the event of its last chunk. The calling thread sleeps while it
+ * waits (on the control socket and the transport's event descriptor). Statuses:
+ *   WSYNC_OK                 *event says what happened
+ *   WSYNC_ERR_TIMEOUT        no message arrived within timeout_ms: nothing changed, the receiver
+ *                            stays usable and the update may still complete. Also when a bucket's
+ *                            bytes did not arrive within the receiver's timeout_ms option: the
+ *                            message says so, and then the update is over (as below)
+ *   WSYNC_ERR_ABORTED        the sender abandoned a bucket while its bytes were arriving (it was
+ *                            aborted, another receiver failed, or it was destroyed); the next call
+ *                            usually returns the WSYNC_EVENT_ABORTED or WSYNC_EVENT_CLOSED behind it
+ *   WSYNC_ERR_PEER_FAILED    the sender vanished (process died, connection closed)
+ *   WSYNC_ERR_PROTOCOL       corrupted or refused data: the update is refused and the sender told
+ *   WSYNC_ERR_INVALID_STATE  a COMMIT is waiting for wsync_receiver_commit, or an earlier failure
+ *                            left the receiver unable to take more buckets (the message says which)
+ * Any failure but a plain TIMEOUT (and INVALID_STATE for a waiting COMMIT) ends the update on
+ * this receiver: it never commits. In receive_mode staged the registered buffers are untouched
+ * and the staged bytes dropped. In place, the registered tensors written so far hold new, old or
+ * mixed bytes: wsync_receiver_get_state reports WSYNC_BUFFERS_MIXED, and late_writes = 1 when the
+ * transport gave up on a receive into them — it may then still write into those buffers until
+ * wsync_receiver_destroy returns, so destroy the receiver before repairing them. The sender's
+ * group is broken after any of these: destroy this receiver once it is closed (or gone) and join
+ * the sender's next group with a new one. */
 WSYNC_API wsync_status_t wsync_receiver_next(wsync_receiver_t* rx, wsync_receiver_event_t* event,
                                              int64_t timeout_ms);
 
 /* Confirm that version `version` (from the last COMMIT event) is applied. The sender's
- * wsync_group_finalize returns once every receiver confirmed. */
+ * wsync_group_finalize returns once every receiver confirmed. In receive_mode staged this call also
+ * applies the version: it tells the sender, then copies every staged tensor into its registered
+ * buffer (for CUDA buffers on the legacy default stream, synchronised before it returns), so the
+ * registered buffers change only here, once the sender finalized the version and every byte of it
+ * arrived (and was checksummed when the sender asked for it); an engine that serves from them
+ * pauses around this call. If the sender cannot be told (it died), nothing is copied: the buffers
+ * keep the previous version and the call fails. A failed copy (a CUDA error) fails the call with
+ * the version committed and the buffers WSYNC_BUFFERS_MIXED. */
 WSYNC_API wsync_status_t wsync_receiver_commit(wsync_receiver_t* rx, uint64_t version);
 
 /* The last version this receiver committed, 0 before any. */
 WSYNC_API uint64_t wsync_receiver_committed_version(const wsync_receiver_t* rx);
+
+/* Since 1.4: what the updates did to the registered buffers, so an engine can refuse to serve
+ * until the next commit. */
+#define WSYNC_RECEIVE_IN_PLACE 1 /* receiver option receive_mode=in_place (the default) */
+#define WSYNC_RECEIVE_STAGED 2   /* receive_mode=staged */
+
+#define WSYNC_BUFFERS_CLEAN 1 /* no update wrote into a registered buffer since the last commit (or
+                                 since the receiver was created): each holds what it held then — the
+                                 committed version, or what the engine put there */
+#define WSYNC_BUFFERS_MIXED 2 /* since the last commit an update wrote into the registered buffers
+                                 wsync_receiver_touched_name names (in place): an update arriving,
+                                 one waiting for its commit (pending_version), or one that failed.
+                                 They may hold new, old or mixed bytes until the next commit */
+
+typedef struct wsync_receiver_state_t {
+  uint32_t struct_size;
+  int32_t receive_mode;       /* WSYNC_RECEIVE_IN_PLACE or WSYNC_RECEIVE_STAGED */
+  uint64_t committed_version; /* as wsync_receiver_committed_version */
+  uint64_t pending_version;   /* the version of a COMMIT event not yet confirmed, else 0 */
+  int32_t buffers;            /* WSYNC_BUFFERS_CLEAN or WSYNC_BUFFERS_MIXED. Staged mode stays
+                                 CLEAN through every failure; MIXED only after a copy at commit
+                                 failed midway */
+  int32_t late_writes;        /* 1: the transport gave up on a receive posted into registered
+                                 buffers and may still write into them until
+                                 wsync_receiver_destroy returns (in place only; else 0) */
+  uint64_t num_touched;       /* in place: registered tensors written since the last commit (the
+                                 MIXED ones); staged: registered tensors staged for the update in
+                                 progress, copied at the next commit (0 after a failure) */
+  uint64_t staged_bytes;      /* staging memory staged mode holds for registered tensors (host or
+                                 CUDA memory, like the registered buffers), kept for later updates
+                                 until wsync_receiver_destroy; 0 in place */
+} wsync_receiver_state_t;
+
+#define WSYNC_RECEIVER_STATE_STRUCT_SIZE WSYNC_STRUCT_SIZE(wsync_receiver_state_t, staged_bytes)
+#define WSYNC_RECEIVER_STATE_INIT {(uint32_t)WSYNC_RECEIVER_STATE_STRUCT_SIZE, 0, 0u, 0u, 0, 0, 0u, 0u}
+
+/* Since 1.4. Fill *state, honouring state->struct_size (at least 8 and a multiple of 8, else
+ * WSYNC_ERR_INVALID_ARGUMENT): min(struct_size, the library's size) bytes are written and
+ * struct_size is set to that number. Never blocks. Like every call on a receiver, not while
+ * another call on the same receiver runs; call it after wsync_receiver_next returned (a failure
+ * included) and publish what it says to the threads that serve. */
+WSYNC_API wsync_status_t wsync_receiver_get_state(const wsync_receiver_t* rx, wsync_receiver_state_t* state);
+
+/* Since 1.4. The name of touched tensor `index` (0 .. num_touched-1 of wsync_receiver_get_state),
+ * in the order their first bytes were posted; NULL for an index out of range or a NULL rx. Owned
+ * by the receiver: valid until the next wsync_receiver_next, wsync_receiver_commit,
+ * wsync_receiver_register or wsync_receiver_destroy on it. Never fails otherwise, never blocks. */
+WSYNC_API const char* wsync_receiver_touched_name(const wsync_receiver_t* rx, uint64_t index);
 
 /* Leave the group and free everything. Accepts NULL; never fails. */
 WSYNC_API void wsync_receiver_destroy(wsync_receiver_t* rx);

@@ -17,6 +17,9 @@ while [ $# -gt 0 ]; do
   esac
 done
 
+# The trainer and its engines share a group secret out of band (here: the environment); without
+# it no process can join the group or read its store (docs/SECURITY.md).
+export WSYNC_GROUP_SECRET="${WSYNC_GROUP_SECRET:-$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')}"
 dir=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$dir"' EXIT
 addr="$dir/store.addr"

@@ -26,6 +26,8 @@ if ! "$VENV/bin/python" -m pip install -q --disable-pip-version-check --force-re
   echo "vllm-e2e: FAILED: the wsync wheel did not build or install into $VENV (log: vllm-wheel.log)" >&2
   exit 1
 fi
+# The trainer and the vLLM server's wsync backend share a group secret through the environment.
+export WSYNC_GROUP_SECRET="${WSYNC_GROUP_SECRET:-$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')}"
 if [ "${1:-}" = "--engine-tests" ]; then
   shift
   exec "$VENV/bin/python" -m pytest -q -p no:cacheprovider tests/vllm/test_engine.py "$@"

@@ -1,7 +1,9 @@
 /* ucx_connect.c — worker-address exchange through the group's store, endpoint creation and
  * closing.
  *
- * Every rank publishes its worker address under "wsync/<group>/ucx/addr/<rank>". The sender
+ * Every rank publishes a record under "wsync/<group>/ucx/addr/<rank>": the magic "WSXA", its
+ * random tag base (u64 little-endian, ucx_tags.c; used by receivers) and its worker address. The
+ * store holds these only for members that proved the group secret. The sender
  * reads every receiver's and creates an endpoint to each; a receiver reads the sender's and
  * creates one back (so a dead sender is reported on it in error mode "peer"). Connecting does
  * not flush: wire-up finishes during the first transfer, when both sides progress, so a rank
@@ -19,23 +21,45 @@ static void addr_key(const ucx_transport_t* t, uint32_t rank, char* key, size_t 
   snprintf(key, cap, "wsync/%s/ucx/addr/%u", t->group, rank);
 }
 
+#define ADDR_MAGIC "WSXA"
+#define ADDR_HEADER 12 /* magic + tag base */
+
 static wsync_status_t publish_address(ucx_transport_t* t) {
   ucp_address_t* addr = NULL;
   size_t len = 0;
   char key[512];
   wsync_status_t rc;
+  uint8_t* rec;
+  int i;
   ucs_status_t st = ucp_worker_get_address(t->worker, &addr, &len);
   if (st != UCS_OK)
     return wsp_fail(WSYNC_ERR_IO, "transport 'ucx': ucp_worker_get_address failed: %s", ucs_status_string(st));
-  addr_key(t, t->rank, key, sizeof key);
-  rc = wsp_host()->store_set(t->store, key, addr, len);
+  if (t->rank != 0 && (rc = ucx_random_tag(&t->tag_base)) != WSYNC_OK) {
+    ucp_worker_release_address(t->worker, addr);
+    return rc;
+  }
+  rec = (uint8_t*)malloc(ADDR_HEADER + len);
+  if (rec == NULL) {
+    ucp_worker_release_address(t->worker, addr);
+    return wsp_fail(WSYNC_ERR_OUT_OF_MEMORY, "transport 'ucx': out of memory");
+  }
+  memcpy(rec, ADDR_MAGIC, 4);
+  for (i = 0; i < 8; ++i) rec[4 + i] = (uint8_t)(t->tag_base >> (8 * i));
+  memcpy(rec + ADDR_HEADER, addr, len);
   ucp_worker_release_address(t->worker, addr);
+  addr_key(t, t->rank, key, sizeof key);
+  rc = wsp_host()->store_set(t->store, key, rec, ADDR_HEADER + len);
+  free(rec);
   if (rc != WSYNC_OK) return wsp_fail(rc, "transport 'ucx': publishing the worker address of rank %u failed", t->rank);
   return WSYNC_OK;
 }
 
-/* Read rank's address into a malloc'd buffer (*out) waiting until `deadline`. */
-static wsync_status_t fetch_address(ucx_transport_t* t, uint32_t rank, int64_t deadline, void** out) {
+/* Read rank's record into a malloc'd buffer (*out) waiting until `deadline`; *tag_base gets its tag
+ * base and *addr points at its worker address inside *out. */
+static wsync_status_t fetch_address(ucx_transport_t* t, uint32_t rank, int64_t deadline, void** out,
+                                    const void** addr, uint64_t* tag_base) {
+  const uint8_t* rec;
+  int i;
   char key[512];
   uint64_t cap = 4096, len = 0;
   int64_t left = deadline - wsp_now_ms();
@@ -60,6 +84,15 @@ static wsync_status_t fetch_address(ucx_transport_t* t, uint32_t rank, int64_t d
       return wsp_fail(rc, "transport 'ucx': rank %u did not publish its UCX address ('%s') in time", rank, key);
     return wsp_fail(rc, "transport 'ucx': reading the UCX address of rank %u ('%s') failed", rank, key);
   }
+  rec = (const uint8_t*)buf;
+  if (len <= ADDR_HEADER || memcmp(rec, ADDR_MAGIC, 4) != 0) {
+    free(buf);
+    return wsp_fail(WSYNC_ERR_PROTOCOL, "transport 'ucx': the UCX address record of rank %u ('%s', %llu bytes) is "
+                    "malformed (a peer of an older wsync?)", rank, key, (unsigned long long)len);
+  }
+  *tag_base = 0;
+  for (i = 0; i < 8; ++i) *tag_base |= (uint64_t)rec[4 + i] << (8 * i);
+  *addr = rec + ADDR_HEADER;
   *out = buf;
   return WSYNC_OK;
 }
@@ -131,12 +164,15 @@ wsync_status_t ucx_connect(void* self, int64_t timeout_ms) {
   first = t->rank == 0 ? 1 : 0;
   last = t->rank == 0 ? t->world_size - 1 : 0;
   for (r = first; r <= last && t->world_size > 1; ++r) {
-    void* addr = NULL;
+    void* rec = NULL;
+    const void* addr = NULL;
+    uint64_t tag_base = 0;
     if (atomic_load(&t->aborted)) return wsp_fail(WSYNC_ERR_ABORTED, "transport 'ucx': aborted during connect");
-    rc = fetch_address(t, r, deadline, &addr);
+    rc = fetch_address(t, r, deadline, &rec, &addr, &tag_base);
     if (rc != WSYNC_OK) return rc;
+    t->peers[r].tag_base = tag_base;
     rc = create_ep(t, r, addr);
-    free(addr);
+    free(rec);
     if (rc != WSYNC_OK) return rc;
   }
   t->connected = 1;

@@ -11,11 +11,22 @@
  *               aborts the surviving process. "auto" therefore picks "none" when the transports
  *               (tls, else UCX_TLS) are all shared memory (where a dead peer only stalls: waits
  *               time out and forget_peer works), and "peer" otherwise.
+ *   net_devices UCX_NET_DEVICES for this context only, e.g. "lo" or "eth0,ib0".
+ * Where UCX listens: unless net_devices or UCX_NET_DEVICES says otherwise, the network transports
+ * use only the interface that holds the address the core passes as the hint "local_address" (the
+ * sender's store bind address, a receiver's end of its control connection): a store bound to
+ * 127.0.0.1 keeps UCX's TCP listener on "lo" too. A wildcard or unknown address leaves UCX's
+ * default (every interface).
  * UCX_* environment variables apply as usual (tls overrides UCX_TLS). There is no pass-through
  * of other UCX variables: UCX 1.13 accepts any name in ucp_config_modify and only warns later,
  * so a typo could not be refused here. */
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netdb.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "ucx_transport.h"
 
@@ -39,8 +50,87 @@ static int tls_is_shared_memory_only(const char* tls) {
   return 1;
 }
 
+/* Whether two socket addresses hold the same IP (ports ignored). */
+static int same_ip(const struct sockaddr* a, const struct sockaddr* b) {
+  if (a == NULL || b == NULL || a->sa_family != b->sa_family) return 0;
+  if (a->sa_family == AF_INET)
+    return ((const struct sockaddr_in*)a)->sin_addr.s_addr == ((const struct sockaddr_in*)b)->sin_addr.s_addr;
+  if (a->sa_family == AF_INET6)
+    return memcmp(&((const struct sockaddr_in6*)a)->sin6_addr, &((const struct sockaddr_in6*)b)->sin6_addr,
+                  sizeof(struct in6_addr)) == 0;
+  return 0;
+}
+
+static int is_wildcard(const char* host) {
+  return host[0] == '\0' || strcmp(host, "0.0.0.0") == 0 || strcmp(host, "::") == 0 || strcmp(host, "[::]") == 0;
+}
+
+/* The name of the interface holding `host` (an address or a name), in ifname[IF_NAMESIZE]; 0 when
+ * none does (or it is a wildcard). */
+static int interface_of(const char* host, char* ifname) {
+  struct addrinfo hints, *res = NULL, *ai;
+  struct ifaddrs *ifs = NULL, *i;
+  char bare[256];
+  size_t n = strlen(host);
+  int found = 0;
+  if (is_wildcard(host) || n >= sizeof bare) return 0;
+  if (host[0] == '[' && n > 2 && host[n - 1] == ']') { /* "[::1]" */
+    memcpy(bare, host + 1, n - 2);
+    bare[n - 2] = '\0';
+  } else {
+    memcpy(bare, host, n + 1);
+  }
+  memset(&hints, 0, sizeof hints);
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  if (getaddrinfo(bare, NULL, &hints, &res) != 0) return 0;
+  if (getifaddrs(&ifs) == 0) {
+    for (ai = res; ai != NULL && !found; ai = ai->ai_next)
+      for (i = ifs; i != NULL && !found; i = i->ifa_next)
+        if (same_ip(ai->ai_addr, i->ifa_addr) && strlen(i->ifa_name) < IF_NAMESIZE) {
+          strcpy(ifname, i->ifa_name);
+          found = 1;
+        }
+    freeifaddrs(ifs);
+  }
+  freeaddrinfo(res);
+  return found;
+}
+
+/* The hint "local_address", or NULL (hints exist since plugin ABI 1.2; read only when present). */
+static const char* local_address_hint(const wsync_transport_params_t* params) {
+  uint64_t i;
+  if (!WSYNC_HAS_FIELD(params, wsync_transport_params_t, num_hints) || params->hints == NULL) return NULL;
+  for (i = 0; i < params->num_hints; ++i) {
+    const size_t stride = params->hints[0].struct_size ? params->hints[0].struct_size : sizeof(wsync_option_t);
+    const wsync_option_t* h = (const wsync_option_t*)((const char*)params->hints + i * stride);
+    if (h->key != NULL && h->value != NULL && strcmp(h->key, "local_address") == 0) return h->value;
+  }
+  return NULL;
+}
+
+/* Keep UCX's network transports on the interface the user bound (see the header comment). */
+static wsync_status_t restrict_interfaces(ucp_config_t* config, const wsync_transport_params_t* params,
+                                          int net_devices_set) {
+  const char* addr = local_address_hint(params);
+  char ifname[IF_NAMESIZE];
+  ucs_status_t st;
+  if (net_devices_set || getenv("UCX_NET_DEVICES") != NULL || addr == NULL) return WSYNC_OK;
+  if (!interface_of(addr, ifname)) {
+    if (!is_wildcard(addr))
+      wsp_log(WSYNC_LOG_INFO, "transport 'ucx': no interface holds %s; UCX may listen on every interface", addr);
+    return WSYNC_OK;
+  }
+  st = ucp_config_modify(config, "NET_DEVICES", ifname);
+  if (st != UCS_OK)
+    return wsp_fail(WSYNC_ERR_IO, "transport 'ucx': cannot restrict UCX to interface '%s': %s", ifname,
+                    ucs_status_string(st));
+  wsp_log(WSYNC_LOG_DEBUG, "transport 'ucx': network transports on interface %s (holds %s)", ifname, addr);
+  return WSYNC_OK;
+}
+
 static wsync_status_t apply_option(ucp_config_t* config, const wsync_option_t* opt, int* err_mode,
-                                   const char** tls) {
+                                   const char** tls, int* net_devices_set) {
   const char* key = opt->key ? opt->key : "(null)";
   ucs_status_t st;
   if (opt->key == NULL || opt->value == NULL)
@@ -64,8 +154,17 @@ static wsync_status_t apply_option(ucp_config_t* config, const wsync_option_t* o
       return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT,
                       "transport 'ucx': option 'error_mode' must be 'auto', 'peer' or 'none', not '%s'", opt->value);
     }
+  } else if (strcmp(key, "net_devices") == 0) {
+    if (opt->value[0] == '\0')
+      return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'ucx': option 'net_devices' is empty");
+    st = ucp_config_modify(config, "NET_DEVICES", opt->value);
+    if (st != UCS_OK)
+      return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'ucx': option 'net_devices'='%s' refused by UCX: %s",
+                      opt->value, ucs_status_string(st));
+    *net_devices_set = 1;
   } else {
-    return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'ucx' has no option '%s' (known: tls, error_mode)", key);
+    return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'ucx' has no option '%s' (known: tls, error_mode, "
+                    "net_devices)", key);
   }
   return WSYNC_OK;
 }
@@ -77,6 +176,7 @@ wsync_status_t ucx_context_open(ucx_transport_t* t, const wsync_transport_params
   ucs_status_t st;
   wsync_status_t rc = WSYNC_OK;
   int err_mode = ERR_MODE_AUTO;
+  int net_devices_set = 0;
   const char* tls = NULL;
   uint64_t i;
 
@@ -87,8 +187,10 @@ wsync_status_t ucx_context_open(ucx_transport_t* t, const wsync_transport_params
   for (i = 0; i < params->num_options && rc == WSYNC_OK; ++i) {
     /* Options are stepped by the struct_size of the first element (ABI rule). */
     const size_t stride = params->options[0].struct_size ? params->options[0].struct_size : sizeof(wsync_option_t);
-    rc = apply_option(config, (const wsync_option_t*)((const char*)params->options + i * stride), &err_mode, &tls);
+    rc = apply_option(config, (const wsync_option_t*)((const char*)params->options + i * stride), &err_mode, &tls,
+                      &net_devices_set);
   }
+  if (rc == WSYNC_OK) rc = restrict_interfaces(config, params, net_devices_set);
   if (rc != WSYNC_OK) {
     ucp_config_release(config);
     return rc;

@@ -1,6 +1,6 @@
-/* ucx_recv.c — the receiver's half: one tag receive (tag = seq) per bucket, straight into the
- * caller's regions (contiguous for one region, UCP_DATATYPE_IOV for several), and the check
- * that exactly the expected number of bytes arrived. */
+/* ucx_recv.c — the receiver's half: one tag receive (tag base + seq, ucx_tags.c) per bucket,
+ * straight into the caller's regions (contiguous for one region, UCP_DATATYPE_IOV for several),
+ * and the check that exactly the expected number of bytes arrived. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -80,7 +80,7 @@ wsync_status_t ucx_recv_post(void* self, uint64_t seq, const wsync_iov_t* iov, u
     count = n;
     p.datatype = ucp_dt_make_iov();
   }
-  req = ucp_tag_recv_nbx(t->worker, buffer, count, (ucp_tag_t)seq, (ucp_tag_t)-1, &p);
+  req = ucp_tag_recv_nbx(t->worker, buffer, count, (ucp_tag_t)(t->tag_base + seq), (ucp_tag_t)-1, &p);
   if (UCS_PTR_IS_ERR(req)) {
     free(regions);
     return wsp_fail(ucx_status_to_wsync(UCS_PTR_STATUS(req)), "transport 'ucx': posting the receive of bucket %llu "

@@ -1,4 +1,5 @@
-/* ucx_send.c — the sender's half: one tag send (tag = seq) of the whole bucket per receiver,
+/* ucx_send.c — the sender's half: one tag send of the whole bucket per receiver, under that
+ * receiver's tag base + seq (ucx_tags.c),
  * completion by polling, and dropping a dead receiver. */
 #include <string.h>
 
@@ -40,7 +41,7 @@ wsync_status_t ucx_send_post(void* self, uint64_t seq, const wsync_buffer_t* buf
     void* req;
     if (wsp_reserve((void**)&t->sends, &t->cap_sends, t->num_sends, sizeof *t->sends) != 0)
       return wsp_fail(WSYNC_ERR_OUT_OF_MEMORY, "transport 'ucx': out of memory");
-    req = ucp_tag_send_nbx(t->peers[r].ep, buf->data, (size_t)buf->len, (ucp_tag_t)seq, &p);
+    req = ucp_tag_send_nbx(t->peers[r].ep, buf->data, (size_t)buf->len, (ucp_tag_t)(t->peers[r].tag_base + seq), &p);
     op = &t->sends[t->num_sends++];
     op->seq = seq;
     op->rank = r;

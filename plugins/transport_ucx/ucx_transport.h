@@ -32,6 +32,7 @@ typedef struct ucx_peer {
   ucx_transport_t* owner; /* for the endpoint error callback */
   uint32_t rank;
   ucp_ep_h ep;            /* NULL: no endpoint (self, not connected, or closed) */
+  uint64_t tag_base;      /* sender: the receiver's published tag base */
   ucs_status_t failed;    /* UCS_OK, or what the error callback reported */
   int forgotten;          /* forget_peer was called: never wait for it again */
 } ucx_peer_t;
@@ -77,6 +78,7 @@ struct ucx_transport {
   size_t num_recvs, cap_recvs;
   ucx_zombie_t* zombies;
   size_t num_zombies, cap_zombies;
+  uint64_t tag_base; /* receiver: its random tag base (ucx_tags.c); bucket seq has tag base + seq */
 
   atomic_int aborted;
 };
@@ -114,5 +116,8 @@ wsync_status_t ucx_recv_post(void* self, uint64_t seq, const wsync_iov_t* iov, u
 wsync_status_t ucx_recv_wait(void* self, uint64_t seq, int64_t timeout_ms);
 /* Cancel every posted receive (the sender is gone); their memory is released at destroy. */
 void ucx_cancel_recvs(ucx_transport_t* t);
+
+/* ucx_tags.c */
+wsync_status_t ucx_random_tag(uint64_t* tag);
 
 #endif /* WSYNC_UCX_TRANSPORT_H_ */

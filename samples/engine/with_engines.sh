@@ -11,6 +11,9 @@ shift 3
 [ "${1:-}" = "--" ] && shift
 engine="$build/bin/wsync-sample-engine"
 [ -x "$engine" ] || { echo "with_engines: $engine is not built" >&2; exit 1; }
+# The trainer and its engines share a group secret out of band (here: the environment); without
+# it no process can join the group or read its store (docs/SECURITY.md).
+export WSYNC_GROUP_SECRET="${WSYNC_GROUP_SECRET:-$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')}"
 dir=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$dir"' EXIT
 "$engine" --rank 1 --store-file "$dir/store" --scale "$scale" >"$dir/e1.log" 2>&1 & e1=$!

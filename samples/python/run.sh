@@ -11,6 +11,8 @@ if ! "$py" -c "import wsync, torch" >/dev/null 2>&1; then
 fi
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"; kill $(jobs -p) 2>/dev/null' EXIT
+# The trainer and its engines share a group secret out of band (here: the environment).
+export WSYNC_GROUP_SECRET="${WSYNC_GROUP_SECRET:-$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')}"
 "$py" engine.py --rank 1 --store-file "$dir/store" & e1=$!
 "$py" engine.py --rank 2 --store-file "$dir/store" & e2=$!
 "$py" trainer.py --engines 2 --store-file "$dir/store"; rc=$?

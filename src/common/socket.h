@@ -32,4 +32,7 @@ int tcp_accept(int listen_fd, std::string* peer);
 // "ip:port" of the socket's peer ("unknown peer" when it cannot tell).
 std::string peer_address(int fd);
 
+// The IP address (no port, no brackets) of this end of a connected socket, "" when unknown.
+std::string local_ip(int fd);
+
 }  // namespace wsync

@@ -17,7 +17,8 @@ namespace wsync {
 
 const char* msg_type_name(uint16_t type) {
   static const char* names[] = {"?",     "HELLO", "WELCOME",    "REJECT",    "JOINED",       "MANIFEST", "READY",
-                                "NACK",  "ACK",   "END_UPDATE", "COMMITTED", "ABORT_UPDATE", "CLOSE"};
+                                "NACK",  "ACK",   "END_UPDATE", "COMMITTED", "ABORT_UPDATE", "CLOSE",
+                                "CHALLENGE"};
   return type < sizeof names / sizeof names[0] ? names[type] : "?";
 }
 
@@ -120,13 +121,13 @@ wsync_status_t ControlConn::send(MsgType type, const std::vector<uint8_t>& body,
 wsync_status_t ControlConn::pump() { return fill(0); }
 
 // Bytes still missing for the frame that starts at rd_ (header first, then its body). Reads
-// never take more than that, so a peer cannot make us buffer more than one frame (64 MiB).
+// never take more than that, so a peer cannot make us buffer more than one frame (max_body_).
 size_t ControlConn::wanted() const {
   size_t have = in_.size() - rd_;
   if (have < kControlHeaderBytes) return kControlHeaderBytes - have;
   const FrameHeader h = header_at(in_.data() + rd_);
   const uint32_t len = h.body_len;
-  if (len > kControlMaxBody) return 0;  // take_frame refuses it
+  if (len > max_body_) return 0;  // take_frame refuses it
   size_t total = kControlHeaderBytes + len;
   return have >= total ? 0 : total - have;
 }
@@ -168,10 +169,10 @@ bool ControlConn::take_frame(Frame* out, wsync_status_t* err) {
   const uint8_t* h = in_.data() + rd_;
   const FrameHeader fh = header_at(h);
   const uint32_t magic = fh.magic, len = fh.body_len;
-  if (magic != kControlMagic || len > kControlMaxBody) {
+  if (magic != kControlMagic || len > max_body_) {
     close();
-    *err = fail(WSYNC_ERR_PROTOCOL, "%s sent a malformed control frame (magic 0x%08x, length %u); connection closed",
-                peer_.c_str(), magic, len);
+    *err = fail(WSYNC_ERR_PROTOCOL, "%s sent a malformed control frame (magic 0x%08x, length %u, at most %u); "
+                "connection closed", peer_.c_str(), magic, len, max_body_);
     return false;
   }
   if (in_.size() - rd_ - kControlHeaderBytes < len) return false;
@@ -225,10 +226,10 @@ wsync_status_t ControlListener::listen(const std::string& host, uint16_t port) {
   return tcp_listen(host, port, 128, &fd_, &port_);
 }
 
-wsync_status_t ControlListener::accept(int64_t timeout_ms, int* fd_out) {
+wsync_status_t ControlListener::accept(int64_t timeout_ms, int* fd_out, std::string* peer) {
   pollfd pfd{fd_, POLLIN, 0};
   if (::poll(&pfd, 1, poll_slice(timeout_ms)) <= 0) return WSYNC_ERR_TIMEOUT;
-  int fd = tcp_accept(fd_, nullptr);
+  int fd = tcp_accept(fd_, peer);
   if (fd < 0) return WSYNC_ERR_TIMEOUT;
   *fd_out = fd;
   return WSYNC_OK;

@@ -44,6 +44,9 @@ class ControlConn {
   // Blocking sends and receives give up with WSYNC_ERR_ABORTED once *flag is true.
   void set_abort_flag(const std::atomic<bool>* flag) { abort_ = flag; }
   const std::string& peer_name() const { return peer_; }
+  // The largest frame body accepted from the peer (default kControlMaxBody). Small until the peer
+  // proved the group secret, so an unauthenticated peer cannot make us buffer 64 MiB.
+  void set_max_body(uint32_t n) { max_body_ = n; }
 
   wsync_status_t send(MsgType type, const std::vector<uint8_t>& body, int64_t timeout_ms);
   // Wait up to timeout_ms (0 = only what is already readable) for one whole frame.
@@ -66,6 +69,7 @@ class ControlConn {
   size_t rd_ = 0;
   bool eof_ = false;
   const std::atomic<bool>* abort_ = nullptr;
+  uint32_t max_body_ = kControlMaxBody;
 };
 
 // A listening socket for control connections.
@@ -75,8 +79,9 @@ class ControlListener {
   wsync_status_t listen(const std::string& host, uint16_t port);
   uint16_t port() const { return port_; }
   int fd() const { return fd_; }
-  // Accept one connection within timeout_ms; WSYNC_ERR_TIMEOUT if none came.
-  wsync_status_t accept(int64_t timeout_ms, int* fd_out);
+  // Accept one connection within timeout_ms; WSYNC_ERR_TIMEOUT if none came. *peer (optional)
+  // gets the peer's "ip:port".
+  wsync_status_t accept(int64_t timeout_ms, int* fd_out, std::string* peer = nullptr);
   void close();
 
  private:

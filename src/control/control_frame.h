@@ -19,13 +19,18 @@ namespace wsync {
 
 constexpr uint32_t kControlMagic = 0x4E595357;  // "WSYN"
 // 2 (wsync 0.3): MANIFEST, READY and ACK carry a transport's side-channel blob.
-constexpr uint32_t kControlProtocolVersion = 2;
+// 3 (wsync 0.7): the sender opens with CHALLENGE; HELLO and WELCOME carry proofs of the group
+//   secret (control/control_auth.h), so neither side trusts a peer that does not know it.
+constexpr uint32_t kControlProtocolVersion = 3;
+// Before a peer proved the secret its frames are small: a HELLO (group name <= 4096 bytes), a
+// REJECT's reason (<= 64 KiB).
+constexpr uint32_t kControlMaxBodyUnauthenticated = 72u << 10;
 constexpr uint32_t kControlMaxBody = 64u << 20;
 constexpr size_t kControlHeaderBytes = 12;
 
 enum class MsgType : uint16_t {
-  kHello = 1,        // rx->tx: u32 protocol, u32 rank, u32 pid, str group
-  kWelcome = 2,      // tx->rx: u32 world_size
+  kHello = 1,        // rx->tx: u32 protocol, u32 rank, u32 pid, str group, bytes rx nonce, bytes proof
+  kWelcome = 2,      // tx->rx: u32 world_size, bytes proof
   kReject = 3,       // tx->rx: i32 status, str reason
   kJoined = 4,       // rx->tx: transport is connected
   kManifest = 5,     // tx->rx: u64 seq, bytes manifest, bytes transport blob
@@ -36,6 +41,7 @@ enum class MsgType : uint16_t {
   kCommitted = 10,   // rx->tx: u64 version
   kAbortUpdate = 11, // tx->rx: str reason
   kClose = 12,       // tx->rx: the group is destroyed
+  kChallenge = 13,   // tx->rx, first on every connection: u32 protocol, bytes tx nonce
 };
 
 const char* msg_type_name(uint16_t type);

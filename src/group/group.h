@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/options.h"
+#include "common/secret.h"
 #include "control/control_conn.h"
 #include "device/mem_block.h"
 #include "http/engine_set.h"
@@ -34,9 +35,12 @@ namespace wsync {
 
 struct Peer {
   uint32_t rank = 0;
-  uint32_t pid = 0;
+  uint32_t pid = 0;  // as the receiver claims it (nothing checks it)
   ControlConn conn;
   bool alive = true;
+  std::string addr;                // "ip:port" the connection came from
+  std::vector<uint8_t> nonce;      // the CHALLENGE sent to it
+  int64_t accepted_ms = 0;         // when it connected (the HELLO deadline runs from here)
 };
 
 // One pipeline slot: host memory for host transports, CUDA memory (allocated at init) for
@@ -100,6 +104,7 @@ struct wsync_group {
   int64_t timeout_ms = 60000;
   uint32_t staging_buckets = 2;
   bool verify_payload = false;
+  bool verify_payload_set = false;  // the caller gave option verify_payload (else: on for host transports)
   wsync::LayoutRule rule;
   int requested_device = -1;      // option 'device'; -1 = the current device at init
   bool bucket_bytes_set = false;  // the caller gave option bucket_bytes
@@ -116,6 +121,9 @@ struct wsync_group {
   std::unique_ptr<wsync::TcpStoreClient> store_client;
   wsync_store store_handle{nullptr};
   std::string store_addr;
+  std::string secret_option, secret_file_option;  // options secret and secret_file
+  wsync::GroupSecret secret;                      // what authenticates the group's members
+  bool torch_clients = false;                     // option torch_clients: the store's torch mode
   wsync::ControlListener listener;
   std::vector<std::unique_ptr<wsync::Peer>> peers;  // index = rank - 1
 

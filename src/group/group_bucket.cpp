@@ -174,8 +174,12 @@ wsync_status_t await(wsync_group_t* g, InflightBucket* b, MsgType expect, bool t
         return fail(WSYNC_ERR_TIMEOUT, "%s did not answer %s of %s within %lld ms", peer_names(w.peers).c_str(),
                     msg_type_name(static_cast<uint16_t>(expect)), b->what.c_str(),
                     static_cast<long long>(b->batch->timeout_ms));
-      return fail(WSYNC_ERR_TIMEOUT, "transport '%s' did not deliver %s within %lld ms", tp(g)->name, b->what.c_str(),
-                  static_cast<long long>(b->batch->timeout_ms));
+      // Every receiver answered, the transport did not finish: its own word names the rank it waits for.
+      clear_error();
+      const bool still = tp(g)->send_wait(g->transport_self, w.transport_seq, 0) == WSYNC_ERR_TIMEOUT;
+      const std::string said = still ? last_error() : std::string();
+      return fail(WSYNC_ERR_TIMEOUT, "transport '%s' did not deliver %s within %lld ms%s%s", tp(g)->name, b->what.c_str(),
+                  static_cast<long long>(b->batch->timeout_ms), said.empty() ? "" : ": ", said.c_str());
     }
     wait_for_progress(g, w, deadline);
   }

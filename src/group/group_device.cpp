@@ -58,9 +58,6 @@ wsync_status_t device_check_batch(wsync_group_t* g, const std::vector<wsync_tens
       return fail(WSYNC_ERR_UNSUPPORTED, "tensors '%s' (CUDA device %d) and '%s' (CUDA device %d) are on different "
                   "devices; send each device's tensors through its own group", first->name, first->device_index,
                   x.name, x.device_index);
-  if (g->verify_payload)
-    return fail(WSYNC_ERR_UNSUPPORTED, "tensor '%s' is in CUDA memory; option verify_payload checksums on the host "
-                "and works with host tensors only", first->name);
   // A host transport works on the group option 'device', else on the first CUDA batch's device.
   const bool from_option = g->device_staging || g->requested_device >= 0;
   if (g->device < 0) g->device = g->requested_device >= 0 ? g->requested_device : first->device_index;

@@ -113,6 +113,8 @@ wsync_status_t choose_staging(wsync_group_t* g) {
   if (g->staging_only && !g->device_staging)
     return fail(WSYNC_ERR_UNSUPPORTED, "transport '%s' declares CAP_STAGING_ONLY for host memory; wsync registers fixed "
                 "staging only for transports that move CUDA memory only", name);
+  // Payload checksums are on by default where the bytes travel through host memory.
+  if (!g->verify_payload_set) g->verify_payload = !g->device_staging;
   if (!g->device_staging) return WSYNC_OK;
   if (g->verify_payload)
     return fail(WSYNC_ERR_UNSUPPORTED, "option verify_payload checksums bytes on the host; transport '%s' moves CUDA "
@@ -123,15 +125,35 @@ wsync_status_t choose_staging(wsync_group_t* g) {
   return device_init_staging(g);
 }
 
+// The group secret: given (option, file, environment) or generated here. Receivers without it
+// cannot join; only the explicit torch mode lets unmodified torch workers use the store.
+wsync_status_t find_secret(wsync_group_t* g) {
+  wsync_status_t st = find_group_secret(g->secret_option, g->secret_file_option, true, &g->secret);
+  if (st != WSYNC_OK) return st;
+  const bool torch_only = g->http_engines && !g->engines_embed_wsync;
+  if (g->secret.origin == "generated" && !torch_only)
+    WSYNC_LOGW("group '%s': no group secret was given, so one was generated that no receiver knows; give the sender and "
+               "its receivers the same secret (option secret or secret_file, or WSYNC_GROUP_SECRET)",
+               g->group_name.c_str());
+  else
+    WSYNC_LOGI("group '%s': members authenticate with the group secret (%s)%s", g->group_name.c_str(),
+               g->secret.origin.c_str(), g->torch_clients ? "; torch clients may use the store's non-wsync keys" : "");
+  return WSYNC_OK;
+}
+
 // The store, a client of it for this process, the control listener, and the group's announcement.
 wsync_status_t open_rendezvous(wsync_group_t* g, const InitArgs& a) {
-  wsync_status_t st = TcpStoreServer::start(a.host, a.port, &g->store_server);
+  wsync_status_t st = find_secret(g);
   if (st != WSYNC_OK) return st;
+  StoreServerOptions so;
+  so.secret = g->secret.value;
+  so.torch_clients = g->torch_clients;
+  if ((st = TcpStoreServer::start(a.host, a.port, so, &g->store_server)) != WSYNC_OK) return st;
   g->store_addr = g->store_server->address();
   std::string s_host;
   uint16_t s_port = 0;
   parse_host_port(g->store_addr, &s_host, &s_port);
-  if ((st = TcpStoreClient::connect(s_host, s_port, 5000, &g->store_client)) != WSYNC_OK) return st;
+  if ((st = TcpStoreClient::connect(s_host, s_port, 5000, g->secret.value, &g->store_client)) != WSYNC_OK) return st;
   g->store_handle.client = g->store_client.get();
   if ((st = g->listener.listen(a.host, 0)) != WSYNC_OK) return st;
   GroupInfo info;
@@ -153,15 +175,7 @@ wsync_status_t open_rendezvous(wsync_group_t* g, const InitArgs& a) {
              g->group_name.c_str(), g->store_addr.c_str(), g->num_receivers, g->transport.table->name,
              g->adapter.table->name, static_cast<unsigned long long>(g->rule.bucket_bytes));
   if (a.addr_file.empty()) return WSYNC_OK;
-  const std::string tmp = a.addr_file + ".tmp";
-  FILE* f = std::fopen(tmp.c_str(), "w");
-  if (f == nullptr)
-    return fail(WSYNC_ERR_IO, "cannot write store_addr_file '%s': %s", tmp.c_str(), std::strerror(errno));
-  std::fprintf(f, "%s\n", g->store_addr.c_str());
-  std::fclose(f);
-  if (std::rename(tmp.c_str(), a.addr_file.c_str()) != 0)
-    return fail(WSYNC_ERR_IO, "cannot rename '%s' to '%s': %s", tmp.c_str(), a.addr_file.c_str(), std::strerror(errno));
-  return WSYNC_OK;
+  return write_file_atomic(a.addr_file, g->store_addr + "\n", 0644, "store_addr_file");
 }
 
 // What the adapter says its engine needs from the data plane (since plugin ABI 1.2): hints for the
@@ -235,6 +249,7 @@ wsync_status_t create_transport(wsync_group_t* g, const InitArgs& a) {
   std::vector<std::string> properties;
   wsync_status_t st = adapter_needs(g, t_opts, &hints, &properties);
   if (st != WSYNC_OK) return st;
+  hints.emplace_back("local_address", a.host);  // where the user bound the store: the transport listens there too
   std::vector<wsync_option_t> t_c = to_c_options(t_opts), h_c = to_c_options(hints);
   wsync_transport_params_t tp = WSYNC_TRANSPORT_PARAMS_INIT;
   tp.rank = 0;

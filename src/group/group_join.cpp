@@ -1,24 +1,34 @@
-// Receivers joining a group: HELLO on the control port (checked against the group's name, ranks
-// and protocol), WELCOME or REJECT, then JOINED once their transport is connected.
+// Receivers joining a group: the sender opens each control connection with a CHALLENGE; the
+// receiver's HELLO must prove the group secret (control/control_auth.h) and is then checked
+// against the group's name, ranks and protocol; WELCOME (with the sender's proof) or REJECT; then
+// JOINED once the receiver's transport is connected. Connections that have not said HELLO are
+// bounded in number, in time and in the bytes they may send.
 #include <algorithm>
 
 #include "common/error.h"
+#include "control/control_auth.h"
 #include "group/group_internal.h"
 
 namespace wsync {
 namespace {
 
+// A connection must say HELLO within this long; at most this many may be waiting to (the oldest
+// is dropped for a newer one, so a flood of silent connections cannot lock receivers out).
+constexpr int64_t kHelloDeadlineMs = 10000;
+constexpr size_t kMaxPendingHellos = 64;
+
 struct Hello {
   uint32_t proto = 0, rank = 0, pid = 0;
   std::string group;
+  std::vector<uint8_t> nonce, proof;
 };
 
-// Why the HELLO in `f` is refused ("" when it is accepted), and with which status.
-std::string check_hello(wsync_group_t* g, const Frame& f, Hello* h, wsync_status_t* code) {
+// Why the HELLO in `f` is refused ("" when it is accepted), and with which status. The proof is
+// checked before anything the peer says is believed or answered in detail.
+std::string check_hello(wsync_group_t* g, const Peer& p, const Frame& f, Hello* h, wsync_status_t* code) {
   ByteReader r(f.body);
   *code = WSYNC_ERR_REJECTED;
-  if (f.type != static_cast<uint16_t>(MsgType::kHello) || !r.u32(&h->proto) || !r.u32(&h->rank) || !r.u32(&h->pid) ||
-      !r.str32(&h->group, 4096)) {
+  if (f.type != static_cast<uint16_t>(MsgType::kHello) || !r.u32(&h->proto)) {
     *code = WSYNC_ERR_PROTOCOL;
     return "the first message was not a valid HELLO";
   }
@@ -27,13 +37,21 @@ std::string check_hello(wsync_group_t* g, const Frame& f, Hello* h, wsync_status
     return "receiver speaks control protocol " + std::to_string(h->proto) + ", the sender speaks " +
            std::to_string(kControlProtocolVersion) + " (use the same wsync release on both sides)";
   }
+  if (!r.u32(&h->rank) || !r.u32(&h->pid) || !r.str32(&h->group, 4096) || !r.blob32(&h->nonce, kNonceBytes) ||
+      !r.blob32(&h->proof, kMacBytes) || h->nonce.size() != kNonceBytes || !r.at_end()) {
+    *code = WSYNC_ERR_PROTOCOL;
+    return "the first message was not a valid HELLO";
+  }
+  if (!proof_matches(h->proof, control_hello_proof(g->secret.value, h->group, h->rank, h->pid, p.nonce, h->nonce)))
+    return "the receiver did not prove the group secret (give it the sender's secret: option secret or secret_file, "
+           "or WSYNC_GROUP_SECRET)";
   if (h->group != g->group_name)
     return "receiver asked for group '" + h->group + "' but this sender hosts group '" + g->group_name + "'";
   if (h->rank < 1 || h->rank > g->num_receivers)
     return "rank " + std::to_string(h->rank) + " is out of range: this group has receivers 1.." +
            std::to_string(g->num_receivers);
   if (g->peers[h->rank - 1])
-    return "rank " + std::to_string(h->rank) + " already joined (pid " + std::to_string(g->peers[h->rank - 1]->pid) +
+    return "rank " + std::to_string(h->rank) + " already joined (" + g->peers[h->rank - 1]->conn.peer_name() +
            "); each rank may join once";
   return "";
 }
@@ -43,27 +61,54 @@ std::string check_hello(wsync_group_t* g, const Frame& f, Hello* h, wsync_status
 void admit(wsync_group_t* g, std::unique_ptr<Peer> p, const Frame& f, int64_t timeout_ms) {
   Hello h;
   wsync_status_t code;
-  const std::string reason = check_hello(g, f, &h, &code);
+  const std::string reason = check_hello(g, *p, f, &h, &code);
   if (!reason.empty()) {
-    WSYNC_LOGW("group '%s': refused a receiver: %s", g->group_name.c_str(), reason.c_str());
+    WSYNC_LOGW("group '%s': refused a receiver connecting from %s: %s", g->group_name.c_str(), p->addr.c_str(),
+               reason.c_str());
     ByteWriter w;
     w.i32(code);
     w.str32(reason);
-    p->conn.send(MsgType::kReject, w.data(), timeout_ms);
+    p->conn.send(MsgType::kReject, w.data(), std::min<int64_t>(timeout_ms, 1000));
     return;
   }
   p->rank = h.rank;
   p->pid = h.pid;
-  p->conn.set_peer_name("receiver rank " + std::to_string(h.rank) + " (pid " + std::to_string(h.pid) + ")");
+  p->conn.set_peer_name("receiver rank " + std::to_string(h.rank) + " (at " + p->addr + ", claims pid " +
+                        std::to_string(h.pid) + ")");
+  p->conn.set_max_body(kControlMaxBody);
+  const Mac proof = control_welcome_proof(g->secret.value, g->group_name, h.rank, g->num_receivers + 1, p->nonce, h.nonce);
   ByteWriter w;
   w.u32(g->num_receivers + 1);
+  w.blob32(proof.data(), proof.size());
   if (p->conn.send(MsgType::kWelcome, w.data(), timeout_ms) != WSYNC_OK) {
     WSYNC_LOGW("group '%s': rank %u left during its welcome", g->group_name.c_str(), h.rank);
     return;
   }
-  WSYNC_LOGI("group '%s': receiver rank %u (pid %u) joined", g->group_name.c_str(), h.rank, h.pid);
+  WSYNC_LOGI("group '%s': %s joined", g->group_name.c_str(), p->conn.peer_name().c_str());
   p->conn.set_abort_flag(&g->aborted);
   g->peers[h.rank - 1] = std::move(p);
+}
+
+// A new connection: it gets its CHALLENGE at once and joins the pending ones (the oldest pending
+// one makes room when there are too many).
+void open_pending(wsync_group_t* g, int fd, const std::string& addr, std::vector<std::unique_ptr<Peer>>* pending) {
+  auto p = std::make_unique<Peer>();
+  p->conn.adopt(fd);
+  p->addr = addr;
+  p->conn.set_peer_name("a connection from " + addr);
+  p->conn.set_max_body(kControlMaxBodyUnauthenticated);
+  p->accepted_ms = now_ms();
+  p->nonce = random_bytes(kNonceBytes);
+  ByteWriter w;
+  w.u32(kControlProtocolVersion);
+  w.blob32(p->nonce);
+  if (p->conn.send(MsgType::kChallenge, w.data(), 1000) != WSYNC_OK) return;  // gone already
+  if (pending->size() >= kMaxPendingHellos) {
+    WSYNC_LOGW("group '%s': %zu connections are waiting to say HELLO; dropping the oldest, from %s",
+               g->group_name.c_str(), pending->size(), pending->front()->addr.c_str());
+    pending->erase(pending->begin());
+  }
+  pending->push_back(std::move(p));
 }
 
 std::string missing_ranks(wsync_group_t* g) {
@@ -79,14 +124,22 @@ wsync_status_t init_interrupted(wsync_group_t* g) {
   return WSYNC_OK;
 }
 
-// Read the HELLO of every pending connection that sent one; the others stay pending.
+// Read the HELLO of every pending connection that sent one; the others stay pending until their
+// HELLO deadline.
 void read_hellos(wsync_group_t* g, std::vector<std::unique_ptr<Peer>>* pending, int64_t left) {
   for (size_t i = 0; i < pending->size();) {
     Frame f;
     wsync_status_t st = (*pending)[i]->conn.recv(&f, 0);
-    if (st == WSYNC_ERR_TIMEOUT) {
+    if (st == WSYNC_ERR_TIMEOUT && now_ms() - (*pending)[i]->accepted_ms > kHelloDeadlineMs) {
+      WSYNC_LOGW("group '%s': closing the connection from %s: no HELLO within %lld ms", g->group_name.c_str(),
+                 (*pending)[i]->addr.c_str(), static_cast<long long>(kHelloDeadlineMs));
+      st = WSYNC_ERR_PEER_FAILED;
+    } else if (st == WSYNC_ERR_TIMEOUT) {
       ++i;
       continue;
+    } else if (st != WSYNC_OK) {
+      WSYNC_LOGW("group '%s': dropped the connection from %s before its HELLO: %s", g->group_name.c_str(),
+                 (*pending)[i]->addr.c_str(), last_error().c_str());
     }
     std::unique_ptr<Peer> p = std::move((*pending)[i]);
     pending->erase(pending->begin() + static_cast<long>(i));
@@ -108,12 +161,8 @@ wsync_status_t accept_receivers(wsync_group_t* g, int64_t deadline) {
       return fail(WSYNC_ERR_TIMEOUT, "group '%s': receiver rank(s) %s did not join in time (store at %s)",
                   g->group_name.c_str(), missing_ranks(g).c_str(), g->store_addr.c_str());
     int fd = -1;
-    if (g->listener.accept(std::min<int64_t>(left, 20), &fd) == WSYNC_OK) {
-      auto p = std::make_unique<Peer>();
-      p->conn.adopt(fd);
-      p->conn.set_peer_name("a joining receiver");
-      pending.push_back(std::move(p));
-    }
+    std::string addr;
+    if (g->listener.accept(std::min<int64_t>(left, 20), &fd, &addr) == WSYNC_OK) open_pending(g, fd, addr, &pending);
     read_hellos(g, &pending, left);
   }
 }

@@ -27,6 +27,14 @@ wsync_status_t apply_core_option(wsync_group_t* g, const std::string& k, const s
     if ((st = parse_u64_option(k, v, 0, 1023, &n)) == WSYNC_OK) g->requested_device = static_cast<int>(n);
   } else if (k == "verify_payload") {
     st = parse_bool_option(k, v, &g->verify_payload);
+    g->verify_payload_set = true;
+  } else if (k == "secret") {
+    g->secret_option = v;
+  } else if (k == "secret_file") {
+    if (v.empty()) st = fail(WSYNC_ERR_INVALID_ARGUMENT, "option 'secret_file' is empty");
+    g->secret_file_option = v;
+  } else if (k == "torch_clients") {
+    st = parse_bool_option(k, v, &g->torch_clients);
   } else if (k == "store_addr_file") {
     if (v.empty()) st = fail(WSYNC_ERR_INVALID_ARGUMENT, "option 'store_addr_file' is empty");
     *addr_file = v;
@@ -47,7 +55,7 @@ wsync_status_t apply_group_options(wsync_group_t* g, const OptionList& opts, std
         k.compare(0, 8, "adapter.") != 0)  // transport.* and adapter.* are validated by the plugin
       st = fail(WSYNC_ERR_INVALID_ARGUMENT,
                 "unknown group option '%s' (known: bucket_bytes, staging_buckets, timeout_ms, device, verify_payload, "
-                "store_addr_file, engines, engine_receivers, engine_api_key, engine_connect_timeout_ms, "
+                "store_addr_file, secret, secret_file, torch_clients, engines, engine_receivers, engine_api_key, engine_connect_timeout_ms, "
                 "engine_timeout_ms, engine_retries, engine_resume_on_failure, transport.*, adapter.*)", k.c_str());
     if (st != WSYNC_OK) return st;
   }

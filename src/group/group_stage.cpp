@@ -42,12 +42,14 @@ wsync_status_t ensure_slot(wsync_group_t* g, StagingSlot* s, uint64_t bytes) {
   return device_grow_slot(g, s, bytes);
 }
 
-// Checksum over the entries' bytes in order (padding excluded), the way receivers compute it.
-uint64_t entries_checksum(const PlanBucket& b, const std::vector<wsync_tensor_t>& t) {
+// Checksum over the entries' bytes in order (padding excluded), the way receivers compute it: over
+// the bucket as it leaves (host staging, or the one host tensor sent in place), so it also covers
+// CUDA tensors copied to host staging and catches a tensor changed while it was packed.
+uint64_t bucket_checksum(const PlanBucket& b, const uint8_t* data) {
   XXH3_state_t* s = XXH3_createState();
   XXH3_64bits_reset(s);
   for (const auto& e : b.entries)
-    if (e.length) XXH3_64bits_update(s, static_cast<const uint8_t*>(t[e.tensor_index].data) + e.tensor_offset, e.length);
+    if (e.length) XXH3_64bits_update(s, data + e.bucket_offset, e.length);
   uint64_t h = XXH3_64bits_digest(s);
   XXH3_freeState(s);
   return h;
@@ -107,13 +109,16 @@ wsync_status_t bucket_prepare(wsync_group_t* g, InflightBucket* b, uint64_t infl
     if ((st = device_order_after(g, batch.cuda_event)) != WSYNC_OK) return st;
     batch.cuda_ordered = true;
   }
-  if (g->verify_payload) b->checksum = entries_checksum(pb, t);
   b->on_device = g->device_staging;
-  if (pb.bytes == 0) return WSYNC_OK;
+  if (pb.bytes == 0) {
+    if (g->verify_payload) b->checksum = bucket_checksum(pb, nullptr);
+    return WSYNC_OK;
+  }
   if (pb.entries.size() == 1 && pb.entries[0].bucket_offset == 0 && !g->staging_only &&
       is_cuda(t[pb.entries[0].tensor_index]) == g->device_staging) {
     const PlanEntry& e = pb.entries[0];
     b->data = static_cast<const uint8_t*>(t[e.tensor_index].data) + e.tensor_offset;
+    if (g->verify_payload) b->checksum = bucket_checksum(pb, b->data);
     return WSYNC_OK;
   }
   StagingSlot* slot = &g->staging[b->slot];
@@ -123,6 +128,7 @@ wsync_status_t bucket_prepare(wsync_group_t* g, InflightBucket* b, uint64_t infl
   st = g->device_staging || any_cuda ? pack_device(g, pb, t, slot->mem.data()) : pack_host(g, pb, t, slot->mem.data(), inflight);
   if (st != WSYNC_OK) return st;
   b->data = slot->mem.data();
+  if (g->verify_payload) b->checksum = bucket_checksum(pb, b->data);
   return WSYNC_OK;
 }
 

@@ -28,14 +28,18 @@ wsync_status_t validate_one(const std::string& name, int32_t dtype, int32_t ndim
   uint64_t expect = 0;
   const bool shape_ok = esize != 0 && ndim >= 0 && ndim <= WSYNC_MAX_NDIM && (ndim == 0 || shape != nullptr) &&
                         shape_nbytes(dtype, ndim, shape, &expect);
-  if (!name.empty() && name.size() <= kMaxTensorNameBytes && shape_ok && expect == nbytes) return WSYNC_OK;
-  const std::string who = tensor_label(name, index);
+  const std::string name_problem = tensor_name_problem(name.data(), name.size());
+  if (name_problem.empty() && shape_ok && expect == nbytes) return WSYNC_OK;
+  const std::string who = tensor_label(printable_name(name.data(), name.size()), index);
   if (name.empty())
     return fail(WSYNC_ERR_INVALID_ARGUMENT, "%s: the name is empty (names are 1..%zu bytes)", who.c_str(),
                 kMaxTensorNameBytes);
   if (name.size() > kMaxTensorNameBytes)
     return fail(WSYNC_ERR_INVALID_ARGUMENT, "%s: the name is %zu bytes, longer than the %zu allowed",
                 who.c_str(), name.size(), kMaxTensorNameBytes);
+  if (!name_problem.empty())
+    return fail(WSYNC_ERR_INVALID_ARGUMENT, "%s: %s (names are UTF-8 without NUL or control characters)", who.c_str(),
+                name_problem.c_str());
   if (esize == 0)
     return fail(WSYNC_ERR_INVALID_ARGUMENT, "%s: unknown dtype %d (WSYNC_DTYPE_* expected)", who.c_str(),
                 static_cast<int>(dtype));

@@ -7,13 +7,11 @@
 #include <string>
 #include <vector>
 
+#include "common/names.h"  // kMaxTensorNameBytes, the one name check
 #include "wsync.h"
 #include "wsync_plugin.h"
 
 namespace wsync {
-
-// Longest tensor name accepted anywhere (bytes of UTF-8, no terminator).
-constexpr size_t kMaxTensorNameBytes = 1024;
 
 struct LayoutRule {
   int32_t kind = WSYNC_LAYOUT_BYTES_MIXED;

@@ -2,7 +2,8 @@
 //
 //   read_manifest    decode and check the MANIFEST against this receiver's update and limits
 //   check_entries    each entry against its registration (looked up once), sizes, padding
-//   plan_placement   where each byte range goes: registered buffers, staging, assemblies, scratch
+//   plan_placement   where each byte range goes: registered buffers (staged mode: their staged
+//                    blocks), staging, assemblies, scratch
 //   post_receive     the transport's blob, recv_post, READY (with our blob)
 //   wait_bytes       until the bytes are in place, sleeping on the control socket and the
 //                    transport's event fd; a vanished or abandoning sender ends it
@@ -33,6 +34,7 @@ struct Incoming {
   std::vector<uint8_t> blob;                // the sender's transport blob
   std::string what;                         // "bucket 3 of update 1"
   std::vector<const Registered*> reg;       // per entry: its registration, or nullptr
+  std::vector<uint8_t*> dst;                // per entry: where its bytes land
   std::vector<wsync_iov_t> iov;             // where the bucket's bytes go, in order
   uint64_t staging_need = 0, max_gap = 0;
 };
@@ -145,8 +147,13 @@ wsync_status_t assembly_for(wsync_receiver_t* rx, const ManifestEntry& e, const 
     a.ndim = e.ndim;
     std::memcpy(a.shape, e.shape, sizeof a.shape);
     if (reg != nullptr) {
-      a.dst = static_cast<uint8_t*>(reg->data);
       a.placed = true;
+      if (!rx->staged) {
+        a.dst = static_cast<uint8_t*>(reg->data);
+      } else {
+        wsync_status_t st = staged_block(rx, e.name, e.tensor_bytes, &a.dst);
+        if (st != WSYNC_OK) return st;
+      }
     } else {
       wsync_status_t st = MemBlock::alloc(e.tensor_bytes, rx->device, &a.owned);
       if (st != WSYNC_OK)
@@ -165,21 +172,34 @@ wsync_status_t assembly_for(wsync_receiver_t* rx, const ManifestEntry& e, const 
   return WSYNC_OK;
 }
 
+// Where a whole tensor's bytes land: its registered buffer (staged mode: its staged block), or
+// the staging the event's views point into.
+wsync_status_t whole_destination(wsync_receiver_t* rx, const ManifestEntry& e, const Registered* reg, uint8_t** out) {
+  if (reg == nullptr) {
+    *out = rx->staging.data() + e.bucket_offset;
+    return WSYNC_OK;
+  }
+  if (rx->staged) return staged_block(rx, e.name, e.tensor_bytes, out);
+  *out = static_cast<uint8_t*>(reg->data);
+  return WSYNC_OK;
+}
+
 wsync_status_t plan_placement(wsync_receiver_t* rx, Incoming* in) {
   uint64_t cursor = 0;
+  in->dst.assign(in->m.entries.size(), nullptr);
   for (size_t i = 0; i < in->m.entries.size(); ++i) {
     const ManifestEntry& e = in->m.entries[i];
     if (e.bucket_offset > cursor) add_piece(rx, in, rx->scratch.data(), e.bucket_offset - cursor);
     cursor = e.bucket_offset + e.length;
+    wsync_status_t st;
     if (whole(e)) {
-      add_piece(rx, in, in->reg[i] ? static_cast<uint8_t*>(in->reg[i]->data) : rx->staging.data() + e.bucket_offset,
-                e.length);
-      continue;
+      if ((st = whole_destination(rx, e, in->reg[i], &in->dst[i])) != WSYNC_OK) return st;
+    } else {
+      Assembly* a = nullptr;
+      if ((st = assembly_for(rx, e, in->reg[i], &a)) != WSYNC_OK) return st;
+      in->dst[i] = a->dst + e.tensor_offset;
     }
-    Assembly* a = nullptr;
-    wsync_status_t st = assembly_for(rx, e, in->reg[i], &a);
-    if (st != WSYNC_OK) return st;
-    add_piece(rx, in, a->dst + e.tensor_offset, e.length);
+    add_piece(rx, in, in->dst[i], e.length);
   }
   if (in->m.bucket_bytes > cursor) add_piece(rx, in, rx->scratch.data(), in->m.bucket_bytes - cursor);
   return WSYNC_OK;
@@ -241,6 +261,7 @@ wsync_status_t give_up(wsync_receiver_t* rx, const std::string& why) {
   const std::string msg = last_error();
   tp(rx)->forget_peer(rx->transport_self, 0);
   rx->broken = why;
+  rx->late_writes = true;  // a receive was posted: UCX (for one) may still complete part of it
   restore_error(st, msg);
   return st;
 }
@@ -254,8 +275,15 @@ void sleep_on_fds(wsync_receiver_t* rx, int64_t deadline) {
   ::poll(fds, 2, armed ? remaining_ms(deadline, 1000) : 0);
 }
 
+// How much longer than its timeout_ms a receiver waits for a bucket's bytes while the sender's
+// connection is up. The sender waits for every receiver with the same kind of timeout; when another
+// receiver stalls, the sender gives up first and its ABORT_UPDATE must reach us before we give up
+// on our own: then the engine sees WSYNC_EVENT_ABORTED (the sender's reason) instead of a timeout
+// of its own that blames nobody.
+int64_t abort_grace_ms(int64_t timeout_ms) { return std::min<int64_t>(timeout_ms, 5000); }
+
 wsync_status_t wait_bytes(wsync_receiver_t* rx, const Incoming& in) {
-  const int64_t deadline = deadline_after(rx->timeout_ms);
+  const int64_t deadline = deadline_after(rx->timeout_ms + abort_grace_ms(rx->timeout_ms));
   const bool has_fd = rx->transport_fd >= 0;
   for (;;) {
     clear_error();
@@ -274,24 +302,19 @@ wsync_status_t wait_bytes(wsync_receiver_t* rx, const Incoming& in) {
       return give_up(rx, "the transport failed during " + in.what);
     }
     if (now_ms() >= deadline) {
-      fail(WSYNC_ERR_TIMEOUT, "%s did not arrive within %lld ms", in.what.c_str(), static_cast<long long>(rx->timeout_ms));
+      fail(WSYNC_ERR_TIMEOUT, "%s did not arrive within %lld ms (timeout_ms, plus %lld ms for the sender to say why)",
+           in.what.c_str(), static_cast<long long>(rx->timeout_ms), static_cast<long long>(abort_grace_ms(rx->timeout_ms)));
       return give_up(rx, "the transport failed during " + in.what);
     }
     if (has_fd) sleep_on_fds(rx, deadline);
   }
 }
 
-const uint8_t* entry_bytes(wsync_receiver_t* rx, const Incoming& in, size_t i) {
-  const ManifestEntry& e = in.m.entries[i];
-  if (whole(e)) return in.reg[i] ? static_cast<uint8_t*>(in.reg[i]->data) : rx->staging.data() + e.bucket_offset;
-  return rx->assembling[e.name].dst + e.tensor_offset;
-}
-
-wsync_status_t verify_payload(wsync_receiver_t* rx, const Incoming& in) {
+wsync_status_t verify_payload(const Incoming& in) {
   XXH3_state_t* s = XXH3_createState();
   XXH3_64bits_reset(s);
   for (size_t i = 0; i < in.m.entries.size(); ++i)
-    if (in.m.entries[i].length) XXH3_64bits_update(s, entry_bytes(rx, in, i), in.m.entries[i].length);
+    if (in.m.entries[i].length) XXH3_64bits_update(s, in.dst[i], in.m.entries[i].length);
   const uint64_t h = XXH3_64bits_digest(s);
   XXH3_freeState(s);
   if (h == in.m.payload_checksum) return WSYNC_OK;
@@ -304,7 +327,7 @@ wsync_status_t finish_bucket(wsync_receiver_t* rx, const Incoming& in) {
   for (const auto& e : in.m.entries)
     if (!whole(e)) rx->assembling[e.name].received += e.length;
   wsync_status_t st = WSYNC_OK;
-  if (in.m.flags & kManifestFlagPayloadChecksum) st = verify_payload(rx, in);
+  if (in.m.flags & kManifestFlagPayloadChecksum) st = verify_payload(in);
   std::vector<uint8_t> blob;
   if (st == WSYNC_OK) st = describe_recv(rx, in, WSYNC_BLOB_ACK, &blob);
   if (st != WSYNC_OK) return st;
@@ -321,11 +344,12 @@ void add_event_tensor(wsync_receiver_t* rx, const ManifestEntry& e, const Regist
   t.ndim = e.ndim;
   std::memcpy(t.shape, a ? a->shape : e.shape, sizeof t.shape);
   t.nbytes = a ? a->tensor_bytes : e.length;
-  t.data = t.nbytes ? data : nullptr;
+  // A registered tensor is reported at its buffer, also when staged (the buffer gets it at commit).
+  t.data = t.nbytes ? (reg ? reg->data : data) : nullptr;
   t.device_type = reg ? reg->device_type : (rx->device_memory ? WSYNC_DEVICE_CUDA : WSYNC_DEVICE_CPU);
   t.device_index = reg ? reg->device_index : (rx->device_memory ? rx->device : 0);
   rx->ev_tensors.push_back(t);
-  rx->ev_placed.push_back(reg != nullptr ? 1 : 0);
+  rx->ev_placed.push_back(reg == nullptr ? WSYNC_PLACED_VIEW : rx->staged ? WSYNC_PLACED_STAGED : WSYNC_PLACED_IN_PLACE);
 }
 
 // Whole tensors, and split ones whose last chunk just arrived.
@@ -335,7 +359,7 @@ void fill_event(wsync_receiver_t* rx, Incoming* in, wsync_receiver_event_t* ev) 
   for (size_t i = 0; i < in->m.entries.size(); ++i) {
     const ManifestEntry& e = in->m.entries[i];
     if (whole(e)) {
-      add_event_tensor(rx, e, in->reg[i], nullptr, const_cast<uint8_t*>(entry_bytes(rx, *in, i)));
+      add_event_tensor(rx, e, in->reg[i], nullptr, in->dst[i]);
       continue;
     }
     auto it = rx->assembling.find(e.name);
@@ -351,6 +375,13 @@ void fill_event(wsync_receiver_t* rx, Incoming* in, wsync_receiver_event_t* ev) 
   ev->num_tensors = rx->ev_tensors.size();
   ev->tensors = rx->ev_tensors.data();
   ev->placed = rx->ev_placed.data();
+}
+
+// The registered tensors of a bucket whose receive was posted: their buffers (or staged blocks)
+// may be written from now on.
+void note_posted(wsync_receiver_t* rx, const Incoming& in) {
+  for (size_t i = 0; i < in.m.entries.size(); ++i)
+    if (in.reg[i] != nullptr && in.m.entries[i].length > 0) note_touched(rx, in.m.entries[i].name);
 }
 
 }  // namespace
@@ -370,6 +401,7 @@ void drop_assemblies(wsync_receiver_t* rx) {
     for (auto& kv : rx->assembling)
       if (kv.second.owned.data()) rx->graveyard.push_back(std::move(kv.second.owned));
   rx->assembling.clear();
+  drop_staged(rx);
 }
 
 wsync_status_t refuse(wsync_receiver_t* rx, uint64_t seq, wsync_status_t st) {
@@ -387,6 +419,7 @@ wsync_status_t handle_manifest(wsync_receiver_t* rx, const Frame& f, wsync_recei
   if (st == WSYNC_OK) st = plan_placement(rx, &in);
   bool posted = false;
   if (st == WSYNC_OK) st = post_receive(rx, in, &posted);
+  if (posted) note_posted(rx, in);
   if (st != WSYNC_OK) {
     if (!posted) return refuse(rx, in.seq, st);
     give_up(rx, "the sender went away while " + in.what + " was posted");  // buffers go to the graveyard

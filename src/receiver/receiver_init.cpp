@@ -7,6 +7,9 @@
 
 #include "common/error.h"
 #include "common/options.h"
+#include "common/secret.h"
+#include "common/socket.h"
+#include "control/control_auth.h"
 #include "control/group_info.h"
 #include "device/cuda_rt.h"
 #include "receiver/receiver.h"
@@ -23,6 +26,8 @@ struct JoinArgs {
   int64_t timeout_ms = 0;
   int64_t deadline = 0;
   GroupInfo info;
+  std::string secret_option, secret_file_option;
+  GroupSecret secret;
 };
 
 int64_t left(const JoinArgs& a) { return std::max<int64_t>(a.deadline - now_ms(), 1); }
@@ -31,7 +36,7 @@ bool is_local_host(const std::string& h) {
   return h == "127.0.0.1" || h == "localhost" || h == "::1" || h == "0.0.0.0" || h == "::" || h.empty();
 }
 
-wsync_status_t apply_options(wsync_receiver_t* rx, const OptionList& opts) {
+wsync_status_t apply_options(wsync_receiver_t* rx, const OptionList& opts, JoinArgs* a) {
   for (const auto& kv : opts) {
     uint64_t n = 0;
     wsync_status_t st = WSYNC_OK;
@@ -40,9 +45,20 @@ wsync_status_t apply_options(wsync_receiver_t* rx, const OptionList& opts) {
         rx->timeout_ms = static_cast<int64_t>(n);
     } else if (kv.first == "device") {
       if ((st = parse_u64_option(kv.first, kv.second, 0, 1023, &n)) == WSYNC_OK) rx->device = static_cast<int>(n);
+    } else if (kv.first == "receive_mode") {
+      if (kv.second == "staged" || kv.second == "in_place")
+        rx->staged = kv.second == "staged";
+      else
+        st = fail(WSYNC_ERR_INVALID_ARGUMENT, "receiver option 'receive_mode' is '%s'; use 'in_place' (the default) "
+                  "or 'staged'", kv.second.c_str());
+    } else if (kv.first == "secret") {
+      a->secret_option = kv.second;
+    } else if (kv.first == "secret_file") {
+      if (kv.second.empty()) st = fail(WSYNC_ERR_INVALID_ARGUMENT, "option 'secret_file' is empty");
+      a->secret_file_option = kv.second;
     } else if (kv.first.compare(0, 10, "transport.") != 0) {
-      st = fail(WSYNC_ERR_INVALID_ARGUMENT, "unknown receiver option '%s' (known: timeout_ms, device, transport.*)",
-                kv.first.c_str());
+      st = fail(WSYNC_ERR_INVALID_ARGUMENT, "unknown receiver option '%s' (known: timeout_ms, device, receive_mode, "
+                "secret, secret_file, transport.*)", kv.first.c_str());
     }
     if (st != WSYNC_OK) return st;
   }
@@ -59,7 +75,8 @@ wsync_status_t read_config(const wsync_receiver_config_t* config, wsync_receiver
   rx->rank = a->cfg.rank;
   rx->group_name = a->cfg.group_name ? a->cfg.group_name : "wsync";
   if ((st = copy_options(a->cfg.options, a->cfg.num_options, &a->opts)) != WSYNC_OK) return st;
-  if ((st = apply_options(rx, a->opts)) != WSYNC_OK) return st;
+  if ((st = apply_options(rx, a->opts, a)) != WSYNC_OK) return st;
+  if ((st = find_group_secret(a->secret_option, a->secret_file_option, false, &a->secret)) != WSYNC_OK) return st;
   // Zero means default: 0 or < 0 takes the option timeout_ms.
   a->timeout_ms = a->cfg.timeout_ms > 0 ? a->cfg.timeout_ms : rx->timeout_ms;
   a->deadline = deadline_after(a->timeout_ms);
@@ -68,7 +85,7 @@ wsync_status_t read_config(const wsync_receiver_config_t* config, wsync_receiver
 
 wsync_status_t read_group_info(wsync_receiver_t* rx, JoinArgs* a) {
   const char* addr = a->cfg.store_addr;
-  wsync_status_t st = TcpStoreClient::connect(a->host, a->port, a->timeout_ms, &rx->store_client);
+  wsync_status_t st = TcpStoreClient::connect(a->host, a->port, a->timeout_ms, a->secret.value, &rx->store_client);
   if (st != WSYNC_OK) return fail_msg(st, "cannot reach the group's store at " + std::string(addr) + ": " + last_error());
   rx->store_handle.client = rx->store_client.get();
   std::vector<uint8_t> blob;
@@ -116,7 +133,40 @@ wsync_status_t load_group_transport(wsync_receiver_t* rx, const JoinArgs& a) {
   return cuda_pick_device(rt, rx->device, &rx->device);
 }
 
-// HELLO on the control port; WELCOME, or REJECT with the sender's reason.
+// The sender's REJECT, as this receiver's error.
+wsync_status_t rejected(const JoinArgs& a, ByteReader& r) {
+  int32_t code = WSYNC_ERR_REJECTED;
+  std::string why;
+  r.i32(&code);
+  r.str32(&why, 1 << 16);
+  return fail(wire_failure(code, WSYNC_ERR_REJECTED), "the sender refused rank %u: %s", a.cfg.rank, why.c_str());
+}
+
+// The sender's CHALLENGE: its protocol and nonce.
+wsync_status_t read_challenge(wsync_receiver_t* rx, const JoinArgs& a, std::vector<uint8_t>* nonce) {
+  Frame f;
+  wsync_status_t st = rx->conn.recv(&f, std::max<int64_t>(a.deadline - now_ms(), 0));
+  if (st == WSYNC_ERR_TIMEOUT)
+    return fail(WSYNC_ERR_TIMEOUT, "the sender's control port did not open rank %u's join within %lld ms", a.cfg.rank,
+                static_cast<long long>(a.timeout_ms));
+  if (st != WSYNC_OK) return st;
+  ByteReader r(f.body);
+  if (f.type == static_cast<uint16_t>(MsgType::kReject)) return rejected(a, r);
+  uint32_t proto = 0;
+  if (f.type != static_cast<uint16_t>(MsgType::kChallenge) || !r.u32(&proto))
+    return fail(WSYNC_ERR_VERSION_MISMATCH, "the sender opened the join with %s, not CHALLENGE: it speaks an older control "
+                "protocol than %u (use the same wsync release on both sides)", msg_type_name(f.type),
+                kControlProtocolVersion);
+  if (proto != kControlProtocolVersion)
+    return fail(WSYNC_ERR_VERSION_MISMATCH, "the sender speaks control protocol %u, this receiver speaks %u (use the "
+                "same wsync release on both sides)", proto, kControlProtocolVersion);
+  if (!r.blob32(nonce, kNonceBytes) || nonce->size() != kNonceBytes || !r.at_end())
+    return fail(WSYNC_ERR_PROTOCOL, "the sender's CHALLENGE is malformed");
+  return WSYNC_OK;
+}
+
+// HELLO on the control port (proving the secret); WELCOME with the sender's proof, or REJECT with
+// the sender's reason.
 wsync_status_t hello(wsync_receiver_t* rx, const JoinArgs& a) {
   // A sender bound to a wildcard or loopback address announces 127.0.0.1; a receiver on another
   // host reaches the control port where it reached the store.
@@ -125,11 +175,19 @@ wsync_status_t hello(wsync_receiver_t* rx, const JoinArgs& a) {
   wsync_status_t st = ControlConn::connect(control_host, a.info.control_port, left(a), &rx->conn);
   if (st != WSYNC_OK) return fail_msg(st, "cannot reach the sender's control port: " + last_error());
   rx->conn.set_peer_name("the sender of group '" + rx->group_name + "'");
+  rx->conn.set_max_body(kControlMaxBodyUnauthenticated);
+  std::vector<uint8_t> tx_nonce;
+  if ((st = read_challenge(rx, a, &tx_nonce)) != WSYNC_OK) return st;
+  const uint32_t pid = static_cast<uint32_t>(getpid());
+  const std::vector<uint8_t> rx_nonce = random_bytes(kNonceBytes);
+  const Mac proof = control_hello_proof(a.secret.value, rx->group_name, a.cfg.rank, pid, tx_nonce, rx_nonce);
   ByteWriter w;
   w.u32(kControlProtocolVersion);
   w.u32(a.cfg.rank);
-  w.u32(static_cast<uint32_t>(getpid()));
+  w.u32(pid);
   w.str32(rx->group_name);
+  w.blob32(rx_nonce);
+  w.blob32(proof.data(), proof.size());
   if ((st = rx->conn.send(MsgType::kHello, w.data(), a.timeout_ms)) != WSYNC_OK) return st;
   Frame f;
   st = rx->conn.recv(&f, std::max<int64_t>(a.deadline - now_ms(), 0));
@@ -138,16 +196,16 @@ wsync_status_t hello(wsync_receiver_t* rx, const JoinArgs& a) {
                 static_cast<long long>(a.timeout_ms));
   if (st != WSYNC_OK) return st;
   ByteReader r(f.body);
-  if (f.type == static_cast<uint16_t>(MsgType::kReject)) {
-    int32_t code = WSYNC_ERR_REJECTED;
-    std::string why;
-    r.i32(&code);
-    r.str32(&why, 1 << 16);
-    return fail(wire_failure(code, WSYNC_ERR_REJECTED), "the sender refused rank %u: %s", a.cfg.rank, why.c_str());
-  }
+  if (f.type == static_cast<uint16_t>(MsgType::kReject)) return rejected(a, r);
   uint32_t world = 0;
-  if (f.type != static_cast<uint16_t>(MsgType::kWelcome) || !r.u32(&world) || world != rx->world_size)
-    return fail(WSYNC_ERR_PROTOCOL, "the sender answered the join with %s", msg_type_name(f.type));
+  std::vector<uint8_t> their;
+  if (f.type != static_cast<uint16_t>(MsgType::kWelcome) || !r.u32(&world) || !r.blob32(&their, kMacBytes) ||
+      !r.at_end() || world != rx->world_size)
+    return fail(WSYNC_ERR_PROTOCOL, "the sender answered the join with a malformed %s", msg_type_name(f.type));
+  if (!proof_matches(their, control_welcome_proof(a.secret.value, rx->group_name, a.cfg.rank, world, tx_nonce, rx_nonce)))
+    return fail(WSYNC_ERR_REJECTED, "the process at the sender's control port (%s:%u) did not prove the group secret; "
+                "refusing to take weights from it", control_host.c_str(), a.info.control_port);
+  rx->conn.set_max_body(kControlMaxBody);
   return WSYNC_OK;
 }
 
@@ -165,7 +223,9 @@ OptionList transport_options(const JoinArgs& a) {
 wsync_status_t connect_transport(wsync_receiver_t* rx, const JoinArgs& a) {
   const wsync_transport_v1_t* t = rx->transport.table;
   const OptionList t_opts = transport_options(a);
-  std::vector<wsync_option_t> t_c = to_c_options(t_opts);
+  // This receiver's end of its control connection: the transport listens on that interface only.
+  const OptionList hints = {{"local_address", local_ip(rx->conn.fd())}};
+  std::vector<wsync_option_t> t_c = to_c_options(t_opts), h_c = to_c_options(hints);
   wsync_transport_params_t tp = WSYNC_TRANSPORT_PARAMS_INIT;
   tp.rank = a.cfg.rank;
   tp.world_size = rx->world_size;
@@ -175,6 +235,8 @@ wsync_status_t connect_transport(wsync_receiver_t* rx, const JoinArgs& a) {
   tp.num_options = t_c.size();
   tp.timeout_ms = left(a);
   tp.device_index = rx->device;
+  tp.hints = h_c.data();
+  tp.num_hints = h_c.size();
   clear_error();
   wsync_status_t st = t->create(&tp, &rx->transport_self);
   if (st == WSYNC_OK) {

@@ -1,5 +1,6 @@
 // A hand-written sender that speaks wsync's wire protocols (real store, real control socket,
-// real UCX transport) but lies in its manifests. The receiver under test is the real one, in a
+// real UCX transport) and knows the group secret (an insider, or a sender with a bug), but lies in
+// its manifests. The receiver under test is the real one, in a
 // child process; it must refuse every corrupted bucket with WSYNC_ERR_PROTOCOL, tell the sender
 // why (NACK), and never write anything.
 #include <gtest/gtest.h>
@@ -7,8 +8,10 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "common/error.h"
+#include "control/control_auth.h"
 #include "control/control_conn.h"
 #include "control/group_info.h"
 #include "harness.h"
@@ -21,6 +24,17 @@ using namespace wsync;
 using namespace harness;
 
 namespace {
+
+std::string secret() {
+  const char* s = std::getenv("WSYNC_GROUP_SECRET");
+  return s ? s : "";
+}
+
+StoreServerOptions authenticated_store() {
+  StoreServerOptions o;
+  o.secret = secret();
+  return o;
+}
 
 struct Rogue {
   std::unique_ptr<TcpStoreServer> server;
@@ -37,8 +51,8 @@ struct Rogue {
 
   // Host a group of one receiver and admit it like a real sender would.
   void start(const std::string& addr_file) {
-    ASSERT_EQ(WSYNC_OK, TcpStoreServer::start("127.0.0.1", 0, &server)) << last_error();
-    ASSERT_EQ(WSYNC_OK, TcpStoreClient::connect("127.0.0.1", server->port(), 5000, &client));
+    ASSERT_EQ(WSYNC_OK, TcpStoreServer::start("127.0.0.1", 0, authenticated_store(), &server)) << last_error();
+    ASSERT_EQ(WSYNC_OK, TcpStoreClient::connect("127.0.0.1", server->port(), 5000, secret(), &client)) << last_error();
     store.client = client.get();
     ASSERT_EQ(WSYNC_OK, listener.listen("127.0.0.1", 0));
     GroupInfo gi;
@@ -61,11 +75,25 @@ struct Rogue {
     }
     ASSERT_GE(fd, 0);
     conn.adopt(fd);
+    const std::vector<uint8_t> nonce = random_bytes(kNonceBytes);
+    ByteWriter c;
+    c.u32(kControlProtocolVersion);
+    c.blob32(nonce);
+    ASSERT_EQ(WSYNC_OK, conn.send(MsgType::kChallenge, c.data(), 1000));
     Frame hello;
     ASSERT_EQ(WSYNC_OK, conn.recv(&hello, 5000));
     ASSERT_EQ(static_cast<uint16_t>(MsgType::kHello), hello.type);
+    ByteReader hr(hello.body);
+    uint32_t proto = 0, rank = 0, pid = 0;
+    std::string group;
+    std::vector<uint8_t> rx_nonce, proof;
+    ASSERT_TRUE(hr.u32(&proto) && hr.u32(&rank) && hr.u32(&pid) && hr.str32(&group, 4096) &&
+                hr.blob32(&rx_nonce, kNonceBytes) && hr.blob32(&proof, kMacBytes));
+    ASSERT_TRUE(proof_matches(proof, control_hello_proof(secret(), group, rank, pid, nonce, rx_nonce)));
+    const Mac mine = control_welcome_proof(secret(), group, rank, 2, nonce, rx_nonce);
     ByteWriter w;
     w.u32(2);
+    w.blob32(mine.data(), mine.size());
     ASSERT_EQ(WSYNC_OK, conn.send(MsgType::kWelcome, w.data(), 1000));
     ASSERT_EQ(WSYNC_OK, load_transport("ucx", &transport)) << last_error();
     wsync_transport_params_t tp = WSYNC_TRANSPORT_PARAMS_INIT;
@@ -257,13 +285,14 @@ TEST_F(RogueSender, EndOfUpdateWithAWrongBucketCountIsRefusedAndTheSenderTold) {
   EXPECT_EQ(0, wait_child(rx, 15000));
 }
 
-// The store is unauthenticated: a transport named there is a plugin name, never a path to load.
+// Even from a store that knows the secret, a transport named there is a plugin name, never a path
+// to load.
 TEST_F(RogueSender, TransportPathInTheStoreIsNotLoaded) {
   std::string dir = temp_dir();
   std::unique_ptr<TcpStoreServer> server;
-  ASSERT_EQ(WSYNC_OK, TcpStoreServer::start("127.0.0.1", 0, &server));
+  ASSERT_EQ(WSYNC_OK, TcpStoreServer::start("127.0.0.1", 0, authenticated_store(), &server));
   std::unique_ptr<TcpStoreClient> client;
-  ASSERT_EQ(WSYNC_OK, TcpStoreClient::connect("127.0.0.1", server->port(), 5000, &client));
+  ASSERT_EQ(WSYNC_OK, TcpStoreClient::connect("127.0.0.1", server->port(), 5000, secret(), &client));
   GroupInfo gi;
   gi.protocol = kControlProtocolVersion;
   gi.group_name = "rogue";
@@ -296,6 +325,10 @@ TEST_F(RogueSender, RejectWithStatusZeroIsStillARejection) {
   }
   ASSERT_GE(fd, 0);
   rogue.conn.adopt(fd);
+  ByteWriter c;
+  c.u32(kControlProtocolVersion);
+  c.blob32(random_bytes(kNonceBytes));
+  ASSERT_EQ(WSYNC_OK, rogue.conn.send(MsgType::kChallenge, c.data(), 1000));
   Frame hello;
   ASSERT_EQ(WSYNC_OK, rogue.conn.recv(&hello, 5000));
   ByteWriter w;

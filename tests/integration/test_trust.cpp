@@ -1,0 +1,307 @@
+// Attacks on a group in its default configuration (a group secret shared by the trainer and its
+// engines through WSYNC_GROUP_SECRET, as ctest sets it), each by a real process over loopback:
+// a receiver with the wrong secret or none, a forged HELLO on the control port, a flood of silent
+// control connections, a trainer that cannot write its store_addr_file. Each must fail the way a
+// user would want: refused with a message naming the problem, the real receiver still joins,
+// nothing crashes or hangs.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <thread>
+
+#include "common/auth.h"
+#include "common/error.h"
+#include "common/socket.h"
+#include "control/control_conn.h"
+#include "control/group_info.h"
+#include "harness.h"
+#include "store/host_port.h"
+#include "store/tcp_store_client.h"
+
+using namespace harness;
+
+namespace {
+
+const char* kGroup = "trust";
+
+// The plugins of this build (the test links the core statically, so the loader cannot find them
+// beside libwsync.so).
+const int kPluginPath = setenv("WSYNC_PLUGIN_PATH", WSYNC_TEST_PLUGIN_DIR, 1);
+
+std::string env_secret() {
+  const char* s = std::getenv("WSYNC_GROUP_SECRET");
+  return s ? s : "";
+}
+
+// Log lines of this process, for checks on what the sender said.
+struct LogTap {
+  static std::mutex mu;
+  static std::string text;
+  static void fn(void*, int32_t, const char* m) {
+    std::lock_guard<std::mutex> g(mu);
+    text += m;
+    text += '\n';
+  }
+  LogTap() {
+    std::lock_guard<std::mutex> g(mu);
+    text.clear();
+    wsync_set_log_callback(&LogTap::fn, nullptr, WSYNC_LOG_INFO);
+  }
+  ~LogTap() { wsync_set_log_callback(nullptr, nullptr, 0); }
+  static std::string all() {
+    std::lock_guard<std::mutex> g(mu);
+    return text;
+  }
+};
+std::mutex LogTap::mu;
+std::string LogTap::text;
+
+// A sender in a thread of this process: group init (waiting for `receivers`), then one version of
+// `model` when init succeeded.
+struct Sender {
+  std::string dir = temp_dir();
+  std::string addr_file = dir + "/store";
+  std::thread thread;
+  wsync_status_t init_status = WSYNC_ERR_INTERNAL, send_status = WSYNC_ERR_INTERNAL;
+  std::string init_error, send_error;
+
+  void start(uint32_t receivers, int64_t timeout_ms, Model* model) {
+    thread = std::thread([this, receivers, timeout_ms, model] {
+      wsync_option_t opts[] = {WSYNC_OPTION("store_addr_file", addr_file.c_str()),
+                               WSYNC_OPTION("timeout_ms", "20000")};
+      wsync_group_config_t cfg = WSYNC_GROUP_CONFIG_INIT;
+      cfg.num_receivers = receivers;
+      cfg.group_name = kGroup;
+      cfg.options = opts;
+      cfg.num_options = 2;
+      cfg.timeout_ms = timeout_ms;
+      wsync_group_t* g = nullptr;
+      init_status = wsync_group_init(&cfg, &g);
+      init_error = wsync_last_error();
+      if (init_status != WSYNC_OK) return;
+      send_status = wsync_group_send_batch(g, model->descs.data(), model->descs.size(), 20000);
+      if (send_status == WSYNC_OK) send_status = wsync_group_finalize(g, 1, 20000);
+      send_error = wsync_last_error();
+      wsync_group_destroy(g);
+    });
+  }
+  void join() {
+    if (thread.joinable()) thread.join();
+  }
+  ~Sender() { join(); }
+};
+
+// The sender's control port, read from its store the way a member does (the test is an insider
+// only to find the port; an outsider would scan for it).
+uint16_t control_port(const std::string& addr) {
+  std::string host;
+  uint16_t port = 0;
+  EXPECT_EQ(WSYNC_OK, wsync::parse_host_port(addr, &host, &port));
+  std::unique_ptr<wsync::TcpStoreClient> c;
+  EXPECT_EQ(WSYNC_OK, wsync::TcpStoreClient::connect(host, port, 5000, env_secret(), &c)) << wsync::last_error();
+  std::vector<uint8_t> blob;
+  EXPECT_EQ(WSYNC_OK, c->get(wsync::kGroupInfoKey, &blob, 5000)) << wsync::last_error();
+  wsync::GroupInfo gi;
+  EXPECT_EQ(WSYNC_OK, wsync::decode_group_info(blob, &gi));
+  return gi.control_port;
+}
+
+ReceiverPlan plan_for(const Sender& s, const Model& m) {
+  ReceiverPlan p;
+  p.rank = 1;
+  p.addr_file = s.addr_file;
+  p.group = kGroup;
+  p.spec = m.spec;
+  p.versions = 1;
+  p.register_buffers = true;
+  return p;
+}
+
+Model small_model() {
+  Model m;
+  m.spec = tensor_set(6, 64 * 1024);
+  m.fill(1);
+  return m;
+}
+
+// A receiver process with another secret (or none) tries to join; it must be refused at the
+// store, before it learns anything of the group. Then the real receiver joins and gets the
+// version, and the sender's log names it with the pid it claims.
+TEST(Trust, WrongOrMissingSecretIsRefusedAndTheRealReceiverJoins) {
+  ASSERT_FALSE(env_secret().empty()) << "ctest gives every test WSYNC_GROUP_SECRET";
+  LogTap tap;
+  Model m = small_model();
+  Sender s;
+  // Children first: a process forked after this one brought UCX up inherits its state.
+  const std::string addr_file = s.addr_file;
+  pid_t wrong = spawn([&] {
+    setenv("WSYNC_GROUP_SECRET", "not-the-group-secret-but-long-enough", 1);
+    const std::string addr = read_addr_file(addr_file, 20000);
+    wsync_receiver_t* rx = nullptr;
+    wsync_status_t st = join(addr, 1, kGroup, 5000, &rx);
+    const std::string err = wsync_last_error();
+    std::fprintf(stderr, "wrong secret: %s: %s\n", wsync_status_name(st), err.c_str());
+    return st == WSYNC_ERR_REJECTED && err.find("refused this process's group secret") != std::string::npos ? 0 : 1;
+  });
+  pid_t none = spawn([&] {
+    unsetenv("WSYNC_GROUP_SECRET");
+    const std::string addr = read_addr_file(addr_file, 20000);
+    wsync_receiver_t* rx = nullptr;
+    wsync_status_t st = join(addr, 1, kGroup, 5000, &rx);
+    const std::string err = wsync_last_error();
+    std::fprintf(stderr, "no secret: %s: %s\n", wsync_status_name(st), err.c_str());
+    return st == WSYNC_ERR_INVALID_ARGUMENT && err.find("no group secret") != std::string::npos ? 0 : 1;
+  });
+  const ReceiverPlan plan = plan_for(s, m);
+  pid_t real = spawn([&] {
+    // Join only after both impostors were turned away.
+    for (int i = 0; kill(wrong, 0) == 0 || kill(none, 0) == 0; ++i)
+      if (i > 6000) return 30;
+      else usleep(10000);
+    return run_receiver(plan);
+  });
+  s.start(1, 30000, &m);
+  EXPECT_EQ(0, wait_child(wrong, 30000));
+  EXPECT_EQ(0, wait_child(none, 30000));
+  EXPECT_EQ(0, wait_child(real, 60000));
+  s.join();
+  EXPECT_EQ(WSYNC_OK, s.init_status) << s.init_error;
+  EXPECT_EQ(WSYNC_OK, s.send_status) << s.send_error;
+  EXPECT_NE(std::string::npos, LogTap::all().find("receiver rank 1 (at 127.0.0.1:")) << LogTap::all();
+  EXPECT_NE(std::string::npos, LogTap::all().find(", claims pid " + std::to_string(real) + ") joined")) << LogTap::all();
+}
+
+// A peer that reached the control port but not the secret sends a HELLO for rank 1 with a forged
+// proof: REJECT naming the reason, the sender logs where it came from, and rank 1 stays free for
+// the real receiver.
+TEST(Trust, ForgedHelloIsRefusedAndTheRankStaysFree) {
+  LogTap tap;
+  Model m = small_model();
+  Sender s;
+  // The real receiver waits (forked before this process brings UCX up) until the forgery is done.
+  const std::string go = s.dir + "/go";
+  ReceiverPlan plan = plan_for(s, m);
+  pid_t real = spawn([&] {
+    for (int i = 0; access(go.c_str(), F_OK) != 0; ++i)
+      if (i > 6000) return 30;  // the test failed before it let us go: do not outlive it
+      else usleep(10000);
+    return run_receiver(plan);
+  });
+  s.start(1, 30000, &m);
+  const std::string addr = read_addr_file(s.addr_file, 10000);
+  ASSERT_FALSE(addr.empty());
+  const uint16_t port = control_port(addr);
+  ASSERT_NE(0, port);
+
+  wsync::ControlConn conn;
+  ASSERT_EQ(WSYNC_OK, wsync::ControlConn::connect("127.0.0.1", port, 5000, &conn)) << wsync::last_error();
+  wsync::Frame challenge;
+  ASSERT_EQ(WSYNC_OK, conn.recv(&challenge, 5000)) << wsync::last_error();
+  ASSERT_EQ(static_cast<uint16_t>(wsync::MsgType::kChallenge), challenge.type);
+  wsync::ByteWriter w;
+  w.u32(wsync::kControlProtocolVersion);
+  w.u32(1);
+  w.u32(static_cast<uint32_t>(getpid()));
+  w.str32(kGroup);
+  w.blob32(wsync::random_bytes(wsync::kNonceBytes));
+  w.blob32(wsync::random_bytes(wsync::kMacBytes));  // a guess
+  ASSERT_EQ(WSYNC_OK, conn.send(wsync::MsgType::kHello, w.data(), 5000));
+  wsync::Frame reply;
+  ASSERT_EQ(WSYNC_OK, conn.recv(&reply, 5000)) << wsync::last_error();
+  ASSERT_EQ(static_cast<uint16_t>(wsync::MsgType::kReject), reply.type);
+  wsync::ByteReader r(reply.body);
+  int32_t code = 0;
+  std::string why;
+  ASSERT_TRUE(r.i32(&code) && r.str32(&why, 1 << 16));
+  EXPECT_EQ(WSYNC_ERR_REJECTED, code);
+  EXPECT_NE(std::string::npos, why.find("did not prove the group secret")) << why;
+
+  std::ofstream(go).put('1');
+  EXPECT_EQ(0, wait_child(real, 60000));
+  s.join();
+  EXPECT_EQ(WSYNC_OK, s.init_status) << s.init_error;
+  EXPECT_EQ(WSYNC_OK, s.send_status) << s.send_error;
+  EXPECT_NE(std::string::npos, LogTap::all().find("refused a receiver connecting from 127.0.0.1:")) << LogTap::all();
+}
+
+// 300 connections to the control port that never say anything (more than the 64 the sender keeps
+// waiting for a HELLO): the real receiver still joins, and the sender's file descriptors are not
+// used up by them.
+TEST(Trust, SilentControlConnectionsCannotLockReceiversOut) {
+  Model m = small_model();
+  Sender s;
+  const std::string go = s.dir + "/go";
+  const ReceiverPlan plan = plan_for(s, m);
+  pid_t real = spawn([&] {
+    for (int i = 0; access(go.c_str(), F_OK) != 0; ++i)
+      if (i > 6000) return 30;  // the test failed before it let us go: do not outlive it
+      else usleep(10000);
+    return run_receiver(plan);
+  });
+  s.start(1, 30000, &m);
+  const std::string addr = read_addr_file(s.addr_file, 10000);
+  ASSERT_FALSE(addr.empty());
+  const uint16_t port = control_port(addr);
+  ASSERT_NE(0, port);
+  std::vector<int> silent;
+  for (int i = 0; i < 300; ++i) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) silent.push_back(fd);
+    else ::close(fd);
+  }
+  EXPECT_GT(silent.size(), 200u);
+  const auto t0 = std::chrono::steady_clock::now();
+  std::ofstream(go).put('1');
+  EXPECT_EQ(0, wait_child(real, 60000));
+  s.join();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (int fd : silent) ::close(fd);
+  EXPECT_EQ(WSYNC_OK, s.init_status) << s.init_error;
+  EXPECT_EQ(WSYNC_OK, s.send_status) << s.send_error;
+  EXPECT_LT(secs, 15.0) << "the real receiver waited behind silent connections";
+}
+
+// A trainer whose store_addr_file cannot be written (a full disk; here: a file size limit of 0)
+// fails init with WSYNC_ERR_IO naming the file and the reason, and leaves no empty file behind.
+TEST(Trust, UnwritableStoreAddrFileIsReportedAndLeavesNoEmptyFile) {
+  const std::string dir = temp_dir();
+  const std::string path = dir + "/store";
+  pid_t child = spawn([&] {
+    signal(SIGXFSZ, SIG_IGN);
+    rlimit rl{0, 0};
+    if (setrlimit(RLIMIT_FSIZE, &rl) != 0) return 2;
+    wsync_option_t opts[] = {WSYNC_OPTION("store_addr_file", path.c_str())};
+    wsync_group_config_t cfg = WSYNC_GROUP_CONFIG_INIT;
+    cfg.num_receivers = 1;
+    cfg.group_name = kGroup;
+    cfg.options = opts;
+    cfg.num_options = 1;
+    cfg.timeout_ms = 3000;
+    wsync_group_t* g = nullptr;
+    wsync_status_t st = wsync_group_init(&cfg, &g);
+    const std::string err = wsync_last_error();
+    std::fprintf(stderr, "init: %s: %s\n", wsync_status_name(st), err.c_str());
+    const bool named = err.find("store_addr_file '" + path + "'") != std::string::npos &&
+                       err.find("File too large") != std::string::npos;
+    return st == WSYNC_ERR_IO && named && g == nullptr ? 0 : 1;
+  });
+  EXPECT_EQ(0, wait_child(child, 30000));
+  EXPECT_NE(0, access(path.c_str(), F_OK)) << "an empty or partial store_addr_file was left behind";
+}
+
+}  // namespace
