@@ -305,3 +305,83 @@ TEST(Trust, UnwritableStoreAddrFileIsReportedAndLeavesNoEmptyFile) {
 }
 
 }  // namespace
+
+namespace {
+
+// A receiver with the receiver option timeout_ms = `timeout_ms`, joined at `addr_file`'s store.
+wsync_receiver_t* join_with_timeout(const std::string& addr_file, uint32_t rank, const char* timeout_ms) {
+  const std::string addr = read_addr_file(addr_file, 20000);
+  wsync_option_t opt = WSYNC_OPTION("timeout_ms", timeout_ms);
+  wsync_receiver_config_t cfg = WSYNC_RECEIVER_CONFIG_INIT;
+  cfg.rank = rank;
+  cfg.store_addr = addr.c_str();
+  cfg.group_name = kGroup;
+  cfg.options = &opt;
+  cfg.num_options = 1;
+  cfg.timeout_ms = 20000;
+  wsync_receiver_t* rx = nullptr;
+  return wsync_receiver_init(&cfg, &rx) == WSYNC_OK ? rx : nullptr;
+}
+
+// Receiver 2 hangs (SIGSTOP) after its first bucket; sender and receivers all wait 3 s for each
+// other. The sender names the hung receiver (rank, address, claimed pid); the healthy receiver 1 is
+// told of the abort (WSYNC_ERR_ABORTED or the ABORTED event) instead of timing out on its own.
+TEST(Trust, AHungReceiverIsNamedAndTheOthersHearTheAbortFirst) {
+  const std::string dir = temp_dir();
+  const std::string addr_file = dir + "/store";
+  const std::string healthy_log = dir + "/healthy";
+  pid_t hung = spawn([&] {
+    wsync_receiver_t* rx = join_with_timeout(addr_file, 2, "3000");
+    if (rx == nullptr) return 2;
+    wsync_receiver_event_t ev = WSYNC_RECEIVER_EVENT_INIT;
+    if (wsync_receiver_next(rx, &ev, 20000) != WSYNC_OK) return 3;
+    raise(SIGSTOP);  // hung between buckets, connections open
+    return 0;
+  });
+  pid_t healthy = spawn([&] {
+    wsync_receiver_t* rx = join_with_timeout(addr_file, 1, "3000");
+    if (rx == nullptr) return 2;
+    std::string seen;
+    for (int i = 0; i < 100; ++i) {
+      wsync_receiver_event_t ev = WSYNC_RECEIVER_EVENT_INIT;
+      wsync_status_t st = wsync_receiver_next(rx, &ev, 20000);
+      if (st == WSYNC_OK && ev.kind == WSYNC_EVENT_BUCKET) continue;
+      seen = st == WSYNC_OK ? (ev.kind == WSYNC_EVENT_ABORTED ? "event ABORTED" : "event " + std::to_string(ev.kind))
+                            : std::string(wsync_status_name(st)) + ": " + wsync_last_error();
+      break;
+    }
+    std::ofstream(healthy_log) << seen;
+    wsync_receiver_destroy(rx);
+    return 0;
+  });
+  Model m;
+  m.spec = tensor_set(24, 256 * 1024);
+  m.fill(1);
+  wsync_option_t opts[] = {WSYNC_OPTION("store_addr_file", addr_file.c_str()), WSYNC_OPTION("timeout_ms", "3000"),
+                           WSYNC_OPTION("bucket_bytes", "65536")};
+  wsync_group_config_t cfg = WSYNC_GROUP_CONFIG_INIT;
+  cfg.num_receivers = 2;
+  cfg.group_name = kGroup;
+  cfg.options = opts;
+  cfg.num_options = 3;
+  cfg.timeout_ms = 30000;
+  wsync_group_t* g = nullptr;
+  ASSERT_EQ(WSYNC_OK, wsync_group_init(&cfg, &g)) << wsync_last_error();
+  const auto t0 = std::chrono::steady_clock::now();
+  const wsync_status_t st = wsync_group_send_batch(g, m.descs.data(), m.descs.size(), -1);
+  const std::string err = wsync_last_error();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_TRUE(st == WSYNC_ERR_PEER_FAILED || st == WSYNC_ERR_TIMEOUT) << wsync_status_name(st) << ": " << err;
+  EXPECT_NE(std::string::npos, err.find("receiver rank 2 (at 127.0.0.1:")) << err;
+  EXPECT_NE(std::string::npos, err.find("claims pid " + std::to_string(hung))) << err;
+  EXPECT_LT(secs, 10.0) << err;
+  EXPECT_EQ(0, wait_child(healthy, 20000));
+  wsync_group_destroy(g);
+  kill(hung, SIGKILL);
+  wait_child(hung, 5000);
+  std::ifstream in(healthy_log);
+  std::string seen((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_TRUE(seen == "event ABORTED" || seen.rfind("WSYNC_ERR_ABORTED", 0) == 0) << "receiver 1 saw: " << seen;
+}
+
+}  // namespace
