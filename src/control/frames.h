@@ -1,17 +1,19 @@
 // The bodies of the control frames (control_frame.h), written and read in one place. Every
 // decoder treats the body as hostile: it reads nothing outside it, bounds every length, and on
 // failure returns WSYNC_ERR_PROTOCOL with a message naming the frame and the field ("HELLO: the
-// body ends inside rank (6 of 16 bytes)"), recorded with fail(), and leaves *out untouched. A
-// decoder never judges values (a protocol version, a rank, a sequence number, a status code):
-// that is the caller's, with wire_failure() for status codes.
+// 6-byte body ends inside rank (8 bytes would be needed)", "NACK: reason length 70000 exceeds
+// the limit of 65536"), recorded with fail(), and leaves *out untouched. A decoder judges layout
+// only (lengths, a nonce's fixed size, the protocol field that decides the rest of a handshake
+// frame), never values (a rank, a sequence number, a status code): those are the caller's, with
+// wire_failure() for status codes.
 //
 // Trailing bytes: the frames whose readers require the body to end after the last field
 // (CHALLENGE, HELLO, WELCOME, MANIFEST, READY, a successful ACK) refuse them; the others read
-// their fields and ignore what follows, as every release so far has. The
-// encoders write exactly the fields below, except that a reason longer than
-// kFrameMaxReasonBytes is cut to it (at a UTF-8 boundary, so the peer reads the reason instead
-// of refusing the frame); so decode(encode(x)) == x within the limits and, for a body decoded
-// without trailing bytes, encode(decode(b)) == b.
+// their fields and ignore what follows, as every release so far has. The encoders write exactly
+// the fields below, except that a reason longer than kFrameMaxReasonBytes is cut to it (at a
+// UTF-8 boundary, so the peer reads the reason instead of refusing the frame); so
+// decode(encode(x)) == x within the limits and, for a body decoded without trailing bytes,
+// encode(decode(b)) == b.
 #pragma once
 
 #include <cstdint>
