@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "control/frames.h"
 #include "group/group_internal.h"
 #include "manifest/manifest.h"
 
@@ -97,24 +98,35 @@ wsync_status_t deliver_blob(wsync_group_t* g, const InflightBucket& b, Peer* p, 
 // One frame from `p` while the sender waits for `expect` about the bucket: the expected one
 // (its blob delivered), or the receiver's refusal, or nonsense.
 wsync_status_t judge_reply(wsync_group_t* g, const InflightBucket& b, Peer* p, MsgType expect, const Frame& f) {
-  ByteReader r(f.body);
+  const std::string& who = p->conn.peer_name();
+  const bool nack = f.type == static_cast<uint16_t>(MsgType::kNack);
   uint64_t got = 0;
-  int32_t code = WSYNC_OK;
-  std::string why;
   std::vector<uint8_t> blob;
-  const bool status_frame = f.type == static_cast<uint16_t>(MsgType::kNack) || f.type == static_cast<uint16_t>(MsgType::kAck);
-  if (!r.u64(&got) || (status_frame && (!r.i32(&code) || !r.str32(&why, 1 << 16))))
-    return fail(WSYNC_ERR_PROTOCOL, "%s sent a malformed %s", p->conn.peer_name().c_str(), msg_type_name(f.type));
-  if (f.type == static_cast<uint16_t>(MsgType::kNack) || code != WSYNC_OK)
-    return fail(wire_failure(code, WSYNC_ERR_PROTOCOL), "%s refused %s: %s", p->conn.peer_name().c_str(), b.what.c_str(),
-                why.c_str());
+  if (nack || f.type == static_cast<uint16_t>(MsgType::kAck)) {
+    StatusBody s;
+    if ((nack ? decode_nack(f.body, &s) : decode_ack(f.body, &s)) != WSYNC_OK)
+      return fail(WSYNC_ERR_PROTOCOL, "%s sent a malformed %s: %s", who.c_str(), msg_type_name(f.type),
+                  last_error().c_str());
+    if (nack || s.status != WSYNC_OK)
+      return fail(wire_failure(s.status, WSYNC_ERR_PROTOCOL), "%s refused %s: %s", who.c_str(), b.what.c_str(),
+                  s.reason.c_str());
+    got = s.seq;
+    blob = std::move(s.blob);
+  } else if (f.type == static_cast<uint16_t>(MsgType::kReady)) {
+    ReadyBody r;
+    if (decode_ready(f.body, &r) != WSYNC_OK)
+      return fail(WSYNC_ERR_PROTOCOL, "%s sent a malformed READY: %s", who.c_str(), last_error().c_str());
+    got = r.seq;
+    blob = std::move(r.blob);
+  } else {
+    return fail(WSYNC_ERR_PROTOCOL, "%s sent %s while the sender waited for %s(%llu) of %s", who.c_str(),
+                msg_type_name(f.type), msg_type_name(static_cast<uint16_t>(expect)),
+                static_cast<unsigned long long>(b.seq), b.what.c_str());
+  }
   if (f.type != static_cast<uint16_t>(expect) || got != b.seq)
-    return fail(WSYNC_ERR_PROTOCOL, "%s sent %s(%llu) while the sender waited for %s(%llu) of %s",
-                p->conn.peer_name().c_str(), msg_type_name(f.type), static_cast<unsigned long long>(got),
+    return fail(WSYNC_ERR_PROTOCOL, "%s sent %s(%llu) while the sender waited for %s(%llu) of %s", who.c_str(),
+                msg_type_name(f.type), static_cast<unsigned long long>(got),
                 msg_type_name(static_cast<uint16_t>(expect)), static_cast<unsigned long long>(b.seq), b.what.c_str());
-  if (!r.blob32(&blob, WSYNC_BLOB_MAX_BYTES, "transport blob") || !r.at_end())
-    return fail(WSYNC_ERR_PROTOCOL, "%s sent a malformed %s (its transport data)", p->conn.peer_name().c_str(),
-                msg_type_name(f.type));
   return deliver_blob(g, b, p, expect == MsgType::kReady ? WSYNC_BLOB_READY : WSYNC_BLOB_ACK, blob);
 }
 
@@ -187,12 +199,9 @@ wsync_status_t await(wsync_group_t* g, InflightBucket* b, MsgType expect, bool t
 
 
 wsync_status_t send_manifest(wsync_group_t* g, const InflightBucket& b, const std::vector<uint8_t>& blob) {
-  ByteWriter w;
-  w.u64(b.seq);
-  w.blob32(encode_bucket_manifest(g, b));
-  w.blob32(blob);
+  const std::vector<uint8_t> body = encode_manifest_frame({b.seq, encode_bucket_manifest(g, b), blob});
   for (auto& p : g->peers) {
-    wsync_status_t st = p->conn.send(MsgType::kManifest, w.data(), b.batch->timeout_ms);
+    wsync_status_t st = p->conn.send(MsgType::kManifest, body, b.batch->timeout_ms);
     if (st == WSYNC_ERR_PEER_FAILED) return peer_lost(g, p.get(), b.what.c_str());
     if (st != WSYNC_OK) return st;
   }
@@ -231,12 +240,11 @@ wsync_status_t open_update(wsync_group_t* g) {
 void announce_abort(wsync_group_t* g, const std::string& why) {
   if (g->abort_announced) return;
   g->abort_announced = true;
-  ByteWriter w;
-  w.str32(why);
+  const std::vector<uint8_t> body = encode_abort_update({why});
   for (auto& p : g->peers)
     if (p->alive && p->conn.open()) {
       p->conn.set_abort_flag(nullptr);  // this one message must go out even after an abort
-      p->conn.send(MsgType::kAbortUpdate, w.data(), 200);
+      p->conn.send(MsgType::kAbortUpdate, body, 200);
       p->conn.set_abort_flag(&g->aborted);
     }
 }

@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "control/control_auth.h"
+#include "control/frames.h"
 #include "group/group_internal.h"
 
 namespace wsync {
@@ -17,31 +18,19 @@ namespace {
 constexpr int64_t kHelloDeadlineMs = 10000;
 constexpr size_t kMaxPendingHellos = 64;
 
-struct Hello {
-  uint32_t proto = 0, rank = 0, pid = 0;
-  std::string group;
-  std::vector<uint8_t> nonce, proof;
-};
-
 // Why the HELLO in `f` is refused ("" when it is accepted), and with which status. The proof is
 // checked before anything the peer says is believed or answered in detail.
-std::string check_hello(wsync_group_t* g, const Peer& p, const Frame& f, Hello* h, wsync_status_t* code) {
-  ByteReader r(f.body);
-  *code = WSYNC_ERR_REJECTED;
-  if (f.type != static_cast<uint16_t>(MsgType::kHello) || !r.u32(&h->proto)) {
-    *code = WSYNC_ERR_PROTOCOL;
-    return "the first message was not a valid HELLO";
-  }
-  if (h->proto != kControlProtocolVersion) {
+std::string check_hello(wsync_group_t* g, const Peer& p, const Frame& f, HelloBody* h, wsync_status_t* code) {
+  *code = WSYNC_ERR_PROTOCOL;
+  if (f.type != static_cast<uint16_t>(MsgType::kHello))
+    return std::string("the first message was ") + msg_type_name(f.type) + ", not HELLO";
+  if (decode_hello(f.body, h) != WSYNC_OK) return "the first message was not a valid HELLO: " + last_error();
+  if (h->protocol != kControlProtocolVersion) {
     *code = WSYNC_ERR_VERSION_MISMATCH;
-    return "receiver speaks control protocol " + std::to_string(h->proto) + ", the sender speaks " +
+    return "receiver speaks control protocol " + std::to_string(h->protocol) + ", the sender speaks " +
            std::to_string(kControlProtocolVersion) + " (use the same wsync release on both sides)";
   }
-  if (!r.u32(&h->rank) || !r.u32(&h->pid) || !r.str32(&h->group, 4096) || !r.blob32(&h->nonce, kNonceBytes) ||
-      !r.blob32(&h->proof, kMacBytes) || h->nonce.size() != kNonceBytes || !r.at_end()) {
-    *code = WSYNC_ERR_PROTOCOL;
-    return "the first message was not a valid HELLO";
-  }
+  *code = WSYNC_ERR_REJECTED;
   if (!proof_matches(h->proof, control_hello_proof(g->secret.value, h->group, h->rank, h->pid, p.nonce, h->nonce)))
     return "the receiver did not prove the group secret (give it the sender's secret: option secret or secret_file, "
            "or WSYNC_GROUP_SECRET)";
@@ -59,16 +48,13 @@ std::string check_hello(wsync_group_t* g, const Peer& p, const Frame& f, Hello* 
 // Handle one HELLO; on success the peer is placed at its rank. A refused receiver is told why
 // and the sender keeps waiting for the right one.
 void admit(wsync_group_t* g, std::unique_ptr<Peer> p, const Frame& f, int64_t timeout_ms) {
-  Hello h;
+  HelloBody h;
   wsync_status_t code;
   const std::string reason = check_hello(g, *p, f, &h, &code);
   if (!reason.empty()) {
     WSYNC_LOGW("group '%s': refused a receiver connecting from %s: %s", g->group_name.c_str(), p->addr.c_str(),
                reason.c_str());
-    ByteWriter w;
-    w.i32(code);
-    w.str32(reason);
-    p->conn.send(MsgType::kReject, w.data(), std::min<int64_t>(timeout_ms, 1000));
+    p->conn.send(MsgType::kReject, encode_reject({code, reason}), std::min<int64_t>(timeout_ms, 1000));
     return;
   }
   p->rank = h.rank;
@@ -77,10 +63,8 @@ void admit(wsync_group_t* g, std::unique_ptr<Peer> p, const Frame& f, int64_t ti
                         std::to_string(h.pid) + ")");
   p->conn.set_max_body(kControlMaxBody);
   const Mac proof = control_welcome_proof(g->secret.value, g->group_name, h.rank, g->num_receivers + 1, p->nonce, h.nonce);
-  ByteWriter w;
-  w.u32(g->num_receivers + 1);
-  w.blob32(proof.data(), proof.size());
-  if (p->conn.send(MsgType::kWelcome, w.data(), timeout_ms) != WSYNC_OK) {
+  const WelcomeBody welcome{g->num_receivers + 1, std::vector<uint8_t>(proof.begin(), proof.end())};
+  if (p->conn.send(MsgType::kWelcome, encode_welcome(welcome), timeout_ms) != WSYNC_OK) {
     WSYNC_LOGW("group '%s': rank %u left during its welcome", g->group_name.c_str(), h.rank);
     return;
   }
@@ -99,10 +83,8 @@ void open_pending(wsync_group_t* g, int fd, const std::string& addr, std::vector
   p->conn.set_max_body(kControlMaxBodyUnauthenticated);
   p->accepted_ms = now_ms();
   p->nonce = random_bytes(kNonceBytes);
-  ByteWriter w;
-  w.u32(kControlProtocolVersion);
-  w.blob32(p->nonce);
-  if (p->conn.send(MsgType::kChallenge, w.data(), 1000) != WSYNC_OK) return;  // gone already
+  if (p->conn.send(MsgType::kChallenge, encode_challenge({kControlProtocolVersion, p->nonce}), 1000) != WSYNC_OK)
+    return;  // gone already
   if (pending->size() >= kMaxPendingHellos) {
     WSYNC_LOGW("group '%s': %zu connections are waiting to say HELLO; dropping the oldest, from %s",
                g->group_name.c_str(), pending->size(), pending->front()->addr.c_str());
@@ -173,15 +155,12 @@ namespace {
 wsync_status_t judge_join_frame(wsync_group_t* g, Peer* p, const Frame& f) {
   if (f.type == static_cast<uint16_t>(MsgType::kJoined)) return WSYNC_OK;
   if (f.type == static_cast<uint16_t>(MsgType::kNack)) {
-    ByteReader r(f.body);
-    uint64_t seq = 0;
-    int32_t code = WSYNC_ERR_INTERNAL;
-    std::string why;
-    r.u64(&seq);
-    r.i32(&code);
-    r.str32(&why, 1 << 16);
-    return fail(wire_failure(code, WSYNC_ERR_PROTOCOL), "group init: %s could not connect its transport: %s",
-                p->conn.peer_name().c_str(), why.c_str());
+    StatusBody nack;
+    if (decode_nack(f.body, &nack) != WSYNC_OK)
+      return fail(WSYNC_ERR_PROTOCOL, "group init: %s sent a malformed NACK: %s", p->conn.peer_name().c_str(),
+                  last_error().c_str());
+    return fail(wire_failure(nack.status, WSYNC_ERR_PROTOCOL), "group init: %s could not connect its transport: %s",
+                p->conn.peer_name().c_str(), nack.reason.c_str());
   }
   return fail(WSYNC_ERR_PROTOCOL, "group init: %s sent %s instead of JOINED", p->conn.peer_name().c_str(),
               msg_type_name(f.type));

@@ -14,6 +14,7 @@
 
 #include "common/api_guard.h"
 #include "common/error.h"
+#include "control/frames.h"
 #include "group/group_bucket.h"
 #include "group/group_device.h"
 #include "group/group_internal.h"
@@ -181,16 +182,17 @@ wsync_status_t take_committed(wsync_group_t* g, Peer* p, uint64_t version, const
   if (st == WSYNC_ERR_TIMEOUT) return WSYNC_OK;
   if (st == WSYNC_ERR_PEER_FAILED) return peer_lost(g, p, what.c_str());
   if (st != WSYNC_OK) return st;
-  ByteReader r(f.body);
-  uint64_t v = 0;
   if (f.type == static_cast<uint16_t>(MsgType::kNack)) {
-    int32_t code = 0;
-    std::string why;
-    r.u64(&v), r.i32(&code), r.str32(&why, 1 << 16);
-    return fail(wire_failure(code, WSYNC_ERR_PROTOCOL), "%s refused %s: %s", p->conn.peer_name().c_str(), what.c_str(),
-                why.c_str());
+    StatusBody nack;
+    if (decode_nack(f.body, &nack) != WSYNC_OK)
+      return fail(WSYNC_ERR_PROTOCOL, "%s sent a malformed NACK to %s: %s", p->conn.peer_name().c_str(), what.c_str(),
+                  last_error().c_str());
+    return fail(wire_failure(nack.status, WSYNC_ERR_PROTOCOL), "%s refused %s: %s", p->conn.peer_name().c_str(),
+                what.c_str(), nack.reason.c_str());
   }
-  if (f.type != static_cast<uint16_t>(MsgType::kCommitted) || !r.u64(&v) || v != version)
+  CommittedBody committed;
+  if (f.type != static_cast<uint16_t>(MsgType::kCommitted) || decode_committed(f.body, &committed) != WSYNC_OK ||
+      committed.version != version)
     return fail(WSYNC_ERR_PROTOCOL, "%s sent %s while the sender waited for COMMITTED(%llu)", p->conn.peer_name().c_str(),
                 msg_type_name(f.type), static_cast<unsigned long long>(version));
   *done = true;
@@ -205,12 +207,9 @@ wsync_status_t commit(wsync_group_t* g, const FinalizeJob& job) {
   // session, vLLM's start_weight_update).
   if (g->http_engines && (st = open_update(g)) != WSYNC_OK) return st;
   if (g->http_engines && (st = engines_step(g, WSYNC_STEP_FINALIZE, job.version)) != WSYNC_OK) return st;
-  ByteWriter w;
-  w.u64(job.version);
-  w.u64(g->update_id);
-  w.u64(g->bucket_in_update);
+  const std::vector<uint8_t> body = encode_end_update({job.version, g->update_id, g->bucket_in_update});
   for (auto& p : g->peers)
-    if ((st = p->conn.send(MsgType::kEndUpdate, w.data(), job.timeout_ms)) != WSYNC_OK)
+    if ((st = p->conn.send(MsgType::kEndUpdate, body, job.timeout_ms)) != WSYNC_OK)
       return st == WSYNC_ERR_PEER_FAILED ? peer_lost(g, p.get(), what.c_str()) : st;
   const int64_t deadline = deadline_after(job.timeout_ms);
   WaitSet ws;

@@ -6,6 +6,7 @@
 #include "common/api_guard.h"
 #include "common/names.h"
 #include "common/tensors.h"
+#include "control/frames.h"
 #include "planner/bucket_planner.h"
 #include "receiver/receiver.h"
 
@@ -103,11 +104,9 @@ WSYNC_API wsync_status_t wsync_receiver_commit(wsync_receiver_t* rx, uint64_t ve
     if (version != rx->pending_commit)
       return fail(WSYNC_ERR_INVALID_ARGUMENT, "version %llu does not match the version %llu the sender finalized",
                   static_cast<unsigned long long>(version), static_cast<unsigned long long>(rx->pending_commit));
-    ByteWriter w;
-    w.u64(version);
     // The sender first: if it cannot be told, staged bytes are not applied and the registered
     // buffers keep the previous version, which is what this receiver then still reports.
-    wsync_status_t st = rx->conn.send(MsgType::kCommitted, w.data(), rx->timeout_ms);
+    wsync_status_t st = rx->conn.send(MsgType::kCommitted, encode_committed({version}), rx->timeout_ms);
     if (st != WSYNC_OK) return st;
     rx->committed = version;
     rx->pending_commit = 0;

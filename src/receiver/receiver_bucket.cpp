@@ -16,6 +16,7 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "control/frames.h"
 #include "planner/bucket_planner.h"
 #include "receiver/receiver.h"
 
@@ -57,10 +58,12 @@ std::string shape_str(int32_t dtype, int32_t ndim, const int64_t* shape) {
 }
 
 wsync_status_t read_manifest(wsync_receiver_t* rx, const Frame& f, Incoming* in) {
-  ByteReader r(f.body);
-  std::vector<uint8_t> raw;
-  if (!r.u64(&in->seq) || !r.blob32(&raw, kControlMaxBody) || !r.blob32(&in->blob, WSYNC_BLOB_MAX_BYTES) || !r.at_end())
-    return fail(WSYNC_ERR_PROTOCOL, "MANIFEST message is malformed");
+  ManifestFrameBody body;
+  if (decode_manifest_frame(f.body, &body) != WSYNC_OK)
+    return fail(WSYNC_ERR_PROTOCOL, "MANIFEST message is malformed: %s", last_error().c_str());
+  in->seq = body.seq;
+  in->blob = std::move(body.blob);
+  const std::vector<uint8_t>& raw = body.manifest;
   if (!rx->broken.empty())
     return fail(WSYNC_ERR_INVALID_STATE, "receiver rank %u cannot take more buckets: %s", rx->rank, rx->broken.c_str());
   wsync_status_t st = decode_manifest(raw.data(), raw.size(), &in->m);
@@ -249,10 +252,7 @@ wsync_status_t post_receive(wsync_receiver_t* rx, const Incoming& in, bool* post
   }
   std::vector<uint8_t> blob;
   if ((st = describe_recv(rx, in, WSYNC_BLOB_READY, &blob)) != WSYNC_OK) return st;
-  ByteWriter w;
-  w.u64(in.seq);
-  w.blob32(blob);
-  return rx->conn.send(MsgType::kReady, w.data(), rx->timeout_ms);
+  return rx->conn.send(MsgType::kReady, encode_ready({in.seq, std::move(blob)}), rx->timeout_ms);
 }
 
 // The transport gave up on the bucket: never wait for the sender there again. Keeps the error.
@@ -388,12 +388,7 @@ void note_posted(wsync_receiver_t* rx, const Incoming& in) {
 
 void send_status(wsync_receiver_t* rx, MsgType type, uint64_t seq, wsync_status_t code, const std::string& why,
                  const std::vector<uint8_t>& blob) {
-  ByteWriter w;
-  w.u64(seq);
-  w.i32(code);
-  w.str32(why);
-  w.blob32(blob);
-  rx->conn.send(type, w.data(), 1000);
+  rx->conn.send(type, encode_status({seq, code, why, blob}), 1000);
 }
 
 void drop_assemblies(wsync_receiver_t* rx) {

@@ -2,6 +2,7 @@
 // bucket (receiver_bucket.cpp); END_UPDATE asks for the commit; ABORT_UPDATE voids the update;
 // CLOSE ends the group.
 #include "common/error.h"
+#include "control/frames.h"
 #include "receiver/receiver.h"
 
 namespace wsync {
@@ -16,10 +17,10 @@ void release_event(wsync_receiver_t* rx) {
 
 // The update is complete on our side (no half-assembled tensor, every bucket arrived): COMMIT.
 wsync_status_t end_update(wsync_receiver_t* rx, const Frame& f, wsync_receiver_event_t* ev) {
-  ByteReader r(f.body);
-  uint64_t version = 0, update = 0, buckets = 0;
-  if (!r.u64(&version) || !r.u64(&update) || !r.u64(&buckets))
-    return refuse(rx, 0, fail(WSYNC_ERR_PROTOCOL, "END_UPDATE message is malformed"));
+  EndUpdateBody end;
+  if (decode_end_update(f.body, &end) != WSYNC_OK)
+    return refuse(rx, 0, fail(WSYNC_ERR_PROTOCOL, "END_UPDATE message is malformed: %s", last_error().c_str()));
+  const uint64_t version = end.version, update = end.update_id, buckets = end.buckets;
   if (rx->update_voided)  // what arrived of it may be incomplete: never commit it
     return refuse(rx, 0, fail(WSYNC_ERR_PROTOCOL, "the sender finalized version %llu of an update it had aborted",
                               static_cast<unsigned long long>(version)));
@@ -67,9 +68,11 @@ wsync_status_t receiver_next(wsync_receiver_t* rx, wsync_receiver_event_t* ev, i
     case MsgType::kEndUpdate:
       return end_update(rx, f, ev);
     case MsgType::kAbortUpdate: {
-      ByteReader r(f.body);
-      std::string why;
-      r.str32(&why, 1 << 16);
+      // Malformed or not, an abort from the sender voids the update.
+      AbortUpdateBody abort;
+      const std::string why = decode_abort_update(f.body, &abort) == WSYNC_OK
+                                  ? abort.reason
+                                  : "(its ABORT_UPDATE was malformed: " + last_error() + ")";
       WSYNC_LOGW("receiver rank %u: the sender aborted the update: %s", rx->rank, why.c_str());
       drop_assemblies(rx);
       rx->update_voided = true;  // the sender's group is broken: this update never commits

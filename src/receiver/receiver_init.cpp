@@ -10,6 +10,7 @@
 #include "common/secret.h"
 #include "common/socket.h"
 #include "control/control_auth.h"
+#include "control/frames.h"
 #include "control/group_info.h"
 #include "device/cuda_rt.h"
 #include "receiver/receiver.h"
@@ -134,12 +135,13 @@ wsync_status_t load_group_transport(wsync_receiver_t* rx, const JoinArgs& a) {
 }
 
 // The sender's REJECT, as this receiver's error.
-wsync_status_t rejected(const JoinArgs& a, ByteReader& r) {
-  int32_t code = WSYNC_ERR_REJECTED;
-  std::string why;
-  r.i32(&code);
-  r.str32(&why, 1 << 16);
-  return fail(wire_failure(code, WSYNC_ERR_REJECTED), "the sender refused rank %u: %s", a.cfg.rank, why.c_str());
+wsync_status_t rejected(const JoinArgs& a, const Frame& f) {
+  RejectBody reject;
+  if (decode_reject(f.body, &reject) != WSYNC_OK)
+    return fail(WSYNC_ERR_PROTOCOL, "the sender refused rank %u with a malformed REJECT: %s", a.cfg.rank,
+                last_error().c_str());
+  return fail(wire_failure(reject.status, WSYNC_ERR_REJECTED), "the sender refused rank %u: %s", a.cfg.rank,
+              reject.reason.c_str());
 }
 
 // The sender's CHALLENGE: its protocol and nonce.
@@ -150,18 +152,18 @@ wsync_status_t read_challenge(wsync_receiver_t* rx, const JoinArgs& a, std::vect
     return fail(WSYNC_ERR_TIMEOUT, "the sender's control port did not open rank %u's join within %lld ms", a.cfg.rank,
                 static_cast<long long>(a.timeout_ms));
   if (st != WSYNC_OK) return st;
-  ByteReader r(f.body);
-  if (f.type == static_cast<uint16_t>(MsgType::kReject)) return rejected(a, r);
-  uint32_t proto = 0;
-  if (f.type != static_cast<uint16_t>(MsgType::kChallenge) || !r.u32(&proto))
+  if (f.type == static_cast<uint16_t>(MsgType::kReject)) return rejected(a, f);
+  if (f.type != static_cast<uint16_t>(MsgType::kChallenge))
     return fail(WSYNC_ERR_VERSION_MISMATCH, "the sender opened the join with %s, not CHALLENGE: it speaks an older control "
                 "protocol than %u (use the same wsync release on both sides)", msg_type_name(f.type),
                 kControlProtocolVersion);
-  if (proto != kControlProtocolVersion)
+  ChallengeBody challenge;
+  if (decode_challenge(f.body, &challenge) != WSYNC_OK)
+    return fail(WSYNC_ERR_PROTOCOL, "the sender's CHALLENGE is malformed: %s", last_error().c_str());
+  if (challenge.protocol != kControlProtocolVersion)
     return fail(WSYNC_ERR_VERSION_MISMATCH, "the sender speaks control protocol %u, this receiver speaks %u (use the "
-                "same wsync release on both sides)", proto, kControlProtocolVersion);
-  if (!r.blob32(nonce, kNonceBytes) || nonce->size() != kNonceBytes || !r.at_end())
-    return fail(WSYNC_ERR_PROTOCOL, "the sender's CHALLENGE is malformed");
+                "same wsync release on both sides)", challenge.protocol, kControlProtocolVersion);
+  *nonce = std::move(challenge.nonce);
   return WSYNC_OK;
 }
 
@@ -181,30 +183,28 @@ wsync_status_t hello(wsync_receiver_t* rx, const JoinArgs& a) {
   const uint32_t pid = static_cast<uint32_t>(getpid());
   const std::vector<uint8_t> rx_nonce = random_bytes(kNonceBytes);
   const Mac proof = control_hello_proof(a.secret.value, rx->group_name, a.cfg.rank, pid, tx_nonce, rx_nonce);
-  ByteWriter w;
-  w.u32(kControlProtocolVersion);
-  w.u32(a.cfg.rank);
-  w.u32(pid);
-  w.str32(rx->group_name);
-  w.blob32(rx_nonce);
-  w.blob32(proof.data(), proof.size());
-  if ((st = rx->conn.send(MsgType::kHello, w.data(), a.timeout_ms)) != WSYNC_OK) return st;
+  const HelloBody body{kControlProtocolVersion, a.cfg.rank, pid, rx->group_name, rx_nonce,
+                       std::vector<uint8_t>(proof.begin(), proof.end())};
+  if ((st = rx->conn.send(MsgType::kHello, encode_hello(body), a.timeout_ms)) != WSYNC_OK) return st;
   Frame f;
   st = rx->conn.recv(&f, std::max<int64_t>(a.deadline - now_ms(), 0));
   if (st == WSYNC_ERR_TIMEOUT)
     return fail(WSYNC_ERR_TIMEOUT, "the sender did not answer rank %u's join within %lld ms", a.cfg.rank,
                 static_cast<long long>(a.timeout_ms));
   if (st != WSYNC_OK) return st;
-  ByteReader r(f.body);
-  if (f.type == static_cast<uint16_t>(MsgType::kReject)) return rejected(a, r);
-  uint32_t world = 0;
-  std::vector<uint8_t> their;
-  if (f.type != static_cast<uint16_t>(MsgType::kWelcome) || !r.u32(&world) || !r.blob32(&their, kMacBytes) ||
-      !r.at_end() || world != rx->world_size)
-    return fail(WSYNC_ERR_PROTOCOL, "the sender answered the join with a malformed %s", msg_type_name(f.type));
-  if (!proof_matches(their, control_welcome_proof(a.secret.value, rx->group_name, a.cfg.rank, world, tx_nonce, rx_nonce)))
+  if (f.type == static_cast<uint16_t>(MsgType::kReject)) return rejected(a, f);
+  if (f.type != static_cast<uint16_t>(MsgType::kWelcome))
+    return fail(WSYNC_ERR_PROTOCOL, "the sender answered the join with %s, not WELCOME", msg_type_name(f.type));
+  WelcomeBody welcome;
+  if (decode_welcome(f.body, &welcome) != WSYNC_OK)
+    return fail(WSYNC_ERR_PROTOCOL, "the sender answered the join with a malformed WELCOME: %s", last_error().c_str());
+  if (!proof_matches(welcome.proof, control_welcome_proof(a.secret.value, rx->group_name, a.cfg.rank,
+                                                          welcome.world_size, tx_nonce, rx_nonce)))
     return fail(WSYNC_ERR_REJECTED, "the process at the sender's control port (%s:%u) did not prove the group secret; "
                 "refusing to take weights from it", control_host.c_str(), a.info.control_port);
+  if (welcome.world_size != rx->world_size)
+    return fail(WSYNC_ERR_PROTOCOL, "the sender's WELCOME says the group has %u members, its group_info said %u",
+                welcome.world_size, rx->world_size);
   rx->conn.set_max_body(kControlMaxBody);
   return WSYNC_OK;
 }
