@@ -73,7 +73,7 @@ wsync_tensor_t host_tensor(const std::string& name, void* data, uint64_t nbytes)
   return t;
 }
 
-HostPair::HostPair(size_t layers, uint64_t layer_bytes, uint64_t bucket_bytes) {
+HostPair::HostPair(size_t layers, uint64_t layer_bytes, uint64_t bucket_bytes, const char* verify_payload) {
   char dir[] = "/tmp/wsync-bench-XXXXXX";
   if (!mkdtemp(dir)) return;
   dir_ = dir;
@@ -82,13 +82,14 @@ HostPair::HostPair(size_t layers, uint64_t layer_bytes, uint64_t bucket_bytes) {
   child_ = fork();
   if (child_ == 0) _exit(receiver_main(addr_file_, layers, layer_bytes));
   const std::string bucket = std::to_string(bucket_bytes);
-  wsync_option_t opts[2] = {WSYNC_OPTION("bucket_bytes", bucket.c_str()),
-                            WSYNC_OPTION("store_addr_file", addr_file_.c_str())};
+  wsync_option_t opts[3] = {WSYNC_OPTION("bucket_bytes", bucket.c_str()),
+                            WSYNC_OPTION("store_addr_file", addr_file_.c_str()),
+                            WSYNC_OPTION("verify_payload", verify_payload ? verify_payload : "")};
   wsync_group_config_t cfg = WSYNC_GROUP_CONFIG_INIT;
   cfg.num_receivers = 1;
   cfg.group_name = "bench";
   cfg.options = opts;
-  cfg.num_options = 2;
+  cfg.num_options = verify_payload ? 3 : 2;
   cfg.timeout_ms = 60000;
   if (wsync_group_init(&cfg, &g_) != WSYNC_OK) {
     std::fprintf(stderr, "bench: group init: %s\n", wsync_last_error());

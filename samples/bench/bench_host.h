@@ -17,9 +17,10 @@ wsync_tensor_t host_tensor(const std::string& name, void* data, uint64_t nbytes)
 
 // One sender (this process) and one receiver process that registers `layers` buffers of
 // `layer_bytes` named name(0..layers-1), commits every version and exits at CLOSED.
+// `verify_payload`: the group option's value ("0", "1"), or null for wsync's default.
 class HostPair {
  public:
-  HostPair(size_t layers, uint64_t layer_bytes, uint64_t bucket_bytes);
+  HostPair(size_t layers, uint64_t layer_bytes, uint64_t bucket_bytes, const char* verify_payload = nullptr);
   ~HostPair();
   HostPair(const HostPair&) = delete;
   HostPair& operator=(const HostPair&) = delete;
