@@ -68,7 +68,7 @@ std::string read_addr_file(const std::string& path, int timeout_ms) {
   return "";
 }
 
-static synth_tensor_t make(const std::string& name, int32_t dtype, std::vector<int64_t> shape) {
+synth_tensor_t tensor_of(const std::string& name, int32_t dtype, std::vector<int64_t> shape) {
   synth_tensor_t t;
   std::memset(&t, 0, sizeof t);
   std::snprintf(t.name, sizeof t.name, "%s", name.c_str());
@@ -91,11 +91,11 @@ std::vector<synth_tensor_t> tensor_set(size_t count, uint64_t big_bytes) {
     int32_t dt = dtypes[i % 8];
     int64_t rows = 1 + static_cast<int64_t>((i * 37) % 61);
     int64_t cols = 1 + static_cast<int64_t>((i * 101) % 997);
-    out.push_back(make("layers." + std::to_string(i) + ".weight", dt, {rows, cols}));
+    out.push_back(tensor_of("layers." + std::to_string(i) + ".weight", dt, {rows, cols}));
   }
-  out.push_back(make("empty.bias", WSYNC_DTYPE_FLOAT32, {0}));
-  out.push_back(make("scalar.temperature", WSYNC_DTYPE_FLOAT32, {}));
-  if (big_bytes) out.push_back(make("embed.weight", WSYNC_DTYPE_BFLOAT16, {static_cast<int64_t>(big_bytes / 256), 128}));
+  out.push_back(tensor_of("empty.bias", WSYNC_DTYPE_FLOAT32, {0}));
+  out.push_back(tensor_of("scalar.temperature", WSYNC_DTYPE_FLOAT32, {}));
+  if (big_bytes) out.push_back(tensor_of("embed.weight", WSYNC_DTYPE_BFLOAT16, {static_cast<int64_t>(big_bytes / 256), 128}));
   return out;
 }
 

@@ -23,6 +23,9 @@ std::string temp_dir();
 // Poll a file for a "host:port" line written by the sender (store_addr_file option).
 std::string read_addr_file(const std::string& path, int timeout_ms);
 
+// One tensor of `dtype` and `shape` (nbytes computed).
+synth_tensor_t tensor_of(const std::string& name, int32_t dtype, std::vector<int64_t> shape);
+
 // A tensor set with mixed dtypes, odd sizes, an empty tensor and one tensor of `big_bytes`.
 std::vector<synth_tensor_t> tensor_set(size_t count, uint64_t big_bytes);
 

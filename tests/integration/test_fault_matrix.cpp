@@ -60,15 +60,7 @@ int64_t wall_ms() {
 }
 
 synth_tensor_t tensor(const std::string& name, std::vector<int64_t> shape) {
-  synth_tensor_t t;
-  std::memset(&t, 0, sizeof t);
-  std::snprintf(t.name, sizeof t.name, "%s", name.c_str());
-  t.dtype = WSYNC_DTYPE_FLOAT32;
-  t.ndim = static_cast<int32_t>(shape.size());
-  uint64_t n = 1;
-  for (size_t i = 0; i < shape.size(); ++i) n *= static_cast<uint64_t>(t.shape[i] = shape[i]);
-  t.nbytes = n * 4;
-  return t;
+  return tensor_of(name, WSYNC_DTYPE_FLOAT32, std::move(shape));
 }
 
 // With 16 KiB buckets each layer is one bucket and big.weight is three; batch A is the first two.
@@ -412,6 +404,23 @@ INSTANTIATE_TEST_SUITE_P(
 
 // ---- before any weights move -------------------------------------------------------------------
 
+// rank 1 joining the store at `addr` with init timeout kTimeoutMs: its status, message and time.
+wsync_status_t join_store(const std::string& addr, int64_t* took_ms, std::string* why) {
+  const int64_t t0 = wall_ms();
+  wsync_receiver_config_t cfg = WSYNC_RECEIVER_CONFIG_INIT;
+  cfg.rank = 1;
+  cfg.store_addr = addr.c_str();
+  cfg.group_name = kGroup;
+  cfg.timeout_ms = kTimeoutMs;
+  wsync_receiver_t* rx = nullptr;
+  const wsync_status_t st = wsync_receiver_init(&cfg, &rx);
+  *took_ms = wall_ms() - t0;
+  *why = wsync_last_error();
+  EXPECT_EQ(nullptr, rx);
+  wsync_receiver_destroy(rx);
+  return st;
+}
+
 // A receiver joining a store that is gone (its process killed) or stopped (SIGSTOP: connections are
 // accepted by the kernel, nothing answers) fails within its timeout naming the store's address;
 // the engine's buffers, never registered with a group, are untouched.
@@ -440,18 +449,10 @@ TEST_P(StoreGone, JoinFailsWithinItsTimeoutNamingTheStore) {
     buf.bytes[t.name].resize(t.nbytes);
     synth_fill(&t, 1, buf.bytes[t.name].data());
   }
-  const int64_t t0 = wall_ms();
-  wsync_receiver_config_t cfg = WSYNC_RECEIVER_CONFIG_INIT;
-  cfg.rank = 1;
-  cfg.store_addr = addr.c_str();
-  cfg.group_name = kGroup;
-  cfg.timeout_ms = kTimeoutMs;
-  wsync_receiver_t* rx = nullptr;
-  const wsync_status_t st = wsync_receiver_init(&cfg, &rx);
-  const int64_t took = wall_ms() - t0;
-  const std::string why = wsync_last_error();
+  int64_t took = 0;
+  std::string why;
+  const wsync_status_t st = join_store(addr, &took, &why);
   EXPECT_EQ(WSYNC_ERR_TIMEOUT, st) << why;
-  EXPECT_EQ(nullptr, rx);
   EXPECT_NE(std::string::npos, why.find(addr)) << "the error must name the store: " << why;
   EXPECT_LT(took, kTimeoutMs + 2000) << why;
   EXPECT_EQ(std::vector<std::string>{}, buf.differing_from(1));
@@ -522,19 +523,14 @@ TEST(DiskFull, TrainerFailsAtOnceNamingTheFileAndReceiversTimeOut) {
   EXPECT_LT(took, 2000) << "a trainer on a full disk must fail at once, not after its timeout: " << said;
   EXPECT_NE(0, access(path.c_str(), F_OK)) << "an empty or partial store_addr_file was left behind";
 
-  const int64_t t0 = wall_ms();
-  wsync_receiver_config_t cfg = WSYNC_RECEIVER_CONFIG_INIT;
-  cfg.rank = 1;
-  cfg.store_addr = addr.c_str();
-  cfg.group_name = kGroup;
-  cfg.timeout_ms = kTimeoutMs;
-  wsync_receiver_t* rx = nullptr;
-  const wsync_status_t st = wsync_receiver_init(&cfg, &rx);
-  const int64_t rx_took = wall_ms() - t0;
-  EXPECT_EQ(WSYNC_ERR_TIMEOUT, st) << wsync_last_error();
+  int64_t rx_took = 0;
+  std::string why;
+  const wsync_status_t st = join_store(addr, &rx_took, &why);
+  EXPECT_EQ(WSYNC_ERR_TIMEOUT, st) << why;
+  EXPECT_NE(std::string::npos, why.find(addr)) << "the error must name the store: " << why;
   EXPECT_LT(rx_took, kTimeoutMs + 2000);
   std::printf("ROW disk_full | trainer: %s | receiver: %s after %lld ms: %s\n", said.c_str(), wsync_status_name(st),
-              static_cast<long long>(rx_took), wsync_last_error());
+              static_cast<long long>(rx_took), why.c_str());
 }
 
 }  // namespace

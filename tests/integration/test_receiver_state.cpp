@@ -39,15 +39,7 @@ constexpr uint64_t kBucket = 16u << 10;  // bucket_bytes, and the size of most t
 constexpr int64_t kReceiverTimeoutMs = 1500;
 
 synth_tensor_t tensor(const std::string& name, std::vector<int64_t> shape) {
-  synth_tensor_t t;
-  std::memset(&t, 0, sizeof t);
-  std::snprintf(t.name, sizeof t.name, "%s", name.c_str());
-  t.dtype = WSYNC_DTYPE_FLOAT32;
-  t.ndim = static_cast<int32_t>(shape.size());
-  uint64_t n = 1;
-  for (size_t i = 0; i < shape.size(); ++i) n *= static_cast<uint64_t>(t.shape[i] = shape[i]);
-  t.nbytes = n * 4;
-  return t;
+  return tensor_of(name, WSYNC_DTYPE_FLOAT32, std::move(shape));
 }
 
 // In send order. Batch A is the first two; batch B the rest. With 16 KiB buckets each layer is one
