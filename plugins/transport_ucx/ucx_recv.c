@@ -127,19 +127,20 @@ wsync_status_t ucx_recv_wait(void* self, uint64_t seq, int64_t timeout_ms) {
     return wsp_fail(ucx_status_to_wsync(t->peers[0].failed), "transport 'ucx': rank 0 (the sender) failed while "
                     "bucket %llu was arriving: %s", (unsigned long long)seq, ucs_status_string(t->peers[0].failed));
   if (rc == WSYNC_ERR_TIMEOUT)
-    return wsp_fail(rc, "transport 'ucx': bucket %llu has not arrived from rank 0 yet", (unsigned long long)seq);
+    return wsp_fail(rc, "transport 'ucx': bucket %llu (by sequence number) has not arrived from rank 0 (the sender) "
+                    "yet", (unsigned long long)seq);
   st = op->status;
   got = op->received;
   want = op->expected;
   remove_recv(t, op); /* op is gone from here on */
   if (st == UCS_OK && got != want)
-    return wsp_fail(WSYNC_ERR_PROTOCOL, "transport 'ucx': bucket %llu from rank 0 has %llu bytes, expected %llu",
-                    (unsigned long long)seq, got, want);
+    return wsp_fail(WSYNC_ERR_PROTOCOL, "transport 'ucx': the message under bucket %llu's tag (by sequence number) "
+                    "has %llu bytes, expected %llu", (unsigned long long)seq, got, want);
   if (st == UCS_ERR_MESSAGE_TRUNCATED)
-    return wsp_fail(WSYNC_ERR_PROTOCOL, "transport 'ucx': bucket %llu from rank 0 is larger than the %llu bytes "
-                    "expected", (unsigned long long)seq, want);
+    return wsp_fail(WSYNC_ERR_PROTOCOL, "transport 'ucx': the message under bucket %llu's tag (by sequence number) "
+                    "is larger than the %llu bytes expected", (unsigned long long)seq, want);
   if (st != UCS_OK)
-    return wsp_fail(ucx_status_to_wsync(st), "transport 'ucx': receiving bucket %llu from rank 0 failed: %s",
+    return wsp_fail(ucx_status_to_wsync(st), "transport 'ucx': receiving bucket %llu (by sequence number) failed: %s",
                     (unsigned long long)seq, ucs_status_string(st));
   return WSYNC_OK;
 }

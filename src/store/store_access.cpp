@@ -97,21 +97,16 @@ std::string Impl::validate_first(Conn* c, const Request& q) {
   return "";
 }
 
-// AUTH (store_wire.h): first the client's nonce, answered with ours and our proof; then the
-// client's proof, answered with one status byte.
+// AUTH (store_wire.h): first the client's nonce, answered with ours alone; then the client's
+// proof, answered with one status byte and, only when the proof matched, our own proof. Nobody
+// gets a value computed from the secret without having proved it first.
 std::string Impl::authenticate(Conn* c, Request& q) {
   if (!c->auth_challenged) {
     c->client_nonce = q.blob;
     const std::vector<uint8_t> sn = random_bytes(w::kAuthBytes);
     std::copy(sn.begin(), sn.end(), c->server_nonce.begin());
-    const Mac proof = Hmac(opt.secret)
-                          .field(std::string(w::kAuthServerLabel))
-                          .field(c->client_nonce.data(), c->client_nonce.size())
-                          .field(c->server_nonce.data(), c->server_nonce.size())
-                          .finish();
-    reply_room(c, 2 * w::kAuthBytes, /*force=*/true);  // once per connection: never refused
+    reply_room(c, w::kAuthBytes, /*force=*/true);  // once per connection: never refused
     c->out.raw(c->server_nonce.data(), c->server_nonce.size());
-    c->out.raw(proof.data(), proof.size());
     c->auth_challenged = true;
     return "";
   }
@@ -121,8 +116,16 @@ std::string Impl::authenticate(Conn* c, Request& q) {
                          .field(c->server_nonce.data(), c->server_nonce.size())
                          .finish();
   const bool ok = equal_ct(expect.data(), q.blob.data(), expect.size());
-  reply_room(c, 1, /*force=*/true);
+  reply_room(c, 1 + w::kAuthBytes, /*force=*/true);
   c->out.u8(ok ? w::kAuthAccepted : w::kAuthRefused);
+  if (ok) {
+    const Mac proof = Hmac(opt.secret)
+                          .field(std::string(w::kAuthServerLabel))
+                          .field(c->client_nonce.data(), c->client_nonce.size())
+                          .field(c->server_nonce.data(), c->server_nonce.size())
+                          .finish();
+    c->out.raw(proof.data(), proof.size());
+  }
   if (!ok)
     return "it failed the group-secret proof (AUTH): it does not hold this group's secret; give it the sender's "
            "secret";

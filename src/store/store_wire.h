@@ -101,11 +101,15 @@ constexpr uint8_t kMaxQuery = 18;  // the last of torch's queries
 
 // AUTH, a mutual challenge-response over HMAC-SHA-256 (common/auth.h); the secret never travels.
 //   client -> AUTH + 32-byte nonce cn
-//   server -> 32-byte nonce sn + HMAC(secret, kAuthServerLabel, cn, sn)
+//   server -> 32-byte nonce sn
 //   client -> AUTH + HMAC(secret, kAuthClientLabel, cn, sn)
-//   server -> 1 byte: kAuthAccepted, or kAuthRefused and the server closes the connection.
-// A server without a secret closes the connection on the first AUTH. The distinct labels keep a
-// proof made by one side from being replayed as the other's.
+//   server -> 1 byte kAuthAccepted + HMAC(secret, kAuthServerLabel, cn, sn), or 1 byte
+//             kAuthRefused and the server closes the connection.
+// The server proves the secret only to a client that proved it: whoever merely reaches the store
+// gets no value computed from the secret to guess it offline from. (A store a client was wrongly
+// pointed at gets the client's proof; see docs/SECURITY.md.) A server without a secret closes the
+// connection on the first AUTH. The distinct labels keep a proof made by one side from being
+// replayed as the other's.
 constexpr size_t kAuthBytes = 32;
 constexpr const char* kAuthServerLabel = "wsync-store-server";
 constexpr const char* kAuthClientLabel = "wsync-store-client";

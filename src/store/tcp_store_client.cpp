@@ -128,30 +128,22 @@ wsync_status_t TcpStoreClient::handshake(int64_t deadline) {
   return st;
 }
 
-// wsync's AUTH (store_wire.h). The client sends its proof before judging the store's, so that the
-// common misconfiguration (the two sides hold different secrets) is reported as what it is: the
-// store refuses our proof. A store that accepts our proof without having proved the secret itself
-// is an impostor (or a store without a secret that answers anyway): refused too. Sending the proof
-// first gives an impostor nothing it could not get by asking the real store for its own proof.
+// wsync's AUTH (store_wire.h). The client proves the secret first and then judges the store's
+// proof: the common misconfiguration (the two sides hold different secrets) is reported as what it
+// is, the store refusing our proof, and a store that accepts our proof without proving the secret
+// itself is an impostor (or a store without a secret that answers anyway): refused, nothing read.
 wsync_status_t TcpStoreClient::authenticate(const std::string& secret, int64_t deadline) {
   const std::string where = address();
   const std::vector<uint8_t> cn = random_bytes(w::kAuthBytes);
   ByteWriter hello;
   hello.u8(static_cast<uint8_t>(w::Query::AUTH));
   hello.raw(cn.data(), cn.size());
-  uint8_t answer[2 * w::kAuthBytes];
+  uint8_t sn[w::kAuthBytes];
   wsync_status_t st = send_all(hello.data(), deadline, "AUTH");
-  if (st == WSYNC_OK) st = recv_exact(answer, sizeof answer, deadline, "AUTH");
+  if (st == WSYNC_OK) st = recv_exact(sn, sizeof sn, deadline, "AUTH");
   if (st == WSYNC_ERR_PEER_FAILED || st == WSYNC_ERR_IO)
     return fail(WSYNC_ERR_PEER_FAILED, "it closed the connection when asked to prove the group secret");
   if (st != WSYNC_OK) return st;
-  const uint8_t* sn = answer;
-  const Mac server_expect = Hmac(secret)
-                                .field(std::string(w::kAuthServerLabel))
-                                .field(cn.data(), cn.size())
-                                .field(sn, w::kAuthBytes)
-                                .finish();
-  const bool store_knows = equal_ct(server_expect.data(), answer + w::kAuthBytes, w::kAuthBytes);
   const Mac proof = Hmac(secret)
                         .field(std::string(w::kAuthClientLabel))
                         .field(cn.data(), cn.size())
@@ -169,12 +161,19 @@ wsync_status_t TcpStoreClient::authenticate(const std::string& secret, int64_t d
   if (verdict == w::kAuthRefused)
     return fail(WSYNC_ERR_REJECTED, "the store at %s refused this process's group secret (set the same secret as the "
                 "sender: option secret or WSYNC_GROUP_SECRET)", where.c_str());
-  if (!store_knows)
+  if (verdict != w::kAuthAccepted)
+    return fail(WSYNC_ERR_PROTOCOL, "the store at %s answered AUTH with %u", where.c_str(), unsigned(verdict));
+  uint8_t theirs[w::kAuthBytes];
+  if ((st = recv_exact(theirs, sizeof theirs, deadline, "AUTH")) == WSYNC_ERR_TIMEOUT) return st;
+  const Mac server_expect = Hmac(secret)
+                                .field(std::string(w::kAuthServerLabel))
+                                .field(cn.data(), cn.size())
+                                .field(sn, w::kAuthBytes)
+                                .finish();
+  if (st != WSYNC_OK || !equal_ct(server_expect.data(), theirs, w::kAuthBytes))
     return fail(WSYNC_ERR_REJECTED, "the store at %s does not know this group's secret: its proof does not match "
                 "(it is not this group's store, or it runs with another secret); nothing was read from it",
                 where.c_str());
-  if (verdict != w::kAuthAccepted)
-    return fail(WSYNC_ERR_PROTOCOL, "the store at %s answered AUTH with %u", where.c_str(), unsigned(verdict));
   return WSYNC_OK;
 }
 

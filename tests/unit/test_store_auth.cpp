@@ -37,18 +37,21 @@ std::string mac_of(const std::string& secret, const char* label, const Bytes& cn
 }
 
 // Plays wsync's AUTH by hand on a validated raw connection: the verdict byte (0xFF: none).
-// *server_ok tells whether the server's proof matched `secret`.
+// *server_ok tells whether the server's proof, which follows an accepted verdict, matched `secret`.
 uint8_t raw_login(Raw& r, const std::string& secret, bool* server_ok = nullptr, Bytes* proof_sent = nullptr) {
   Bytes cn = wsync::random_bytes(32);
   r.send(Req(AUTH).raw(cn.data(), cn.size()).b);
-  Bytes answer = r.recv(64);
-  if (answer.size() != 64) return 0xFF;
-  Bytes sn(answer.begin(), answer.begin() + 32);
-  if (server_ok) *server_ok = mac_of(secret, "wsync-store-server", cn, sn) == std::string(answer.begin() + 32, answer.end());
+  Bytes sn = r.recv(32);
+  if (sn.size() != 32) return 0xFF;
   std::string proof = mac_of(secret, "wsync-store-client", cn, sn);
   if (proof_sent) *proof_sent = B(proof);
   r.send(Req(AUTH).raw(proof.data(), proof.size()).b);
-  return r.u8();
+  const uint8_t verdict = r.u8();
+  if (verdict == 0) {  // the store's proof follows
+    Bytes theirs = r.recv(32);
+    if (server_ok) *server_ok = mac_of(secret, "wsync-store-server", cn, sn) == std::string(theirs.begin(), theirs.end());
+  }
+  return verdict;
 }
 
 class StoreAuthTest : public ::testing::Test {
@@ -148,22 +151,28 @@ TEST_F(StoreAuthTest, AProofIsBoundToItsSessionAndItsSide) {
     Raw r(port_);
     Bytes cn(32, 7);
     r.send(Req(AUTH).raw(cn.data(), cn.size()).b);
-    Bytes answer = r.recv(64);
-    ASSERT_EQ(answer.size(), 64u);
+    Bytes sn = r.recv(32);
+    ASSERT_EQ(sn.size(), 32u);
     r.send(Req(AUTH).raw(proof.data(), proof.size()).b);
-    EXPECT_EQ(r.u8(), 1);  // refused
-    EXPECT_TRUE(r.closed_by_peer());
+    Bytes after;
+    EXPECT_TRUE(r.closed_by_peer(3000, &after));
+    EXPECT_EQ(Bytes{1}, after) << "only the verdict 'refused' may come back";
   }
-  // Reflecting the server's own proof back as the client's is refused (distinct labels).
+  // Whoever merely reaches the store gets its nonce and nothing computed from the secret: no proof
+  // to guess the secret from offline, nor to reflect back as the client's (the store proves the
+  // secret only after the client did).
   {
     Raw r(port_);
     Bytes cn(32, 9);
     r.send(Req(AUTH).raw(cn.data(), cn.size()).b);
-    Bytes answer = r.recv(64);
-    ASSERT_EQ(answer.size(), 64u);
-    r.send(Req(AUTH).raw(answer.data() + 32, 32).b);
-    EXPECT_EQ(r.u8(), 1);
-    EXPECT_TRUE(r.closed_by_peer());
+    Bytes sn = r.recv(32);
+    ASSERT_EQ(sn.size(), 32u);
+    EXPECT_TRUE(r.silent(300)) << "the store said more than its nonce before the client proved the secret";
+    const std::string server_proof = mac_of(kSecret, "wsync-store-server", cn, sn);
+    r.send(Req(AUTH).raw(server_proof.data(), server_proof.size()).b);  // a reflection of what it would say
+    Bytes after;
+    EXPECT_TRUE(r.closed_by_peer(3000, &after));
+    EXPECT_EQ(Bytes{1}, after);
   }
   expect_intact();
 }
@@ -198,11 +207,12 @@ TEST(StoreAuth, ClientIsNotFooledByAStoreWithoutTheSecret) {
     Bytes hs = read_n(10);  // VALIDATE + magic, PING + nonce
     if (hs.size() == 10) ::send(fd, hs.data() + 6, 4, MSG_NOSIGNAL);
     read_n(33);  // AUTH + client nonce
-    Bytes fake_answer = wsync::random_bytes(64);
-    ::send(fd, fake_answer.data(), fake_answer.size(), MSG_NOSIGNAL);
+    Bytes fake_nonce = wsync::random_bytes(32);
+    ::send(fd, fake_nonce.data(), fake_nonce.size(), MSG_NOSIGNAL);
     read_n(33);  // AUTH + client proof
-    uint8_t ok = 0;
-    ::send(fd, &ok, 1, MSG_NOSIGNAL);
+    Bytes accepted_and_fake_proof = wsync::random_bytes(33);
+    accepted_and_fake_proof[0] = 0;  // "accepted", then a proof it cannot compute
+    ::send(fd, accepted_and_fake_proof.data(), accepted_and_fake_proof.size(), MSG_NOSIGNAL);
     char sink[64];
     while (::recv(fd, sink, sizeof sink, 0) > 0) {
     }
