@@ -401,6 +401,10 @@ void drop_assemblies(wsync_receiver_t* rx) {
 
 wsync_status_t refuse(wsync_receiver_t* rx, uint64_t seq, wsync_status_t st) {
   const std::string why = last_error();
+  if (st == WSYNC_ERR_PEER_FAILED) {  // the sender is gone: there is no one to refuse the bucket to
+    drop_assemblies(rx);
+    return fail_msg(st, why);
+  }
   send_status(rx, MsgType::kNack, seq, st, why);
   drop_assemblies(rx);
   return fail_msg(st, "bucket refused: " + why);
