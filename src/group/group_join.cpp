@@ -135,10 +135,7 @@ wsync_status_t accept_receivers(wsync_group_t* g, int64_t deadline) {
   std::vector<std::unique_ptr<Peer>> pending;  // connected, HELLO not read yet
   for (;;) {
     const auto joined = std::count_if(g->peers.begin(), g->peers.end(), [](const std::unique_ptr<Peer>& p) { return !!p; });
-    if (static_cast<uint32_t>(joined) >= g->num_receivers) {
-      g->listener.close();  // every rank is taken: a late connection is refused, not left unanswered
-      return WSYNC_OK;
-    }
+    if (static_cast<uint32_t>(joined) >= g->num_receivers) return WSYNC_OK;
     wsync_status_t st = init_interrupted(g);
     if (st != WSYNC_OK) return st;
     const int64_t left = deadline - now_ms();

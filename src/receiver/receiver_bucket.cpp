@@ -401,13 +401,12 @@ void drop_assemblies(wsync_receiver_t* rx) {
 
 wsync_status_t refuse(wsync_receiver_t* rx, uint64_t seq, wsync_status_t st) {
   const std::string why = last_error();
-  if (st == WSYNC_ERR_PEER_FAILED) {  // the sender is gone: there is no one to refuse the bucket to
-    drop_assemblies(rx);
-    return fail_msg(st, why);
-  }
-  send_status(rx, MsgType::kNack, seq, st, why);
+  rx->conn.pump();  // notices a sender that is gone (the status alone cannot say: a transport's
+                    // PEER_FAILED may come while the control connection is fine)
+  const bool sender_gone = rx->conn.closed();
+  if (!sender_gone) send_status(rx, MsgType::kNack, seq, st, why);
   drop_assemblies(rx);
-  return fail_msg(st, "bucket refused: " + why);
+  return fail_msg(st, sender_gone ? why : "bucket refused: " + why);
 }
 
 wsync_status_t handle_manifest(wsync_receiver_t* rx, const Frame& f, wsync_receiver_event_t* ev) {
