@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Runs store_interop.py with the Python in WSYNC_TORCH_PYTHON (else python3). Without torch the
-# test is skipped (exit 77), not failed: CI has no torch; machines with PyTorch run it.
+# Runs store_interop.py with the Python in WSYNC_TORCH_PYTHON, else the Python test venv's
+# (.venv-test, which scripts/test.sh fills with torch), else python3. Without torch the test is
+# skipped (exit 77), not failed (WSYNC_TEST_TORCH=0 leaves torch out of the venv).
 set -u
-py=${WSYNC_TORCH_PYTHON:-python3}
+venv_py="$(dirname "$0")/../../.venv-test/bin/python"
+if [ -z "${WSYNC_TORCH_PYTHON:-}" ] && [ -x "$venv_py" ]; then py=$venv_py; else py=${WSYNC_TORCH_PYTHON:-python3}; fi
 if ! "$py" -c "import torch.distributed" >/dev/null 2>&1; then
   echo "SKIPPED: '$py' has no torch (set WSYNC_TORCH_PYTHON to a Python with PyTorch)"
   exit 77

@@ -83,6 +83,54 @@ assert all(p.wait(60) == 0 for p in procs)
 srv.stdin.close(); print(srv.stdout.read().strip()); srv.wait(5)
 print("TORCH CLIENT -> WSYNC SERVER OK")
 
+# ---- torch clients -> wsync server with a group secret ----
+# torch mode (torch_clients=1): unmodified torch clients use torch's keys, a gloo group's rendezvous
+# runs through the store, and wsync's keys stay out of their reach. Without torch mode a torch
+# client gets nothing at all.
+SECRET = "torch-interop-secret-0123456789abcdef"
+srv = subprocess.Popen([H, "server-torch", SECRET], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+port = int(srv.stdout.readline())
+s = dist.TCPStore("127.0.0.1", port, world_size=3, is_master=False, timeout=TO)
+s.set("k", "v"); assert s.get("k") == b"v"
+assert s.add("c", 3) == 3
+if hasattr(s, "list_keys"):
+    keys = sorted(s.list_keys())
+    assert not any("wsync" in k for k in keys), keys
+    print("torch mode list_keys", keys)
+for key in ("wsync/probe", "wsync/group_info"):  # torch's client puts "/" in front: "/wsync/..." on the wire
+    t0 = time.time()
+    probe = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=TO)
+    try:
+        got = probe.get(key)
+        raise SystemExit("torch mode: a torch client read %s: %r" % (key, got))
+    except SystemExit: raise
+    except Exception as e:
+        print("torch mode: reading %s refused: %s" % (key, str(e).splitlines()[0][:120]))
+    assert time.time() - t0 < 3, "refused only by a timeout, not by the store"
+    del probe
+assert s.get("k") == b"v"  # the well-behaved client is unaffected
+procs = []
+for r in range(2):
+    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(r), WORLD_SIZE="2",
+               TORCHELASTIC_USE_AGENT_STORE="True", TORCHELASTIC_RESTART_COUNT="0")
+    procs.append(subprocess.Popen([sys.executable, "-c", code], env=env))
+assert all(p.wait(60) == 0 for p in procs)
+assert ask("/wsync/probe").endswith("= member-only"), ask("/wsync/probe")  # untouched
+srv.stdin.close(); print(srv.stdout.read().strip()); srv.wait(5)
+print("TORCH CLIENT -> WSYNC SERVER, TORCH MODE OK")
+
+srv = subprocess.Popen([H, "server-secret", SECRET], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+port = int(srv.stdout.readline())
+try:
+    t = dist.TCPStore("127.0.0.1", port, world_size=2, is_master=False, timeout=datetime.timedelta(seconds=3))
+    t.set("k", "v")
+    raise SystemExit("a torch client without the secret wrote to a store outside torch mode")
+except SystemExit: raise
+except Exception as e:
+    print("no torch mode: torch client refused: %s" % str(e).splitlines()[0][:120])
+srv.stdin.close(); print(srv.stdout.read().strip()); srv.wait(5)
+print("TORCH CLIENT -> WSYNC SERVER WITH A SECRET, NO TORCH MODE: REFUSED OK")
+
 # ---- wsync client -> torch servers ----
 for libuv in (True, False):
     m = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=TO, use_libuv=libuv)

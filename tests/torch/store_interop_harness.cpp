@@ -1,6 +1,9 @@
 // The wsync side of the torch TCPStore interop test (store_interop.py drives it):
-//   server       host wsync's store, print its port, answer "KEY" lookups read from stdin
-//   client PORT  run every query of wsync's client against a torch TCPStore server
+//   server               host wsync's store, print its port, answer "KEY" lookups read from stdin
+//   server-torch SECRET  the same with a group secret and torch mode (torch_clients): a member
+//                        (holding the secret) has set wsync/probe before the port is printed
+//   server-secret SECRET the same with a group secret and without torch mode
+//   client PORT          run every query of wsync's client against a torch TCPStore server
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -19,13 +22,21 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::string mode = argv[1];
-  if (mode == "server") {
+  if (mode == "server" || mode == "server-torch" || mode == "server-secret") {
+    StoreServerOptions o;
+    if (mode != "server") {
+      if (argc < 3) return 2;
+      o.secret = argv[2];
+      o.torch_clients = mode == "server-torch";
+    }
     std::unique_ptr<TcpStoreServer> s;
-    CHECK_OK(TcpStoreServer::start("127.0.0.1", 0, &s));
-    printf("%u\n", s->port()); fflush(stdout);
-    // Lookups go through a client of this process's own, like any other reader of the store.
+    CHECK_OK(TcpStoreServer::start("127.0.0.1", 0, o, &s));
+    // Lookups go through a client of this process's own (a member, when there is a secret), like
+    // any other reader of the store.
     std::unique_ptr<TcpStoreClient> look;
-    CHECK_OK(TcpStoreClient::connect("127.0.0.1", s->port(), 5000, &look));
+    CHECK_OK(TcpStoreClient::connect("127.0.0.1", s->port(), 5000, o.secret, &look));
+    if (!o.secret.empty()) CHECK_OK(look->set("wsync/probe", "member-only", 11));
+    printf("%u\n", s->port()); fflush(stdout);
     std::string line;
     while (std::getline(std::cin, line)) {
       std::vector<uint8_t> v;
