@@ -7,8 +7,8 @@
 //   receiver_hung      rank 2 SIGSTOPs itself there (the test kills it at the end)
 //   receiver_refuses   rank 2 re-registered layers.3.weight with another shape: it refuses that
 //                      bucket (the engine refuses)
-//   partition          rank 2 shuts down every socket it has (control and UCX) there: the network
-//                      between it and the sender is gone, both processes live on
+//   partition          rank 2 shuts down every TCP connection it has (control and UCX) there: the
+//                      network between it and the sender is gone, both processes live on
 //   sender_killed      the sender SIGKILLs itself after version 2's first batch
 //
 // For each row the test records what the sender, rank 2 and rank 1 see (status and message), how
@@ -228,17 +228,28 @@ wsync_status_t receive_update(wsync_receiver_t* rx, uint64_t* commit, int32_t* k
   }
 }
 
-// Every socket of this process, shut down both ways: to its peers it is as if the network between
-// them were cut (their reads end, their writes fail), and this process stays alive.
-void shut_down_every_socket() {
+// An int socket option of `fd`, or -1.
+int sockopt(int fd, int name) {
+  int v = 0;
+  socklen_t len = sizeof v;
+  return getsockopt(fd, SOL_SOCKET, name, &v, &len) == 0 ? v : -1;
+}
+
+// Every connected TCP socket of this process, shut down both ways: to its peers it is as if the
+// network between them were cut (their reads end, their writes fail), and this process stays
+// alive. Listening sockets and local (unix) ones are left alone: a cut network does not close
+// them (and UCX asserts when its own listener is shut under it).
+void shut_down_every_connection() {
   DIR* d = opendir("/proc/self/fd");
   if (d == nullptr) return;
   std::vector<int> fds;
   while (dirent* e = readdir(d)) {
     const int fd = std::atoi(e->d_name);
-    int type = 0;
-    socklen_t len = sizeof type;
-    if (fd > 2 && fd != dirfd(d) && getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0) fds.push_back(fd);
+    if (fd <= 2 || fd == dirfd(d)) continue;
+    const int domain = sockopt(fd, SO_DOMAIN);
+    if ((domain == AF_INET || domain == AF_INET6) && sockopt(fd, SO_TYPE) == SOCK_STREAM &&
+        sockopt(fd, SO_ACCEPTCONN) == 0)
+      fds.push_back(fd);
   }
   closedir(d);
   for (int fd : fds) ::shutdown(fd, SHUT_RDWR);
@@ -267,7 +278,7 @@ int run_victim(const std::string& dir, Fault fault) {
       write_fault_time(dir);
     if (fault == Fault::kReceiverKilled) raise(SIGKILL);
     if (fault == Fault::kReceiverHung) raise(SIGSTOP);
-    if (fault == Fault::kPartition) shut_down_every_socket();
+    if (fault == Fault::kPartition) shut_down_every_connection();
   });
   if (fault == Fault::kReceiverRefuses) write_fault_time(dir);  // it refused at its failure
   write_outcome(dir + "/victim", st == WSYNC_OK && kind == WSYNC_EVENT_ABORTED ? WSYNC_ERR_ABORTED : st,
