@@ -74,12 +74,17 @@ dist.barrier()
 print("rank", dist.get_rank(), "allreduce ok")
 dist.destroy_process_group()
 '''
-procs = []
-for r in range(2):
-    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(r), WORLD_SIZE="2",
-               TORCHELASTIC_USE_AGENT_STORE="True", TORCHELASTIC_RESTART_COUNT="0")
-    procs.append(subprocess.Popen([sys.executable, "-c", code], env=env))
-assert all(p.wait(60) == 0 for p in procs)
+
+def gloo_pair(port):
+    """Two torch ranks (processes) whose gloo rendezvous runs through the store at `port`."""
+    procs = []
+    for r in range(2):
+        env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(r), WORLD_SIZE="2",
+                   TORCHELASTIC_USE_AGENT_STORE="True", TORCHELASTIC_RESTART_COUNT="0")
+        procs.append(subprocess.Popen([sys.executable, "-c", code], env=env))
+    assert all(p.wait(60) == 0 for p in procs)
+
+gloo_pair(port)
 srv.stdin.close(); print(srv.stdout.read().strip()); srv.wait(5)
 print("TORCH CLIENT -> WSYNC SERVER OK")
 
@@ -109,12 +114,7 @@ for key in ("wsync/probe", "wsync/group_info"):  # torch's client puts "/" in fr
     assert time.time() - t0 < 3, "refused only by a timeout, not by the store"
     del probe
 assert s.get("k") == b"v"  # the well-behaved client is unaffected
-procs = []
-for r in range(2):
-    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(r), WORLD_SIZE="2",
-               TORCHELASTIC_USE_AGENT_STORE="True", TORCHELASTIC_RESTART_COUNT="0")
-    procs.append(subprocess.Popen([sys.executable, "-c", code], env=env))
-assert all(p.wait(60) == 0 for p in procs)
+gloo_pair(port)
 assert ask("/wsync/probe").endswith("= member-only"), ask("/wsync/probe")  # untouched
 srv.stdin.close(); print(srv.stdout.read().strip()); srv.wait(5)
 print("TORCH CLIENT -> WSYNC SERVER, TORCH MODE OK")
