@@ -15,6 +15,7 @@
 #include "control/frames.h"
 #include "control/group_info.h"
 #include "manifest/manifest.h"
+#include "../common/manifest_entry.h"
 #include "wsync_plugin.h"
 
 namespace {
@@ -47,23 +48,7 @@ Bytes cat(std::initializer_list<Bytes> parts) {
   return out;
 }
 
-wsync::ManifestEntry entry(const std::string& name, int32_t dtype, std::vector<int64_t> shape, uint64_t off,
-                           uint64_t len, uint64_t tensor_offset = 0) {
-  wsync::ManifestEntry e;
-  e.name = name;
-  e.dtype = dtype;
-  e.ndim = static_cast<int32_t>(shape.size());
-  uint64_t n = wsync_dtype_size(dtype);
-  for (size_t i = 0; i < shape.size(); ++i) {
-    e.shape[i] = shape[i];
-    n *= static_cast<uint64_t>(shape[i]);
-  }
-  e.tensor_bytes = n;
-  e.bucket_offset = off;
-  e.length = len;
-  e.tensor_offset = tensor_offset;
-  return e;
-}
+using wsync::test_manifest::entry;
 
 void manifests() {
   wsync::Manifest empty;

@@ -23,6 +23,7 @@
 #include "common/error.h"
 #include "common/socket.h"
 #include "control/control_conn.h"
+#include "control/frames.h"
 #include "control/group_info.h"
 #include "harness.h"
 #include "store/host_port.h"
@@ -127,6 +128,17 @@ ReceiverPlan plan_for(const Sender& s, const Model& m) {
   return p;
 }
 
+// The real receiver in a child forked now (before this process brings UCX up), held back until
+// the file `go` exists; it gives up after 60 s so that it never outlives a failed test.
+pid_t receiver_after(const std::string& go, const ReceiverPlan& plan) {
+  return spawn([go, plan] {
+    for (int i = 0; access(go.c_str(), F_OK) != 0; ++i)
+      if (i > 6000) return 30;
+      else usleep(10000);
+    return run_receiver(plan);
+  });
+}
+
 Model small_model() {
   Model m;
   m.spec = tensor_set(6, 64 * 1024);
@@ -190,13 +202,7 @@ TEST(Trust, ForgedHelloIsRefusedAndTheRankStaysFree) {
   Sender s;
   // The real receiver waits (forked before this process brings UCX up) until the forgery is done.
   const std::string go = s.dir + "/go";
-  ReceiverPlan plan = plan_for(s, m);
-  pid_t real = spawn([&] {
-    for (int i = 0; access(go.c_str(), F_OK) != 0; ++i)
-      if (i > 6000) return 30;  // the test failed before it let us go: do not outlive it
-      else usleep(10000);
-    return run_receiver(plan);
-  });
+  pid_t real = receiver_after(go, plan_for(s, m));
   s.start(1, 30000, &m);
   const std::string addr = read_addr_file(s.addr_file, 10000);
   ASSERT_FALSE(addr.empty());
@@ -208,23 +214,17 @@ TEST(Trust, ForgedHelloIsRefusedAndTheRankStaysFree) {
   wsync::Frame challenge;
   ASSERT_EQ(WSYNC_OK, conn.recv(&challenge, 5000)) << wsync::last_error();
   ASSERT_EQ(static_cast<uint16_t>(wsync::MsgType::kChallenge), challenge.type);
-  wsync::ByteWriter w;
-  w.u32(wsync::kControlProtocolVersion);
-  w.u32(1);
-  w.u32(static_cast<uint32_t>(getpid()));
-  w.str32(kGroup);
-  w.blob32(wsync::random_bytes(wsync::kNonceBytes));
-  w.blob32(wsync::random_bytes(wsync::kMacBytes));  // a guess
-  ASSERT_EQ(WSYNC_OK, conn.send(wsync::MsgType::kHello, w.data(), 5000));
+  const wsync::HelloBody hello{wsync::kControlProtocolVersion, 1, static_cast<uint32_t>(getpid()), kGroup,
+                               wsync::random_bytes(wsync::kNonceBytes),
+                               wsync::random_bytes(wsync::kMacBytes)};  // the proof: a guess
+  ASSERT_EQ(WSYNC_OK, conn.send(wsync::MsgType::kHello, wsync::encode_hello(hello), 5000));
   wsync::Frame reply;
   ASSERT_EQ(WSYNC_OK, conn.recv(&reply, 5000)) << wsync::last_error();
   ASSERT_EQ(static_cast<uint16_t>(wsync::MsgType::kReject), reply.type);
-  wsync::ByteReader r(reply.body);
-  int32_t code = 0;
-  std::string why;
-  ASSERT_TRUE(r.i32(&code) && r.str32(&why, 1 << 16));
-  EXPECT_EQ(WSYNC_ERR_REJECTED, code);
-  EXPECT_NE(std::string::npos, why.find("did not prove the group secret")) << why;
+  wsync::RejectBody reject;
+  ASSERT_EQ(WSYNC_OK, wsync::decode_reject(reply.body, &reject)) << wsync::last_error();
+  EXPECT_EQ(WSYNC_ERR_REJECTED, reject.status);
+  EXPECT_NE(std::string::npos, reject.reason.find("did not prove the group secret")) << reject.reason;
 
   std::ofstream(go).put('1');
   EXPECT_EQ(0, wait_child(real, 60000));
@@ -241,13 +241,7 @@ TEST(Trust, SilentControlConnectionsCannotLockReceiversOut) {
   Model m = small_model();
   Sender s;
   const std::string go = s.dir + "/go";
-  const ReceiverPlan plan = plan_for(s, m);
-  pid_t real = spawn([&] {
-    for (int i = 0; access(go.c_str(), F_OK) != 0; ++i)
-      if (i > 6000) return 30;  // the test failed before it let us go: do not outlive it
-      else usleep(10000);
-    return run_receiver(plan);
-  });
+  pid_t real = receiver_after(go, plan_for(s, m));
   s.start(1, 30000, &m);
   const std::string addr = read_addr_file(s.addr_file, 10000);
   ASSERT_FALSE(addr.empty());

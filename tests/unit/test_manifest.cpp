@@ -12,9 +12,12 @@
 #include "common/error.h"
 #include "manifest/manifest.h"
 #include "planner/bucket_planner.h"
+#include "../common/manifest_entry.h"
 
 namespace wsync {
 namespace {
+
+using test_manifest::entry;
 
 // ------------------------------------------------------------------------------------------
 // An independent writer of the documented layout, able to write what encode_manifest never
@@ -102,24 +105,6 @@ Raw Good() {
   return r;
 }
 
-ManifestEntry Entry(const std::string& name, int32_t dtype, std::vector<int64_t> shape, uint64_t bucket_offset,
-                    uint64_t length, uint64_t tensor_offset = 0) {
-  ManifestEntry e;
-  e.name = name;
-  e.dtype = dtype;
-  e.ndim = static_cast<int32_t>(shape.size());
-  uint64_t n = wsync_dtype_size(dtype);
-  for (size_t i = 0; i < shape.size(); ++i) {
-    e.shape[i] = shape[i];
-    n *= static_cast<uint64_t>(shape[i]);
-  }
-  e.tensor_bytes = n;
-  e.bucket_offset = bucket_offset;
-  e.length = length;
-  e.tensor_offset = tensor_offset;
-  return e;
-}
-
 Manifest Sample() {
   Manifest m;
   m.update_id = 0x0102030405060708ull;
@@ -127,11 +112,11 @@ Manifest Sample() {
   m.bucket_bytes = 4096;
   m.flags = kManifestFlagPayloadChecksum;
   m.payload_checksum = 0xDEADBEEFCAFEF00Dull;
-  m.entries.push_back(Entry("model.layers.0.eight_dims", WSYNC_DTYPE_FLOAT16, {1, 2, 1, 2, 1, 2, 1, 2}, 0, 32));
-  m.entries.push_back(Entry("empty", WSYNC_DTYPE_FLOAT32, {0, 7}, 32, 0));
-  m.entries.push_back(Entry("scalar", WSYNC_DTYPE_INT64, {}, 32, 8));
-  m.entries.push_back(Entry("split.chunk", WSYNC_DTYPE_BFLOAT16, {1000}, 64, 256, 512));
-  m.entries.push_back(Entry("fp8", WSYNC_DTYPE_FLOAT8_E4M3, {3, 5}, 320, 15));
+  m.entries.push_back(entry("model.layers.0.eight_dims", WSYNC_DTYPE_FLOAT16, {1, 2, 1, 2, 1, 2, 1, 2}, 0, 32));
+  m.entries.push_back(entry("empty", WSYNC_DTYPE_FLOAT32, {0, 7}, 32, 0));
+  m.entries.push_back(entry("scalar", WSYNC_DTYPE_INT64, {}, 32, 8));
+  m.entries.push_back(entry("split.chunk", WSYNC_DTYPE_BFLOAT16, {1000}, 64, 256, 512));
+  m.entries.push_back(entry("fp8", WSYNC_DTYPE_FLOAT8_E4M3, {3, 5}, 320, 15));
   return m;
 }
 
@@ -198,8 +183,8 @@ TEST(Manifest, WireLayoutIsTheDocumentedLittleEndianRecord) {
   m.update_id = 9;
   m.bucket_index = 2;
   m.bucket_bytes = 64;
-  m.entries.push_back(Entry("a", WSYNC_DTYPE_UINT8, {16}, 0, 16));
-  m.entries.push_back(Entry("b", WSYNC_DTYPE_UINT8, {8}, 16, 8));
+  m.entries.push_back(entry("a", WSYNC_DTYPE_UINT8, {16}, 0, 16));
+  m.entries.push_back(entry("b", WSYNC_DTYPE_UINT8, {8}, 16, 8));
   const std::vector<uint8_t> wire = encode_manifest(m);
   EXPECT_EQ(wire, Build(Good()));
   ASSERT_GE(wire.size(), 12u);
