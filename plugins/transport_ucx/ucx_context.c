@@ -12,11 +12,14 @@
  *               (tls, else UCX_TLS) are all shared memory (where a dead peer only stalls: waits
  *               time out and forget_peer works), and "peer" otherwise.
  *   net_devices UCX_NET_DEVICES for this context only, e.g. "lo" or "eth0,ib0".
- * Where UCX listens: unless net_devices or UCX_NET_DEVICES says otherwise, the network transports
+ * Where UCX listens: when that hint is a loopback address, every member is on this host (the
+ * store or the sender is reachable only from here), so unless tls or UCX_TLS says otherwise UCX
+ * gets only its intra-host transports ("sm,self"): no network transport, no TCP listener, no door
+ * for a process outside the group (docs/SECURITY.md); shared memory is also the fastest path
+ * here. (Not with error_mode "peer", which needs TCP: see above.) Otherwise, unless net_devices or UCX_NET_DEVICES says otherwise, the network transports
  * use only the interface that holds the address the core passes as the hint "local_address" (the
- * sender's store bind address, a receiver's end of its control connection): a store bound to
- * 127.0.0.1 keeps UCX's TCP listener on "lo" too. A wildcard or unknown address leaves UCX's
- * default (every interface).
+ * sender's store bind address, a receiver's end of its control connection). A wildcard or unknown
+ * address leaves UCX's default (every interface).
  * UCX_* environment variables apply as usual (tls overrides UCX_TLS). There is no pass-through
  * of other UCX variables: UCX 1.13 accepts any name in ucp_config_modify and only warns later,
  * so a typo could not be refused here. */
@@ -65,9 +68,9 @@ static int is_wildcard(const char* host) {
   return host[0] == '\0' || strcmp(host, "0.0.0.0") == 0 || strcmp(host, "::") == 0 || strcmp(host, "[::]") == 0;
 }
 
-/* The name of the interface holding `host` (an address or a name), in ifname[IF_NAMESIZE]; 0 when
- * none does (or it is a wildcard). */
-static int interface_of(const char* host, char* ifname) {
+/* The name of the interface holding `host` (an address or a name), in ifname[IF_NAMESIZE], and
+ * whether it is a loopback interface; 0 when none does (or it is a wildcard). */
+static int interface_of(const char* host, char* ifname, int* loopback) {
   struct addrinfo hints, *res = NULL, *ai;
   struct ifaddrs *ifs = NULL, *i;
   char bare[256];
@@ -89,6 +92,7 @@ static int interface_of(const char* host, char* ifname) {
       for (i = ifs; i != NULL && !found; i = i->ifa_next)
         if (same_ip(ai->ai_addr, i->ifa_addr) && strlen(i->ifa_name) < IF_NAMESIZE) {
           strcpy(ifname, i->ifa_name);
+          *loopback = (i->ifa_flags & IFF_LOOPBACK) != 0;
           found = 1;
         }
     freeifaddrs(ifs);
@@ -109,22 +113,36 @@ static const char* local_address_hint(const wsync_transport_params_t* params) {
   return NULL;
 }
 
-/* Keep UCX's network transports on the interface the user bound (see the header comment). */
+/* Keep UCX's network transports on the interface the user bound, or off altogether when every
+ * member is on this host (see the header comment). *tls is updated when this sets UCX_TLS. */
 static wsync_status_t restrict_interfaces(ucp_config_t* config, const wsync_transport_params_t* params,
-                                          int net_devices_set) {
+                                          int net_devices_set, int err_mode, const char** tls) {
+  static const char kHostOnly[] = "sm,self";
   const char* addr = local_address_hint(params);
   char ifname[IF_NAMESIZE];
+  int loopback = 0;
   ucs_status_t st;
-  if (net_devices_set || getenv("UCX_NET_DEVICES") != NULL || addr == NULL) return WSYNC_OK;
-  if (!interface_of(addr, ifname)) {
-    if (!is_wildcard(addr))
+  if (addr == NULL) return WSYNC_OK;
+  if (!interface_of(addr, ifname, &loopback)) {
+    if (!is_wildcard(addr) && !net_devices_set && getenv("UCX_NET_DEVICES") == NULL)
       wsp_log(WSYNC_LOG_INFO, "transport 'ucx': no interface holds %s; UCX may listen on every interface", addr);
     return WSYNC_OK;
   }
+  /* error_mode "peer" asks for what no shared-memory transport of UCX 1.13 gives: keep TCP then. */
+  if (loopback && *tls == NULL && getenv("UCX_TLS") == NULL && err_mode != ERR_MODE_PEER) {
+    st = ucp_config_modify(config, "TLS", kHostOnly);
+    if (st != UCS_OK)
+      return wsp_fail(WSYNC_ERR_IO, "transport 'ucx': cannot restrict UCX to its intra-host transports (%s): %s", kHostOnly,
+                      ucs_status_string(st));
+    *tls = kHostOnly;
+    wsp_log(WSYNC_LOG_DEBUG, "transport 'ucx': every member is on this host (%s is loopback): transports %s, "
+            "no network listener", addr, kHostOnly);
+    return WSYNC_OK;
+  }
+  if (net_devices_set || getenv("UCX_NET_DEVICES") != NULL) return WSYNC_OK;
   st = ucp_config_modify(config, "NET_DEVICES", ifname);
   if (st != UCS_OK)
-    return wsp_fail(WSYNC_ERR_IO, "transport 'ucx': cannot restrict UCX to interface '%s': %s", ifname,
-                    ucs_status_string(st));
+    return wsp_fail(WSYNC_ERR_IO, "transport 'ucx': cannot restrict UCX to interface '%s': %s", ifname, ucs_status_string(st));
   wsp_log(WSYNC_LOG_DEBUG, "transport 'ucx': network transports on interface %s (holds %s)", ifname, addr);
   return WSYNC_OK;
 }
@@ -190,7 +208,7 @@ wsync_status_t ucx_context_open(ucx_transport_t* t, const wsync_transport_params
     rc = apply_option(config, (const wsync_option_t*)((const char*)params->options + i * stride), &err_mode, &tls,
                       &net_devices_set);
   }
-  if (rc == WSYNC_OK) rc = restrict_interfaces(config, params, net_devices_set);
+  if (rc == WSYNC_OK) rc = restrict_interfaces(config, params, net_devices_set, err_mode, &tls);
   if (rc != WSYNC_OK) {
     ucp_config_release(config);
     return rc;

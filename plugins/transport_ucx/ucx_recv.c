@@ -38,6 +38,9 @@ wsync_status_t ucx_recv_post(void* self, uint64_t seq, const wsync_iov_t* iov, u
   if (atomic_load(&t->aborted)) return wsp_fail(WSYNC_ERR_ABORTED, "transport 'ucx': aborted");
   if (find_recv(t, seq) != NULL)
     return wsp_fail(WSYNC_ERR_INVALID_STATE, "transport 'ucx': bucket %llu is already posted", (unsigned long long)seq);
+  if (seq > UCX_MAX_SEQ)
+    return wsp_fail(WSYNC_ERR_INVALID_STATE, "transport 'ucx': bucket %llu is beyond the %llu buckets one group can "
+                    "move; create a new group", (unsigned long long)seq, (unsigned long long)UCX_MAX_SEQ);
   for (i = 0; i < num_iov; ++i) {
     if (iov[i].base == NULL && iov[i].len > 0)
       return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'ucx': recv_post: region %llu of bucket %llu is NULL",

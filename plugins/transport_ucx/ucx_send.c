@@ -18,6 +18,9 @@ wsync_status_t ucx_send_post(void* self, uint64_t seq, const wsync_buffer_t* buf
     return wsp_fail(WSYNC_ERR_UNSUPPORTED, "transport 'ucx': bucket %llu is in device memory (type %d); only host "
                     "memory is supported", (unsigned long long)seq, (int)buf->device_type);
   if (atomic_load(&t->aborted)) return wsp_fail(WSYNC_ERR_ABORTED, "transport 'ucx': aborted");
+  if (seq > UCX_MAX_SEQ)
+    return wsp_fail(WSYNC_ERR_INVALID_STATE, "transport 'ucx': bucket %llu is beyond the %llu buckets one group can "
+                    "move; create a new group", (unsigned long long)seq, (unsigned long long)UCX_MAX_SEQ);
   for (i = 0; i < num_ranks; ++i) {
     const uint32_t r = ranks[i];
     if (r == 0 || r >= t->world_size)

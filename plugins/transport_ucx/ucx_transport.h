@@ -79,6 +79,8 @@ struct ucx_transport {
   ucx_zombie_t* zombies;
   size_t num_zombies, cap_zombies;
   uint64_t tag_base; /* receiver: its random tag base (ucx_tags.c); bucket seq has tag base + seq */
+  uint64_t foreign_dropped; /* messages under tags no member uses, dropped (ucx_foreign.c) */
+  uint8_t scratch[256];     /* where dropped messages are received, truncated; never read */
 
   atomic_int aborted;
 };
@@ -118,6 +120,13 @@ wsync_status_t ucx_recv_wait(void* self, uint64_t seq, int64_t timeout_ms);
 void ucx_cancel_recvs(ucx_transport_t* t);
 
 /* ucx_tags.c */
+/* A receiver's tag base: random high 32 bits (never all zero), low 32 bits zero. */
 wsync_status_t ucx_random_tag(uint64_t* tag);
+/* The bucket numbers a tag base has room for (below 2^32). */
+#define UCX_MAX_SEQ 0xFFFFFFFFull
+
+/* ucx_foreign.c */
+/* Drop what UCX holds unexpected under tags no member uses (called on every progress). */
+void ucx_drop_foreign(ucx_transport_t* t);
 
 #endif /* WSYNC_UCX_TRANSPORT_H_ */

@@ -31,7 +31,9 @@ wsync_status_t ucx_progress_until(ucx_transport_t* t, int (*done)(ucx_transport_
     /* Progress first, so that even timeout 0 moves things along once. */
     if (ucp_worker_progress(t->worker) != 0) {
       idle = 0;
+      ucx_drop_foreign(t); /* something arrived: it may be foreign */
     } else if (++idle % 64 == 0) {
+      ucx_drop_foreign(t); /* what a full drop left behind */
       /* Nothing to do locally (e.g. the peer is reading our buffer): let a co-located peer
        * have the core. This is not a sleep; it returns at once when nothing else runs. */
       sched_yield();

@@ -3,12 +3,16 @@
  *
  *   wsync-sample-trainer --receivers 2 [--store 127.0.0.1:0] [--store-file PATH] [--versions 3]
  *                        [--bucket-mib 256] [--transport ucx] [--tls sm|tcp|...] [--timeout-ms 60000]
- *                        [--scale 1.0]
+ *                        [--scale 1.0] [--until-file PATH]
+ *
+ * --until-file: after the --versions, keep publishing new versions until PATH exists (a soak, or
+ * a group kept busy while a test does something to it).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "synthetic_model.h"
 #include "wsync.h"
@@ -33,6 +37,7 @@ int main(int argc, char** argv) {
   const char* store_file = NULL;
   const char* transport = "ucx";
   const char* tls = NULL;
+  const char* until_file = NULL;
   char bucket[32] = "268435456";
   char timeout[32] = "60000";
   double scale = 1.0;
@@ -49,6 +54,7 @@ int main(int argc, char** argv) {
     else if (!strcmp(a, "--bucket-mib")) snprintf(bucket, sizeof bucket, "%llu", (unsigned long long)atoll(v) << 20);
     else if (!strcmp(a, "--timeout-ms")) snprintf(timeout, sizeof timeout, "%s", v);
     else if (!strcmp(a, "--scale")) scale = atof(v);
+    else if (!strcmp(a, "--until-file")) until_file = v;
     else { fprintf(stderr, "trainer: unknown flag %s\n", a); return 2; }
     ++i;
   }
@@ -85,7 +91,7 @@ int main(int argc, char** argv) {
   fflush(stdout);
 
   wsync_tensor_t* t = calloc(n, sizeof *t);
-  for (unsigned v = 1; v <= versions; ++v) {
+  for (unsigned v = 1; v <= versions || (until_file != NULL && access(until_file, F_OK) != 0); ++v) {
     for (size_t i = 0; i < n; ++i) {
       if (spec[i].nbytes) synth_fill(&spec[i], v, data[i]); /* "train a step" */
       wsync_tensor_t d = WSYNC_TENSOR_INIT;
