@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "common/log_rate_limit.h"
+#include "common/names.h"
 #include "control/control_auth.h"
 #include "control/frames.h"
 #include "group/group_internal.h"
@@ -69,7 +70,7 @@ std::string check_hello(wsync_group_t* g, const Peer& p, const Frame& f, HelloBo
     return "the receiver did not prove the group secret (give it the sender's secret: option secret or secret_file, "
            "or WSYNC_GROUP_SECRET)";
   if (h->group != g->group_name)
-    return "receiver asked for group '" + h->group + "' but this sender hosts group '" + g->group_name + "'";
+    return "receiver asked for group '" + printable_text(h->group) + "' but this sender hosts group '" + g->group_name + "'";
   if (h->rank < 1 || h->rank > g->num_receivers)
     return "rank " + std::to_string(h->rank) + " is out of range: this group has receivers 1.." +
            std::to_string(g->num_receivers);
