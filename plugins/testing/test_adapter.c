@@ -15,6 +15,9 @@ static const wsync_host_v1_t* g_host;
 
 static wsync_status_t stub_create(const wsync_adapter_params_t* params, void** out) {
   if (params == NULL || out == NULL) return WSYNC_ERR_INVALID_ARGUMENT;
+  if (params->options == NULL && params->num_options > 0)
+    return g_host->set_error(WSYNC_ERR_INVALID_ARGUMENT, "adapter '" TP_NAME "': options is NULL but num_options is "
+                             "not 0");
   if (params->num_options != 0)
     return g_host->set_error(WSYNC_ERR_INVALID_ARGUMENT, "adapter '" TP_NAME "' takes no options");
   *out = calloc(1, 16);

@@ -36,6 +36,9 @@ static wsync_status_t stub_create(const wsync_transport_params_t* params, void**
   stub_transport_t* t;
   uint64_t i;
   if (params == NULL || out == NULL) return WSYNC_ERR_INVALID_ARGUMENT;
+  if (params->options == NULL && params->num_options > 0)
+    return g_host->set_error(WSYNC_ERR_INVALID_ARGUMENT, "transport '" TP_NAME "': options is NULL but num_options "
+                             "is not 0");
   for (i = 0; i < params->num_options; ++i) {
     /* The stub takes no options: name the key, as the plugin contract asks. */
     char msg[300];

@@ -66,11 +66,11 @@ std::string tensor_name_problem(const char* name, size_t len) {
   return "";
 }
 
-std::string printable_name(const char* name, size_t len) {
+std::string printable_text(const char* text, size_t len, size_t max_bytes) {
   std::string s;
-  if (name == nullptr) return s;
-  const unsigned char* p = reinterpret_cast<const unsigned char*>(name);
-  const size_t n = len < 64 ? len : 64;
+  if (text == nullptr) return s;
+  const unsigned char* p = reinterpret_cast<const unsigned char*>(text);
+  const size_t n = len < max_bytes ? len : max_bytes;
   for (size_t i = 0; i < n;) {
     uint32_t cp = 0;
     const size_t k = utf8_seq(p, len, i, &cp);
@@ -80,12 +80,16 @@ std::string printable_name(const char* name, size_t len) {
       s += buf;
       ++i;
     } else {
-      s.append(name + i, k);
+      s.append(text + i, k);
       i += k;
     }
   }
   if (len > n) s += "...";
   return s;
 }
+
+std::string printable_text(const std::string& text) { return printable_text(text.data(), text.size(), text.size()); }
+
+std::string printable_name(const char* name, size_t len) { return printable_text(name, len, 64); }
 
 }  // namespace wsync

@@ -20,4 +20,10 @@ std::string tensor_name_problem(const char* name, size_t len);
 // after 64 bytes.
 std::string printable_name(const char* name, size_t len);
 
+// Text a peer sent (a NACK's or REJECT's reason, an engine's error), safe to put in a log line or
+// an error message: control characters (ANSI escapes, line breaks) and invalid UTF-8 bytes as
+// \xNN, cut after max_bytes ("..." then). Every text from a peer passes here before it is shown.
+std::string printable_text(const char* text, size_t len, size_t max_bytes);
+std::string printable_text(const std::string& text);
+
 }  // namespace wsync

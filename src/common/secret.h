@@ -6,6 +6,14 @@
 // characters) and, when "secret_file" names a file that does not exist yet, writes it there
 // (mode 0600) for its receivers. A secret is 16..4096 bytes without NUL or newline (a file's one
 // trailing newline is dropped).
+//
+// A secret file is treated like an ssh key, on the sender and the receivers alike: it is opened
+// without following a symbolic link and checked on the opened descriptor (no window between check
+// and read): it must be a regular file owned by this process's effective user with no permission
+// for group or others, or it is refused (INVALID_ARGUMENT naming the file, its owner or mode and
+// the fix). The generated file is written to a temporary of unpredictable name created with
+// O_EXCL beside it, then linked to its name without ever replacing a file that is there; one that
+// appeared meanwhile is adopted only under the same rules.
 #pragma once
 
 #include <string>
@@ -31,9 +39,15 @@ struct GroupSecret {
 wsync_status_t find_group_secret(const std::string& opt_secret, const std::string& opt_file, bool generate,
                                  GroupSecret* out);
 
-// Write `content` to `path` as a whole: a temporary file beside it, written, flushed to disk and
+// Write `content` to `path` as a whole: a temporary file beside it (of unpredictable name,
+// created exclusively, so nothing planted there is written through), written, flushed to disk and
 // renamed over `path`. On any failure (a full disk included) `path` is untouched, the temporary is
 // removed and the error names the path and the system's reason. `mode` applies to the new file.
 wsync_status_t write_file_atomic(const std::string& path, const std::string& content, unsigned mode, const char* what);
+
+// Create `path` holding `content`, mode 0600, as a whole, never replacing what is there: when
+// `path` exists (before or by a race) it is left untouched, *existed is set and the status is
+// INVALID_ARGUMENT. IO for any other failure, the path unchanged.
+wsync_status_t write_secret_file(const std::string& path, const std::string& content, bool* existed);
 
 }  // namespace wsync

@@ -5,6 +5,7 @@
 
 #include "common/bytes.h"
 #include "common/error.h"
+#include "common/names.h"
 #include "wsync_plugin.h"
 
 namespace wsync {
@@ -19,6 +20,13 @@ class BodyReader {
   bool i32(int32_t* v, const char* field) { return note(r_.i32(v), field); }
   bool u64(uint64_t* v, const char* field) { return note(r_.u64(v), field); }
   bool str(std::string* v, uint32_t max, const char* field) { return note(r_.str32(v, max, field), field); }
+  // Text the peer wrote for people (a reason): made printable here, once, so that no log line or
+  // error message ever carries its control characters (common/names.h).
+  bool text(std::string* v, uint32_t max, const char* field) {
+    if (!str(v, max, field)) return false;
+    *v = printable_text(*v);
+    return true;
+  }
   bool blob(std::vector<uint8_t>* v, uint32_t max, const char* field) { return note(r_.blob32(v, max, field), field); }
   // A field of fixed size: `v` (already read) must hold exactly `n` bytes.
   bool size_is(const std::vector<uint8_t>& v, size_t n, const char* field) {
@@ -195,7 +203,7 @@ wsync_status_t decode_welcome(const std::vector<uint8_t>& body, WelcomeBody* out
 wsync_status_t decode_reject(const std::vector<uint8_t>& body, RejectBody* out) {
   BodyReader r("REJECT", body);
   RejectBody b;
-  if (!r.i32(&b.status, "status") || !r.str(&b.reason, kFrameMaxReasonBytes, "reason")) return r.error();
+  if (!r.i32(&b.status, "status") || !r.text(&b.reason, kFrameMaxReasonBytes, "reason")) return r.error();
   return done(std::move(b), out);
 }
 
@@ -219,7 +227,7 @@ wsync_status_t decode_ready(const std::vector<uint8_t>& body, ReadyBody* out) {
 wsync_status_t decode_nack(const std::vector<uint8_t>& body, StatusBody* out) {
   BodyReader r("NACK", body);
   StatusBody b;
-  if (!r.u64(&b.seq, "seq") || !r.i32(&b.status, "status") || !r.str(&b.reason, kFrameMaxReasonBytes, "reason"))
+  if (!r.u64(&b.seq, "seq") || !r.i32(&b.status, "status") || !r.text(&b.reason, kFrameMaxReasonBytes, "reason"))
     return r.error();
   return done(std::move(b), out);
 }
@@ -227,7 +235,7 @@ wsync_status_t decode_nack(const std::vector<uint8_t>& body, StatusBody* out) {
 wsync_status_t decode_ack(const std::vector<uint8_t>& body, StatusBody* out) {
   BodyReader r("ACK", body);
   StatusBody b;
-  if (!r.u64(&b.seq, "seq") || !r.i32(&b.status, "status") || !r.str(&b.reason, kFrameMaxReasonBytes, "reason"))
+  if (!r.u64(&b.seq, "seq") || !r.i32(&b.status, "status") || !r.text(&b.reason, kFrameMaxReasonBytes, "reason"))
     return r.error();
   if (b.status == WSYNC_OK &&
       (!r.blob(&b.blob, WSYNC_BLOB_MAX_BYTES, "transport blob") || !r.end("transport blob")))
@@ -253,8 +261,23 @@ wsync_status_t decode_committed(const std::vector<uint8_t>& body, CommittedBody*
 wsync_status_t decode_abort_update(const std::vector<uint8_t>& body, AbortUpdateBody* out) {
   BodyReader r("ABORT_UPDATE", body);
   AbortUpdateBody b;
-  if (!r.str(&b.reason, kFrameMaxReasonBytes, "reason")) return r.error();
+  if (!r.text(&b.reason, kFrameMaxReasonBytes, "reason")) return r.error();
   return done(std::move(b), out);
+}
+
+wsync_status_t check_committed(const Frame& f, uint64_t version, const std::string& who) {
+  const unsigned long long want = version;
+  if (f.type != static_cast<uint16_t>(MsgType::kCommitted))
+    return fail(WSYNC_ERR_PROTOCOL, "%s sent %s while the sender waited for COMMITTED(version %llu)", who.c_str(),
+                msg_type_name(f.type), want);
+  CommittedBody c;
+  if (decode_committed(f.body, &c) != WSYNC_OK)
+    return fail(WSYNC_ERR_PROTOCOL, "%s sent a malformed COMMITTED while the sender waited for COMMITTED(version "
+                "%llu): %s", who.c_str(), want, last_error().c_str());
+  if (c.version != version)
+    return fail(WSYNC_ERR_PROTOCOL, "%s sent COMMITTED(version %llu) while the sender waited for COMMITTED(version "
+                "%llu)", who.c_str(), static_cast<unsigned long long>(c.version), want);
+  return WSYNC_OK;
 }
 
 }  // namespace wsync

@@ -107,6 +107,8 @@ std::vector<uint8_t> encode_abort_update(const AbortUpdateBody& b);
 wsync_status_t decode_challenge(const std::vector<uint8_t>& body, ChallengeBody* out);
 wsync_status_t decode_hello(const std::vector<uint8_t>& body, HelloBody* out);
 wsync_status_t decode_welcome(const std::vector<uint8_t>& body, WelcomeBody* out);
+// The peer's reasons (REJECT, NACK, ACK, ABORT_UPDATE) come out printable: control characters
+// and invalid UTF-8 as \xNN (common/names.h printable_text).
 // Trailing bytes ignored.
 wsync_status_t decode_reject(const std::vector<uint8_t>& body, RejectBody* out);
 // seq, status and reason; what follows (the blob the receiver appends) is ignored, out->blob
@@ -118,6 +120,10 @@ wsync_status_t decode_ack(const std::vector<uint8_t>& body, StatusBody* out);
 wsync_status_t decode_end_update(const std::vector<uint8_t>& body, EndUpdateBody* out);
 wsync_status_t decode_committed(const std::vector<uint8_t>& body, CommittedBody* out);
 wsync_status_t decode_abort_update(const std::vector<uint8_t>& body, AbortUpdateBody* out);
+// A receiver's answer to END_UPDATE(version) that is not NACK: OK when it is COMMITTED(version),
+// else PROTOCOL with a message naming `who`, what came (the version it committed included) and
+// the version that was expected.
+wsync_status_t check_committed(const Frame& f, uint64_t version, const std::string& who);
 // Trailing bytes refused.
 wsync_status_t decode_manifest_frame(const std::vector<uint8_t>& body, ManifestFrameBody* out);
 wsync_status_t decode_ready(const std::vector<uint8_t>& body, ReadyBody* out);

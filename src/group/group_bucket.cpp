@@ -119,12 +119,12 @@ wsync_status_t judge_reply(wsync_group_t* g, const InflightBucket& b, Peer* p, M
     got = r.seq;
     blob = std::move(r.blob);
   } else {
-    return fail(WSYNC_ERR_PROTOCOL, "%s sent %s while the sender waited for %s(%llu) of %s", who.c_str(),
+    return fail(WSYNC_ERR_PROTOCOL, "%s sent %s while the sender waited for %s(seq %llu) of %s", who.c_str(),
                 msg_type_name(f.type), msg_type_name(static_cast<uint16_t>(expect)),
                 static_cast<unsigned long long>(b.seq), b.what.c_str());
   }
   if (f.type != static_cast<uint16_t>(expect) || got != b.seq)
-    return fail(WSYNC_ERR_PROTOCOL, "%s sent %s(%llu) while the sender waited for %s(%llu) of %s", who.c_str(),
+    return fail(WSYNC_ERR_PROTOCOL, "%s sent %s(seq %llu) while the sender waited for %s(seq %llu) of %s", who.c_str(),
                 msg_type_name(f.type), static_cast<unsigned long long>(got),
                 msg_type_name(static_cast<uint16_t>(expect)), static_cast<unsigned long long>(b.seq), b.what.c_str());
   return deliver_blob(g, b, p, expect == MsgType::kReady ? WSYNC_BLOB_READY : WSYNC_BLOB_ACK, blob);
@@ -260,9 +260,11 @@ wsync_status_t bucket_send(wsync_group_t* g, InflightBucket* b) {
   wsync_status_t st = open_update(g);
   if (st != WSYNC_OK) return st;
   b->seq = g->next_seq++;
-  b->what = "bucket " + std::to_string(g->bucket_in_update) + " (" + std::to_string(b->index + 1) + " of " +
-            std::to_string(b->batch->plan.size()) + " in batch " + std::to_string(b->batch->ticket) + ") of update " +
-            std::to_string(g->update_id);
+  // The index (what the manifest and the receiver's messages count) and the sequence number (what
+  // the frames carry) both named, so that the two sides' messages can be matched.
+  b->what = "bucket " + std::to_string(g->bucket_in_update) + " (seq " + std::to_string(b->seq) + ", " +
+            std::to_string(b->index + 1) + " of " + std::to_string(b->batch->plan.size()) + " in batch " +
+            std::to_string(b->batch->ticket) + ") of update " + std::to_string(g->update_id);
   // HTTP engines: the update request goes out before the bytes; engines answer once they arrived.
   if (g->http_engines &&
       (st = b->update_calls.start(g, WSYNC_STEP_UPDATE, &b->batch->plan[b->index], &b->batch->tensors, 0)) != WSYNC_OK)

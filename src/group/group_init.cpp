@@ -148,6 +148,7 @@ wsync_status_t open_rendezvous(wsync_group_t* g, const InitArgs& a) {
   StoreServerOptions so;
   so.secret = g->secret.value;
   so.torch_clients = g->torch_clients;
+  so.members = g->num_receivers + 1;  // the receivers and this process's own client
   if ((st = TcpStoreServer::start(a.host, a.port, so, &g->store_server)) != WSYNC_OK) return st;
   g->store_addr = g->store_server->address();
   std::string s_host;

@@ -6,6 +6,8 @@
 #include <algorithm>
 
 #include "common/error.h"
+#include "common/log_rate_limit.h"
+#include "common/names.h"
 #include "control/control_auth.h"
 #include "control/frames.h"
 #include "group/group_internal.h"
@@ -17,6 +19,39 @@ namespace {
 // is dropped for a newer one, so a flood of silent connections cannot lock receivers out).
 constexpr int64_t kHelloDeadlineMs = 10000;
 constexpr size_t kMaxPendingHellos = 64;
+
+// Warnings about control connections, per kind: the first kWarnBurst of each kWarnWindowMs are
+// logged, the rest summed up in one line per window (a churn of connections once wrote 74,872
+// lines in 25 s). The first lines name the peers; the count says how big the flood is.
+constexpr int kWarnBurst = 10;
+constexpr int64_t kWarnWindowMs = 10000;
+
+class ControlWarnings {
+ public:
+  enum Kind { kRefused, kNoHello, kDropped, kCrowded, kKinds };
+
+  explicit ControlWarnings(const wsync_group_t* g) {
+    static const char* const what[kKinds] = {"receivers were refused", "connections sent no HELLO in time",
+                                             "connections were dropped before their HELLO",
+                                             "waiting connections were dropped to make room"};
+    const std::string group = g->group_name;
+    for (int k = 0; k < kKinds; ++k)
+      limits_.emplace_back(kWarnBurst, kWarnWindowMs, [group, k](uint64_t n, int64_t window_ms) {
+        WSYNC_LOGW("group '%s': ... and %llu more %s on the control port in the last %lld s (the first %d of each "
+                   "kind are logged)", group.c_str(), static_cast<unsigned long long>(n), what[k],
+                   static_cast<long long>(window_ms / 1000), kWarnBurst);
+      });
+  }
+  ~ControlWarnings() { flush(true); }
+  bool admit(Kind k) { return limits_[k].admit(now_ms()); }
+  void flush(bool force = false) {
+    const int64_t now = now_ms();
+    for (auto& l : limits_) l.flush(now, force);
+  }
+
+ private:
+  std::vector<LogRateLimit> limits_;
+};
 
 // Why the HELLO in `f` is refused ("" when it is accepted), and with which status. The proof is
 // checked before anything the peer says is believed or answered in detail.
@@ -35,7 +70,7 @@ std::string check_hello(wsync_group_t* g, const Peer& p, const Frame& f, HelloBo
     return "the receiver did not prove the group secret (give it the sender's secret: option secret or secret_file, "
            "or WSYNC_GROUP_SECRET)";
   if (h->group != g->group_name)
-    return "receiver asked for group '" + h->group + "' but this sender hosts group '" + g->group_name + "'";
+    return "receiver asked for group '" + printable_text(h->group) + "' but this sender hosts group '" + g->group_name + "'";
   if (h->rank < 1 || h->rank > g->num_receivers)
     return "rank " + std::to_string(h->rank) + " is out of range: this group has receivers 1.." +
            std::to_string(g->num_receivers);
@@ -47,13 +82,14 @@ std::string check_hello(wsync_group_t* g, const Peer& p, const Frame& f, HelloBo
 
 // Handle one HELLO; on success the peer is placed at its rank. A refused receiver is told why
 // and the sender keeps waiting for the right one.
-void admit(wsync_group_t* g, std::unique_ptr<Peer> p, const Frame& f, int64_t timeout_ms) {
+void admit(wsync_group_t* g, std::unique_ptr<Peer> p, const Frame& f, int64_t timeout_ms, ControlWarnings* warn) {
   HelloBody h;
   wsync_status_t code;
   const std::string reason = check_hello(g, *p, f, &h, &code);
   if (!reason.empty()) {
-    WSYNC_LOGW("group '%s': refused a receiver connecting from %s: %s", g->group_name.c_str(), p->addr.c_str(),
-               reason.c_str());
+    if (warn->admit(ControlWarnings::kRefused))
+      WSYNC_LOGW("group '%s': refused a receiver connecting from %s: %s", g->group_name.c_str(), p->addr.c_str(),
+                 reason.c_str());
     p->conn.send(MsgType::kReject, encode_reject({code, reason}), std::min<int64_t>(timeout_ms, 1000));
     return;
   }
@@ -75,7 +111,8 @@ void admit(wsync_group_t* g, std::unique_ptr<Peer> p, const Frame& f, int64_t ti
 
 // A new connection: it gets its CHALLENGE at once and joins the pending ones (the oldest pending
 // one makes room when there are too many).
-void open_pending(wsync_group_t* g, int fd, const std::string& addr, std::vector<std::unique_ptr<Peer>>* pending) {
+void open_pending(wsync_group_t* g, int fd, const std::string& addr, std::vector<std::unique_ptr<Peer>>* pending,
+                  ControlWarnings* warn) {
   auto p = std::make_unique<Peer>();
   p->conn.adopt(fd);
   p->addr = addr;
@@ -86,8 +123,9 @@ void open_pending(wsync_group_t* g, int fd, const std::string& addr, std::vector
   if (p->conn.send(MsgType::kChallenge, encode_challenge({kControlProtocolVersion, p->nonce}), 1000) != WSYNC_OK)
     return;  // gone already
   if (pending->size() >= kMaxPendingHellos) {
-    WSYNC_LOGW("group '%s': %zu connections are waiting to say HELLO; dropping the oldest, from %s",
-               g->group_name.c_str(), pending->size(), pending->front()->addr.c_str());
+    if (warn->admit(ControlWarnings::kCrowded))
+      WSYNC_LOGW("group '%s': %zu connections are waiting to say HELLO; dropping the oldest, from %s",
+                 g->group_name.c_str(), pending->size(), pending->front()->addr.c_str());
     pending->erase(pending->begin());
   }
   pending->push_back(std::move(p));
@@ -108,24 +146,26 @@ wsync_status_t init_interrupted(wsync_group_t* g) {
 
 // Read the HELLO of every pending connection that sent one; the others stay pending until their
 // HELLO deadline.
-void read_hellos(wsync_group_t* g, std::vector<std::unique_ptr<Peer>>* pending, int64_t left) {
+void read_hellos(wsync_group_t* g, std::vector<std::unique_ptr<Peer>>* pending, int64_t left, ControlWarnings* warn) {
   for (size_t i = 0; i < pending->size();) {
     Frame f;
     wsync_status_t st = (*pending)[i]->conn.recv(&f, 0);
     if (st == WSYNC_ERR_TIMEOUT && now_ms() - (*pending)[i]->accepted_ms > kHelloDeadlineMs) {
-      WSYNC_LOGW("group '%s': closing the connection from %s: no HELLO within %lld ms", g->group_name.c_str(),
-                 (*pending)[i]->addr.c_str(), static_cast<long long>(kHelloDeadlineMs));
+      if (warn->admit(ControlWarnings::kNoHello))
+        WSYNC_LOGW("group '%s': closing the connection from %s: no HELLO within %lld ms", g->group_name.c_str(),
+                   (*pending)[i]->addr.c_str(), static_cast<long long>(kHelloDeadlineMs));
       st = WSYNC_ERR_PEER_FAILED;
     } else if (st == WSYNC_ERR_TIMEOUT) {
       ++i;
       continue;
     } else if (st != WSYNC_OK) {
-      WSYNC_LOGW("group '%s': dropped the connection from %s before its HELLO: %s", g->group_name.c_str(),
-                 (*pending)[i]->addr.c_str(), last_error().c_str());
+      if (warn->admit(ControlWarnings::kDropped))
+        WSYNC_LOGW("group '%s': dropped the connection from %s before its HELLO: %s", g->group_name.c_str(),
+                   (*pending)[i]->addr.c_str(), last_error().c_str());
     }
     std::unique_ptr<Peer> p = std::move((*pending)[i]);
     pending->erase(pending->begin() + static_cast<long>(i));
-    if (st == WSYNC_OK) admit(g, std::move(p), f, std::max<int64_t>(left, 1000));  // else: closed before HELLO
+    if (st == WSYNC_OK) admit(g, std::move(p), f, std::max<int64_t>(left, 1000), warn);  // else: closed before HELLO
   }
 }
 
@@ -133,7 +173,9 @@ void read_hellos(wsync_group_t* g, std::vector<std::unique_ptr<Peer>>* pending, 
 
 wsync_status_t accept_receivers(wsync_group_t* g, int64_t deadline) {
   std::vector<std::unique_ptr<Peer>> pending;  // connected, HELLO not read yet
+  ControlWarnings warn(g);                     // its summaries are logged when they are due and at the end
   for (;;) {
+    warn.flush();
     const auto joined = std::count_if(g->peers.begin(), g->peers.end(), [](const std::unique_ptr<Peer>& p) { return !!p; });
     if (static_cast<uint32_t>(joined) >= g->num_receivers) return WSYNC_OK;
     wsync_status_t st = init_interrupted(g);
@@ -144,8 +186,8 @@ wsync_status_t accept_receivers(wsync_group_t* g, int64_t deadline) {
                   g->group_name.c_str(), missing_ranks(g).c_str(), g->store_addr.c_str());
     int fd = -1;
     std::string addr;
-    if (g->listener.accept(std::min<int64_t>(left, 20), &fd, &addr) == WSYNC_OK) open_pending(g, fd, addr, &pending);
-    read_hellos(g, &pending, left);
+    if (g->listener.accept(std::min<int64_t>(left, 20), &fd, &addr) == WSYNC_OK) open_pending(g, fd, addr, &pending, &warn);
+    read_hellos(g, &pending, left, &warn);
   }
 }
 

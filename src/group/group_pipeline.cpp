@@ -190,11 +190,7 @@ wsync_status_t take_committed(wsync_group_t* g, Peer* p, uint64_t version, const
     return fail(wire_failure(nack.status, WSYNC_ERR_PROTOCOL), "%s refused %s: %s", p->conn.peer_name().c_str(),
                 what.c_str(), nack.reason.c_str());
   }
-  CommittedBody committed;
-  if (f.type != static_cast<uint16_t>(MsgType::kCommitted) || decode_committed(f.body, &committed) != WSYNC_OK ||
-      committed.version != version)
-    return fail(WSYNC_ERR_PROTOCOL, "%s sent %s while the sender waited for COMMITTED(%llu)", p->conn.peer_name().c_str(),
-                msg_type_name(f.type), static_cast<unsigned long long>(version));
+  if ((st = check_committed(f, version, p->conn.peer_name())) != WSYNC_OK) return st;
   *done = true;
   return WSYNC_OK;
 }

@@ -27,6 +27,7 @@
 #include <memory>
 
 #include "common/error.h"
+#include "common/names.h"
 
 namespace wsync {
 namespace {
@@ -190,7 +191,7 @@ std::string body_excerpt(const std::string& body, size_t max) {
     out += "...";
   }
   if (out.empty()) return "(empty body)";
-  return out;
+  return printable_text(out);  // what the C0 pass above leaves: C1 controls, invalid UTF-8
 }
 
 std::string engine_message(const std::string& body) {

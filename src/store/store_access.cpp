@@ -78,7 +78,8 @@ std::string Impl::admit_query(Conn* c, uint8_t type) {
            "torch workers)";
   if (!become_torch_client(c))
     return "it sent " + name + " without the group secret while " + std::to_string(torch_clients) +
-           " such clients are already connected (max_torch_clients)";
+           " such clients are already connected (max_torch_clients" +
+           (fd_limit_note.empty() ? std::string(")") : "; " + fd_limit_note + ")");
   return "";
 }
 

@@ -61,7 +61,8 @@ struct TcpStoreServer::Impl {
 
   using Request = StoreRequest;
 
-  StoreServerOptions opt;
+  StoreServerOptions opt;  // the caps as lowered by the open-file limit
+  std::string fd_limit_note;  // what that limit lowered, for refusals ("" when nothing)
   bool split_quota = false;  // torch mode with a secret: torch's share is capped (below)
   std::string host;
   uint16_t port = 0;

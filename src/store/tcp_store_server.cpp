@@ -26,6 +26,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/socket.h"
+#include "store/fd_budget.h"
 #include "store/host_port.h"
 #include "store/store_server_impl.h"
 #include "store/store_wire.h"
@@ -159,7 +160,8 @@ bool Impl::make_room(const std::string& peer) {
   flush_warnings(now_ms());
   if (warn_in_window++ < kWarnBurst)
     WSYNC_LOGW("store server %s: refusing client %s: already %zu connections (max_connections), none of them "
-               "still in its handshake", where().c_str(), peer.c_str(), live);
+               "still in its handshake%s%s", where().c_str(), peer.c_str(), live, fd_limit_note.empty() ? "" : "; ",
+               fd_limit_note.c_str());
   else
     ++warn_suppressed;
   return false;
@@ -467,6 +469,7 @@ wsync_status_t TcpStoreServer::start(const std::string& host, uint16_t port, con
   Impl& im = *s->impl_;
   im.host = host;
   im.opt = options;
+  im.fd_limit_note = fit_to_fd_budget(current_fd_budget(options.members), &im.opt);
   im.split_quota = !options.secret.empty() && options.torch_clients;
   st = tcp_listen(host, port, SOMAXCONN, &im.listen_fd, &im.port);
   if (st != WSYNC_OK) return fail_msg(st, "store server: " + last_error());
@@ -486,6 +489,10 @@ wsync_status_t TcpStoreServer::start(const std::string& host, uint16_t port, con
                                                "may use torch's keys"
                                              : "group secret required";
   WSYNC_LOGI("store server listening on %s (clients use %s; %s)", im.where().c_str(), s->address().c_str(), mode);
+  if (!im.fd_limit_note.empty()) WSYNC_LOGI("store server %s: %s", im.where().c_str(), im.fd_limit_note.c_str());
+  if (options.torch_clients && im.opt.max_torch_clients == 0)
+    WSYNC_LOGW("store server %s: torch mode, but no torch client fits under the open-file limit: %s",
+               im.where().c_str(), im.fd_limit_note.c_str());
   *out = std::move(s);
   return WSYNC_OK;
 }
@@ -530,6 +537,9 @@ StoreServerStats TcpStoreServer::stats() const {
     st.connections = im.live;
     st.handshaking = im.handshaking.size();
     st.torch_clients = im.torch_clients;
+    st.max_connections = im.opt.max_connections;
+    st.max_unauthenticated = im.opt.max_unauthenticated;
+    st.max_torch_clients = im.opt.max_torch_clients;
     st.bytes_parsed = im.bytes_parsed;
     for (const auto& kvp : im.conns)
       if (!kvp.second->dead) st.bytes_parsed += kvp.second->parser.bytes_parsed();

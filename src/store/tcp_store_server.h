@@ -40,7 +40,9 @@
 // clients in torch mode) may stay idle for the group's life: torch keeps its store connection open
 // between rendezvous steps and cannot reconnect. In torch mode at most max_torch_clients
 // connections may work without the secret. At max_connections in all, a new connection evicts the
-// oldest one still in its handshake, or is refused when there is none.
+// oldest one still in its handshake, or is refused when there is none. The three caps are lowered
+// at start to fit the process's open-file limit with room kept for the members
+// (store/fd_budget.h), so no flood can leave accept() without a descriptor for them.
 #pragma once
 
 #include <cstddef>
@@ -75,6 +77,10 @@ struct StoreServerOptions {
   size_t max_unauthenticated = 256;
   // torch mode: connections working without the secret (torch workers, one or two per rank).
   size_t max_torch_clients = 2048;
+  // The group's members (the hosting process's own client and one per receiver): the three caps
+  // above are lowered at start to fit the process's open-file limit, keeping descriptors and
+  // places for them that no flood of handshakes or torch clients can take (store/fd_budget.h).
+  size_t members = 1;
 };
 
 // What the server holds and has done, for tests and diagnostics.
@@ -85,6 +91,8 @@ struct StoreServerStats {
   size_t connections = 0;         // open connections
   size_t handshaking = 0;         // of which still in their handshake
   size_t torch_clients = 0;       // of which working without the secret (torch mode)
+  // The caps in force: the options', lowered to fit the open-file limit (store/fd_budget.h).
+  size_t max_connections = 0, max_unauthenticated = 0, max_torch_clients = 0;
   uint64_t bytes_parsed = 0;      // request bytes parsed since start: each byte exactly once
   uint64_t cpu_ns = 0;            // CPU time of the server thread so far
 };

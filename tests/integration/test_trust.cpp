@@ -270,6 +270,49 @@ TEST(Trust, SilentControlConnectionsCannotLockReceiversOut) {
   EXPECT_LT(secs, 15.0) << "the real receiver waited behind silent connections";
 }
 
+// Issue 22, finding 9a: connection churn on the control port wrote 74,872 warning lines in 25 s.
+// 1,000 connections that close at once and 200 that send a frame other than HELLO: the sender logs
+// the first few of each kind and then one line with the count, and the real receiver still joins.
+TEST(Trust, ControlPortChurnDoesNotFloodTheLog) {
+  LogTap tap;
+  Model m = small_model();
+  Sender s;
+  const std::string go = s.dir + "/go";
+  pid_t real = receiver_after(go, plan_for(s, m));
+  s.start(1, 30000, &m);
+  const std::string addr = read_addr_file(s.addr_file, 10000);
+  ASSERT_FALSE(addr.empty());
+  const uint16_t port = control_port(addr);
+  ASSERT_NE(0, port);
+  int churned = 0;
+  for (int i = 0; i < 1200; ++i) {
+    wsync::ControlConn conn;
+    if (wsync::ControlConn::connect("127.0.0.1", port, 5000, &conn) != WSYNC_OK) continue;
+    ++churned;
+    wsync::Frame challenge;
+    if (i % 6 == 0 && conn.recv(&challenge, 5000) == WSYNC_OK)  // then JOINED where HELLO belongs
+      conn.send(wsync::MsgType::kJoined, {}, 1000);
+  }
+  EXPECT_GT(churned, 1000);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the sender reads the last of them
+  std::ofstream(go).put('1');
+  EXPECT_EQ(0, wait_child(real, 60000));
+  s.join();
+  EXPECT_EQ(WSYNC_OK, s.init_status) << s.init_error;
+  const std::string log = LogTap::all();
+  auto count = [&](const std::string& needle) {
+    size_t n = 0;
+    for (size_t at = log.find(needle); at != std::string::npos; at = log.find(needle, at + 1)) ++n;
+    return n;
+  };
+  const size_t per_connection = count("dropped the connection from") + count("refused a receiver connecting from") +
+                                count("closing the connection from") + count("dropping the oldest");
+  EXPECT_GT(per_connection, 0u) << log;
+  EXPECT_LE(per_connection, 40u) << log.substr(0, 4000);
+  EXPECT_NE(std::string::npos, log.find("more connections were dropped before their HELLO on the control port in "
+                                        "the last 10 s")) << log.substr(0, 4000);
+}
+
 // A full disk under store_addr_file: integration.fault_matrix (DiskFull).
 
 }  // namespace

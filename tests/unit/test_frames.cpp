@@ -288,5 +288,38 @@ TEST(Frames, AbortUpdateAndReasonsCutAtTheLimit) {
   EXPECT_EQ(r.reason.size(), kFrameMaxReasonBytes);
 }
 
+// Issue 22, finding 9b: a member's NACK printed its reason's ANSI escapes raw into the trainer's
+// log. Every reason a peer sends comes out of the decoder printable: control characters (escapes,
+// line breaks that forge log lines) and invalid UTF-8 as \xNN; other text as it was.
+TEST(Frames, PeerReasonsComeOutPrintable) {
+  const std::string hostile = "\x1b[31mred\x1b[0m\nwsync: forged line\r\x07\xc2\x9b" "2J \xff caf\xc3\xa9";
+  const std::string shown = "\\x1b[31mred\\x1b[0m\\x0awsync: forged line\\x0d\\x07\\xc2\\x9b2J \\xff caf\xc3\xa9";
+  StatusBody s;
+  ASSERT_EQ(decode_nack(encode_status(StatusBody{1, WSYNC_ERR_IO, hostile, {}}), &s), WSYNC_OK) << last_error();
+  EXPECT_EQ(s.reason, shown);
+  ASSERT_EQ(decode_ack(encode_status(StatusBody{1, WSYNC_ERR_IO, hostile, {}}), &s), WSYNC_OK) << last_error();
+  EXPECT_EQ(s.reason, shown);
+  RejectBody r;
+  ASSERT_EQ(decode_reject(encode_reject(RejectBody{WSYNC_ERR_REJECTED, hostile}), &r), WSYNC_OK) << last_error();
+  EXPECT_EQ(r.reason, shown);
+  AbortUpdateBody a;
+  ASSERT_EQ(decode_abort_update(encode_abort_update(AbortUpdateBody{hostile}), &a), WSYNC_OK) << last_error();
+  EXPECT_EQ(a.reason, shown);
+}
+
+// Issue 22, finding 9c: the sender's message named only the version it waited for.
+TEST(Frames, ACommittedOfAnotherVersionNamesBoth) {
+  const Frame committed{static_cast<uint16_t>(MsgType::kCommitted), encode_committed(CommittedBody{6})};
+  EXPECT_EQ(check_committed(committed, 6, "receiver rank 1"), WSYNC_OK);
+  EXPECT_EQ(check_committed(committed, 7, "receiver rank 1"), WSYNC_ERR_PROTOCOL);
+  EXPECT_EQ(last_error(), "receiver rank 1 sent COMMITTED(version 6) while the sender waited for COMMITTED(version 7)");
+  const Frame ready{static_cast<uint16_t>(MsgType::kReady), encode_ready(ReadyBody{7, {}})};
+  EXPECT_EQ(check_committed(ready, 7, "receiver rank 1"), WSYNC_ERR_PROTOCOL);
+  EXPECT_EQ(last_error(), "receiver rank 1 sent READY while the sender waited for COMMITTED(version 7)");
+  const Frame cut{static_cast<uint16_t>(MsgType::kCommitted), {1, 2, 3}};
+  EXPECT_EQ(check_committed(cut, 7, "receiver rank 1"), WSYNC_ERR_PROTOCOL);
+  EXPECT_NE(last_error().find("malformed COMMITTED"), std::string::npos) << last_error();
+}
+
 }  // namespace
 }  // namespace wsync

@@ -3,7 +3,9 @@
 // real TcpStoreServer, each shown to fail without a crash, without unbounded memory, with a
 // warning naming the peer, while other clients go on being served. And the request parser itself:
 // any split of the bytes gives the same requests, each byte parsed once, no allocation on a promise.
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -573,6 +575,76 @@ TEST(StoreLimits, AFloodOfIdleConnectionsCannotLockOutMembers) {
             "");
   // 2,000+ closings did not flood the log: a burst a second, then a count.
   EXPECT_LT(logs.count("closing connection"), 200u);
+}
+
+// Issue 22, finding 6: with max_torch_clients at 2048 and ulimit -n at 1024, idle torch clients
+// took every descriptor and accept() failed for the real members. Here the store's process runs
+// under ulimit -n 256 while another process opens 300 torch clients (VALIDATE, PING, a torch
+// query each): those past the cap are refused with a warning that names the limit, and a member
+// with the secret still connects and works.
+TEST(StoreLimits, TorchClientsCannotTakeTheDescriptorsMembersNeed) {
+  rlimit saved{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
+  if (saved.rlim_max < 1024) GTEST_SKIP() << "needs a hard open-file limit of 1024 for the flood";
+  LogCapture logs;
+  rlimit low = saved;
+  low.rlim_cur = 256;
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  StoreServerOptions o = with_secret();
+  o.torch_clients = true;
+  auto server = start_store(o);
+  ASSERT_TRUE(server);
+  const auto caps = server->stats();
+  EXPECT_LT(caps.max_connections, 256u);
+  EXPECT_LT(caps.max_torch_clients + caps.max_unauthenticated, caps.max_connections);
+
+  int ready[2], quit[2];
+  ASSERT_EQ(pipe(ready), 0);
+  ASSERT_EQ(pipe(quit), 0);
+  const uint16_t port = server->port();
+  const pid_t flood = fork();
+  ASSERT_GE(flood, 0);
+  if (flood == 0) {  // the torch clients, in their own process and under its full limit
+    setrlimit(RLIMIT_NOFILE, &saved);
+    std::vector<std::unique_ptr<Raw>> torch;
+    uint32_t served = 0, refused = 0;
+    for (int i = 0; i < 300; ++i) {
+      torch.emplace_back(new Raw(port));
+      Raw& t = *torch.back();
+      t.send(Req(PING).u32(uint32_t(i)).b);
+      if (t.recv(4, 2000).empty()) break;  // not even accepted
+      t.send(Req(ADD).str("init/").u64(1).b);
+      if (t.recv(8, 2000).size() == 8) ++served;
+      else ++refused;
+    }
+    uint32_t counts[2] = {served, refused};
+    ssize_t w = write(ready[1], counts, sizeof counts);
+    char c;
+    ssize_t r = read(quit[0], &c, 1);  // hold every connection until the member was served
+    _exit(w == sizeof counts && r >= 0 ? 0 : 1);
+  }
+  uint32_t counts[2] = {0, 0};
+  EXPECT_EQ(read(ready[0], counts, sizeof counts), ssize_t(sizeof counts));
+  EXPECT_EQ(counts[0], caps.max_torch_clients);
+  EXPECT_EQ(counts[0] + counts[1], 300u) << "the store stopped accepting after " << counts[0] + counts[1];
+  auto m = member(port, kSecret, 5000);
+  EXPECT_TRUE(m) << wsync::last_error();
+  if (m) {
+    Bytes v;
+    EXPECT_EQ(m->set("wsync/g0/x", "1", 1), WSYNC_OK) << wsync::last_error();
+    EXPECT_EQ(m->get("wsync/g0/x", &v, 2000), WSYNC_OK) << wsync::last_error();
+  }
+  EXPECT_NE(logs.find({"such clients are already connected (max_torch_clients", "ulimit -n 256",
+                       "max_torch_clients from 2048 to " + std::to_string(caps.max_torch_clients)}),
+            "");
+  EXPECT_EQ(write(quit[1], "q", 1), 1);
+  int status = 0;
+  EXPECT_EQ(waitpid(flood, &status, 0), flood);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  for (int fd : {ready[0], ready[1], quit[0], quit[1]}) close(fd);
+  m.reset();
+  server.reset();
+  EXPECT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
 }
 
 // The review's "256 KiB zeroed read buffer per connection": 1,000 idle connections, each with a
