@@ -181,7 +181,7 @@ static wsync_status_t apply_option(ucp_config_t* config, const wsync_option_t* o
                       opt->value, ucs_status_string(st));
     *net_devices_set = 1;
   } else {
-    return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'ucx' has no option '%s' (known: tls, error_mode, "
+    return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'ucx': there is no option '%s' (known: tls, error_mode, "
                     "net_devices)", key);
   }
   return WSYNC_OK;

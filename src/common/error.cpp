@@ -89,6 +89,12 @@ void clear_error() {
 const std::string& last_error() { return t_last_error; }
 wsync_status_t last_status() { return t_last_status; }
 
+std::string plugin_error(const char* kind, const char* name) {
+  const std::string& detail = last_error();
+  const std::string prefix = std::string(kind) + " '" + name + "': ";
+  return detail.compare(0, prefix.size(), prefix) == 0 ? detail.substr(prefix.size()) : detail;
+}
+
 void restore_error(wsync_status_t status, const std::string& message) noexcept {
   try {
     t_last_error = message;

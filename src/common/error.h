@@ -20,6 +20,9 @@ void clear_error();
 // Current detail of this thread, and the status it was recorded with (WSYNC_OK if none).
 const std::string& last_error();
 wsync_status_t last_status();
+// The detail a plugin recorded, without the "<kind> '<name>': " it starts with (bundled plugins
+// name themselves), for a caller whose own message names the plugin already.
+std::string plugin_error(const char* kind, const char* name);
 // Restore a detail saved earlier (destroy functions keep the caller's error). Never throws.
 void restore_error(wsync_status_t status, const std::string& message) noexcept;
 // Log an exception that a guarded function without a status swallowed. Never throws.

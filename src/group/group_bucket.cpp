@@ -70,7 +70,8 @@ wsync_status_t describe_send(wsync_group_t* g, const InflightBucket& b, std::vec
   clear_error();
   wsync_status_t st = fn(g->transport_self, b.seq, &buf, blob->data(), blob->size(), &len);
   if (st != WSYNC_OK)
-    return fail(st, "transport '%s' could not describe %s: %s", tp(g)->name, b.what.c_str(), last_error().c_str());
+    return fail(st, "transport '%s' could not describe %s: %s", tp(g)->name, b.what.c_str(),
+                plugin_error("transport", tp(g)->name).c_str());
   if (len > WSYNC_BLOB_MAX_BYTES)
     return fail(WSYNC_ERR_INTERNAL, "transport '%s' wrote %llu bytes of side-channel data, more than %u", tp(g)->name,
                 static_cast<unsigned long long>(len), WSYNC_BLOB_MAX_BYTES);
@@ -150,7 +151,7 @@ wsync_status_t read_replies(wsync_group_t* g, const InflightBucket& b, MsgType e
 
 // A transport error: a receiver that died explains it best.
 wsync_status_t transport_failed(wsync_group_t* g, const InflightBucket& b, wsync_status_t st) {
-  const std::string why = last_error();
+  const std::string why = plugin_error("transport", tp(g)->name);
   for (auto& p : g->peers) {
     if (!p->alive) continue;
     p->conn.pump();
@@ -218,7 +219,8 @@ wsync_status_t post(wsync_group_t* g, InflightBucket* b) {
   clear_error();
   wsync_status_t st = tp(g)->send_post(g->transport_self, b->seq, &buf, ranks.data(), static_cast<uint32_t>(ranks.size()));
   if (st != WSYNC_OK)
-    return fail(st, "transport '%s' could not start %s: %s", tp(g)->name, b->what.c_str(), last_error().c_str());
+    return fail(st, "transport '%s' could not start %s: %s", tp(g)->name, b->what.c_str(),
+                plugin_error("transport", tp(g)->name).c_str());
   b->posted = true;
   return WSYNC_OK;
 }

@@ -85,10 +85,11 @@ wsync_status_t setup_adapter(wsync_group_t* g, const InitArgs& a) {
   ap.num_options = a_c.size();
   clear_error();
   if ((st = at->create(&ap, &g->adapter_self)) != WSYNC_OK)
-    return fail(st, "adapter '%s' create failed: %s", at->name, last_error().c_str());
+    return fail(st, "adapter '%s' create failed: %s", at->name, plugin_error("adapter", at->name).c_str());
   wsync_layout_rule_t lr = WSYNC_LAYOUT_RULE_INIT;
   if ((st = at->get_layout(g->adapter_self, &lr)) != WSYNC_OK)
-    return fail(st, "adapter '%s' get_layout failed: %s", at->name, last_error().c_str());
+    return fail(st, "adapter '%s' get_layout failed: %s", at->name,
+                plugin_error("adapter", at->name).c_str());
   g->http_engines = (at->caps & WSYNC_ADAPTER_CAP_HTTP) != 0;  // the loader checked build_requests
   if (!g->http_engines && !(at->caps & WSYNC_ADAPTER_CAP_INBAND_MANIFEST))
     return fail(WSYNC_ERR_UNSUPPORTED, "adapter '%s' declares neither CAP_INBAND_MANIFEST nor CAP_HTTP", at->name);
@@ -189,7 +190,8 @@ wsync_status_t adapter_needs(wsync_group_t* g, const OptionList& options, Option
   wsync_adapter_needs_t needs = WSYNC_ADAPTER_NEEDS_INIT;
   clear_error();
   wsync_status_t st = get_needs(g->adapter_self, &needs);
-  if (st != WSYNC_OK) return fail(st, "adapter '%s' get_needs failed: %s", at->name, last_error().c_str());
+  if (st != WSYNC_OK) return fail(st, "adapter '%s' get_needs failed: %s", at->name,
+                                    plugin_error("adapter", at->name).c_str());
   OptionList given;
   if ((st = copy_options(needs.transport_hints, needs.num_transport_hints, &given)) != WSYNC_OK)
     return fail_msg(st, "adapter '" + std::string(at->name) + "' gave malformed transport hints: " + last_error());
@@ -239,7 +241,8 @@ wsync_status_t register_staging(wsync_group_t* g) {
   }
   clear_error();
   wsync_status_t st = reg(g->transport_self, bufs.data(), static_cast<uint32_t>(bufs.size()));
-  return st == WSYNC_OK ? st : fail(st, "transport '%s' register_staging failed: %s", t->name, last_error().c_str());
+  return st == WSYNC_OK ? st : fail(st, "transport '%s' register_staging failed: %s", t->name,
+                                           plugin_error("transport", t->name).c_str());
 }
 
 // The transport instance (it talks to no peer yet): an engine may need what it made in its init
@@ -265,7 +268,8 @@ wsync_status_t create_transport(wsync_group_t* g, const InitArgs& a) {
   tp.num_hints = h_c.size();
   clear_error();
   if ((st = g->transport.table->create(&tp, &g->transport_self)) != WSYNC_OK)
-    return fail(st, "transport '%s' create failed: %s", g->transport.table->name, last_error().c_str());
+    return fail(st, "transport '%s' create failed: %s", g->transport.table->name,
+                plugin_error("transport", g->transport.table->name).c_str());
   if ((st = register_staging(g)) != WSYNC_OK) return st;
   read_properties(g, properties);
   return WSYNC_OK;
@@ -303,7 +307,8 @@ wsync_status_t join(wsync_group_t* g, int64_t deadline) {
   if (st == WSYNC_OK) {
     clear_error();
     if ((st = g->transport.table->connect(g->transport_self, std::max<int64_t>(deadline - now_ms(), 1))) != WSYNC_OK)
-      st = fail(st, "transport '%s' connect failed: %s", g->transport.table->name, last_error().c_str());
+      st = fail(st, "transport '%s' connect failed: %s", g->transport.table->name,
+                plugin_error("transport", g->transport.table->name).c_str());
   }
   if (st == WSYNC_OK && control) st = wait_joined(g, deadline);
   if (!g->http_engines) return st;

@@ -31,7 +31,8 @@ wsync_status_t poll_transport(wsync_group_t* g, uint64_t seq) {
   clear_error();
   wsync_status_t st = g->transport.table->send_wait(g->transport_self, seq, 0);
   if (st == WSYNC_OK || st == WSYNC_ERR_TIMEOUT) return st;
-  return fail_msg(st, "transport '" + std::string(g->transport.table->name) + "': " + last_error());
+  const char* name = g->transport.table->name;
+  return fail_msg(st, "transport '" + std::string(name) + "': " + plugin_error("transport", name));
 }
 
 void wait_for_progress(wsync_group_t* g, const WaitSet& w, int64_t deadline) {

@@ -374,6 +374,17 @@ TEST(E2E, BadBatchesAreRefusedBeforeAnythingMoves) {
   EXPECT_EQ(0, wait_child(rx, 10000));
 }
 
+// A transport's refusal reaches the caller naming the transport once: the core's message names it,
+// and the plugin's own "transport 'ucx': " prefix is not repeated after it.
+TEST(E2E, ATransportRefusalNamesTheTransportOnce) {
+  Sender s;
+  ASSERT_EQ(WSYNC_ERR_INVALID_ARGUMENT, s.init(1, 1u << 20, 5000, {{"transport.no_such_knob", "1"}}));
+  const std::string why = wsync_last_error();
+  EXPECT_NE(std::string::npos, why.find("transport 'ucx' create failed: ")) << why;
+  EXPECT_NE(std::string::npos, why.find("no option 'no_such_knob'")) << why;
+  EXPECT_EQ(why.find("transport 'ucx'"), why.rfind("transport 'ucx'")) << why;
+}
+
 bool machine_has_gpu() { return access("/dev/nvidia0", F_OK) == 0 || access("/dev/nvidiactl", F_OK) == 0; }
 
 // CUDA tensors need the CUDA runtime and a device. Without them the batch is refused before

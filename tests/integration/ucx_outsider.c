@@ -206,7 +206,7 @@ static int run_crash(const char* pid, int attempts) {
     return 0;
   }
   for (i = 0; i < attempts; ++i) {
-    uint16_t port = ports[i % n];
+    uint16_t port = getenv("OUTSIDER_PORT") ? (uint16_t)atoi(getenv("OUTSIDER_PORT")) : ports[i % n];
     int status = 0;
     pid_t child;
     if (kill((pid_t)atoi(pid), 0) != 0) break; /* the victim is gone: the test will say so */
