@@ -20,6 +20,7 @@
 #include "device/mem_block.h"
 #include "loader/plugin_loader.h"
 #include "manifest/manifest.h"
+#include "receiver/arrivals.h"
 #include "store/store_handle.h"
 
 namespace wsync {
@@ -38,8 +39,7 @@ struct Registered {
 struct Assembly {
   MemBlock owned;  // when not registered (host or device, like the receiver's staging)
   uint8_t* dst = nullptr;
-  uint64_t tensor_bytes = 0;
-  uint64_t received = 0;
+  uint64_t tensor_bytes = 0;  // which bytes arrived: wsync_receiver::arrived
   bool placed = false;
   int32_t dtype = 0;
   int32_t ndim = 0;
@@ -63,6 +63,10 @@ struct wsync_receiver {
 
   std::unordered_map<std::string, wsync::Registered> registry;
   std::unordered_map<std::string, wsync::Assembly> assembling;
+  // Which bytes of which tensor (whole or split) arrived in this update: a tensor is complete, and
+  // its staged bytes may be applied, only when its chunks tile it exactly. Cleared when the
+  // update commits or is dropped.
+  wsync::Arrivals arrived;
   // Buffers a receive was posted into when the transport gave up on it: UCX (for one) may still
   // write into them until the transport is destroyed, so they are freed only then.
   std::vector<wsync::MemBlock> graveyard;
@@ -105,7 +109,9 @@ struct wsync_receiver {
   uint64_t current_update = 0;
   uint64_t expected_bucket = 0;
   uint64_t pending_commit = 0;  // version announced by END_UPDATE, not yet committed
-  bool update_voided = false;   // ABORT_UPDATE came: no END_UPDATE may commit this update
+  // Why no END_UPDATE may commit here any more (empty: it may): ABORT_UPDATE came, or a bucket or
+  // END_UPDATE was refused or failed here. Never cleared: the sender breaks its group then too.
+  std::string update_void;
   uint64_t committed = 0;
   bool closed = false;
   std::string broken;
@@ -124,9 +130,10 @@ wsync_status_t refuse(wsync_receiver_t* rx, uint64_t seq, wsync_status_t st);
 // Send a status frame (NACK or ACK) with an optional transport blob.
 void send_status(wsync_receiver_t* rx, MsgType type, uint64_t seq, wsync_status_t code, const std::string& why,
                  const std::vector<uint8_t>& blob = {});
-// The update ended without a commit: forget half-assembled tensors and staged bytes (their buffers
-// go to the graveyard once the transport gave up, since it may still write into them).
-void drop_assemblies(wsync_receiver_t* rx);
+// The update ended without a commit (`why`): forget half-assembled tensors, which bytes arrived
+// and staged bytes (their buffers go to the graveyard once the transport gave up, since it may
+// still write into them); no END_UPDATE may commit it.
+void drop_update(wsync_receiver_t* rx, const std::string& why);
 
 // receiver_state.cpp
 // The memory the bytes of registered tensor `name` (`bytes` long) land in, in staged mode: its
@@ -137,8 +144,12 @@ void note_touched(wsync_receiver_t* rx, const std::string& name);
 // The update failed: staged bytes are dropped (the blocks are kept for reuse unless the transport
 // may still write into them); in place, the touched buffers stay listed.
 void drop_staged(wsync_receiver_t* rx);
+// Staged mode: every byte of every staged tensor arrived in this update (else WSYNC_ERR_PROTOCOL
+// naming the tensor and the bytes missing). Asked at END_UPDATE and again before the commit tells
+// the sender, so a staged block is never copied into a buffer with bytes that did not arrive.
+wsync_status_t check_staged_arrived(const wsync_receiver_t* rx);
 // wsync_receiver_commit's work after the sender was told: staged mode copies every staged tensor
-// into its registered buffer; both modes then forget the touched list.
+// into its registered buffer; both modes then forget the touched list and which bytes arrived.
 wsync_status_t apply_commit(wsync_receiver_t* rx);
 // Fill `out` (the library's size) with the receiver's state.
 void fill_state(const wsync_receiver_t* rx, wsync_receiver_state_t* out);

@@ -104,9 +104,16 @@ WSYNC_API wsync_status_t wsync_receiver_commit(wsync_receiver_t* rx, uint64_t ve
     if (version != rx->pending_commit)
       return fail(WSYNC_ERR_INVALID_ARGUMENT, "version %llu does not match the version %llu the sender finalized",
                   static_cast<unsigned long long>(version), static_cast<unsigned long long>(rx->pending_commit));
+    // END_UPDATE checked it; asked again where the copy happens. Refused, nothing is applied and
+    // the sender hears why instead of COMMITTED.
+    wsync_status_t st = check_staged_arrived(rx);
+    if (st != WSYNC_OK) {
+      rx->pending_commit = 0;
+      return refuse(rx, 0, st);
+    }
     // The sender first: if it cannot be told, staged bytes are not applied and the registered
     // buffers keep the previous version, which is what this receiver then still reports.
-    wsync_status_t st = rx->conn.send(MsgType::kCommitted, encode_committed({version}), rx->timeout_ms);
+    st = rx->conn.send(MsgType::kCommitted, encode_committed({version}), rx->timeout_ms);
     if (st != WSYNC_OK) return st;
     rx->committed = version;
     rx->pending_commit = 0;

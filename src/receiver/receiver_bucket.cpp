@@ -2,12 +2,14 @@
 //
 //   read_manifest    decode and check the MANIFEST against this receiver's update and limits
 //   check_entries    each entry against its registration (looked up once), sizes, padding
-//   plan_placement   where each byte range goes: registered buffers (staged mode: their staged
-//                    blocks), staging, assemblies, scratch
+//   plan_placement   each chunk against the bytes of its tensor that already arrived in this update
+//                    (rx->arrived), then where each byte range goes: registered buffers (staged
+//                    mode: their staged blocks), staging, assemblies, scratch
 //   post_receive     the transport's blob, recv_post, READY (with our blob)
 //   wait_bytes       until the bytes are in place, sleeping on the control socket and the
 //                    transport's event fd; a vanished or abandoning sender ends it
-//   finish_bucket    chunk bookkeeping, the payload checksum, ACK (with our blob)
+//   finish_bucket    record which bytes arrived (rx->arrived), the payload checksum, ACK (with our
+//                    blob)
 //   fill_event       the BUCKET event: placed tensors and views
 #include <poll.h>
 #include <xxhash.h>
@@ -74,6 +76,9 @@ wsync_status_t read_manifest(wsync_receiver_t* rx, const Frame& f, Incoming* in)
       return fail(WSYNC_ERR_PROTOCOL, "update %llu started while tensor '%s' of update %llu was incomplete",
                   static_cast<unsigned long long>(m.update_id), rx->assembling.begin()->first.c_str(),
                   static_cast<unsigned long long>(rx->current_update));
+    // Bytes an unfinished update left behind never count for, or commit with, this one.
+    rx->arrived.clear();
+    drop_staged(rx);
     rx->current_update = m.update_id;
     rx->expected_bucket = 0;
   }
@@ -168,9 +173,6 @@ wsync_status_t assembly_for(wsync_receiver_t* rx, const ManifestEntry& e, const 
   } else if (it->second.tensor_bytes != e.tensor_bytes || it->second.dtype != e.dtype) {
     return fail(WSYNC_ERR_PROTOCOL, "chunks of tensor '%s' disagree on its size or dtype", e.name.c_str());
   }
-  if (it->second.received + e.length > it->second.tensor_bytes)
-    return fail(WSYNC_ERR_PROTOCOL, "chunks of tensor '%s' add up to more than its %llu bytes", e.name.c_str(),
-                static_cast<unsigned long long>(e.tensor_bytes));
   *out = &it->second;
   return WSYNC_OK;
 }
@@ -194,7 +196,9 @@ wsync_status_t plan_placement(wsync_receiver_t* rx, Incoming* in) {
     const ManifestEntry& e = in->m.entries[i];
     if (e.bucket_offset > cursor) add_piece(rx, in, rx->scratch.data(), e.bucket_offset - cursor);
     cursor = e.bucket_offset + e.length;
-    wsync_status_t st;
+    // Before any byte is posted: an overlapping chunk never overwrites bytes that already arrived.
+    wsync_status_t st = rx->arrived.check(e);
+    if (st != WSYNC_OK) return st;
     if (whole(e)) {
       if ((st = whole_destination(rx, e, in->reg[i], &in->dst[i])) != WSYNC_OK) return st;
     } else {
@@ -322,12 +326,11 @@ wsync_status_t verify_payload(const Incoming& in) {
               in.what.c_str(), static_cast<unsigned long long>(h), static_cast<unsigned long long>(in.m.payload_checksum));
 }
 
-// The bytes are in place: count the chunks, check the payload, and ACK (with our blob).
+// The bytes are in place: check the payload, record which bytes arrived, and ACK (with our blob).
 wsync_status_t finish_bucket(wsync_receiver_t* rx, const Incoming& in) {
-  for (const auto& e : in.m.entries)
-    if (!whole(e)) rx->assembling[e.name].received += e.length;
   wsync_status_t st = WSYNC_OK;
   if (in.m.flags & kManifestFlagPayloadChecksum) st = verify_payload(in);
+  for (size_t i = 0; i < in.m.entries.size() && st == WSYNC_OK; ++i) st = rx->arrived.record(in.m.entries[i]);
   std::vector<uint8_t> blob;
   if (st == WSYNC_OK) st = describe_recv(rx, in, WSYNC_BLOB_ACK, &blob);
   if (st != WSYNC_OK) return st;
@@ -363,7 +366,7 @@ void fill_event(wsync_receiver_t* rx, Incoming* in, wsync_receiver_event_t* ev) 
       continue;
     }
     auto it = rx->assembling.find(e.name);
-    if (it == rx->assembling.end() || it->second.received != it->second.tensor_bytes) continue;
+    if (it == rx->assembling.end() || !rx->arrived.complete(e.name)) continue;
     add_event_tensor(rx, e, in->reg[i], &it->second, it->second.dst);
     if (it->second.owned.data()) rx->ev_owned.push_back(std::move(it->second.owned));
     rx->assembling.erase(it);
@@ -391,7 +394,9 @@ void send_status(wsync_receiver_t* rx, MsgType type, uint64_t seq, wsync_status_
   rx->conn.send(type, encode_status({seq, code, why, blob}), 1000);
 }
 
-void drop_assemblies(wsync_receiver_t* rx) {
+void drop_update(wsync_receiver_t* rx, const std::string& why) {
+  if (rx->update_void.empty()) rx->update_void = why;
+  rx->arrived.clear();
   if (!rx->broken.empty())
     for (auto& kv : rx->assembling)
       if (kv.second.owned.data()) rx->graveyard.push_back(std::move(kv.second.owned));
@@ -405,7 +410,7 @@ wsync_status_t refuse(wsync_receiver_t* rx, uint64_t seq, wsync_status_t st) {
                     // PEER_FAILED may come while the control connection is fine)
   const bool sender_gone = rx->conn.closed();
   if (!sender_gone) send_status(rx, MsgType::kNack, seq, st, why);
-  drop_assemblies(rx);
+  drop_update(rx, why);
   return fail_msg(st, sender_gone ? why : "bucket refused: " + why);
 }
 
@@ -430,13 +435,13 @@ wsync_status_t handle_manifest(wsync_receiver_t* rx, const Frame& f, wsync_recei
     // on a socket it is closing would reset the connection and destroy its last frames.
     if (st != WSYNC_ERR_ABORTED && st != WSYNC_ERR_PEER_FAILED && rx->conn.open())
       send_status(rx, MsgType::kAck, in.seq, st, why);
-    drop_assemblies(rx);
+    drop_update(rx, why);
     return fail_msg(st, why);
   }
   if ((st = finish_bucket(rx, in)) != WSYNC_OK) {
     const std::string why = last_error();
     send_status(rx, MsgType::kAck, in.seq, st, why);
-    drop_assemblies(rx);
+    drop_update(rx, why);
     return fail_msg(st, why);
   }
   fill_event(rx, &in, ev);

@@ -21,12 +21,13 @@ wsync_status_t end_update(wsync_receiver_t* rx, const Frame& f, wsync_receiver_e
   if (decode_end_update(f.body, &end) != WSYNC_OK)
     return refuse(rx, 0, fail(WSYNC_ERR_PROTOCOL, "END_UPDATE message is malformed: %s", last_error().c_str()));
   const uint64_t version = end.version, update = end.update_id, buckets = end.buckets;
-  if (rx->update_voided)  // what arrived of it may be incomplete: never commit it
-    return refuse(rx, 0, fail(WSYNC_ERR_PROTOCOL, "the sender finalized version %llu of an update it had aborted",
-                              static_cast<unsigned long long>(version)));
+  if (!rx->update_void.empty())  // what arrived of it may be incomplete: never commit it
+    return refuse(rx, 0, fail(WSYNC_ERR_PROTOCOL, "the sender finalized version %llu of an update that cannot commit "
+                              "here (%s)", static_cast<unsigned long long>(version), rx->update_void.c_str()));
   if (!rx->assembling.empty())
     return refuse(rx, 0, fail(WSYNC_ERR_PROTOCOL, "the sender finalized version %llu while tensor '%s' was incomplete",
                               static_cast<unsigned long long>(version), rx->assembling.begin()->first.c_str()));
+  if (check_staged_arrived(rx) != WSYNC_OK) return refuse(rx, 0, last_status());
   const uint64_t got = update == rx->current_update ? rx->expected_bucket : 0;
   if (got != buckets)
     return refuse(rx, 0, fail(WSYNC_ERR_PROTOCOL, "the sender finalized version %llu after %llu buckets but this receiver "
@@ -59,7 +60,7 @@ wsync_status_t receiver_next(wsync_receiver_t* rx, wsync_receiver_event_t* ev, i
     return fail(WSYNC_ERR_TIMEOUT, "no message from the sender within %lld ms", static_cast<long long>(tmo));
   if (st != WSYNC_OK) {  // the sender is gone: its update never commits here
     const std::string why = last_error();
-    drop_assemblies(rx);
+    drop_update(rx, why);
     return fail_msg(st, why);
   }
   switch (static_cast<MsgType>(f.type)) {
@@ -74,13 +75,13 @@ wsync_status_t receiver_next(wsync_receiver_t* rx, wsync_receiver_event_t* ev, i
                                   ? abort.reason
                                   : "(its ABORT_UPDATE was malformed: " + last_error() + ")";
       WSYNC_LOGW("receiver rank %u: the sender aborted the update: %s", rx->rank, why.c_str());
-      drop_assemblies(rx);
-      rx->update_voided = true;  // the sender's group is broken: this update never commits
+      // The sender's group is broken: this update never commits.
+      drop_update(rx, "the sender aborted it: " + why);
       ev->kind = WSYNC_EVENT_ABORTED;
       return WSYNC_OK;
     }
     case MsgType::kClose:  // an update in progress ends here without a commit
-      drop_assemblies(rx);
+      drop_update(rx, "the sender closed the group");
       rx->closed = true;
       ev->kind = WSYNC_EVENT_CLOSED;
       return WSYNC_OK;

@@ -64,6 +64,15 @@ void drop_staged(wsync_receiver_t* rx) {
   rx->touched_set.clear();
 }
 
+wsync_status_t check_staged_arrived(const wsync_receiver_t* rx) {
+  if (!rx->staged) return WSYNC_OK;
+  for (const std::string& name : rx->touched)
+    if (!rx->arrived.complete(name))
+      return fail(WSYNC_ERR_PROTOCOL, "tensor '%s' has staged bytes, but %s of it did not arrive in this update; its "
+                  "buffer keeps the previous version", name.c_str(), rx->arrived.missing(name).c_str());
+  return WSYNC_OK;
+}
+
 wsync_status_t apply_commit(wsync_receiver_t* rx) {
   if (rx->staged) {
     for (const std::string& name : rx->touched) {
@@ -83,6 +92,7 @@ wsync_status_t apply_commit(wsync_receiver_t* rx) {
   }
   rx->touched.clear();
   rx->touched_set.clear();
+  rx->arrived.clear();
   rx->apply_failed = false;
   return WSYNC_OK;
 }

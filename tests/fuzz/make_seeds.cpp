@@ -175,6 +175,27 @@ void frames() {
   put("control_stream", "cut_mid_frame", cat({Bytes{0}, frame(MsgType::kCommitted, encode_committed(CommittedBody{2})), cut}));
 }
 
+// fuzz_receiver_chunks: chunks (op u8 | name u8 | tensor_bytes u8 | tensor_offset u8 | length u8)
+// and drops (op 3); op bit 5 closes the bucket.
+Bytes chunk(uint8_t name, uint8_t tensor_bytes, uint8_t offset, uint8_t length, bool last_of_bucket = true) {
+  return Bytes{static_cast<uint8_t>(last_of_bucket ? 32 : 0), name, tensor_bytes, offset, length};
+}
+
+void receiver_chunks() {
+  put("receiver_chunks", "halves", cat({chunk(0, 128, 0, 64), chunk(0, 128, 64, 64)}));
+  // Issue 22 finding 4: the same half twice adds up to the whole; a receiver counting lengths
+  // calls the tensor complete with its second half never sent.
+  put("receiver_chunks", "same_half_twice", cat({chunk(0, 128, 0, 64), chunk(0, 128, 0, 64)}));
+  put("receiver_chunks", "overlap_adding_up", cat({chunk(0, 128, 0, 64), chunk(0, 128, 32, 64)}));
+  put("receiver_chunks", "whole_then_chunk", cat({chunk(1, 64, 0, 64), chunk(1, 64, 0, 32)}));
+  put("receiver_chunks", "two_tensors_one_bucket",
+      cat({chunk(2, 96, 0, 48, false), chunk(3, 16, 8, 8), chunk(3, 16, 0, 8, false), chunk(2, 96, 48, 48)}));
+  put("receiver_chunks", "dropped_then_again", cat({chunk(0, 128, 0, 64), Bytes{3}, chunk(0, 128, 64, 64)}));
+  // tensor_offset + length wraps around 2^64 (u64 offset and length: op bits 3 and 4).
+  put("receiver_chunks", "wrapping_end",
+      cat({Bytes{32 | 8 | 16, 0, 128}, le(64, 8), le(~0ull - 10, 8), chunk(0, 128, 0, 128)}));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -189,5 +210,6 @@ int main(int argc, char** argv) {
   options();
   group_infos();
   frames();
+  receiver_chunks();
   return 0;
 }

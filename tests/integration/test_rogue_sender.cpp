@@ -2,7 +2,8 @@
 // real UCX transport) and knows the group secret (an insider, or a sender with a bug), but lies in
 // its manifests. The receiver under test is the real one, in a
 // child process; it must refuse every corrupted bucket with WSYNC_ERR_PROTOCOL, tell the sender
-// why (NACK), and never write anything.
+// why (NACK), and never write anything. Chunks that overlap are refused too, and the update they
+// belong to never commits (issue 22 finding 4).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -13,6 +14,7 @@
 #include "common/error.h"
 #include "control/control_auth.h"
 #include "control/control_conn.h"
+#include "control/frames.h"
 #include "control/group_info.h"
 #include "harness.h"
 #include "loader/plugin_loader.h"
@@ -123,6 +125,42 @@ struct Rogue {
     r.u64(&got);
     r.i32(code);
     r.str32(why, 1 << 16);
+  }
+
+  // Send bucket `seq` (manifest `m`, its bytes `payload`) as a sender would: MANIFEST, then the
+  // bytes once the receiver is READY. Returns the receiver's answer: its NACK, or its ACK.
+  void send_bucket(const Manifest& m, const std::vector<uint8_t>& payload, uint64_t seq, uint16_t* type,
+                   int32_t* code, std::string* why) {
+    ByteWriter w;
+    w.u64(seq);
+    w.blob32(encode_manifest(m));
+    w.blob32(nullptr, 0);
+    ASSERT_EQ(WSYNC_OK, conn.send(MsgType::kManifest, w.data(), 1000));
+    Frame f;
+    ASSERT_EQ(WSYNC_OK, conn.recv(&f, 10000)) << last_error();
+    if (f.type == static_cast<uint16_t>(MsgType::kReady)) {
+      wsync_buffer_t buf = WSYNC_BUFFER_INIT;
+      buf.data = payload.data();
+      buf.len = payload.size();
+      const uint32_t rank = 1;
+      ASSERT_EQ(WSYNC_OK, transport.table->send_post(tself, seq, &buf, &rank, 1)) << last_error();
+      ASSERT_EQ(WSYNC_OK, transport.table->send_wait(tself, seq, 10000)) << last_error();
+      ASSERT_EQ(WSYNC_OK, conn.recv(&f, 10000)) << last_error();
+    }
+    *type = f.type;
+    ByteReader r(f.body);
+    uint64_t got = 0;
+    r.u64(&got);
+    r.i32(code);
+    r.str32(why, 1 << 16);
+  }
+
+  // END_UPDATE; returns the type of the receiver's answer (COMMITTED or NACK).
+  uint16_t end_update(uint64_t version, uint64_t update, uint64_t buckets) {
+    EXPECT_EQ(WSYNC_OK, conn.send(MsgType::kEndUpdate, encode_end_update({version, update, buckets}), 1000));
+    Frame f;
+    EXPECT_EQ(WSYNC_OK, conn.recv(&f, 10000)) << last_error();
+    return f.type;
   }
 };
 
@@ -336,6 +374,125 @@ TEST_F(RogueSender, RejectWithStatusZeroIsStillARejection) {
   w.str32("go away, but say OK");
   ASSERT_EQ(WSYNC_OK, rogue.conn.send(MsgType::kReject, w.data(), 1000));
   EXPECT_EQ(0, wait_child(rx, 10000));
+}
+
+}  // namespace
+
+namespace {
+
+// Issue 22 finding 4: a member sends a split tensor as chunks that overlap, so their lengths add
+// up to the tensor while some of its bytes never came. The real receiver, staged, must refuse the
+// second chunk naming the tensor and both ranges, never commit that update, and leave its buffer
+// holding the committed version's bytes.
+constexpr uint64_t kX = 1024;  // tensor 'x': float32[256]
+
+std::vector<uint8_t> version1_bytes() {
+  std::vector<uint8_t> b(kX);
+  for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<uint8_t>(i * 7 + 1);
+  return b;
+}
+
+Manifest x_chunk(uint64_t update, uint64_t bucket, uint64_t tensor_offset, uint64_t length) {
+  Manifest m;
+  m.update_id = update;
+  m.bucket_index = bucket;
+  m.bucket_bytes = length;
+  ManifestEntry e;
+  e.name = "x";
+  e.dtype = WSYNC_DTYPE_FLOAT32;
+  e.ndim = 1;
+  e.shape[0] = static_cast<int64_t>(kX / 4);
+  e.length = length;
+  e.tensor_bytes = kX;
+  e.tensor_offset = tensor_offset;
+  m.entries.push_back(e);
+  return m;
+}
+
+// A staged receiver that commits what it is asked to, until next() fails; then it expects
+// WSYNC_ERR_PROTOCOL with `needle`, and from the END_UPDATE that follows another refusal. Exits 0
+// when version 1 is still the committed one and its buffer holds version 1's bytes exactly.
+pid_t staged_receiver(const std::string& addr_file, const std::string& needle) {
+  return spawn([=] {
+    const std::string addr = read_addr_file(addr_file, 10000);
+    wsync_option_t opts[] = {WSYNC_OPTION("receive_mode", "staged")};
+    wsync_receiver_config_t cfg = WSYNC_RECEIVER_CONFIG_INIT;
+    cfg.rank = 1;
+    cfg.store_addr = addr.c_str();
+    cfg.group_name = "rogue";
+    cfg.timeout_ms = 10000;
+    cfg.options = opts;
+    cfg.num_options = 1;
+    wsync_receiver_t* rx = nullptr;
+    if (wsync_receiver_init(&cfg, &rx) != WSYNC_OK) {
+      std::fprintf(stderr, "init: %s\n", wsync_last_error());
+      return 1;
+    }
+    std::vector<uint8_t> x(kX, 0x5A);
+    wsync_tensor_t d = WSYNC_TENSOR_INIT;
+    d.name = "x";
+    d.dtype = WSYNC_DTYPE_FLOAT32;
+    d.ndim = 1;
+    d.shape[0] = static_cast<int64_t>(kX / 4);
+    d.data = x.data();
+    d.nbytes = x.size();
+    if (wsync_receiver_register(rx, &d, 1) != WSYNC_OK) return 1;
+    wsync_receiver_event_t ev = WSYNC_RECEIVER_EVENT_INIT;
+    wsync_status_t st;
+    while ((st = wsync_receiver_next(rx, &ev, 10000)) == WSYNC_OK)
+      if (ev.kind == WSYNC_EVENT_COMMIT && wsync_receiver_commit(rx, ev.version) != WSYNC_OK) break;
+    const std::string refused = wsync_last_error();
+    const wsync_status_t end = wsync_receiver_next(rx, &ev, 10000);  // the rogue's END_UPDATE
+    const std::string end_msg = wsync_last_error();
+    const uint64_t committed = wsync_receiver_committed_version(rx);
+    const bool same = checksum64(x.data(), x.size()) == checksum64(version1_bytes().data(), kX);
+    wsync_receiver_destroy(rx);
+    if (st != WSYNC_ERR_PROTOCOL || refused.find(needle) == std::string::npos || end != WSYNC_ERR_PROTOCOL ||
+        committed != 1 || !same) {
+      std::fprintf(stderr, "receiver: %s: %s; then %s: %s; committed %llu, buffer %s version 1\n",
+                   wsync_status_name(st), refused.c_str(), wsync_status_name(end), end_msg.c_str(),
+                   static_cast<unsigned long long>(committed), same ? "holds" : "does not hold");
+      return 2;
+    }
+    return 0;
+  });
+}
+
+// Version 1 arrives whole and commits; update 2 sends x[0, 512), then `second` (a chunk of 512
+// bytes at `second`), which must be refused with `needle`, then END_UPDATE for the buckets the
+// receiver acknowledged, which must be refused too.
+void overlapping_chunks_case(uint64_t second, const std::string& needle) {
+  std::string addr_file = temp_dir() + "/store.addr";
+  Rogue rogue;
+  rogue.start(addr_file);
+  pid_t rx = staged_receiver(addr_file, needle);
+  rogue.admit();
+  uint16_t type = 0;
+  int32_t code = 0;
+  std::string why;
+  rogue.send_bucket(x_chunk(1, 0, 0, kX), version1_bytes(), 1, &type, &code, &why);
+  ASSERT_EQ(static_cast<uint16_t>(MsgType::kAck), type) << why;
+  ASSERT_EQ(static_cast<uint16_t>(MsgType::kCommitted), rogue.end_update(1, 1, 1));
+  const std::vector<uint8_t> half(kX / 2, 0xEE);
+  rogue.send_bucket(x_chunk(2, 0, 0, kX / 2), half, 2, &type, &code, &why);
+  ASSERT_EQ(static_cast<uint16_t>(MsgType::kAck), type) << why;
+  rogue.send_bucket(x_chunk(2, 1, second, kX / 2), half, 3, &type, &code, &why);
+  EXPECT_EQ(static_cast<uint16_t>(MsgType::kNack), type);
+  EXPECT_EQ(WSYNC_ERR_PROTOCOL, code);
+  EXPECT_NE(std::string::npos, why.find(needle)) << why;
+  // The count of buckets the receiver acknowledged: what a sender says to get the version committed.
+  const uint64_t acked = type == static_cast<uint16_t>(MsgType::kAck) ? 2 : 1;
+  EXPECT_EQ(static_cast<uint16_t>(MsgType::kNack), rogue.end_update(2, 2, acked));
+  rogue.conn.close();  // a receiver still waiting for more hears that there is none
+  EXPECT_EQ(0, wait_child(rx, 15000));
+}
+
+TEST_F(RogueSender, OverlappingChunksOfASplitTensorAreRefusedAndNeverCommitted) {
+  overlapping_chunks_case(256, "tensor 'x': chunk [256, 768) overlaps bytes [0, 512) already received in this update");
+}
+
+TEST_F(RogueSender, ADuplicateChunkIsRefusedAndNeverCommitted) {
+  overlapping_chunks_case(0, "tensor 'x': chunk [0, 512) overlaps bytes [0, 512) already received in this update");
 }
 
 }  // namespace
