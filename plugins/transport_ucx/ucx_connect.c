@@ -106,7 +106,7 @@ static void on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t status) {
 }
 
 /* One DEBUG line naming the lanes UCX picked, from ucp_ep_print_info's report. */
-static void log_lanes(ucx_transport_t* t, uint32_t rank) {
+static void log_lanes(ucx_transport_t* t, uint32_t rank, int peer_mode) {
   char* text = NULL;
   size_t size = 0;
   char line[1024];
@@ -127,28 +127,42 @@ static void log_lanes(ucx_transport_t* t, uint32_t rank) {
   }
   free(text);
   wsp_log(WSYNC_LOG_DEBUG, "transport 'ucx': rank %u -> rank %u (error mode %s): %s", t->rank, rank,
-          t->err_mode_peer ? "peer" : "none", line);
+          peer_mode ? "peer" : "none", line);
 }
 
-static wsync_status_t create_ep(ucx_transport_t* t, uint32_t rank, const void* addr) {
+static ucs_status_t try_create_ep(ucx_transport_t* t, uint32_t rank, const void* addr, int peer_mode) {
   ucp_ep_params_t ep;
-  ucs_status_t st;
   memset(&ep, 0, sizeof ep);
   ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
   ep.address = (const ucp_address_t*)addr;
-  ep.err_mode = t->err_mode_peer ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
-  if (t->err_mode_peer) {
+  ep.err_mode = peer_mode ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
+  if (peer_mode) {
     ep.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLER;
     ep.err_handler.cb = on_ep_error;
     ep.err_handler.arg = &t->peers[rank];
   }
-  st = ucp_ep_create(t->worker, &ep, &t->peers[rank].ep);
+  return ucp_ep_create(t->worker, &ep, &t->peers[rank].ep);
+}
+
+/* In error mode "peer", a peer that offers only shared memory (every member on one host, see
+ * ucx_context.c, while this side was not told so: a wildcard store address, or no hint) is
+ * unreachable; it is reached in mode "none" then, where a dead peer is noticed by the core's
+ * control connection instead of by UCX. */
+static wsync_status_t create_ep(ucx_transport_t* t, uint32_t rank, const void* addr) {
+  int peer_mode = t->err_mode_peer;
+  ucs_status_t st = try_create_ep(t, rank, addr, peer_mode);
+  if (st == UCS_ERR_UNREACHABLE && peer_mode) {
+    wsp_log(WSYNC_LOG_INFO, "transport 'ucx': rank %u offers only transports without peer failure detection "
+            "(shared memory); its endpoint uses error mode none", rank);
+    peer_mode = 0;
+    st = try_create_ep(t, rank, addr, peer_mode);
+  }
   if (st != UCS_OK) {
     t->peers[rank].ep = NULL;
     return wsp_fail(ucx_status_to_wsync(st), "transport 'ucx': creating the endpoint to rank %u failed: %s", rank,
                     ucs_status_string(st));
   }
-  log_lanes(t, rank);
+  log_lanes(t, rank, peer_mode);
   return WSYNC_OK;
 }
 

@@ -109,8 +109,9 @@ struct wsync_receiver {
   uint64_t current_update = 0;
   uint64_t expected_bucket = 0;
   uint64_t pending_commit = 0;  // version announced by END_UPDATE, not yet committed
-  // Why no END_UPDATE may commit here any more (empty: it may): ABORT_UPDATE came, or a bucket or
-  // END_UPDATE was refused or failed here. Never cleared: the sender breaks its group then too.
+  // Why the current update may not commit here (empty: it may): ABORT_UPDATE came, or a bucket or
+  // END_UPDATE was refused or failed here. Cleared when a later update starts (RELIABILITY.md: the
+  // next update can start); today the sender breaks its group on a failure anyway.
   std::string update_void;
   uint64_t committed = 0;
   bool closed = false;

@@ -76,9 +76,11 @@ wsync_status_t read_manifest(wsync_receiver_t* rx, const Frame& f, Incoming* in)
       return fail(WSYNC_ERR_PROTOCOL, "update %llu started while tensor '%s' of update %llu was incomplete",
                   static_cast<unsigned long long>(m.update_id), rx->assembling.begin()->first.c_str(),
                   static_cast<unsigned long long>(rx->current_update));
-    // Bytes an unfinished update left behind never count for, or commit with, this one.
+    // Bytes an unfinished update left behind never count for, or commit with, this one; and what
+    // voided that one does not void this one.
     rx->arrived.clear();
     drop_staged(rx);
+    rx->update_void.clear();
     rx->current_update = m.update_id;
     rx->expected_bucket = 0;
   }

@@ -21,6 +21,7 @@ wsync_status_t end_update(wsync_receiver_t* rx, const Frame& f, wsync_receiver_e
   if (decode_end_update(f.body, &end) != WSYNC_OK)
     return refuse(rx, 0, fail(WSYNC_ERR_PROTOCOL, "END_UPDATE message is malformed: %s", last_error().c_str()));
   const uint64_t version = end.version, update = end.update_id, buckets = end.buckets;
+  if (update != rx->current_update) rx->update_void.clear();  // a later update, none of whose buckets came
   if (!rx->update_void.empty())  // what arrived of it may be incomplete: never commit it
     return refuse(rx, 0, fail(WSYNC_ERR_PROTOCOL, "the sender finalized version %llu of an update that cannot commit "
                               "here (%s)", static_cast<unsigned long long>(version), rx->update_void.c_str()));

@@ -18,7 +18,7 @@
 # there: the door exists and must hold). Versions must keep committing during the attacks, and
 # every engine verifies the checksum of every tensor of every version.
 #
-# Usage: outsider.sh <build dir> [default|tcp ...]   (env: ATTEMPTS=100 FLOOD_S=5 KILL_RUNS=6)
+# Usage: outsider.sh <build dir> [default|tcp ...]   (env: ATTEMPTS=100 FLOOD_S=5 KILL_RUNS=6 OUTSIDER=<ucx_outsider binary>)
 set -euo pipefail
 B=$(cd "$1" && pwd)
 shift
@@ -28,6 +28,7 @@ ATTEMPTS=${ATTEMPTS:-100}
 FLOOD_S=${FLOOD_S:-5}
 KILL_RUNS=${KILL_RUNS:-6}
 SCALE=0.002
+OUTSIDER=${OUTSIDER:-$B/bin/ucx_outsider}  # another UCX's outsider, e.g. against a victim on another UCX
 export WSYNC_GROUP_SECRET="$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')"
 export UCX_WARN_UNUSED_ENV_VARS=n
 dir=$(mktemp -d)
@@ -92,7 +93,7 @@ attack_case() {
   before=$(committed)
   # 1. crash, against the trainer and an engine.
   for victim in trainer engine1; do
-    out=$("$B/bin/ucx_outsider" crash "${!victim}" "$ATTEMPTS" 2>>"$dir/outsider.err")
+    out=$("$OUTSIDER" crash "${!victim}" "$ATTEMPTS" 2>>"$dir/outsider.err")
     echo "[$mode] $victim: $out"
     alive "${!victim}" || fail "[$mode] the $victim died under the outsider's forged endpoints: $out"
     if [ "$mode" = tcp ]; then
@@ -103,7 +104,7 @@ attack_case() {
     fi
   done
   # 2. flood, against the other engine.
-  out=$("$B/bin/ucx_outsider" flood "$engine2" "$FLOOD_S" 2>>"$dir/outsider.err")
+  out=$("$OUTSIDER" flood "$engine2" "$FLOOD_S" 2>>"$dir/outsider.err")
   echo "[$mode] engine2: $out"
   alive "$engine2" || fail "[$mode] engine 2 died under the flood"
   if [ "$mode" = tcp ]; then

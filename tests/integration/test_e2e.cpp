@@ -27,6 +27,7 @@ struct Sender {
   std::string dir = temp_dir();
   std::string addr_file = dir + "/store.addr";
   std::vector<std::string> keys, values;
+  std::string store_addr = "127.0.0.1:0";
   wsync_group_t* g = nullptr;
 
   wsync_status_t init(uint32_t receivers, uint64_t bucket_bytes, int64_t timeout_ms,
@@ -44,6 +45,7 @@ struct Sender {
     wsync_group_config_t cfg = WSYNC_GROUP_CONFIG_INIT;
     cfg.num_receivers = receivers;
     cfg.group_name = "it";
+    cfg.store_addr = store_addr.c_str();
     cfg.options = opts.data();
     cfg.num_options = opts.size();
     cfg.timeout_ms = timeout_ms;
@@ -372,6 +374,22 @@ TEST(E2E, BadBatchesAreRefusedBeforeAnythingMoves) {
   wsync_group_destroy(s.g);
   s.g = nullptr;
   EXPECT_EQ(0, wait_child(rx, 10000));
+}
+
+// A store bound to every interface leaves the sender's UCX on its defaults (error mode peer, over
+// TCP), while a receiver that reached it over loopback keeps to shared memory (no TCP listener):
+// the sender reaches it over shared memory in error mode none, and the versions commit.
+TEST(E2E, AWildcardStoreWithReceiversOnThisHostSyncs) {
+  Sender s;
+  s.store_addr = "0.0.0.0:0";
+  Model m;
+  m.spec = tensor_set(8, 3u << 20);
+  auto rx = start_receivers({plan_for(s, 1, m.spec, 2, true), plan_for(s, 2, m.spec, 2, false)});
+  ASSERT_EQ(WSYNC_OK, s.init(2, 1u << 20, 20000)) << wsync_last_error();
+  ASSERT_EQ(WSYNC_OK, publish(s, m, 2, 2)) << wsync_last_error();
+  wsync_group_destroy(s.g);
+  s.g = nullptr;
+  for (pid_t p : rx) EXPECT_EQ(0, wait_child(p, 20000));
 }
 
 // A transport's refusal reaches the caller naming the transport once: the core's message names it,
