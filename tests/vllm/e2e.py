@@ -11,12 +11,15 @@ started from checkpoints of the same weights.
      are read from the server.
   3. Failure: a second trainer process starts version 3 (seed 3) and is SIGKILLed after its first
      batch, in the middle of the update. A new trainer then publishes version 3 = seed 1's
-     weights again (the engines' recovery: reset at init, then a whole update).
+     weights again (the engines' recovery: reset at init, then a whole update). Then the kill
+     points: for each of 4 tensor counts (inside a q/k/v group, inside a gate/up group, after a
+     whole layer) a trainer dies after exactly that many tensors, a new trainer recovers, every
+     parameter must equal one version exactly, and a full update restores version 3.
   4. vLLMs started from checkpoints of seed 1 and seed 2 give the expected completions and
      checksums; each version must match them exactly, and every parameter vLLM keeps as loaded
      must have the trainer's sha256.
 
-Exit 0 only if every check passed (17 checks). Prints a table and writes JSON figures (--json).
+Exit 0 only if every check passed (17 checks, and one per kill point: 4). Prints a table and writes JSON figures (--json).
 Run with the vLLM venv's python, wsync installed in it (scripts/vllm-e2e.sh does all of it).
 """
 import argparse
@@ -119,16 +122,42 @@ class InFlight(threading.Thread):
 DYING_BATCH = 27
 
 
-def die_mid_update(server_url, seed):
-    """The failing trainer (a subprocess): one batch of the update, then SIGKILL."""
+def die_mid_update(server_url, seed, count=DYING_BATCH):
+    """The failing trainer (a subprocess): exactly `count` tensors of the update, then SIGKILL.
+    send() returns once the batch was delivered and every /update_weights answered, so the kill
+    point is a tensor count, not a moment."""
     config = tiny.load_config(os.environ["E2E_MODEL_DIR"])
     weights = tiny.make_weights(config, seed)
     g = trainer_group(server_url)
     names = list(weights)
-    assert names[DYING_BATCH - 1] == "model.layers.2.self_attn.q_proj.bias", names[DYING_BATCH - 1]
-    g.send({n: weights[n] for n in names[:DYING_BATCH]})
-    print("trainer-to-die: first batch delivered; dying", flush=True)
+    if count == DYING_BATCH:
+        assert names[DYING_BATCH - 1] == "model.layers.2.self_attn.q_proj.bias", names[DYING_BATCH - 1]
+    g.send({n: weights[n] for n in names[:count]})
+    print("trainer-to-die: %d tensors delivered; dying" % count, flush=True)
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def kill_points(names):
+    """Tensor counts to die after: inside a q/k/v group (after q, after k) and inside a gate/up
+    group (after gate), of different layers, and after a whole layer."""
+    out = []
+    for i, n in enumerate(names):
+        if n.endswith("layers.0.self_attn.q_proj.weight") or n.endswith("layers.1.self_attn.k_proj.bias") or \
+                n.endswith("layers.3.mlp.gate_proj.weight") or n.endswith("layers.1.post_attention_layernorm.weight"):
+            out.append(i + 1)
+    return out
+
+
+def check_one_version(server, config, old_sums, new_seed):
+    """(ok, text): every parameter's checksum equals the committed version's or the dead
+    trainer's, none anything else."""
+    after = {k.split(":")[-1]: v for k, v in server.weight_checksums().items()}
+    old = {k.split(":")[-1]: v for k, v in old_sums.items()}
+    new = processed_checksums(tiny.make_weights(config, new_seed))
+    odd = sorted(k for k in after if after[k] not in (old.get(k), new.get(k)))
+    n_new = sum(1 for k in after if after[k] == new.get(k) != old.get(k))
+    n_old = sum(1 for k in after if after[k] == old.get(k) != new.get(k))
+    return not odd, "%d new, %d old, other: %s" % (n_new, n_old, odd[:4] or "none")
 
 
 class Checks:
@@ -146,9 +175,11 @@ def main():
     ap.add_argument("--work", default="/tmp/wsync-vllm-e2e")
     ap.add_argument("--json", default=None, help="write the figures here")
     ap.add_argument("--die-mid-update", metavar="URL", help=argparse.SUPPRESS)
+    ap.add_argument("--die-after", type=int, default=DYING_BATCH, help=argparse.SUPPRESS)
+    ap.add_argument("--no-kill-points", action="store_true", help="skip the kill-point series")
     args = ap.parse_args()
     if args.die_mid_update:
-        return die_mid_update(args.die_mid_update, 3)
+        return die_mid_update(args.die_mid_update, 3, args.die_after)
 
     import wsync
     work = Path(args.work)
@@ -215,6 +246,26 @@ def main():
             figures["updates"][3] = round(seconds, 3)
         got[3] = (server.complete(PROMPT, GREEDY_TOKENS).token_ids, server.weight_checksums())
         print("  version 3 (after the failure) published in %.3f s" % seconds, flush=True)
+
+        # Kill points, one server: a trainer dies after exactly K tensors of an update (seed 3);
+        # a new trainer's reset ends it and every parameter must hold one version exactly (the
+        # last committed one's or the dead trainer's); then the new trainer publishes a full
+        # update (seed 1 again) and every parameter equals it.
+        figures["kill_points"] = {}
+        t_kp = time.monotonic()
+        for k in ([] if args.no_kill_points else kill_points(list(weights[1]))):
+            committed = server.weight_checksums()
+            p = subprocess.run([sys.executable, __file__, "--die-mid-update", server.url, "--die-after", str(k)],
+                               env={**os.environ, "E2E_MODEL_DIR": str(base)}, timeout=300)
+            with trainer_group(server.url) as g:
+                ok, text = check_one_version(server, config, committed, 3)
+                publish(g, weights[1], 3)
+            recovered = server.weight_checksums() == got[3][1]
+            figures["kill_points"][k] = text
+            checks.expect(p.returncode == -signal.SIGKILL and ok and recovered and server.healthy(),
+                          "killed after %d tensors (%s): every parameter one version (%s); the full update "
+                          "after it equals v3's checksums: %s" % (k, list(weights[1])[k - 1], text, recovered))
+        figures["kill_points_seconds"] = round(time.monotonic() - t_kp, 1)
 
     # The references: vLLMs started from checkpoints of the same weights.
     expected = {}

@@ -54,7 +54,28 @@ from vllm.distributed.weight_transfer.base import (WeightTransferEngine, WeightT
 import wsync
 
 logger = logging.getLogger("wsync.vllm")
-MODES = ("auto", "layerwise", "in_place")
+MODES = ("auto", "layerwise", "in_place", "staged")
+
+
+def _checkpoint_shapes(model_path):
+    """{name: (dtype name, shape)} of the served checkpoint's safetensors files, read from their
+    headers only (8-byte length, then JSON): the names and shapes a trainer must send. {} when the
+    model is not a local folder of safetensors files."""
+    import glob
+    import json
+    import struct
+    out = {}
+    for f in sorted(glob.glob(os.path.join(str(model_path or ""), "*.safetensors"))):
+        try:
+            with open(f, "rb") as fh:
+                n = struct.unpack("<Q", fh.read(8))[0]
+                header = json.loads(fh.read(n))
+        except (OSError, ValueError, struct.error):
+            return {}
+        for name, v in header.items():
+            if name != "__metadata__":
+                out[name] = (v.get("dtype"), tuple(v.get("shape", ())))
+    return out
 
 
 @dataclass
@@ -134,6 +155,12 @@ class WsyncWeightTransferEngine(WeightTransferEngine[WsyncInitInfo, WsyncUpdateI
         self._waiter = None
         self._stop = threading.Event()
         self._params = {}  # in_place: the model's parameters by name
+        self._staged = {}  # staged: the update's tensors (host copies) until /finish_weight_update
+        self.staged_bytes_peak = 0
+        try:
+            self._wanted = _checkpoint_shapes(vllm_config.model_config.model)
+        except AttributeError:
+            self._wanted = {}
         self._registered = set()  # in_place: the names registered with the receiver
         self._can_register = True
 
@@ -200,6 +227,7 @@ class WsyncWeightTransferEngine(WeightTransferEngine[WsyncInitInfo, WsyncUpdateI
     def start_weight_update(self):
         self._require_receiver()
         self._join_waiter(stop=False)  # the previous COMMIT is answered before a new update opens
+        self._staged = {}
         if self.mode == "layerwise":
             from vllm.model_executor.model_loader.reload import initialize_layerwise_reload
             initialize_layerwise_reload(self.model)
@@ -246,6 +274,10 @@ class WsyncWeightTransferEngine(WeightTransferEngine[WsyncInitInfo, WsyncUpdateI
             if want != (t.dtype, t.shape):
                 raise RuntimeError("wsync: tensor '%s' arrived as %s%s but /update_weights announced %s%s" %
                                    (t.name, t.dtype, list(t.shape), want[0], list(want[1])))
+            self._check_shape(t.name, t.shape)
+            if self.mode == "staged":
+                self._staged[t.name] = t.copy()
+                continue
             if not t.placed:
                 # Layerwise reload keeps the tensors it is given until the layer is complete, and
                 # the view expires at the next event: give it a copy.
@@ -253,13 +285,56 @@ class WsyncWeightTransferEngine(WeightTransferEngine[WsyncInitInfo, WsyncUpdateI
         if weights:
             self.model.load_weights(weights)
 
+    def _check_shape(self, name, shape):
+        """Refuse, before anything of its bucket loads, a tensor whose shape is not the served
+        checkpoint's (a transposed tensor otherwise fails deep in the model's loader, naming no
+        tensor, after other tensors landed)."""
+        want = self._wanted.get(name)
+        if want is not None and tuple(want[1]) != tuple(shape):
+            raise ValueError("wsync: tensor '%s' has shape %s but the model wants %s (the served checkpoint's "
+                             "shape of that name)" % (name, list(shape), list(want[1])))
+
+    def _load_staged(self):
+        """staged: the whole update goes into the model now, in one layerwise reload; until here
+        the model was not touched. Every name is checked first (shapes were checked on arrival)."""
+        staged, self._staged = self._staged, {}
+        if self._wanted:
+            unknown = sorted(n for n in staged if n not in self._wanted)
+            if unknown:
+                raise ValueError("wsync: the update holds %d tensor(s) the served checkpoint has no name for: %s" %
+                                 (len(unknown), ", ".join(unknown[:5])))
+        nbytes = sum(t.numel() * t.element_size() for t in staged.values())
+        self.staged_bytes_peak = max(self.staged_bytes_peak, nbytes)
+        logger.info("wsync: rank %s: loading the staged update: %d tensors, %d bytes", self.rank, len(staged), nbytes)
+        if not staged:
+            return
+        from vllm.model_executor.model_loader.reload import (finalize_layerwise_reload,
+                                                             initialize_layerwise_reload)
+        initialize_layerwise_reload(self.model)
+        self._live = {n: p.detach().clone() for n, p in self.model.named_parameters() if not p.is_meta}
+        self.in_update = True
+        self.mode = "layerwise"  # _finish_loading's failure path is the layerwise one
+        try:
+            self.model.load_weights(list(staged.items()))
+            self._finish_loading(failed=False)
+        except BaseException:
+            self._finish_loading(failed=True)
+            raise
+        finally:
+            self.mode = "staged"
+
     def finish_weight_update(self):
         self._require_receiver()
         # A normal finish comes before the trainer sends COMMIT, so nothing is waiting here. After
         # a failure the trainer's abort came first (it tells the receivers, then ends the engines'
         # update), or the trainer is gone (a new trainer's init ends what it left).
         failure, committed = self._pending_outcome()
-        if self.in_update:
+        if self.mode == "staged":
+            self.in_update = False
+            if failure is None:
+                self._load_staged()  # raises (naming the tensor) before touching the model
+            self._staged = {}
+        elif self.in_update:
             self._finish_loading(failed=failure is not None)
         if failure is not None:
             self.last_outcome = failure
@@ -295,6 +370,7 @@ class WsyncWeightTransferEngine(WeightTransferEngine[WsyncInitInfo, WsyncUpdateI
 
     def _finish_loading(self, failed=False):
         self.in_update = False
+        self._staged = {}
         if self.mode == "layerwise":
             from vllm.model_executor.model_loader.reload import finalize_layerwise_reload
             partial = self._forget_partial_layers() if failed else []
