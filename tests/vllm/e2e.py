@@ -19,7 +19,8 @@ started from checkpoints of the same weights.
      checksums; each version must match them exactly, and every parameter vLLM keeps as loaded
      must have the trainer's sha256.
 
-Exit 0 only if every check passed (17 checks, and one per kill point: 4). Prints a table and writes JSON figures (--json).
+Exit 0 only if every check passed (17 checks, one per kill point: 7, and 5 on a second server
+with WSYNC_VLLM_LOAD=staged). Prints a table and writes JSON figures (--json).
 Run with the vLLM venv's python, wsync installed in it (scripts/vllm-e2e.sh does all of it).
 """
 import argparse
@@ -59,17 +60,30 @@ def trainer_group(server_url, timeout_ms=120000):
                        timeout_ms=timeout_ms)
 
 
-def processed_checksums(weights):
+def processed_checksums(weights, bias_dtype):
     """sha256 of what vLLM's CPU backend keeps of `weights` (HF names): the parameters it keeps as
-    loaded, and q/k/v biases concatenated into qkv_proj.bias as float32."""
+    loaded, and q/k/v biases concatenated into qkv_proj.bias in `bias_dtype` (float32 where the
+    CPU has AMX and vLLM's sgl kernel takes the layer, else the model's dtype: bias_dtype_of)."""
     import torch
     out = {n: sha256(t) for n, t in weights.items() if "_proj" not in n}
     for n in weights:
         if n.endswith("q_proj.bias"):
             p = n[: -len("q_proj.bias")]
-            cat = torch.cat([weights[p + x + "_proj.bias"] for x in "qkv"]).float()
-            out[p + "qkv_proj.bias"] = sha256(cat)
+            cat = torch.cat([weights[p + x + "_proj.bias"] for x in "qkv"])
+            out[p + "qkv_proj.bias"] = sha256(cat.to(bias_dtype) if bias_dtype is not None else cat)
     return out
+
+
+def bias_dtype_of(server_sums, weights):
+    """The dtype the server keeps qkv_proj.bias in: the one whose checksum of the served weights
+    (`weights`) equals the server's; None when neither does (every check against it then fails)."""
+    import torch
+    sums = {k.split(":")[-1]: v for k, v in server_sums.items()}
+    for dtype in (None, torch.float32):
+        want = processed_checksums(weights, dtype)
+        if all(sums.get(k) == v for k, v in want.items() if k.endswith("qkv_proj.bias")):
+            return dtype
+    return None
 
 
 def publish(group, weights, version):
@@ -137,23 +151,25 @@ def die_mid_update(server_url, seed, count=DYING_BATCH):
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def kill_points(names):
-    """Tensor counts to die after: inside a q/k/v group (after q, after k) and inside a gate/up
-    group (after gate), of different layers, and after a whole layer."""
-    out = []
-    for i, n in enumerate(names):
-        if n.endswith("layers.0.self_attn.q_proj.weight") or n.endswith("layers.1.self_attn.k_proj.bias") or \
-                n.endswith("layers.3.mlp.gate_proj.weight") or n.endswith("layers.1.post_attention_layernorm.weight"):
-            out.append(i + 1)
-    return out
+#: The last tensor before each kill point: inside q/k/v groups (after q's weight; after q's
+#: weight and bias, before k; between k and v; after v's weight, before v's bias), inside a
+#: gate/up group (after gate), after a whole layer, and after every tensor (before the finalize).
+KILL_AFTER = ("layers.0.self_attn.q_proj.weight", "layers.0.self_attn.q_proj.bias",
+              "layers.1.self_attn.k_proj.bias", "layers.2.self_attn.v_proj.weight",
+              "layers.3.mlp.gate_proj.weight", "layers.1.post_attention_layernorm.weight", "lm_head.weight")
 
 
-def check_one_version(server, config, old_sums, new_seed):
+def kill_points(names, last=KILL_AFTER):
+    """Tensor counts to die after: one per name of `last`."""
+    return [i + 1 for i, n in enumerate(names) if n.endswith(last)]
+
+
+def check_one_version(server, config, old_sums, new_seed, bias_dtype):
     """(ok, text): every parameter's checksum equals the committed version's or the dead
     trainer's, none anything else."""
     after = {k.split(":")[-1]: v for k, v in server.weight_checksums().items()}
     old = {k.split(":")[-1]: v for k, v in old_sums.items()}
-    new = processed_checksums(tiny.make_weights(config, new_seed))
+    new = processed_checksums(tiny.make_weights(config, new_seed), bias_dtype)
     odd = sorted(k for k in after if after[k] not in (old.get(k), new.get(k)))
     n_new = sum(1 for k in after if after[k] == new.get(k) != old.get(k))
     n_old = sum(1 for k in after if after[k] == old.get(k) != new.get(k))
@@ -170,6 +186,61 @@ class Checks:
         print("  [%s] %s" % ("PASS" if ok else "FAIL", what), flush=True)
 
 
+TRANSPOSED = "model.layers.1.mlp.down_proj.weight"
+
+
+def staged_run(base, config, work, weights, got, checks, figures):
+    """A second server with WSYNC_VLLM_LOAD=staged (all-or-nothing): trainers killed inside a
+    q/k/v group and after every tensor leave the served weights untouched; a full update equals
+    the layerwise server's version 1; an update with one transposed tensor is refused naming it
+    and both shapes, and leaves version 1 served exactly. The staged bytes the engine logs must
+    equal the update's size."""
+    import re
+    t0 = time.monotonic()
+    log = work / "vllm-wsync-staged.log"
+    server = VllmServer(base, log_path=log, extra_args=["--weight-transfer-config", json.dumps({"backend": "wsync"})],
+                        env={"WSYNC_LOG_LEVEL": "info", "WSYNC_VLLM_LOAD": "staged"})
+    names = list(weights[1])
+    with server.start(timeout=600):
+        for k in kill_points(names, ("layers.1.self_attn.k_proj.bias", "lm_head.weight")):
+            committed = server.weight_checksums()
+            p = subprocess.run([sys.executable, __file__, "--die-mid-update", server.url, "--die-after", str(k)],
+                               env={**os.environ, "E2E_MODEL_DIR": str(base)}, timeout=300)
+            with trainer_group(server.url):
+                same = server.weight_checksums() == committed
+            checks.expect(p.returncode == -signal.SIGKILL and same and server.healthy(),
+                          "staged: killed after %d tensors (%s): every parameter holds the last committed version "
+                          "exactly: %s" % (k, names[k - 1], same))
+        with trainer_group(server.url) as g:
+            publish(g, weights[1], 1)
+        v1 = (server.complete(PROMPT, GREEDY_TOKENS).token_ids, server.weight_checksums())
+        checks.expect(v1 == got[1], "staged: a full update gives the layerwise server's version 1 exactly "
+                      "(greedy completion and every checksum)")
+        bad = dict(weights[2])
+        bad[TRANSPOSED] = bad[TRANSPOSED].t().contiguous()
+        error = ""
+        with trainer_group(server.url) as g:
+            try:
+                g.send(bad)
+                g.finalize(2)
+            except Exception as e:  # the refusal, checked below
+                error = str(e)
+        want = "'%s' has shape %s but the model wants %s" % (TRANSPOSED, list(bad[TRANSPOSED].shape),
+                                                             list(weights[2][TRANSPOSED].shape))
+        with trainer_group(server.url):  # a new trainer's reset resumes the server the refusal left paused
+            after = (server.complete(PROMPT, GREEDY_TOKENS).token_ids, server.weight_checksums())
+        checks.expect(want in error and after == v1,
+                      "staged: an update with %s transposed is refused (%s), and version 1 stays served exactly "
+                      "(greedy completion and every checksum): %s" %
+                      (TRANSPOSED, "names it and both shapes" if want in error else "error: %r" % error[-300:],
+                       after == v1))
+    staged = [int(b) for b in re.findall(r"loading the staged update: \d+ tensors, (\d+) bytes", log.read_text())]
+    total = figures["bytes_per_update"]
+    figures["staged"] = {"staged_bytes_logged": staged, "seconds": round(time.monotonic() - t0, 1)}
+    checks.expect(staged == [total], "staged: loaded once, holding %s bytes at its peak; the update's tensors are "
+                  "%d bytes" % (staged, total))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--work", default="/tmp/wsync-vllm-e2e")
@@ -177,6 +248,7 @@ def main():
     ap.add_argument("--die-mid-update", metavar="URL", help=argparse.SUPPRESS)
     ap.add_argument("--die-after", type=int, default=DYING_BATCH, help=argparse.SUPPRESS)
     ap.add_argument("--no-kill-points", action="store_true", help="skip the kill-point series")
+    ap.add_argument("--no-staged", action="store_true", help="skip the second server (WSYNC_VLLM_LOAD=staged)")
     args = ap.parse_args()
     if args.die_mid_update:
         return die_mid_update(args.die_mid_update, 3, args.die_after)
@@ -198,6 +270,9 @@ def main():
     with server.start(timeout=600):
         figures["startup_seconds"] = round(server.startup_seconds, 1)
         got["seed0"] = server.complete(PROMPT, GREEDY_TOKENS).token_ids
+        bias_dtype = bias_dtype_of(server.weight_checksums(), tiny.make_weights(config, 0))
+        figures["qkv_bias_dtype"] = str(bias_dtype or "the model's")
+        print("  the server keeps qkv_proj.bias as %s" % figures["qkv_bias_dtype"], flush=True)
         with trainer_group(server.url) as g:
             for v in (1, 2):
                 inflight = InFlight(server)
@@ -232,7 +307,7 @@ def main():
             # part of its tensors keeps its previous weights), and the server serves.
             after = {k.split(":")[-1]: v for k, v in server.weight_checksums().items()}
             old = {k.split(":")[-1]: v for k, v in got[2][1].items()}
-            new = processed_checksums(tiny.make_weights(config, 3))
+            new = processed_checksums(tiny.make_weights(config, 3), bias_dtype)
             odd = sorted(k for k in after if after[k] not in (old.get(k), new.get(k)))
             n_new = sum(1 for k in after if after[k] == new.get(k) != old.get(k))
             n_old = sum(1 for k in after if after[k] == old.get(k) != new.get(k))
@@ -258,7 +333,7 @@ def main():
             p = subprocess.run([sys.executable, __file__, "--die-mid-update", server.url, "--die-after", str(k)],
                                env={**os.environ, "E2E_MODEL_DIR": str(base)}, timeout=300)
             with trainer_group(server.url) as g:
-                ok, text = check_one_version(server, config, committed, 3)
+                ok, text = check_one_version(server, config, committed, 3, bias_dtype)
                 publish(g, weights[1], 3)
             recovered = server.weight_checksums() == got[3][1]
             figures["kill_points"][k] = text
@@ -266,6 +341,9 @@ def main():
                           "killed after %d tensors (%s): every parameter one version (%s); the full update "
                           "after it equals v3's checksums: %s" % (k, list(weights[1])[k - 1], text, recovered))
         figures["kill_points_seconds"] = round(time.monotonic() - t_kp, 1)
+
+    if not args.no_staged:
+        staged_run(base, config, work, weights, got, checks, figures)
 
     # The references: vLLMs started from checkpoints of the same weights.
     expected = {}

@@ -236,3 +236,24 @@ def test_staged_refuses_a_transposed_tensor_naming_it_and_leaves_the_model_untou
     assert not eng.in_update and not eng._staged and model.loaded == []
     for n, p in model.named_parameters():
         assert torch.equal(p, before[n]), n
+
+
+def test_staged_loads_nothing_at_a_finish_without_a_commit(setup):
+    """WSYNC_VLLM_LOAD=staged: a trainer that sent every tensor and died before its COMMIT (a new
+    trainer's reset then finishes the update, which nothing tells apart from the trainer's own
+    finish) leaves the model untouched: the staged update loads only when a COMMIT comes."""
+    group, eng, model = setup
+    eng.mode = "staged"
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    w = checkpoint(6)
+    errors = []
+    th = threading.Thread(target=worker, args=(eng, [w], errors))
+    th.start()
+    group.send(w)
+    th.join(20)
+    assert errors == [] and not th.is_alive()
+    assert model.loaded == [] and len(eng._staged) == len(w)  # finished, held until a COMMIT
+    eng.shutdown()  # the new trainer's reset: no COMMIT came
+    assert model.loaded == [] and not eng._staged
+    for n, p in model.named_parameters():
+        assert torch.equal(p, before[n]), n
