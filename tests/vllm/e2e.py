@@ -60,13 +60,22 @@ def trainer_group(server_url, timeout_ms=120000):
                        timeout_ms=timeout_ms)
 
 
+#: The checkpoint's tensors vLLM fuses (q/k/v, gate/up) under other names.
+FUSED = tuple(x + "_proj." + y for x in ("q", "k", "v") for y in ("weight", "bias")) + ("gate_proj.weight",
+                                                                                         "up_proj.weight")
+
+
 def processed_checksums(weights, bias_dtype):
     """sha256 of what vLLM's CPU backend keeps of `weights` (HF names): the parameters it keeps as
     loaded, and q/k/v biases concatenated into qkv_proj.bias in `bias_dtype` (float32 where the
     CPU has AMX and vLLM's sgl kernel takes the layer, else the model's dtype: bias_dtype_of)."""
     import torch
-    out = {n: sha256(t) for n, t in weights.items() if "_proj" not in n}
-    for n in weights:
+    out = {n: sha256(t) for n, t in weights.items() if not n.endswith(FUSED)}
+    for n in weights:  # fused weights, where the CPU backend keeps them (else empty in every version)
+        for fused, parts in (("qkv_proj.weight", ("q", "k", "v")), ("gate_up_proj.weight", ("gate", "up"))):
+            if n.endswith(parts[0] + "_proj.weight"):
+                p = n[: -len(parts[0] + "_proj.weight")]
+                out[p + fused] = sha256(torch.cat([weights[p + x + "_proj.weight"] for x in parts]))
         if n.endswith("q_proj.bias"):
             p = n[: -len("q_proj.bias")]
             cat = torch.cat([weights[p + x + "_proj.bias"] for x in "qkv"])
