@@ -128,6 +128,8 @@ void hc_version_text(hc_version_t v, char* buf, size_t cap);
 typedef struct hc_server {
   int known;             /* the probe answered */
   hc_version_t version;  /* the release it speaks (reported or forced) */
+  int nothing_left;      /* the probe found nothing an earlier trainer left open (an update):
+                            RESET need not end it. 0 (unknown) ends it as before. */
 } hc_server_t;
 
 /* take_reply of one adapter (see wsync_adapter_v1_t.take_reply). */

@@ -12,13 +12,23 @@
  * Releases 0.14 to 0.18 (the request models are the same in all of them; 0.13 and older have no
  * such routes). LMDeploy reports no release: PROBE tells the families apart without side effects
  * by posting {} to /init_weights_update_group, which fails validation before the handler runs:
- * 404 (0.13 or older: refused), 422 (0.14-0.15), 400 (0.16-0.18), 501 (a non-PyTorch backend:
- * refused). GET /distserve/engine_info (a JSON string holding a JSON object) gives tp_size, the
+ * 404 (0.13 or older: refused), 422 (0.14-0.15), 400 (0.16-0.18). The backend check runs in the
+ * handler, after validation (serve/openai/endpoints/management.py), so that probe cannot tell a
+ * TurboMind server: a third request passes validation and does nothing on PyTorch, a no-op
+ * /update_weights_from_distributed (empty lists, finished=false: no broadcast, no load, no
+ * post-load step; 400 "not initialized" without a group of that name): TurboMind answers 501
+ * "... require backend=\"pytorch\", got 'turbomind'" and is refused as UNSUPPORTED. GET /distserve/engine_info (a JSON string holding a JSON object) gives tp_size, the
  * ranks that join, which must equal the count in 'engines'. The routes work only with the Ray
  * executor (multi-GPU servers, or --distributed-executor-backend ray); a single-GPU server on
  * the default executor answers 500.
  * After a failure (ABANDON) the finalize-only request runs the post-load processing on what
- * arrived (LMDeploy has no way to undo a partial update); RESET and DESTROY leave the group.
+ * arrived (LMDeploy has no way to undo a partial update); DESTROY leaves the group. RESET sends the
+ * finalize-only request first, then the destroy: LMDeploy runs its post-load step (and drops its
+ * captured CUDA graphs) only on finished=true, and that request needs a registered group of its
+ * name (agent.py looks the group up before anything else), which the destroy removes. So a dead
+ * trainer's leftover update is finished when the new trainer uses its group name (the usual
+ * restart); under another name LMDeploy offers no way to finish it (no group, no route without
+ * one), and it stays loaded-but-unprocessed until this trainer's first finalize.
  * LMDeploy's weight routes require Content-Type: application/json, which the core always sends.
  *
  * Options (adapter.<key>):
@@ -79,12 +89,21 @@ static wsync_status_t lmdeploy_get_layout(void* self, wsync_layout_rule_t* out) 
   return hc_layout_one_dtype(ADAPTER, self, out);
 }
 
+static wsync_status_t add_update_to(lmdeploy_adapter_t* a, const wsync_engine_step_t* s, int finished, int empty,
+                                    int32_t reply);
+
 /* UpdateWeightsFromDistributedRequest: one bucket (finished=false), or the finalize-only request
  * (empty lists, finished=true). */
 static wsync_status_t add_update(lmdeploy_adapter_t* a, const wsync_engine_step_t* s, int finished) {
+  return add_update_to(a, s, finished, finished, WSYNC_REPLY_SUCCESS_FIELD);
+}
+
+/* The request with empty lists when `empty`; `reply` says who reads the answer. */
+static wsync_status_t add_update_to(lmdeploy_adapter_t* a, const wsync_engine_step_t* s, int finished, int empty,
+                                    int32_t reply) {
   cJSON* b = cJSON_CreateObject();
   int ok;
-  if (finished) {
+  if (empty) {
     ok = hc_put(b, "names", cJSON_CreateArray());
     ok = ok && hc_put(b, "dtypes", cJSON_CreateArray());
     ok = ok && hc_put(b, "shapes", cJSON_CreateArray());
@@ -97,21 +116,32 @@ static wsync_status_t add_update(lmdeploy_adapter_t* a, const wsync_engine_step_
   ok = ok && hc_put(b, "load_format", cJSON_CreateString("flattened_bucket"));
   ok = ok && hc_put(b, "finished", cJSON_CreateBool(finished));
   if (!ok) return hc_oom(ADAPTER, b);
-  return hc_add(&a->base.list, ADAPTER, WSYNC_HTTP_POST, "/update_weights_from_distributed", b, 0,
-                WSYNC_REPLY_SUCCESS_FIELD);
+  return hc_add(&a->base.list, ADAPTER, WSYNC_HTTP_POST, "/update_weights_from_distributed", b, 0, reply);
 }
 
 /* ---- PROBE ---- */
 
 /* The family from how {} posted to /init_weights_update_group fails validation. */
+/* The no-op update of the probe: TurboMind answers 501 after the body validated. */
+static wsync_status_t take_backend(int32_t status, const char* body, uint64_t len) {
+  cJSON* j;
+  const cJSON* m;
+  wsync_status_t st;
+  if (status != 501) return WSYNC_OK; /* 200 (a group of this name exists) or 400 (none): PyTorch */
+  j = hc_parse_body(body, len);
+  m = cJSON_GetObjectItemCaseSensitive(j, "message");
+  st = hc_error(WSYNC_ERR_UNSUPPORTED, ADAPTER, "the server's backend has no distributed weight update (HTTP 501: "
+                "%s): start LMDeploy with --backend pytorch",
+                cJSON_IsString(m) ? m->valuestring : "a backend other than pytorch");
+  cJSON_Delete(j);
+  return st;
+}
+
 static wsync_status_t take_family(lmdeploy_adapter_t* a, hc_server_t* srv, int32_t status) {
   const hc_version_t family = status == 422 ? kOldest : kEnvelope;
   if (status == 404)
     return hc_error(WSYNC_ERR_VERSION_MISMATCH, ADAPTER, "the server has no /init_weights_update_group route: "
                     "LMDeploy 0.13 or older (or not LMDeploy); this adapter speaks LMDeploy 0.14 to 0.18");
-  if (status == 501)
-    return hc_error(WSYNC_ERR_UNSUPPORTED, ADAPTER, "the server's backend has no distributed weight update (HTTP "
-                    "501): start LMDeploy with --backend pytorch");
   if (status != 422 && status != 400)
     return hc_error(WSYNC_ERR_PROTOCOL, ADAPTER, "probing /init_weights_update_group with {} answered HTTP %d, not "
                     "a validation error (400 or 422)", (int)status);
@@ -162,18 +192,22 @@ static wsync_status_t lmdeploy_take(void* self, const wsync_engine_step_t* s, ui
   if (srv == NULL) return WSYNC_ERR_OUT_OF_MEMORY;
   if (s->step != WSYNC_STEP_PROBE) return WSYNC_OK;
   if (request_index == 0) return take_family(a, srv, http_status);
-  st = take_ranks(s, http_status, body, body_len);
-  srv->known = st == WSYNC_OK;
+  if (request_index == 1) return take_ranks(s, http_status, body, body_len);
+  st = take_backend(http_status, body, body_len);
+  srv->known = st == WSYNC_OK; /* the last request of the probe */
   return st;
 }
 
-static wsync_status_t add_probe(lmdeploy_adapter_t* a) {
+static wsync_status_t add_probe(lmdeploy_adapter_t* a, const wsync_engine_step_t* s) {
   cJSON* b = cJSON_CreateObject(); /* fails validation before the handler: no side effect */
   wsync_status_t st;
   if (b == NULL) return hc_oom(ADAPTER, NULL);
   st = hc_add(&a->base.list, ADAPTER, WSYNC_HTTP_POST, "/init_weights_update_group", b, 0, WSYNC_REPLY_TO_ADAPTER);
-  if (st != WSYNC_OK) return st;
-  return hc_add(&a->base.list, ADAPTER, WSYNC_HTTP_GET, "/distserve/engine_info", NULL, 1, WSYNC_REPLY_TO_ADAPTER);
+  if (st == WSYNC_OK)
+    st = hc_add(&a->base.list, ADAPTER, WSYNC_HTTP_GET, "/distserve/engine_info", NULL, 1, WSYNC_REPLY_TO_ADAPTER);
+  if (st == WSYNC_OK && (st = hc_check_group_name(ADAPTER, s)) == WSYNC_OK)
+    st = add_update_to(a, s, 0, 1, WSYNC_REPLY_TO_ADAPTER); /* no-op on PyTorch; 501 on TurboMind */
+  return st;
 }
 
 static wsync_status_t build(lmdeploy_adapter_t* a, const wsync_engine_step_t* s) {
@@ -184,9 +218,13 @@ static wsync_status_t build(lmdeploy_adapter_t* a, const wsync_engine_step_t* s)
       return hc_add(l, ADAPTER, WSYNC_HTTP_GET, "/health", NULL, 1, WSYNC_REPLY_STATUS);
 
     case WSYNC_STEP_PROBE:
-      return add_probe(a);
+      return add_probe(a, s);
 
-    case WSYNC_STEP_RESET: /* an earlier trainer's group ("not initialized" is the usual answer) */
+    case WSYNC_STEP_RESET:
+      /* An earlier trainer's update, then its group ("not initialized" is the usual answer to
+       * both): the finish needs the group, so it goes first (see the top of this file). */
+      if ((st = hc_check_group_name(ADAPTER, s)) != WSYNC_OK) return st;
+      if ((st = add_update(a, s, 1)) != WSYNC_OK) return st;
       return hc_add_destroy_group(l, ADAPTER, s);
 
     case WSYNC_STEP_ABANDON: /* no undo: finalize what arrived so the engine serves consistently */

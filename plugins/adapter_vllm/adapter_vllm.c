@@ -31,6 +31,17 @@
  * group at DESTROY and clears an earlier trainer's at RESET. The probe also compares GET
  * /get_world_size (the workers that join) with the count in 'engines'.
  *
+ * RESET asks before it finishes: vLLM's worker refuses /finish_weight_update when no update is
+ * active and logs that refusal as an ERROR with its traceback, so a blind finish at every trainer
+ * start filled fresh servers' logs with errors. vLLM has no route that reports the worker's
+ * _weight_update_active (GET /weight_info gives only the version, /is_paused only the pause), but
+ * the dev route POST /collective_rpc runs getattr(worker_wrapper, method)(*args) in every worker
+ * (vllm/v1/serial_utils.py run_method; the wrapper's __getattr__ hands names to the worker), so
+ * the probe posts {"method": "__getattr__", "args": ["_weight_update_active"]} and reads
+ * {"results": ["True"|"False", ...]}: RESET finishes only where some worker answered "True".
+ * Where the answer is anything else (a release without that attribute or route) it finishes as
+ * before (a refusal there is harmless, only logged).
+ *
  * Between /start_weight_update and /finish_weight_update vLLM keeps layers on the meta device:
  * generating then crashes the engine, so this adapter pauses by default. After a failure
  * (ABANDON) /finish_weight_update without a version ends the update.
@@ -327,15 +338,38 @@ static wsync_status_t take_world_size(const wsync_engine_step_t* s, const cJSON*
   return WSYNC_OK;
 }
 
+/* The probe's POST /collective_rpc: 1 when some worker's _weight_update_active is True, 0 when
+ * every worker answered False, -1 when the answer says neither. */
+static int update_active_answer(int32_t http_status, const char* body, uint64_t body_len) {
+  cJSON* j;
+  const cJSON* r;
+  const cJSON* e;
+  int any = 0, n = 0, ok = 1;
+  if (http_status != 200 || (j = hc_parse_body(body, body_len)) == NULL) return -1;
+  r = cJSON_GetObjectItemCaseSensitive(j, "results");
+  cJSON_ArrayForEach(e, r) {
+    ++n;
+    if (cJSON_IsString(e) && strcmp(e->valuestring, "True") == 0) any = 1;
+    else if (!cJSON_IsString(e) || strcmp(e->valuestring, "False") != 0) ok = 0;
+  }
+  cJSON_Delete(j);
+  return !cJSON_IsArray(r) || n == 0 || !ok ? -1 : any;
+}
+
 static wsync_status_t vllm_take(void* self, const wsync_engine_step_t* s, uint32_t request_index,
                                 int32_t http_status, const char* body, uint64_t body_len) {
   vllm_adapter_t* a = (vllm_adapter_t*)self;
   hc_server_t* srv = hc_server(&a->base, s->server_index);
-  const int world = a->base.has_forced || request_index == 1; /* with a forced release only the world size is asked */
+  const uint32_t last = a->base.has_forced ? 1 : 2; /* the index of the /collective_rpc question */
+  const int world = a->base.has_forced ? request_index == 0 : request_index == 1; /* forced: no /version */
   cJSON* j;
   wsync_status_t st;
   if (srv == NULL) return WSYNC_ERR_OUT_OF_MEMORY;
   if (s->step != WSYNC_STEP_PROBE) return WSYNC_OK;
+  if (request_index == last) {
+    srv->nothing_left = update_active_answer(http_status, body, body_len) == 0;
+    return WSYNC_OK;
+  }
   if (http_status != 200)
     return hc_error(WSYNC_ERR_PROTOCOL, ADAPTER, "GET %s answered HTTP %d (is this vLLM, started with "
                     "VLLM_SERVER_DEV_MODE=1?)", world ? "/get_world_size" : "/version", (int)http_status);
@@ -348,7 +382,7 @@ static wsync_status_t vllm_take(void* self, const wsync_engine_step_t* s, uint32
   cJSON_Delete(j);
   if (st != WSYNC_OK) return st;
   if (a->base.has_forced) srv->version = a->base.forced;
-  srv->known = world; /* the last request of the probe */
+  srv->known = world; /* the last request of the probe that must answer */
   return WSYNC_OK;
 }
 
@@ -356,11 +390,19 @@ static wsync_status_t vllm_take(void* self, const wsync_engine_step_t* s, uint32
 
 static wsync_status_t add_probe(vllm_adapter_t* a) {
   wsync_status_t st = WSYNC_OK;
+  cJSON* b;
   if (!a->base.has_forced)
     st = hc_add(&a->base.list, ADAPTER, WSYNC_HTTP_GET, "/version", NULL, 1, WSYNC_REPLY_TO_ADAPTER);
   if (st == WSYNC_OK)
     st = hc_add(&a->base.list, ADAPTER, WSYNC_HTTP_GET, "/get_world_size", NULL, 1, WSYNC_REPLY_TO_ADAPTER);
-  return st;
+  if (st != WSYNC_OK) return st;
+  /* Whether an earlier trainer left an update active (see the top of this file): only reads. */
+  b = cJSON_CreateObject();
+  if (b == NULL || !hc_put(b, "method", cJSON_CreateString("__getattr__")) ||
+      !hc_put(b, "args", cJSON_CreateArray()) ||
+      !cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(b, "args"), cJSON_CreateString("_weight_update_active")))
+    return hc_oom(ADAPTER, b);
+  return hc_add(&a->base.list, ADAPTER, WSYNC_HTTP_POST, "/collective_rpc", b, 1, WSYNC_REPLY_TO_ADAPTER);
 }
 
 /* POST /finish_weight_update {"weight_version": v}; ABANDON and RESET send no version (an update
@@ -392,7 +434,9 @@ static wsync_status_t add_shutdown(vllm_adapter_t* a, hc_version_t release) {
  * whatever this trainer's option pause says: the earlier one may have paused, and a server left
  * paused serves nothing). */
 static wsync_status_t add_reset(vllm_adapter_t* a, const wsync_engine_step_t* s, hc_version_t release) {
-  wsync_status_t st = add_finish(a, s, 0);
+  hc_server_t* srv = hc_server(&a->base, s->server_index);
+  wsync_status_t st = srv == NULL ? WSYNC_ERR_OUT_OF_MEMORY : WSYNC_OK;
+  if (st == WSYNC_OK && !srv->nothing_left) st = add_finish(a, s, 0); /* none active: vLLM would log an error */
   if (st == WSYNC_OK) st = add_shutdown(a, release);
   if (st == WSYNC_OK) st = hc_add(&a->base.list, ADAPTER, WSYNC_HTTP_POST, "/resume", NULL, 1, WSYNC_REPLY_JSON);
   return st;

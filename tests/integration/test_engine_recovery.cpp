@@ -176,6 +176,22 @@ TEST_P(Recovery, TheTrainerProcessIsKilledMidUpdate) {
   if (sessions()) { EXPECT_EQ("true", state(a, "session_open")); }
   if (proto() == "vllm") { EXPECT_EQ("true", state(a, "update_active")); }
   if (proto() != "lmdeploy") { EXPECT_EQ("true", state(a, "paused")); }
+  if (proto() == "lmdeploy") { EXPECT_EQ("true", state(a, "loaded_unfinished")); }
+  {
+    // The next trainer's init alone (its reset) ends the leftover update: LMDeploy's post-load
+    // step runs before the group it needs is destroyed; vLLM's finish is sent because the
+    // probe found the update active, and no finish is ever refused.
+    Trainer next;
+    ASSERT_EQ(WSYNC_OK, next.init(proto(), engines())) << wsync_last_error();
+    for (const Engine* e : {&a, &b}) {
+      if (proto() == "lmdeploy") {
+        EXPECT_EQ("false", state(*e, "loaded_unfinished")) << e->url();
+        EXPECT_EQ("1", state(*e, "finalized")) << e->url();
+      }
+      if (proto() == "vllm") { EXPECT_EQ("0", state(*e, "unmatched_finishes")) << e->url(); }
+      expect_update_ended(*e);
+    }
+  }
   expect_new_trainer_updates(1);
 }
 

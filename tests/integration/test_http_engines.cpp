@@ -228,6 +228,60 @@ TEST(HttpEngines, AFinalizeWithoutBucketsCommits) {
   }
 }
 
+// vLLM logs an ERROR traceback for every /finish_weight_update without an active update: the
+// reset asks first (POST /collective_rpc reads the workers' _weight_update_active) and finishes
+// only an update an earlier trainer left open.
+TEST(HttpEngines, VllmResetFinishesOnlyAnUpdateThatIsActive) {
+  for (const char* version : {"0.31.0", "0.33.0"}) {
+    Engine a;
+    start_engine(&a, "vllm", version);
+    Model m;
+    m.spec = tensor_set(6, 0);
+    {
+      Trainer tr;  // a fresh server: nothing to finish
+      ASSERT_EQ(WSYNC_OK, tr.init("vllm", a.url())) << wsync_last_error();
+      ASSERT_EQ(WSYNC_OK, publish(tr, m, 1)) << wsync_last_error();
+    }
+    std::vector<std::string> r = routes(a);
+    EXPECT_EQ(1u, count(r, "/collective_rpc")) << version;
+    EXPECT_EQ(1u, count(r, "/finish_weight_update")) << version << ": only the update's own finish";
+    EXPECT_EQ("0", state(a, "unmatched_finishes")) << version;
+    // An update left active (as a dead trainer leaves it): the next trainer's reset ends it.
+    ASSERT_NE(std::string::npos, post(a, "/start_weight_update").find("Weight update started"));
+    EXPECT_EQ("true", state(a, "update_active"));
+    forget_requests(a);
+    Trainer next;
+    ASSERT_EQ(WSYNC_OK, next.init("vllm", a.url())) << wsync_last_error();
+    EXPECT_EQ("false", state(a, "update_active")) << version;
+    r = routes(a);
+    EXPECT_LT(find_route(r, "/collective_rpc"), find_route(r, "/finish_weight_update")) << version;
+    EXPECT_LT(find_route(r, "/finish_weight_update"), find_route(r, "/init_weight_transfer_engine")) << version;
+    ASSERT_EQ(WSYNC_OK, publish(next, m, 2)) << wsync_last_error();
+    expect_engine_holds(a, m.spec, 2);
+    EXPECT_EQ("0", state(a, "unmatched_finishes")) << version;
+  }
+}
+
+// LMDeploy validates the body before its backend check, so the {} probe answers 400 on
+// TurboMind as on PyTorch; the probe's no-op update passes validation and gets TurboMind's 501.
+TEST(HttpEngines, ATurboMindServerIsRefusedAtTheProbeNamingItsBackend) {
+  for (const char* version : {"0.16.0", "0.18.0"}) {
+    Engine a;
+    start_engine(&a, "lmdeploy", version, {"--lmdeploy-backend", "turbomind"});
+    Trainer tr;
+    EXPECT_EQ(WSYNC_ERR_UNSUPPORTED, tr.init("lmdeploy", a.url())) << version;
+    std::string msg = wsync_last_error();
+    EXPECT_NE(std::string::npos, msg.find("'turbomind'")) << msg;
+    EXPECT_NE(std::string::npos, msg.find("--backend pytorch")) << msg;
+    tr.destroy();
+    std::vector<Seen> seen = requests(a);
+    ASSERT_FALSE(seen.empty());
+    EXPECT_EQ("/init_weights_update_group", seen[0].path);
+    EXPECT_EQ(400, seen[0].status) << seen[0].body;  // validation first, as LMDeploy does
+    expect_nothing_moved(a, "/init_weights_update_group");
+  }
+}
+
 TEST(HttpEngines, AnEngineThatSaysNoFailsTheBatchWithItsOwnMessage) {
   Engine a;
   start_engine(&a, "sglang", "", {"--fail-update", "the disk is on fire"});

@@ -43,6 +43,13 @@ bool lmdeploy_json_media(Shared& s, const httplib::Request& req, httplib::Respon
   return false;
 }
 
+bool lmdeploy_backend_refused(Shared& s, httplib::Response& res) {
+  if (s.opt.lmdeploy_backend == "pytorch") return false;
+  reply_lmdeploy_error(res, 501, "Disaggregated weight-update endpoints require backend=\"pytorch\", got " +
+                                     py_str_repr(s.opt.lmdeploy_backend) + ".");
+  return true;
+}
+
 bool lmdeploy_executor_refused(Shared& s, httplib::Response& res) {
   if (s.opt.lmdeploy_executor != "uni") return false;
   std::fprintf(stderr, "wsync-reference-engine: NotImplementedError: Not Implemented. (uni executor)\n");

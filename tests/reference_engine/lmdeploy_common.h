@@ -23,6 +23,10 @@ JsonPtr lmdeploy_parse(Shared& s, const httplib::Request& req, httplib::Response
 // validate_json_request alone (/sleep, /wakeup: no body model). Answers and returns false.
 bool lmdeploy_json_media(Shared& s, const httplib::Request& req, httplib::Response& res);
 
+// --lmdeploy-backend turbomind: _check_pytorch_backend_for_disagg_weight_update, which runs in the
+// handler, after the body's validation: 501 ErrorResponse naming the backend. True when answered.
+bool lmdeploy_backend_refused(Shared& s, httplib::Response& res);
+
 // --lmdeploy-executor uni: ExecutorBase raises NotImplementedError -> 500 text. True when answered.
 bool lmdeploy_executor_refused(Shared& s, httplib::Response& res);
 

@@ -34,8 +34,9 @@ void ipc_status(Shared& s, httplib::Response& res) {
   cJSON_AddStringToObject(o.get(), "message",
                           "checkpoint-engine is unavailable; install 'checkpoint-engine==0.4.2': No module named "
                           "'checkpoint_engine'");
-  cJSON_AddStringToObject(o.get(), "backend", "pytorch");
-  cJSON_AddStringToObject(o.get(), "device_type", "cuda");
+  cJSON_AddStringToObject(o.get(), "backend", s.opt.lmdeploy_backend.c_str());
+  if (s.opt.lmdeploy_backend == "pytorch") cJSON_AddStringToObject(o.get(), "device_type", "cuda");
+  else cJSON_AddNullToObject(o.get(), "device_type");  // TurbomindEngineConfig has none
   cJSON_AddNullToObject(o.get(), "checkpoint_engine_version");
   std::lock_guard<std::mutex> lk(s.mu);
   cJSON_AddBoolToObject(o.get(), "is_sleeping", s.sleeping);

@@ -20,7 +20,7 @@ const char* kPartial = ". The model weights are partially updated; please discar
 void init_group(Shared& s, const httplib::Request& req, httplib::Response& res) {
   const char* op = "init_weights_update_group";
   JsonPtr b = lmdeploy_parse(s, req, res, lmdeploy_init_model());
-  if (!b || lmdeploy_executor_refused(s, res)) return;
+  if (!b || lmdeploy_backend_refused(s, res) || lmdeploy_executor_refused(s, res)) return;
   std::lock_guard<std::mutex> core(s.core);
   JoinRequest j;
   j.master_address = get_str(b.get(), "master_address", "");
@@ -67,7 +67,7 @@ std::string prepare(const cJSON* b, std::vector<TensorSpec>* specs) {
 void update(Shared& s, const httplib::Request& req, httplib::Response& res) {
   const char* op = "update_weights_from_distributed";
   JsonPtr b = lmdeploy_parse(s, req, res, lmdeploy_update_model());
-  if (!b || lmdeploy_executor_refused(s, res)) return;
+  if (!b || lmdeploy_backend_refused(s, res) || lmdeploy_executor_refused(s, res)) return;
   std::lock_guard<std::mutex> core(s.core);
   std::string group = get_str(b.get(), "group_name", "");
   if (!s.engine.has_group(group))  // first: "finalize only" needs a live group too
@@ -86,9 +86,13 @@ void update(Shared& s, const httplib::Request& req, httplib::Response& res) {
       return lmdeploy_reduce(res, op, ranks);
     }
   }
-  if (get_bool(b.get(), "finished", false)) {  // finalize: post-load processing, CUDA graphs dropped
+  {
     std::lock_guard<std::mutex> lk(s.mu);
-    ++s.finalized;
+    if (!specs.empty()) s.loaded_unfinished = true;  // in the model, not yet processed after loading
+    if (get_bool(b.get(), "finished", false)) {  // finalize: post-load processing, CUDA graphs dropped
+      ++s.finalized;
+      s.loaded_unfinished = false;
+    }
   }
   lmdeploy_reduce(res, op, lmdeploy_all_ranks(s, true, "Succeeded to update parameter online."));
 }
@@ -96,7 +100,7 @@ void update(Shared& s, const httplib::Request& req, httplib::Response& res) {
 void destroy_group(Shared& s, const httplib::Request& req, httplib::Response& res) {
   const char* op = "destroy_weights_update_group";
   JsonPtr b = lmdeploy_parse(s, req, res, lmdeploy_destroy_model());
-  if (!b || lmdeploy_executor_refused(s, res)) return;
+  if (!b || lmdeploy_backend_refused(s, res) || lmdeploy_executor_refused(s, res)) return;
   std::lock_guard<std::mutex> core(s.core);  // queues behind a running update
   std::string group = get_str(b.get(), "group_name", "");
   Outcome o = s.engine.destroy_group(group);

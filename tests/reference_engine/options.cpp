@@ -14,6 +14,7 @@ void usage(FILE* f) {
       "                              [--host 127.0.0.1] [--gpus N] [--api-key KEY] [--port-file PATH]\n"
       "                              [--timeout-ms 60000] [--tp-size N] [--pp-size N] [--dp-size N]\n"
       "                              [--world-size N] [--lmdeploy-executor ray|uni] [--flush-busy N]\n"
+      "                              [--lmdeploy-backend pytorch|turbomind]\n"
       "                              [--fail-update MESSAGE [--fail-updates N]] [--vllm-group NAME]\n"
       "                              [--enable-abort-handling]\n"
       "\n"
@@ -30,6 +31,8 @@ void usage(FILE* f) {
       "  --world-size N           what vllm's /get_world_size reports (default --gpus)\n"
       "  --lmdeploy-executor E    ray (default) or uni: uni answers the weight routes 500, as\n"
       "                           LMDeploy's uni/mp executors do\n"
+      "  --lmdeploy-backend B     pytorch (default) or turbomind: the weight routes validate the\n"
+      "                           body, then answer 501 naming the backend, as LMDeploy does\n"
       "  --flush-busy N           the first N /flush_cache calls find the scheduler busy (sglang)\n"
       "  --fail-update MESSAGE    every update request fails with MESSAGE (--fail-updates N: only\n"
       "                           the first N do, then the engine works again)\n"
@@ -66,6 +69,7 @@ int take(Options* o, const std::string& a, const std::string& v) {
   else if (a == "--dp-size") return num(1, 1024, &o->dp_size);
   else if (a == "--world-size") return num(1, 65536, &o->world_size);
   else if (a == "--lmdeploy-executor") { if (v != "ray" && v != "uni") return bad(); o->lmdeploy_executor = v; }
+  else if (a == "--lmdeploy-backend") { if (v != "pytorch" && v != "turbomind") return bad(); o->lmdeploy_backend = v; }
   else if (a == "--flush-busy") return num(0, 1000000, &o->flush_busy);
   else if (a == "--fail-update") { o->fail_update = true; o->fail_update_message = v; }
   else if (a == "--fail-updates") return num(0, 1000000, &o->fail_update_count);

@@ -25,6 +25,7 @@ struct Options {
   int dp_size = 1;                  // sglang dp_size (> 1 without DP attention: weight routes 500)
   int world_size = 0;               // vllm /get_world_size; 0 = --gpus
   std::string lmdeploy_executor = "ray";  // "ray" | "uni" (uni: the weight routes answer 500)
+  std::string lmdeploy_backend = "pytorch";  // "pytorch" | "turbomind" (turbomind: the weight routes 501)
   // Test knobs (not behaviour of any real engine):
   int flush_busy = 0;               // the first N /flush_cache calls find the scheduler busy (sglang)
   bool fail_update = false;         // every update request fails with fail_update_message

@@ -40,10 +40,12 @@ std::string state_json(Shared& s) {
     cJSON_AddBoolToObject(r, "update_active", s.update_active);
     cJSON_AddBoolToObject(r, "packed", s.packed);
     cJSON_AddNumberToObject(r, "completions", static_cast<double>(s.completions));
+    cJSON_AddNumberToObject(r, "unmatched_finishes", static_cast<double>(s.unmatched_finishes));
   }
   if (s.fam.protocol == Protocol::kLmdeploy) {
     cJSON_AddBoolToObject(r, "sleeping", s.sleeping);
     cJSON_AddNumberToObject(r, "finalized", static_cast<double>(s.finalized));
+    cJSON_AddBoolToObject(r, "loaded_unfinished", s.loaded_unfinished);
   }
   cJSON_AddBoolToObject(r, "dead", s.dead);
   cJSON_AddNumberToObject(r, "aborted_requests", static_cast<double>(s.aborted_requests));

@@ -36,6 +36,8 @@ struct Shared {
   bool session_open = false;   // SGLang 0.5.21+ weight-update session
   std::string session_selector;
   bool update_active = false;  // vLLM _weight_update_active
+  uint64_t unmatched_finishes = 0;  // vLLM: /finish_weight_update refused (no update active): the
+                                    // real server logs an ERROR traceback for each
   bool dead = false;           // vLLM: the engine core died (generation on meta tensors)
   bool stopping = false;       // SIGTERM: waiting requests give up
   bool sleeping = false;       // LMDeploy
@@ -45,6 +47,8 @@ struct Shared {
   uint64_t aborted_requests = 0;  // abort-all operations performed (see README)
   std::string last_abort;         // which request did the last one
   uint64_t finalized = 0;         // LMDeploy finished=true updates
+  bool loaded_unfinished = false; // LMDeploy: buckets loaded since the last finished=true (the
+                                  // post-load step and the CUDA-graph reset have not run on them)
   uint64_t completions = 0;       // vLLM /v1/completions answered
   // vLLM 0.33: the previous update_info's tensors per local rank (empty lists reuse them).
   std::vector<std::vector<TensorSpec>> last_update;

@@ -118,8 +118,10 @@ void finish_update(Shared& s, const httplib::Request& req, httplib::Response& re
   if (!vllm_embed_body(req, res, "weight_version", "str_or_none", &body, &version) || vllm_dead_refused(s, res)) return;
   std::lock_guard<std::mutex> core(s.core);
   std::lock_guard<std::mutex> lk(s.mu);
-  if (!s.update_active)
+  if (!s.update_active) {
+    ++s.unmatched_finishes;  // vLLM logs this worker error with its traceback
     return vllm_rpc_failure(s, res, "finish_weight_update called without a matching start_weight_update.");
+  }
   s.update_active = false;
   if (version) s.weight_version = version->valuestring;  // only after the workers finished
   reply_vllm_message(res, "Weight update finished");
@@ -136,6 +138,32 @@ void shutdown_transfer(Shared& s, httplib::Response& res) {
   reply_vllm_message(res, "Weight transfer shut down");
 }
 
+// POST /collective_rpc (dev mode): {"method", "args", "kwargs", "timeout"}; each worker runs
+// getattr(worker_wrapper, method)(*args). Emulated: "__getattr__" of "_weight_update_active" (the
+// wrapper hands it to the worker: {"results": ["True", ...]}, one per worker, as str()); any other
+// method fails in the worker as vLLM's run_method does.
+void collective_rpc(Shared& s, const httplib::Request& req, httplib::Response& res) {
+  JsonPtr b(cJSON_Parse(req.body.c_str()));
+  if (!b) return reply_detail(res, 400, "JSON decode error: Expecting value");
+  if (!cJSON_IsObject(b.get())) return reply_detail(res, 400, "Request body must be a JSON object");
+  const cJSON* m = cJSON_GetObjectItemCaseSensitive(b.get(), "method");
+  if (m == nullptr || cJSON_IsNull(m)) return reply_detail(res, 400, "Missing 'method' in request body");
+  const cJSON* args = cJSON_GetObjectItemCaseSensitive(b.get(), "args");
+  const cJSON* a0 = cJSON_IsArray(args) ? cJSON_GetArrayItem(args, 0) : nullptr;
+  const std::string method = cJSON_IsString(m) ? m->valuestring : "";
+  if (vllm_dead_refused(s, res)) return;
+  std::lock_guard<std::mutex> core(s.core);
+  if (method != "__getattr__" || !cJSON_IsString(a0) || std::string(a0->valuestring) != "_weight_update_active" ||
+      cJSON_GetArraySize(args) != 1)
+    return vllm_rpc_failure(s, res, "Method " + py_str_repr(method) + " is not implemented.");
+  std::lock_guard<std::mutex> lk(s.mu);
+  JsonPtr o(cJSON_CreateObject());
+  cJSON* results = cJSON_AddArrayToObject(o.get(), "results");
+  for (int i = 0; i < s.engine.gpus(); ++i)
+    cJSON_AddItemToArray(results, cJSON_CreateString(s.update_active ? "True" : "False"));
+  reply_json(res, 200, o.get());
+}
+
 }  // namespace
 
 void add_vllm_transfer_routes(Router& r, Shared& s) {
@@ -146,6 +174,8 @@ void add_vllm_transfer_routes(Router& r, Shared& s) {
         [&s](const httplib::Request& req, httplib::Response& res) { update_weights(s, req, res); });
   r.add("POST", "/finish_weight_update",
         [&s](const httplib::Request& req, httplib::Response& res) { finish_update(s, req, res); });
+  r.add("POST", "/collective_rpc",
+        [&s](const httplib::Request& req, httplib::Response& res) { collective_rpc(s, req, res); });
   if (s.fam.vl.shutdown_route)
     r.add("POST", "/shutdown_weight_transfer_engine",
           [&s](const httplib::Request&, httplib::Response& res) { shutdown_transfer(s, res); });

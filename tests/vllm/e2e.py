@@ -11,12 +11,16 @@ started from checkpoints of the same weights.
      are read from the server.
   3. Failure: a second trainer process starts version 3 (seed 3) and is SIGKILLed after its first
      batch, in the middle of the update. A new trainer then publishes version 3 = seed 1's
-     weights again (the engines' recovery: reset at init, then a whole update).
+     weights again (the engines' recovery: reset at init, then a whole update). Then the kill
+     points: for each of 4 tensor counts (inside a q/k/v group, inside a gate/up group, after a
+     whole layer) a trainer dies after exactly that many tensors, a new trainer recovers, every
+     parameter must equal one version exactly, and a full update restores version 3.
   4. vLLMs started from checkpoints of seed 1 and seed 2 give the expected completions and
      checksums; each version must match them exactly, and every parameter vLLM keeps as loaded
      must have the trainer's sha256.
 
-Exit 0 only if every check passed (17 checks). Prints a table and writes JSON figures (--json).
+Exit 0 only if every check passed (17 checks, one per kill point: 7, and 5 on a second server
+with WSYNC_VLLM_LOAD=staged). Prints a table and writes JSON figures (--json).
 Run with the vLLM venv's python, wsync installed in it (scripts/vllm-e2e.sh does all of it).
 """
 import argparse
@@ -56,17 +60,39 @@ def trainer_group(server_url, timeout_ms=120000):
                        timeout_ms=timeout_ms)
 
 
-def processed_checksums(weights):
+#: The checkpoint's tensors vLLM fuses (q/k/v, gate/up) under other names.
+FUSED = tuple(x + "_proj." + y for x in ("q", "k", "v") for y in ("weight", "bias")) + ("gate_proj.weight",
+                                                                                         "up_proj.weight")
+
+
+def processed_checksums(weights, bias_dtype):
     """sha256 of what vLLM's CPU backend keeps of `weights` (HF names): the parameters it keeps as
-    loaded, and q/k/v biases concatenated into qkv_proj.bias as float32."""
+    loaded, and q/k/v biases concatenated into qkv_proj.bias in `bias_dtype` (float32 where the
+    CPU has AMX and vLLM's sgl kernel takes the layer, else the model's dtype: bias_dtype_of)."""
     import torch
-    out = {n: sha256(t) for n, t in weights.items() if "_proj" not in n}
-    for n in weights:
+    out = {n: sha256(t) for n, t in weights.items() if not n.endswith(FUSED)}
+    for n in weights:  # fused weights, where the CPU backend keeps them (else empty in every version)
+        for fused, parts in (("qkv_proj.weight", ("q", "k", "v")), ("gate_up_proj.weight", ("gate", "up"))):
+            if n.endswith(parts[0] + "_proj.weight"):
+                p = n[: -len(parts[0] + "_proj.weight")]
+                out[p + fused] = sha256(torch.cat([weights[p + x + "_proj.weight"] for x in parts]))
         if n.endswith("q_proj.bias"):
             p = n[: -len("q_proj.bias")]
-            cat = torch.cat([weights[p + x + "_proj.bias"] for x in "qkv"]).float()
-            out[p + "qkv_proj.bias"] = sha256(cat)
+            cat = torch.cat([weights[p + x + "_proj.bias"] for x in "qkv"])
+            out[p + "qkv_proj.bias"] = sha256(cat.to(bias_dtype) if bias_dtype is not None else cat)
     return out
+
+
+def bias_dtype_of(server_sums, weights):
+    """The dtype the server keeps qkv_proj.bias in: the one whose checksum of the served weights
+    (`weights`) equals the server's; None when neither does (every check against it then fails)."""
+    import torch
+    sums = {k.split(":")[-1]: v for k, v in server_sums.items()}
+    for dtype in (None, torch.float32):
+        want = processed_checksums(weights, dtype)
+        if all(sums.get(k) == v for k, v in want.items() if k.endswith("qkv_proj.bias")):
+            return dtype
+    return None
 
 
 def publish(group, weights, version):
@@ -119,16 +145,44 @@ class InFlight(threading.Thread):
 DYING_BATCH = 27
 
 
-def die_mid_update(server_url, seed):
-    """The failing trainer (a subprocess): one batch of the update, then SIGKILL."""
+def die_mid_update(server_url, seed, count=DYING_BATCH):
+    """The failing trainer (a subprocess): exactly `count` tensors of the update, then SIGKILL.
+    send() returns once the batch was delivered and every /update_weights answered, so the kill
+    point is a tensor count, not a moment."""
     config = tiny.load_config(os.environ["E2E_MODEL_DIR"])
     weights = tiny.make_weights(config, seed)
     g = trainer_group(server_url)
     names = list(weights)
-    assert names[DYING_BATCH - 1] == "model.layers.2.self_attn.q_proj.bias", names[DYING_BATCH - 1]
-    g.send({n: weights[n] for n in names[:DYING_BATCH]})
-    print("trainer-to-die: first batch delivered; dying", flush=True)
+    if count == DYING_BATCH:
+        assert names[DYING_BATCH - 1] == "model.layers.2.self_attn.q_proj.bias", names[DYING_BATCH - 1]
+    g.send({n: weights[n] for n in names[:count]})
+    print("trainer-to-die: %d tensors delivered; dying" % count, flush=True)
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+#: The last tensor before each kill point: inside q/k/v groups (after q's weight; after q's
+#: weight and bias, before k; between k and v; after v's weight, before v's bias), inside a
+#: gate/up group (after gate), after a whole layer, and after every tensor (before the finalize).
+KILL_AFTER = ("layers.0.self_attn.q_proj.weight", "layers.0.self_attn.q_proj.bias",
+              "layers.1.self_attn.k_proj.bias", "layers.2.self_attn.v_proj.weight",
+              "layers.3.mlp.gate_proj.weight", "layers.1.post_attention_layernorm.weight", "lm_head.weight")
+
+
+def kill_points(names, last=KILL_AFTER):
+    """Tensor counts to die after: one per name of `last`."""
+    return [i + 1 for i, n in enumerate(names) if n.endswith(last)]
+
+
+def check_one_version(server, config, old_sums, new_seed, bias_dtype):
+    """(ok, text): every parameter's checksum equals the committed version's or the dead
+    trainer's, none anything else."""
+    after = {k.split(":")[-1]: v for k, v in server.weight_checksums().items()}
+    old = {k.split(":")[-1]: v for k, v in old_sums.items()}
+    new = processed_checksums(tiny.make_weights(config, new_seed), bias_dtype)
+    odd = sorted(k for k in after if after[k] not in (old.get(k), new.get(k)))
+    n_new = sum(1 for k in after if after[k] == new.get(k) != old.get(k))
+    n_old = sum(1 for k in after if after[k] == old.get(k) != new.get(k))
+    return not odd, "%d new, %d old, other: %s" % (n_new, n_old, odd[:4] or "none")
 
 
 class Checks:
@@ -141,14 +195,72 @@ class Checks:
         print("  [%s] %s" % ("PASS" if ok else "FAIL", what), flush=True)
 
 
+TRANSPOSED = "model.layers.1.mlp.down_proj.weight"
+
+
+def staged_run(base, config, work, weights, got, checks, figures):
+    """A second server with WSYNC_VLLM_LOAD=staged (all-or-nothing): trainers killed inside a
+    q/k/v group and after every tensor leave the served weights untouched; a full update equals
+    the layerwise server's version 1; an update with one transposed tensor is refused naming it
+    and both shapes, and leaves version 1 served exactly. The staged bytes the engine logs must
+    equal the update's size."""
+    import re
+    t0 = time.monotonic()
+    log = work / "vllm-wsync-staged.log"
+    server = VllmServer(base, log_path=log, extra_args=["--weight-transfer-config", json.dumps({"backend": "wsync"})],
+                        env={"WSYNC_LOG_LEVEL": "info", "WSYNC_VLLM_LOAD": "staged"})
+    names = list(weights[1])
+    with server.start(timeout=600):
+        for k in kill_points(names, ("layers.1.self_attn.k_proj.bias", "lm_head.weight")):
+            committed = server.weight_checksums()
+            p = subprocess.run([sys.executable, __file__, "--die-mid-update", server.url, "--die-after", str(k)],
+                               env={**os.environ, "E2E_MODEL_DIR": str(base)}, timeout=300)
+            with trainer_group(server.url):
+                same = server.weight_checksums() == committed
+            checks.expect(p.returncode == -signal.SIGKILL and same and server.healthy(),
+                          "staged: killed after %d tensors (%s): every parameter holds the last committed version "
+                          "exactly: %s" % (k, names[k - 1], same))
+        with trainer_group(server.url) as g:
+            publish(g, weights[1], 1)
+        v1 = (server.complete(PROMPT, GREEDY_TOKENS).token_ids, server.weight_checksums())
+        checks.expect(v1 == got[1], "staged: a full update gives the layerwise server's version 1 exactly "
+                      "(greedy completion and every checksum)")
+        bad = dict(weights[2])
+        bad[TRANSPOSED] = bad[TRANSPOSED].t().contiguous()
+        error = ""
+        with trainer_group(server.url) as g:
+            try:
+                g.send(bad)
+                g.finalize(2)
+            except Exception as e:  # the refusal, checked below
+                error = str(e)
+        want = "'%s' has shape %s but the model wants %s" % (TRANSPOSED, list(bad[TRANSPOSED].shape),
+                                                             list(weights[2][TRANSPOSED].shape))
+        with trainer_group(server.url):  # a new trainer's reset resumes the server the refusal left paused
+            after = (server.complete(PROMPT, GREEDY_TOKENS).token_ids, server.weight_checksums())
+        checks.expect(want in error and after == v1,
+                      "staged: an update with %s transposed is refused (%s), and version 1 stays served exactly "
+                      "(greedy completion and every checksum): %s" %
+                      (TRANSPOSED, "names it and both shapes" if want in error else "error: %r" % error[-300:],
+                       after == v1))
+    staged = [int(b) for b in re.findall(r"loading the staged update: \d+ tensors, (\d+) bytes", log.read_text())]
+    total = figures["bytes_per_update"]
+    figures["staged"] = {"staged_bytes_logged": staged, "seconds": round(time.monotonic() - t0, 1)}
+    checks.expect(staged == [total], "staged: loaded once, holding %s bytes at its peak; the update's tensors are "
+                  "%d bytes" % (staged, total))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--work", default="/tmp/wsync-vllm-e2e")
     ap.add_argument("--json", default=None, help="write the figures here")
     ap.add_argument("--die-mid-update", metavar="URL", help=argparse.SUPPRESS)
+    ap.add_argument("--die-after", type=int, default=DYING_BATCH, help=argparse.SUPPRESS)
+    ap.add_argument("--no-kill-points", action="store_true", help="skip the kill-point series")
+    ap.add_argument("--no-staged", action="store_true", help="skip the second server (WSYNC_VLLM_LOAD=staged)")
     args = ap.parse_args()
     if args.die_mid_update:
-        return die_mid_update(args.die_mid_update, 3)
+        return die_mid_update(args.die_mid_update, 3, args.die_after)
 
     import wsync
     work = Path(args.work)
@@ -167,6 +279,9 @@ def main():
     with server.start(timeout=600):
         figures["startup_seconds"] = round(server.startup_seconds, 1)
         got["seed0"] = server.complete(PROMPT, GREEDY_TOKENS).token_ids
+        bias_dtype = bias_dtype_of(server.weight_checksums(), tiny.make_weights(config, 0))
+        figures["qkv_bias_dtype"] = str(bias_dtype or "the model's")
+        print("  the server keeps qkv_proj.bias as %s" % figures["qkv_bias_dtype"], flush=True)
         with trainer_group(server.url) as g:
             for v in (1, 2):
                 inflight = InFlight(server)
@@ -201,7 +316,7 @@ def main():
             # part of its tensors keeps its previous weights), and the server serves.
             after = {k.split(":")[-1]: v for k, v in server.weight_checksums().items()}
             old = {k.split(":")[-1]: v for k, v in got[2][1].items()}
-            new = processed_checksums(tiny.make_weights(config, 3))
+            new = processed_checksums(tiny.make_weights(config, 3), bias_dtype)
             odd = sorted(k for k in after if after[k] not in (old.get(k), new.get(k)))
             n_new = sum(1 for k in after if after[k] == new.get(k) != old.get(k))
             n_old = sum(1 for k in after if after[k] == old.get(k) != new.get(k))
@@ -215,6 +330,29 @@ def main():
             figures["updates"][3] = round(seconds, 3)
         got[3] = (server.complete(PROMPT, GREEDY_TOKENS).token_ids, server.weight_checksums())
         print("  version 3 (after the failure) published in %.3f s" % seconds, flush=True)
+
+        # Kill points, one server: a trainer dies after exactly K tensors of an update (seed 3);
+        # a new trainer's reset ends it and every parameter must hold one version exactly (the
+        # last committed one's or the dead trainer's); then the new trainer publishes a full
+        # update (seed 1 again) and every parameter equals it.
+        figures["kill_points"] = {}
+        t_kp = time.monotonic()
+        for k in ([] if args.no_kill_points else kill_points(list(weights[1]))):
+            committed = server.weight_checksums()
+            p = subprocess.run([sys.executable, __file__, "--die-mid-update", server.url, "--die-after", str(k)],
+                               env={**os.environ, "E2E_MODEL_DIR": str(base)}, timeout=300)
+            with trainer_group(server.url) as g:
+                ok, text = check_one_version(server, config, committed, 3, bias_dtype)
+                publish(g, weights[1], 3)
+            recovered = server.weight_checksums() == got[3][1]
+            figures["kill_points"][k] = text
+            checks.expect(p.returncode == -signal.SIGKILL and ok and recovered and server.healthy(),
+                          "killed after %d tensors (%s): every parameter one version (%s); the full update "
+                          "after it equals v3's checksums: %s" % (k, list(weights[1])[k - 1], text, recovered))
+        figures["kill_points_seconds"] = round(time.monotonic() - t_kp, 1)
+
+    if not args.no_staged:
+        staged_run(base, config, work, weights, got, checks, figures)
 
     # The references: vLLMs started from checkpoints of the same weights.
     expected = {}

@@ -212,3 +212,48 @@ def test_init_info_is_checked():
         wengine.WsyncInitInfo(store_addr="h:1", rank_offset=1, world_size=2, master_port=5)
     with pytest.raises(ValueError, match="same length"):
         wengine.WsyncUpdateInfo(names=["a"], dtype_names=[], shapes=[[1]])
+
+
+def test_staged_refuses_a_transposed_tensor_naming_it_and_leaves_the_model_untouched(setup):
+    """WSYNC_VLLM_LOAD=staged: tensors are kept aside until /finish_weight_update; a tensor whose
+    shape is not the served checkpoint's is refused on arrival (its name, its shape, the shape
+    wanted), and nothing of the update reaches the model."""
+    group, eng, model = setup
+    eng.mode = "staged"
+    eng._wanted = {n: (None, tuple(t.shape)) for n, t in checkpoint(0).items()}  # the served checkpoint
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    w = checkpoint(5)
+    bad = {"head": w["head"].t().contiguous()}  # [HIDDEN, VOCAB] where the model wants [VOCAB, HIDDEN]
+    errors = []
+    th = threading.Thread(target=worker, args=(eng, [{"q": w["q"], "norm": w["norm"]}, bad], errors))
+    th.start()
+    group.send({"q": w["q"], "norm": w["norm"]})
+    group.send(bad)
+    th.join(20)
+    assert len(errors) == 1, errors
+    msg = str(errors[0])
+    assert "'head'" in msg and str([HIDDEN, VOCAB]) in msg and str([VOCAB, HIDDEN]) in msg, msg
+    assert not eng.in_update and not eng._staged and model.loaded == []
+    for n, p in model.named_parameters():
+        assert torch.equal(p, before[n]), n
+
+
+def test_staged_loads_nothing_at_a_finish_without_a_commit(setup):
+    """WSYNC_VLLM_LOAD=staged: a trainer that sent every tensor and died before its COMMIT (a new
+    trainer's reset then finishes the update, which nothing tells apart from the trainer's own
+    finish) leaves the model untouched: the staged update loads only when a COMMIT comes."""
+    group, eng, model = setup
+    eng.mode = "staged"
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    w = checkpoint(6)
+    errors = []
+    th = threading.Thread(target=worker, args=(eng, [w], errors))
+    th.start()
+    group.send(w)
+    th.join(20)
+    assert errors == [] and not th.is_alive()
+    assert model.loaded == [] and len(eng._staged) == len(w)  # finished, held until a COMMIT
+    eng.shutdown()  # the new trainer's reset: no COMMIT came
+    assert model.loaded == [] and not eng._staged
+    for n, p in model.named_parameters():
+        assert torch.equal(p, before[n]), n

@@ -54,7 +54,44 @@ from vllm.distributed.weight_transfer.base import (WeightTransferEngine, WeightT
 import wsync
 
 logger = logging.getLogger("wsync.vllm")
-MODES = ("auto", "layerwise", "in_place")
+MODES = ("auto", "layerwise", "in_place", "staged")
+
+
+def _checkpoint_shapes(model_path):
+    """{name: (dtype name, shape)} of the served checkpoint's safetensors files, read from their
+    headers only (8-byte length, then JSON): the names and shapes a trainer must send. {} when the
+    model is not a local folder of safetensors files."""
+    import glob
+    import json
+    import struct
+    out = {}
+    for f in sorted(glob.glob(os.path.join(str(model_path or ""), "*.safetensors"))):
+        try:
+            with open(f, "rb") as fh:
+                n = struct.unpack("<Q", fh.read(8))[0]
+                header = json.loads(fh.read(n))
+        except (OSError, ValueError, struct.error):
+            return {}
+        for name, v in header.items():
+            if name != "__metadata__":
+                out[name] = (v.get("dtype"), tuple(v.get("shape", ())))
+    return out
+
+
+def _lacks_a_piece(layer, info):
+    """True when a layer in layerwise reload got part of its tensors but lacks a whole one: a
+    fused parameter (q/k/v, gate/up: the layer's output_sizes) that got only some of its shards,
+    or a parameter on the meta device that got nothing (vLLM would fill it with uninitialized
+    memory). A layer short only by padding lacks none. The live `bias` is left out: a checkpoint
+    without it leaves its previous values, as vLLM does."""
+    shards = {}
+    for pname, args in info.loaded_weights:
+        shards.setdefault(pname, set()).add(args.arguments.get("loaded_shard_id"))
+    pieces = len(getattr(layer, "output_sizes", None) or ()) or 1
+    for pname, got in shards.items():
+        if None not in got and len(got) < pieces:
+            return True
+    return any(p.is_meta and n not in shards for n, p in layer._parameters.items() if p is not None and n != "bias")
 
 
 @dataclass
@@ -134,6 +171,12 @@ class WsyncWeightTransferEngine(WeightTransferEngine[WsyncInitInfo, WsyncUpdateI
         self._waiter = None
         self._stop = threading.Event()
         self._params = {}  # in_place: the model's parameters by name
+        self._staged = {}  # staged: the update's tensors (host copies) until /finish_weight_update
+        self.staged_bytes_peak = 0
+        try:
+            self._wanted = _checkpoint_shapes(vllm_config.model_config.model)
+        except AttributeError:
+            self._wanted = {}
         self._registered = set()  # in_place: the names registered with the receiver
         self._can_register = True
 
@@ -200,6 +243,7 @@ class WsyncWeightTransferEngine(WeightTransferEngine[WsyncInitInfo, WsyncUpdateI
     def start_weight_update(self):
         self._require_receiver()
         self._join_waiter(stop=False)  # the previous COMMIT is answered before a new update opens
+        self._staged = {}
         if self.mode == "layerwise":
             from vllm.model_executor.model_loader.reload import initialize_layerwise_reload
             initialize_layerwise_reload(self.model)
@@ -246,6 +290,10 @@ class WsyncWeightTransferEngine(WeightTransferEngine[WsyncInitInfo, WsyncUpdateI
             if want != (t.dtype, t.shape):
                 raise RuntimeError("wsync: tensor '%s' arrived as %s%s but /update_weights announced %s%s" %
                                    (t.name, t.dtype, list(t.shape), want[0], list(want[1])))
+            self._check_shape(t.name, t.shape)
+            if self.mode == "staged":
+                self._staged[t.name] = t.copy()
+                continue
             if not t.placed:
                 # Layerwise reload keeps the tensors it is given until the layer is complete, and
                 # the view expires at the next event: give it a copy.
@@ -253,19 +301,77 @@ class WsyncWeightTransferEngine(WeightTransferEngine[WsyncInitInfo, WsyncUpdateI
         if weights:
             self.model.load_weights(weights)
 
+    def _check_shape(self, name, shape):
+        """Refuse, before anything of its bucket loads, a tensor whose shape is not the served
+        checkpoint's (a transposed tensor otherwise fails deep in the model's loader, naming no
+        tensor, after other tensors landed)."""
+        want = self._wanted.get(name)
+        if want is not None and tuple(want[1]) != tuple(shape):
+            raise ValueError("wsync: tensor '%s' has shape %s but the model wants %s (the served checkpoint's "
+                             "shape of that name)" % (name, list(shape), list(want[1])))
+
+    def _check_staged_names(self):
+        """staged, at /finish_weight_update: a name the served checkpoint lacks is refused there,
+        before the trainer commits (shapes were checked on arrival)."""
+        if self._wanted:
+            unknown = sorted(n for n in self._staged if n not in self._wanted)
+            if unknown:
+                self._staged = {}
+                raise ValueError("wsync: the update holds %d tensor(s) the served checkpoint has no name for: %s" %
+                                 (len(unknown), ", ".join(unknown[:5])))
+
+    def _load_staged(self):
+        """staged, at the trainer's COMMIT: the whole update goes into the model now, in one
+        layerwise reload; until here the model was not touched."""
+        staged, self._staged = self._staged, {}
+        if self.mode != "staged":
+            return
+        nbytes = sum(t.numel() * t.element_size() for t in staged.values())
+        self.staged_bytes_peak = max(self.staged_bytes_peak, nbytes)
+        logger.info("wsync: rank %s: loading the staged update: %d tensors, %d bytes", self.rank, len(staged), nbytes)
+        if not staged:
+            return
+        from vllm.model_executor.model_loader.reload import (finalize_layerwise_reload,
+                                                             initialize_layerwise_reload)
+        initialize_layerwise_reload(self.model)
+        self._live = {n: p.detach().clone() for n, p in self.model.named_parameters() if not p.is_meta}
+        self.in_update = True
+        self.mode = "layerwise"  # _finish_loading's failure path is the layerwise one
+        from vllm.config import set_current_vllm_config  # the worker's own routes load inside it
+        try:
+            with set_current_vllm_config(self.vllm_config):
+                self.model.load_weights(list(staged.items()))
+                self._finish_loading(failed=False)
+        except BaseException:
+            self._finish_loading(failed=True)
+            raise
+        finally:
+            self.mode = "staged"
+
     def finish_weight_update(self):
         self._require_receiver()
         # A normal finish comes before the trainer sends COMMIT, so nothing is waiting here. After
         # a failure the trainer's abort came first (it tells the receivers, then ends the engines'
         # update), or the trainer is gone (a new trainer's init ends what it left).
         failure, committed = self._pending_outcome()
-        if self.in_update:
+        if self.mode == "staged":
+            # Nothing loads here: a finish also comes from a new trainer's reset after the old one
+            # died, and nothing tells it apart from the trainer's own finish. Only the COMMIT does:
+            # the staged update loads when it comes (the server is paused until the trainer saw
+            # every worker commit), and a finish without a COMMIT after it drops it.
+            self.in_update = False
+            if failure is not None:
+                self._staged = {}
+            else:
+                self._check_staged_names()  # raises (naming the tensors) before the trainer commits
+        elif self.in_update:
             self._finish_loading(failed=failure is not None)
         if failure is not None:
             self.last_outcome = failure
             logger.warning("wsync: rank %s: the update ended without a commit: %s", self.rank, failure)
             return
         if committed is not None:  # a trainer that did not wait for this route: confirm it now
+            self._load_staged()
             self.rx.commit(committed)
             self._committed(committed)
             return
@@ -295,20 +401,27 @@ class WsyncWeightTransferEngine(WeightTransferEngine[WsyncInitInfo, WsyncUpdateI
 
     def _finish_loading(self, failed=False):
         self.in_update = False
+        self._staged = {}
         if self.mode == "layerwise":
             from vllm.model_executor.model_loader.reload import finalize_layerwise_reload
-            partial = self._forget_partial_layers() if failed else []
+            # After a failure every layer that got part of its tensors keeps its previous weights;
+            # on any finish, one that lacks a whole piece does (a finish may be a new trainer's
+            # reset after the old one died, which nothing tells apart from the trainer's finish).
+            partial = self._forget_partial_layers(only_incomplete=not failed)
             finalize_layerwise_reload(self.model, self.model_config)
             self._put_back_live(partial)
         self._live = {}
 
-    def _forget_partial_layers(self):
-        """After a failed update: a layer that got only part of its tensors would be processed
-        from uninitialized memory for the rest (vLLM's finalize processes incomplete layers, which
-        is right for padded weights on a complete update). Forget what it got, so the finalize puts
-        its previous weights back; layers processed whole keep the new ones. (A padded layer, whose
-        count never reaches its total, is processed only at the finalize: after a failure it keeps
-        its previous weights too.) Returns those layers' names."""
+    def _forget_partial_layers(self, only_incomplete=False):
+        """A layer that got only part of its tensors would be processed from uninitialized memory
+        for the rest (vLLM's finalize processes such layers, which is right only for padded
+        weights). Forget what it got, so the finalize puts its previous weights back (and
+        _put_back_live its live bias, which the loader wrote at once); layers processed whole
+        keep the new ones. After a failure this holds for every partial layer (a padded layer,
+        whose count never reaches its total, keeps its previous weights too); with
+        `only_incomplete` (a finish that saw no failure) only for a layer that lacks a whole
+        piece (_lacks_a_piece), since padding alone leaves a layer short too. Returns those
+        layers' names."""
         try:
             from vllm.model_executor.model_loader.reload.layerwise import get_layerwise_info
         except ImportError:  # a vLLM without it: the finalize's own behaviour stands
@@ -317,7 +430,8 @@ class WsyncWeightTransferEngine(WeightTransferEngine[WsyncInitInfo, WsyncUpdateI
         for name, layer in self.model.named_modules():
             info = get_layerwise_info(layer)
             total = info.load_numel_total
-            if info.can_load() and total and 0 < info.load_numel < total:
+            if info.can_load() and total and 0 < info.load_numel < total and (
+                    not only_incomplete or _lacks_a_piece(layer, info)):
                 info.load_numel = 0
                 info.loaded_weights = []
                 restored.append(name)
@@ -345,15 +459,19 @@ class WsyncWeightTransferEngine(WeightTransferEngine[WsyncInitInfo, WsyncUpdateI
                 except wsync.TimeoutError:
                     continue
                 if ev.kind == wsync.EventKind.COMMIT:
+                    self._load_staged()  # staged: the update reaches the model now, before the confirm
                     self.rx.commit(ev.version)
                     self._committed(ev.version)
                 else:
+                    self._staged = {}  # staged: never loaded
                     self.last_outcome = ev.kind.name.lower()
                     logger.warning("wsync: rank %s: after the update the trainer sent %s, not COMMIT", self.rank,
                                    ev.kind.name)
                 return
+            self._staged = {}
             self.last_outcome = "stopped before the trainer's COMMIT"
-        except wsync.WsyncError as e:
+        except BaseException as e:  # a staged load that failed is not confirmed: the trainer sees no commit
+            self._staged = {}
             self.last_outcome = str(e)
             logger.error("wsync: rank %s: waiting for the trainer's COMMIT: %s", self.rank, e)
 
