@@ -26,6 +26,15 @@ void same_bytes(const Bytes& body, const Bytes& again, bool exact) {
     std::abort();
 }
 
+// A peer's reason is made printable as it is decoded (control characters and invalid UTF-8 as
+// \xNN, up to 4 bytes each): such a reason no longer encodes back to the bytes that came, so the
+// round trip is checked only where nothing was escaped.
+bool escaped(const std::string& reason) { return reason.find("\\x") != std::string::npos; }
+template <typename T>
+bool was_escaped(const T&) { return false; }
+bool was_escaped(const wsync::RejectBody& b) { return escaped(b.reason); }
+bool was_escaped(const wsync::AbortUpdateBody& b) { return escaped(b.reason); }
+
 template <typename T>
 void run(const Bytes& body, const char* frame, wsync_status_t (*decode)(const Bytes&, T*), Bytes (*encode)(const T&),
          bool exact, bool (*valid)(const T&)) {
@@ -37,10 +46,21 @@ void run(const Bytes& body, const char* frame, wsync_status_t (*decode)(const By
     return;
   }
   if (!valid(out)) std::abort();
-  same_bytes(body, encode(out), exact);
+  if (!was_escaped(out)) same_bytes(body, encode(out), exact);
 }
 
-bool reason_ok(const std::string& r) { return r.size() <= wsync::kFrameMaxReasonBytes; }
+// Printable (no C0 or C1 control character, valid UTF-8) and at most the frame's limit, 4 bytes
+// per escaped byte.
+bool reason_ok(const std::string& r) {
+  if (r.size() > 4 * static_cast<size_t>(wsync::kFrameMaxReasonBytes)) return false;
+  if (!escaped(r) && r.size() > wsync::kFrameMaxReasonBytes) return false;
+  for (size_t i = 0; i < r.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(r[i]);
+    if (c < 0x20 || c == 0x7f) return false;
+    if (c == 0xc2 && i + 1 < r.size() && static_cast<unsigned char>(r[i + 1]) < 0xa0) return false;  // C1
+  }
+  return true;
+}
 bool blob_ok(const Bytes& b) { return b.size() <= WSYNC_BLOB_MAX_BYTES; }
 
 }  // namespace
@@ -107,7 +127,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (!reason_ok(out.reason) || !out.blob.empty()) std::abort();
       Bytes again = encode_status(out);
       again.resize(again.size() - 4);  // the empty blob's length
-      same_bytes(body, again, false);
+      if (!escaped(out.reason)) same_bytes(body, again, false);
       return 0;
     }
     case MsgType::kAck: {
@@ -119,6 +139,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       if (!reason_ok(out.reason) || !blob_ok(out.blob)) std::abort();
       Bytes again = encode_status(out);
+      if (escaped(out.reason)) return 0;
       if (out.status == WSYNC_OK) {
         same_bytes(body, again, true);
       } else {  // a failed ACK's blob is not read
