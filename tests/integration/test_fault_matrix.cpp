@@ -37,6 +37,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -374,6 +375,9 @@ TEST_P(FaultMatrix, SurvivingEngineKeepsItsWeights) {
       EXPECT_EQ(0, victim_exit);
       EXPECT_EQ("WSYNC_ERR_PROTOCOL", tx.status) << tx.message;
       EXPECT_NE(std::string::npos, tx.message.find("layers.3.weight")) << tx.message;
+      // The bucket's index and its sequence number are both labelled (issue 22, finding 9d: an
+      // unlabelled "READY(7) of bucket 3" read as two buckets).
+      EXPECT_TRUE(std::regex_search(tx.message, std::regex("bucket [0-9]+ \\(seq [0-9]+, "))) << tx.message;
       EXPECT_EQ("WSYNC_ERR_PROTOCOL", rx2.status) << rx2.message;
       EXPECT_NE(std::string::npos, rx2.message.find("layers.3.weight")) << rx2.message;
       break;
