@@ -225,7 +225,7 @@ wsync_status_t describe_recv(wsync_receiver_t* rx, const Incoming& in, int32_t k
   wsync_status_t st = fn(rx->transport_self, in.seq, kind, blob->data(), blob->size(), &len);
   if (st != WSYNC_OK)
     return fail(st, "transport '%s' could not describe its side of %s: %s", tp(rx)->name, in.what.c_str(),
-                last_error().c_str());
+                plugin_error("transport", tp(rx)->name).c_str());
   if (len > WSYNC_BLOB_MAX_BYTES)  // as on the sender: a transport that claims more is broken
     return fail(WSYNC_ERR_INTERNAL, "transport '%s' wrote %llu bytes of side-channel data for %s, more than %u",
                 tp(rx)->name, static_cast<unsigned long long>(len), in.what.c_str(), WSYNC_BLOB_MAX_BYTES);
@@ -247,13 +247,13 @@ wsync_status_t post_receive(wsync_receiver_t* rx, const Incoming& in, bool* post
     clear_error();
     if ((st = peer_blob(rx->transport_self, in.seq, 0, WSYNC_BLOB_MANIFEST, in.blob.data(), in.blob.size())) != WSYNC_OK)
       return fail(st, "transport '%s' refused the sender's data for %s: %s", tp(rx)->name, in.what.c_str(),
-                  last_error().c_str());
+                  plugin_error("transport", tp(rx)->name).c_str());
   }
   if (in.m.bucket_bytes > 0) {
     clear_error();
     if ((st = tp(rx)->recv_post(rx->transport_self, in.seq, in.iov.data(), in.iov.size())) != WSYNC_OK)
       return fail(st, "transport '%s' could not post the receive of %s: %s", tp(rx)->name, in.what.c_str(),
-                  last_error().c_str());
+                  plugin_error("transport", tp(rx)->name).c_str());
     *posted = true;
   }
   std::vector<uint8_t> blob;
@@ -295,7 +295,7 @@ wsync_status_t wait_bytes(wsync_receiver_t* rx, const Incoming& in) {
     clear_error();
     wsync_status_t st = tp(rx)->recv_wait(rx->transport_self, in.seq, has_fd ? 0 : kSliceMs);
     if (st == WSYNC_OK) return WSYNC_OK;
-    const std::string why = last_error();
+    const std::string why = plugin_error("transport", tp(rx)->name);
     rx->conn.pump();
     if (rx->conn.closed() || rx->conn.has_frame()) {
       const bool vanished = rx->conn.closed();

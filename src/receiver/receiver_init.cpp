@@ -244,8 +244,7 @@ wsync_status_t connect_transport(wsync_receiver_t* rx, const JoinArgs& a) {
     st = t->connect(rx->transport_self, left(a));
   }
   if (st != WSYNC_OK) {
-    const std::string prefix = "transport '" + std::string(t->name) + "'";
-    const std::string why = last_error().compare(0, prefix.size(), prefix) == 0 ? last_error() : prefix + ": " + last_error();
+    const std::string why = "transport '" + std::string(t->name) + "': " + plugin_error("transport", t->name);
     send_status(rx, MsgType::kNack, 0, st, why);
     return fail_msg(st, why);
   }
