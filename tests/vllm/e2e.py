@@ -173,6 +173,11 @@ def kill_points(names, last=KILL_AFTER):
     return [i + 1 for i, n in enumerate(names) if n.endswith(last)]
 
 
+def error_lines(server):
+    """The server log's lines at level ERROR so far, in order."""
+    return [line for line in server.log_path.read_text(errors="replace").splitlines() if " ERROR " in line]
+
+
 def check_one_version(server, config, old_sums, new_seed, bias_dtype):
     """(ok, text): every parameter's checksum equals the committed version's or the dead
     trainer's, none anything else."""
@@ -282,7 +287,13 @@ def main():
         bias_dtype = bias_dtype_of(server.weight_checksums(), tiny.make_weights(config, 0))
         figures["qkv_bias_dtype"] = str(bias_dtype or "the model's")
         print("  the server keeps qkv_proj.bias as %s" % figures["qkv_bias_dtype"], flush=True)
+        errors_before = error_lines(server)
         with trainer_group(server.url) as g:
+            # The trainer's init resets the server; on a fresh one that must not log an ERROR (vLLM
+            # logs a traceback for a /finish_weight_update without a matching start).
+            new_errors = error_lines(server)[len(errors_before):]
+            checks.expect(not new_errors, "a fresh server logs no ERROR when a trainer starts%s" %
+                          ("" if not new_errors else " (it logged: %s)" % new_errors[:2]))
             for v in (1, 2):
                 inflight = InFlight(server)
                 inflight.start()
