@@ -110,15 +110,17 @@ struct Rogue {
     ASSERT_EQ(static_cast<uint16_t>(MsgType::kJoined), joined.type);
   }
 
-  // Send a raw manifest and return the receiver's answer (type, status, reason).
-  void send_manifest(const std::vector<uint8_t>& raw, uint64_t seq, uint16_t* type, int32_t* code, std::string* why) {
+  // MANIFEST frame for bucket `seq` with the manifest bytes `raw` and no transport blob.
+  void post_manifest(const std::vector<uint8_t>& raw, uint64_t seq) {
     ByteWriter w;
     w.u64(seq);
     w.blob32(raw);
     w.blob32(nullptr, 0);  // no transport blob
     ASSERT_EQ(WSYNC_OK, conn.send(MsgType::kManifest, w.data(), 1000));
-    Frame f;
-    ASSERT_EQ(WSYNC_OK, conn.recv(&f, 10000)) << last_error();
+  }
+
+  // The receiver's answer in `f` (a status frame): its type, status and reason.
+  static void read_answer(const Frame& f, uint16_t* type, int32_t* code, std::string* why) {
     *type = f.type;
     ByteReader r(f.body);
     uint64_t got = 0;
@@ -127,15 +129,19 @@ struct Rogue {
     r.str32(why, 1 << 16);
   }
 
+  // Send a raw manifest and return the receiver's answer (type, status, reason).
+  void send_manifest(const std::vector<uint8_t>& raw, uint64_t seq, uint16_t* type, int32_t* code, std::string* why) {
+    post_manifest(raw, seq);
+    Frame f;
+    ASSERT_EQ(WSYNC_OK, conn.recv(&f, 10000)) << last_error();
+    read_answer(f, type, code, why);
+  }
+
   // Send bucket `seq` (manifest `m`, its bytes `payload`) as a sender would: MANIFEST, then the
   // bytes once the receiver is READY. Returns the receiver's answer: its NACK, or its ACK.
   void send_bucket(const Manifest& m, const std::vector<uint8_t>& payload, uint64_t seq, uint16_t* type,
                    int32_t* code, std::string* why) {
-    ByteWriter w;
-    w.u64(seq);
-    w.blob32(encode_manifest(m));
-    w.blob32(nullptr, 0);
-    ASSERT_EQ(WSYNC_OK, conn.send(MsgType::kManifest, w.data(), 1000));
+    post_manifest(encode_manifest(m), seq);
     Frame f;
     ASSERT_EQ(WSYNC_OK, conn.recv(&f, 10000)) << last_error();
     if (f.type == static_cast<uint16_t>(MsgType::kReady)) {
@@ -147,12 +153,7 @@ struct Rogue {
       ASSERT_EQ(WSYNC_OK, transport.table->send_wait(tself, seq, 10000)) << last_error();
       ASSERT_EQ(WSYNC_OK, conn.recv(&f, 10000)) << last_error();
     }
-    *type = f.type;
-    ByteReader r(f.body);
-    uint64_t got = 0;
-    r.u64(&got);
-    r.i32(code);
-    r.str32(why, 1 << 16);
+    read_answer(f, type, code, why);
   }
 
   // END_UPDATE; returns the type of the receiver's answer (COMMITTED or NACK).
