@@ -30,10 +30,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -151,45 +153,108 @@ struct Options {
   uint64_t overlap_layer_mib = 32;
 };
 
-std::vector<uint64_t> split_numbers(const std::string& v) {
-  std::vector<uint64_t> out;
-  std::stringstream ss(v);
-  std::string item;
-  while (std::getline(ss, item, ',')) out.push_back(std::stoull(item));
-  return out;
+const char kUsage[] =
+    "usage: wsync-bench [--sizes-mib 64,256,1024] [--tls sm:tcp] [--iters N] [--repeat 3] [--perftest PATH]\n"
+    "                   [--overlap-layers 16] [--overlap-layer-mib 32] [--gpu auto|on|off] [--gpu-sizes-gib 4]\n"
+    "Measures wsync's UCX transport against ucx_perftest on the same transports and sizes (docs/PERFORMANCE.md).\n"
+    "--tls takes UCX_TLS values separated by ':' (a UCX_TLS in the environment replaces them). Without a group\n"
+    "secret in the environment (WSYNC_GROUP_SECRET, WSYNC_GROUP_SECRET_FILE) the bench makes one for its own\n"
+    "sender and receivers.\n";
+
+// A whole number >= `min` from a flag's value, or false with a message naming the flag.
+bool number(const std::string& flag, const std::string& v, uint64_t min, uint64_t* out) {
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long n = v.empty() || v[0] == '-' ? 0 : std::strtoull(v.c_str(), &end, 10);
+  if (v.empty() || v[0] == '-' || errno != 0 || end == nullptr || *end != '\0' || n < min) {
+    std::fprintf(stderr, "wsync-bench: %s takes a whole number >= %llu, not '%s'\n", flag.c_str(),
+                 static_cast<unsigned long long>(min), v.c_str());
+    return false;
+  }
+  *out = n;
+  return true;
 }
 
-bool parse_options(int argc, char** argv, Options* o) {
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string a = argv[i], v = argv[i + 1];
+bool numbers(const std::string& flag, const std::string& v, std::vector<uint64_t>* out) {
+  out->clear();
+  std::stringstream ss(v);
+  std::string item;
+  uint64_t n = 0;
+  while (std::getline(ss, item, ',')) {
+    if (!number(flag, item, 1, &n)) return false;
+    out->push_back(n);
+  }
+  if (out->empty()) std::fprintf(stderr, "wsync-bench: %s needs at least one number\n", flag.c_str());
+  return !out->empty();
+}
+
+// -1: run with *o; otherwise the exit status (0 after --help, 2 for a bad command line).
+int parse_options(int argc, char** argv, Options* o) {
+  for (int i = 1; i < argc; i += 2) {
+    const std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "wsync-bench: %s needs a value\n%s", a.c_str(), kUsage);
+      return 2;
+    }
+    const std::string v = argv[i + 1];
+    uint64_t n = 0;
+    bool ok = true;
     if (a == "--sizes-mib") {
-      o->sizes_mib = split_numbers(v);
+      ok = numbers(a, v, &o->sizes_mib);
     } else if (a == "--tls") {
       o->tls_list.clear();
       std::stringstream ss(v);
       std::string item;
-      while (std::getline(ss, item, ':')) o->tls_list.push_back(item);
+      while (std::getline(ss, item, ':'))
+        if (!item.empty()) o->tls_list.push_back(item);
+      if (o->tls_list.empty()) {
+        std::fprintf(stderr, "wsync-bench: --tls needs at least one UCX_TLS value\n");
+        ok = false;
+      }
     } else if (a == "--iters") {
-      o->iters = std::atoi(v.c_str());
+      ok = number(a, v, 1, &n);
+      o->iters = static_cast<int>(std::min<uint64_t>(n, 1u << 20));
     } else if (a == "--repeat") {
-      o->repeat = std::max(1, std::atoi(v.c_str()));
+      ok = number(a, v, 1, &n);
+      o->repeat = static_cast<int>(std::min<uint64_t>(n, 100));
     } else if (a == "--perftest") {
       o->tool = v;
     } else if (a == "--gpu") {
       o->gpu = v;
+      if (v != "auto" && v != "on" && v != "off") {
+        std::fprintf(stderr, "wsync-bench: --gpu takes auto, on or off, not '%s'\n", v.c_str());
+        ok = false;
+      }
     } else if (a == "--gpu-sizes-gib") {
-      o->gpu_gib = split_numbers(v);
+      ok = numbers(a, v, &o->gpu_gib);
     } else if (a == "--overlap-layers") {
-      o->overlap_layers = std::max<size_t>(2, std::stoull(v));
+      ok = number(a, v, 2, &n);
+      o->overlap_layers = n;
     } else if (a == "--overlap-layer-mib") {
-      o->overlap_layer_mib = std::max<uint64_t>(1, std::stoull(v));
+      ok = number(a, v, 1, &n);
+      o->overlap_layer_mib = n;
     } else {
-      std::fprintf(stderr, "wsync-bench: unknown flag %s\n", a.c_str());
-      return false;
+      std::fprintf(stderr, "wsync-bench: unknown flag %s\n%s", a.c_str(), kUsage);
+      return 2;
     }
+    if (!ok) return 2;
   }
   if (const char* env = std::getenv("UCX_TLS")) o->tls_list = {env};
-  return true;
+  return -1;
+}
+
+// The bench's sender and its receiver processes share a group secret like any group: the one in
+// the environment, else one made here (the receivers are forked and inherit it).
+void ensure_group_secret() {
+  if (std::getenv("WSYNC_GROUP_SECRET") != nullptr || std::getenv("WSYNC_GROUP_SECRET_FILE") != nullptr) return;
+  std::random_device rd;
+  char hex[65];
+  for (int i = 0; i < 32; ++i) std::snprintf(hex + 2 * i, 3, "%02x", static_cast<unsigned>(rd() & 0xff));
+  setenv("WSYNC_GROUP_SECRET", hex, 1);
 }
 
 struct Figures {
@@ -288,7 +353,9 @@ int gpu_rows(const Options& o) {
 
 int main(int argc, char** argv) {
   Options o;
-  if (!parse_options(argc, argv, &o)) return 2;
+  const int done = parse_options(argc, argv, &o);
+  if (done >= 0) return done;
+  ensure_group_secret();
   std::printf("wsync-bench: wsync %s over its UCX transport vs ucx_perftest tag_bw, loopback, host memory\n",
               wsync_version_string());
   std::printf("each figure is the best of %d runs; MiB/s as ucx_perftest counts them; cpu/wall: the sender's\n"
