@@ -1,7 +1,8 @@
 // adapter_lmdeploy: every step's requests against LMDeploy's weight-update routes (0.14 .. 0.18,
 // field lists per /work/shared/PROTOCOLS.md): routes, methods, reply kinds, idempotency, bodies field
-// by field, the finalize-only request; the PROBE answers (the status of POST
-// /init_weights_update_group {} tells the family; GET /distserve/engine_info gives tp_size).
+// by field, the finalize-only request (also at RESET, before the destroy); the PROBE answers (the
+// status of POST /init_weights_update_group {} tells the family; GET /distserve/engine_info gives
+// tp_size; a no-op /update_weights_from_distributed tells TurboMind, 501, from PyTorch).
 #include "adapter_test_util.h"
 
 using namespace adapter_test;
@@ -36,6 +37,14 @@ std::string engine_info(const std::string& inner) {
 std::string engine_info_tp(int tp, const std::string& more = "") {
   return engine_info("{\"tp_size\": " + std::to_string(tp) + ", \"dp_size\": 1, \"pp_size\": 1" + more + "}");
 }
+
+// What the probe's no-op update gets: TurboMind refuses it in the handler, after validation (0.18.0
+// management.py); PyTorch without a group of that name answers 400 "not initialized".
+const char kTurbomind501[] =
+    "{\"object\": \"error\", \"message\": \"Disaggregated weight-update endpoints require backend=\\\"pytorch\\\", "
+    "got 'turbomind'.\", \"code\": 501}";
+const char kNoGroup400[] =
+    "{\"object\": \"error\", \"message\": \"Process group 'wsync_g' not initialized\", \"code\": 400}";
 
 // PROBE request `index` at `server` ('engines' count `gpus`): build the step, then hand the answer.
 Took answer(const Instance& a, uint32_t index, int32_t http_status, const std::string& body, uint32_t server = 1,
@@ -153,20 +162,25 @@ TEST_F(LmdeployTest, UpdateRefusesMixedDtypes) {
   EXPECT_CONTAINS(b.error, "tensor 'w.scale' is float32 but tensor 'w.a' is float8_e4m3fn");
 }
 
-// The finalize-only request: empty lists, finished=true.
-void expect_finalize_only(const Built& b) {
-  ASSERT_EQ(b.status, WSYNC_OK) << b.error;
-  ASSERT_EQ(b.num_out, 1u);
-  expect_request(b.requests[0], WSYNC_HTTP_POST, "/update_weights_from_distributed", true, 0,
-                 WSYNC_REPLY_SUCCESS_FIELD);
-  Json j = parse(b.requests[0].body);
+// An /update_weights_from_distributed with empty lists: the finalize-only request (finished=true),
+// or the probe's no-op (finished=false), whose answer the adapter reads.
+void expect_empty_update(const Request& r, bool finished, int32_t reply) {
+  expect_request(r, WSYNC_HTTP_POST, "/update_weights_from_distributed", true, 0, reply);
+  Json j = parse(r.body);
   EXPECT_KEYS(j.get(), "names", "dtypes", "shapes", "group_name", "load_format", "finished");
   expect_strings(j.get(), "names", {});
   expect_strings(j.get(), "dtypes", {});
   expect_shapes(j.get(), "shapes", {});
   expect_string(j.get(), "group_name", "wsync_g");
   expect_string(j.get(), "load_format", "flattened_bucket");
-  expect_bool(j.get(), "finished", true);
+  expect_bool(j.get(), "finished", finished);
+}
+
+// The finalize-only request alone: empty lists, finished=true.
+void expect_finalize_only(const Built& b) {
+  ASSERT_EQ(b.status, WSYNC_OK) << b.error;
+  ASSERT_EQ(b.num_out, 1u);
+  expect_empty_update(b.requests[0], true, WSYNC_REPLY_SUCCESS_FIELD);
 }
 
 // The end of an update: the finalize-only request (LMDeploy has no version and no flush).
@@ -185,16 +199,19 @@ TEST_F(LmdeployTest, AbandonSendsTheFinalizeOnlyRequest) {
   expect_finalize_only(build(T(), a.self(), s.get()));
 }
 
-// RESET leaves an earlier trainer's group ("not initialized" is the usual answer: best effort).
-TEST_F(LmdeployTest, ResetDestroysTheGroup) {
+// RESET finishes an earlier trainer's update (the finalize-only request runs LMDeploy's post-load
+// step), then leaves its group: the finish needs the group, so it goes first ("not initialized" is
+// the usual answer to both: best effort).
+TEST_F(LmdeployTest, ResetFinishesALeftoverUpdateThenDestroysTheGroup) {
   Instance a(T(), {{"pause", "1"}});
   Step s(WSYNC_STEP_RESET);
   Built b = build(T(), a.self(), s.get());
   ASSERT_EQ(b.status, WSYNC_OK) << b.error;
-  ASSERT_EQ(b.num_out, 1u);
-  expect_request(b.requests[0], WSYNC_HTTP_POST, "/destroy_weights_update_group", true, 0,
+  ASSERT_EQ(b.num_out, 2u);
+  expect_empty_update(b.requests[0], true, WSYNC_REPLY_SUCCESS_FIELD);
+  expect_request(b.requests[1], WSYNC_HTTP_POST, "/destroy_weights_update_group", true, 0,
                  WSYNC_REPLY_SUCCESS_FIELD);
-  Json j = parse(b.requests[0].body);
+  Json j = parse(b.requests[1].body);
   EXPECT_KEYS(j.get(), "group_name");
   expect_string(j.get(), "group_name", "wsync_g");
 }
@@ -213,16 +230,30 @@ TEST_F(LmdeployTest, Destroy) {
 
 // ---- PROBE ----
 
-// {} fails validation before the handler runs (no side effect); the engine info is a plain GET.
-TEST_F(LmdeployTest, ProbePostsAnEmptyInitThenAsksTheEngineInfo) {
+// {} fails validation before the handler runs (no side effect); the engine info is a plain GET; the
+// no-op update (empty lists, finished=false: no broadcast, no load, no post-load step) passes
+// validation, so the handler's backend check answers it.
+TEST_F(LmdeployTest, ProbePostsAnEmptyInitAsksTheEngineInfoThenPostsANoOpUpdate) {
   Instance a(T(), {});
   Step s(WSYNC_STEP_PROBE);
   Built b = build(T(), a.self(), s.get());
   ASSERT_EQ(b.status, WSYNC_OK) << b.error;
-  ASSERT_EQ(b.num_out, 2u);
+  ASSERT_EQ(b.num_out, 3u);
   expect_request(b.requests[0], WSYNC_HTTP_POST, "/init_weights_update_group", true, 0, WSYNC_REPLY_TO_ADAPTER);
   expect_empty_object(b.requests[0]);
   expect_request(b.requests[1], WSYNC_HTTP_GET, "/distserve/engine_info", false, 1, WSYNC_REPLY_TO_ADAPTER);
+  expect_empty_update(b.requests[2], false, WSYNC_REPLY_TO_ADAPTER);
+}
+
+// The no-op update names the group: a PROBE without one is refused before anything is sent.
+TEST_F(LmdeployTest, ProbeNeedsTheGroupName) {
+  Instance a(T(), {});
+  Step s(WSYNC_STEP_PROBE);
+  s->group_name = "";
+  Built b = build(T(), a.self(), s.get());
+  EXPECT_EQ(b.status, WSYNC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(b.num_out, 0u);
+  EXPECT_CONTAINS(b.error, "(server 1): group_name is empty");
 }
 
 // 422 (0.14-0.15) and 400 (0.16-0.18) are the validation errors of supported releases; the body is
@@ -246,18 +277,44 @@ TEST_F(LmdeployTest, ProbeRefusesAServerWithoutTheRoute) {
   EXPECT_CONTAINS(r.error, "this adapter speaks LMDeploy 0.14 to 0.18");
 }
 
-// 501: a TurboMind (non-PyTorch) backend has no distributed weight update.
+// 501 to the no-op update: a TurboMind (non-PyTorch) backend has no distributed weight update;
+// the refusal quotes LMDeploy's message, which names the backend.
 TEST_F(LmdeployTest, ProbeRefusesANonPytorchBackend) {
   Instance a(T(), {});
-  Took r = answer(a, 0, 501, "{\"detail\": \"Not Implemented\"}");
+  Took r = answer(a, 2, 501, kTurbomind501);
   EXPECT_EQ(r.status, WSYNC_ERR_UNSUPPORTED);
-  EXPECT_CONTAINS(r.error, "HTTP 501");
+  EXPECT_CONTAINS(r.error, "adapter 'lmdeploy'");
+  EXPECT_CONTAINS(r.error, "the server's backend has no distributed weight update (HTTP 501: ");
+  EXPECT_CONTAINS(r.error, "require backend=\"pytorch\", got 'turbomind'.");
   EXPECT_CONTAINS(r.error, "start LMDeploy with --backend pytorch");
+  // Without LMDeploy's message (a proxy's 501): still refused, saying what 501 means.
+  for (const char* body : {"", "not json", "{\"detail\": \"Not Implemented\"}", "{\"message\": 501}"}) {
+    Instance b(T(), {});
+    Took q = answer(b, 2, 501, body);
+    EXPECT_EQ(q.status, WSYNC_ERR_UNSUPPORTED) << body;
+    EXPECT_CONTAINS(q.error, "(HTTP 501: a backend other than pytorch)");
+    EXPECT_CONTAINS(q.error, "start LMDeploy with --backend pytorch");
+  }
+}
+
+// PyTorch: 400 "not initialized" (no group of that name: the usual answer), 200 (an earlier
+// trainer's group of that name: the no-op changes nothing), 500 (the default executor, whose
+// routes fail: it is not told apart here). None is a refusal.
+TEST_F(LmdeployTest, ProbeAcceptsAPytorchBackend) {
+  for (const auto& c : {std::make_pair(400, std::string(kNoGroup400)),
+                        std::make_pair(200, std::string("{\"success\": true, \"message\": \"Succeeded\"}")),
+                        std::make_pair(500, std::string("Internal Server Error")), std::make_pair(400, std::string(""))}) {
+    Instance a(T(), {});
+    Took r = answer(a, 2, c.first, c.second);
+    EXPECT_EQ(r.status, WSYNC_OK) << c.first << " " << c.second << ": " << r.error;
+  }
 }
 
 // Anything else is not a validation error: not the LMDeploy we know (200 would mean {} was taken).
+// 501 here is no backend answer either: LMDeploy validates {} before its backend check (the no-op
+// update tells the backend).
 TEST_F(LmdeployTest, ProbeRefusesOtherStatuses) {
-  for (int status : {200, 201, 500, 405, 0, -1}) {
+  for (int status : {200, 201, 500, 501, 405, 0, -1}) {
     Instance a(T(), {});
     Took r = answer(a, 0, status, "{\"success\": true}");
     EXPECT_EQ(r.status, WSYNC_ERR_PROTOCOL) << status;
@@ -371,8 +428,8 @@ TEST_F(LmdeployTest, TakeReplyOutsideProbeIsIgnored) {
   Instance a(T(), {});
   for (int kind : {WSYNC_STEP_HEALTH, WSYNC_STEP_RESET, WSYNC_STEP_INIT, WSYNC_STEP_FINALIZE, WSYNC_STEP_ABANDON}) {
     Step s(kind);
-    for (uint32_t index : {0u, 1u}) {
-      Took r = take(T(), a.self(), s.get(), index, 404, "not json");
+    for (uint32_t index : {0u, 1u, 2u}) {
+      Took r = take(T(), a.self(), s.get(), index, index == 2 ? 501 : 404, "not json");
       EXPECT_EQ(r.status, WSYNC_OK) << kind << ": " << r.error;
     }
   }
@@ -405,9 +462,10 @@ TEST_F(LmdeployTest, EngineVersionOptionStillRefusesServersWithoutTheRoutes) {
   Instance a(T(), {{"engine_version", "0.16.0"}});
   ASSERT_EQ(a.status(), WSYNC_OK) << a.error();
   EXPECT_EQ(answer(a, 0, 404, "").status, WSYNC_ERR_VERSION_MISMATCH);
-  EXPECT_EQ(answer(a, 0, 501, "").status, WSYNC_ERR_UNSUPPORTED);
   EXPECT_EQ(answer(a, 0, 422, "").status, WSYNC_OK);
   EXPECT_EQ(answer(a, 1, 200, engine_info_tp(4), 1, 2).status, WSYNC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(answer(a, 2, 501, kTurbomind501).status, WSYNC_ERR_UNSUPPORTED);
+  EXPECT_EQ(answer(a, 2, 400, kNoGroup400).status, WSYNC_OK);
 }
 
 TEST_F(LmdeployTest, UnknownAndBadOptions) {
@@ -424,12 +482,16 @@ TEST_F(LmdeployTest, LifeIsTheSameInEveryFamily) {
   Instance old(T(), {{"pause", "1"}});
   ASSERT_EQ(answer(old, 0, 422, kValidation422).status, WSYNC_OK);
   ASSERT_EQ(answer(old, 1, 200, engine_info_tp(2)).status, WSYNC_OK);
+  ASSERT_EQ(answer(old, 2, 400, kNoGroup400).status, WSYNC_OK);
   Instance cur(T(), {{"pause", "1"}});
   ASSERT_EQ(answer(cur, 0, 400, kValidation400).status, WSYNC_OK);
   ASSERT_EQ(answer(cur, 1, 200, engine_info_tp(2)).status, WSYNC_OK);
+  ASSERT_EQ(answer(cur, 2, 400, kNoGroup400).status, WSYNC_OK);
   const V expected{"HEALTH GET /health",
                    "PROBE POST /init_weights_update_group",
                    "PROBE GET /distserve/engine_info",
+                   "PROBE POST /update_weights_from_distributed",
+                   "RESET POST /update_weights_from_distributed",
                    "RESET POST /destroy_weights_update_group",
                    "INIT POST /init_weights_update_group",
                    "UPDATE POST /update_weights_from_distributed",

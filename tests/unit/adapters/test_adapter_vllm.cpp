@@ -1,7 +1,8 @@
 // adapter_vllm: every step's requests against vLLM's weight-transfer API (0.28 .. 0.33; api_router.py,
 // NCCLWeightTransferInitInfo): routes, methods, reply kinds, idempotency, and init_info / update_info
 // field by field (vLLM rejects unknown keys there); the PROBE answers (GET /version, GET
-// /get_world_size) that pick each server's dialogue and check its worker count.
+// /get_world_size) that pick each server's dialogue and check its worker count, and the POST
+// /collective_rpc question (is an update active?) that decides whether RESET finishes one.
 #include <string>
 
 #include "adapter_test_util.h"
@@ -31,6 +32,13 @@ Json body_of(const Built& b, size_t i = 0) { return parse(b.requests.at(i).body)
 
 std::string version_json(const std::string& v) { return "{\"version\": \"" + v + "\"}"; }
 std::string world_json(const std::string& n) { return "{\"world_size\": " + n + "}"; }
+// vLLM's /collective_rpc answer: one str() per worker, e.g. {"results": ["False", "True"]}.
+std::string rpc_json(const std::vector<std::string>& results) {
+  std::string r = "{\"results\": [";
+  for (size_t i = 0; i < results.size(); ++i) r += (i ? ", \"" : "\"") + results[i] + "\"";
+  return r + "]}";
+}
+const char kNotActive[] = "{\"results\": [\"False\", \"False\"]}";  // a fresh server's two workers
 
 // PROBE request `index` at `server` ('engines' count `gpus`): build the step, then hand the answer.
 Took answer(const Instance& a, uint32_t index, const std::string& body, uint32_t server = 1, uint32_t gpus = 2,
@@ -40,8 +48,11 @@ Took answer(const Instance& a, uint32_t index, const std::string& body, uint32_t
   return take(T(), a.self(), s.get(), index, http_status, body);
 }
 
-// Both PROBE answers of a healthy server at `server`: release `version`, `gpus` workers.
-void probed(const Instance& a, const std::string& version, uint32_t server = 1, uint32_t gpus = 2) {
+// The PROBE answers of a healthy server at `server`: release `version`, `gpus` workers. The
+// /collective_rpc question (request 2) is answered with `active` (HTTP `active_status`) when given;
+// left unanswered, whether an update is active is unknown and RESET finishes as before.
+void probed(const Instance& a, const std::string& version, uint32_t server = 1, uint32_t gpus = 2,
+            const char* active = nullptr, int32_t active_status = 200) {
   ASSERT_EQ(a.status(), WSYNC_OK) << a.error();
   Step s(WSYNC_STEP_PROBE);
   build_probe(T(), a.self(), s, server, gpus);
@@ -49,6 +60,9 @@ void probed(const Instance& a, const std::string& version, uint32_t server = 1, 
   ASSERT_EQ(v.status, WSYNC_OK) << v.error;
   Took w = take(T(), a.self(), s.get(), 1, 200, world_json(std::to_string(gpus)));
   ASSERT_EQ(w.status, WSYNC_OK) << w.error;
+  if (active == nullptr) return;
+  Took q = take(T(), a.self(), s.get(), 2, active_status, active);
+  ASSERT_EQ(q.status, WSYNC_OK) << q.error;  // never a refusal: an unknown answer finishes as before
 }
 
 TEST_F(VllmTest, Table) { expect_table(T(), "vllm"); }
@@ -394,6 +408,104 @@ TEST_F(VllmTest, ResetResumesWhateverThePauseOption) {
   EXPECT_EQ(routes(T(), a.self(), WSYNC_STEP_RESUME), V{});
 }
 
+// ---- RESET asks first: /finish_weight_update only where an update is active ----
+
+// Some worker answers "True": an earlier trainer left an update active, and RESET ends it (without a
+// version) before the shutdown and the resume.
+TEST_F(VllmTest, ResetFinishesWhenAWorkerAnswersThatAnUpdateIsActive) {
+  for (const auto& results : {V{"True", "True"}, V{"False", "True"}, V{"True"}}) {
+    Instance a(T(), {});
+    probed(a, "0.33.0", 1, 2, rpc_json(results).c_str());
+    Step s(WSYNC_STEP_RESET);
+    Built b = build(T(), a.self(), s.get());
+    ASSERT_EQ(b.status, WSYNC_OK) << b.error;
+    ASSERT_EQ(b.num_out, 3u) << rpc_json(results);
+    expect_request(b.requests[0], WSYNC_HTTP_POST, "/finish_weight_update", true, 0, WSYNC_REPLY_JSON);
+    expect_empty_object(b.requests[0]);
+    expect_request(b.requests[1], WSYNC_HTTP_POST, "/shutdown_weight_transfer_engine", false, 0, WSYNC_REPLY_JSON);
+    expect_request(b.requests[2], WSYNC_HTTP_POST, "/resume", false, 1, WSYNC_REPLY_JSON);
+  }
+}
+
+// Every worker answers "False" (a fresh server): no finish, which vLLM would refuse and log as an
+// ERROR; the group's shutdown and the resume are still sent.
+TEST_F(VllmTest, ResetSendsNoFinishWhenEveryWorkerAnswersThatNoUpdateIsActive) {
+  for (const char* v : {"0.28.0", "0.32.0", "0.33.0"}) {
+    Instance a(T(), {});
+    probed(a, v, 1, 2, kNotActive);
+    const bool shutdown = std::string(v) != "0.28.0";
+    EXPECT_EQ(routes(T(), a.self(), WSYNC_STEP_RESET),
+              (shutdown ? V{"POST /shutdown_weight_transfer_engine", "POST /resume"} : V{"POST /resume"}))
+        << v;
+  }
+  Instance one(T(), {});
+  probed(one, "0.33.0", 1, 1, "{\"results\": [\"False\"]}");
+  EXPECT_EQ(routes(T(), one.self(), WSYNC_STEP_RESET), (V{"POST /shutdown_weight_transfer_engine", "POST /resume"}));
+}
+
+// An answer that says neither (another release, a proxy, a worker without the attribute) leaves it
+// unknown: RESET finishes as before (vLLM's refusal is harmless there, only logged). The answer is
+// never a refusal of the server.
+TEST_F(VllmTest, ResetFinishesWhenTheAnswerIsMissingOrUnexpected) {
+  const std::string deep(100000, '[');
+  for (const std::string& body :
+       {std::string(""), std::string("not json"), std::string("null"), std::string("{}"),
+        std::string("[\"False\"]"), std::string("{\"results\": []}"), std::string("{\"results\": \"False\"}"),
+        std::string("{\"results\": null}"), std::string("{\"results\": [false, false]}"),
+        std::string("{\"results\": [null, null]}"), std::string("{\"results\": [\"false\", \"false\"]}"),
+        std::string("{\"results\": [\"False\", 0]}"), std::string("{\"results\": [\"False\", \"None\"]}"),
+        std::string("{\"Results\": [\"False\", \"False\"]}"), deep}) {
+    Instance a(T(), {});
+    probed(a, "0.33.0", 1, 2, body.c_str());
+    EXPECT_EQ(routes(T(), a.self(), WSYNC_STEP_RESET),
+              (V{"POST /finish_weight_update", "POST /shutdown_weight_transfer_engine", "POST /resume"}))
+        << body.substr(0, 60);
+  }
+}
+
+// A question answered with anything but HTTP 200 (no /collective_rpc route: 404; vLLM's failed
+// rpc: 500; no dev mode) is unknown too, whatever the body says; the probe still succeeds.
+TEST_F(VllmTest, ResetFinishesWhenTheQuestionIsNotAnsweredHttp200) {
+  for (int status : {404, 500, 400, 201, 0}) {
+    Instance a(T(), {});
+    probed(a, "0.33.0", 1, 2, kNotActive, status);
+    EXPECT_EQ(routes(T(), a.self(), WSYNC_STEP_RESET),
+              (V{"POST /finish_weight_update", "POST /shutdown_weight_transfer_engine", "POST /resume"}))
+        << status;
+  }
+}
+
+// Each server's answer counts for that server only, and the latest answer counts.
+TEST_F(VllmTest, ResetAsksEachServerItsOwnQuestion) {
+  Instance a(T(), {});
+  probed(a, "0.33.0", 0, 2, kNotActive);
+  probed(a, "0.33.0", 1, 2, rpc_json({"False", "True"}).c_str());
+  EXPECT_EQ(routes(T(), a.self(), WSYNC_STEP_RESET, 0), (V{"POST /shutdown_weight_transfer_engine", "POST /resume"}));
+  EXPECT_EQ(routes(T(), a.self(), WSYNC_STEP_RESET, 1),
+            (V{"POST /finish_weight_update", "POST /shutdown_weight_transfer_engine", "POST /resume"}));
+  probed(a, "0.33.0", 1, 2, kNotActive);
+  EXPECT_EQ(routes(T(), a.self(), WSYNC_STEP_RESET, 1), (V{"POST /shutdown_weight_transfer_engine", "POST /resume"}));
+  probed(a, "0.33.0", 0, 2, "not json");
+  EXPECT_EQ(routes(T(), a.self(), WSYNC_STEP_RESET, 0),
+            (V{"POST /finish_weight_update", "POST /shutdown_weight_transfer_engine", "POST /resume"}));
+}
+
+// The answer's body is not NUL-terminated: only body_len bytes are read.
+TEST_F(VllmTest, TheUpdateQuestionReadsOnlyTheBodyLength) {
+  const std::string good = kNotActive;
+  const std::string padded = good + "{\"results\": [\"True\"]}";
+  Instance a(T(), {});
+  probed(a, "0.33.0");
+  Step s(WSYNC_STEP_PROBE);
+  build_probe(T(), a.self(), s, 1, 2);
+  ASSERT_EQ(take_raw(T(), a.self(), s.get(), 2, 200, padded.data(), good.size()).status, WSYNC_OK);
+  EXPECT_EQ(routes(T(), a.self(), WSYNC_STEP_RESET), (V{"POST /shutdown_weight_transfer_engine", "POST /resume"}));
+  ASSERT_EQ(take_raw(T(), a.self(), s.get(), 2, 200, good.data(), good.size() - 1).status, WSYNC_OK);
+  EXPECT_EQ(routes(T(), a.self(), WSYNC_STEP_RESET),
+            (V{"POST /finish_weight_update", "POST /shutdown_weight_transfer_engine", "POST /resume"}));
+  ASSERT_EQ(take_raw(T(), a.self(), s.get(), 2, 200, nullptr, 0).status, WSYNC_OK);
+}
+
 TEST_F(VllmTest, DestroyShutsTheTransferEngineDownFrom032) {
   Instance a(T(), {});
   probed(a, "0.32.0");
@@ -413,32 +525,48 @@ TEST_F(VllmTest, DestroySendsNothingBefore032) {
   }
 }
 
-// ---- PROBE: GET /version, GET /get_world_size ----
+// ---- PROBE: GET /version, GET /get_world_size, POST /collective_rpc ----
 
-TEST_F(VllmTest, ProbeAsksTheVersionThenTheWorldSize) {
+// The /collective_rpc question: getattr(worker, "_weight_update_active") in every worker; it only
+// reads, so it may be retried.
+void expect_update_active_question(const Request& r) {
+  expect_request(r, WSYNC_HTTP_POST, "/collective_rpc", true, 1, WSYNC_REPLY_TO_ADAPTER);
+  Json j = parse(r.body);
+  EXPECT_KEYS(j.get(), "method", "args");
+  expect_string(j.get(), "method", "__getattr__");
+  expect_strings(j.get(), "args", {"_weight_update_active"});
+}
+
+TEST_F(VllmTest, ProbeAsksTheVersionTheWorldSizeThenWhetherAnUpdateIsActive) {
   Instance a(T(), {});
   Step s(WSYNC_STEP_PROBE);
   Built b = build(T(), a.self(), s.get());
   ASSERT_EQ(b.status, WSYNC_OK) << b.error;
-  ASSERT_EQ(b.num_out, 2u);
+  ASSERT_EQ(b.num_out, 3u);
   expect_request(b.requests[0], WSYNC_HTTP_GET, "/version", false, 1, WSYNC_REPLY_TO_ADAPTER);
   expect_request(b.requests[1], WSYNC_HTTP_GET, "/get_world_size", false, 1, WSYNC_REPLY_TO_ADAPTER);
+  expect_update_active_question(b.requests[2]);
 }
 
-// With option engine_version the release is not asked; the worker count still is.
-TEST_F(VllmTest, ProbeWithAForcedReleaseAsksOnlyTheWorldSize) {
+// With option engine_version the release is not asked; the worker count and the update still are
+// (the question is then request 1).
+TEST_F(VllmTest, ProbeWithAForcedReleaseAsksTheWorldSizeAndWhetherAnUpdateIsActive) {
   Instance a(T(), {{"engine_version", "0.31.0"}});
   ASSERT_EQ(a.status(), WSYNC_OK) << a.error();
   Step s(WSYNC_STEP_PROBE);
   Built b = build(T(), a.self(), s.get());
-  ASSERT_EQ(b.num_out, 1u);
+  ASSERT_EQ(b.num_out, 2u);
   expect_request(b.requests[0], WSYNC_HTTP_GET, "/get_world_size", false, 1, WSYNC_REPLY_TO_ADAPTER);
+  expect_update_active_question(b.requests[1]);
   Took w = take(T(), a.self(), s.get(), 0, 200, world_json("3"));  // request 0 is the world size here
   EXPECT_EQ(w.status, WSYNC_ERR_INVALID_ARGUMENT);
   EXPECT_CONTAINS(w.error, "the server has 3 worker(s)");
   EXPECT_CONTAINS(w.error, "gives it 2");
   ASSERT_EQ(take(T(), a.self(), s.get(), 0, 200, world_json("2")).status, WSYNC_OK);
   EXPECT_EQ(routes(T(), a.self(), WSYNC_STEP_DESTROY), V{});  // 0.31: no shutdown route
+  EXPECT_EQ(routes(T(), a.self(), WSYNC_STEP_RESET), (V{"POST /finish_weight_update", "POST /resume"}));
+  ASSERT_EQ(take(T(), a.self(), s.get(), 1, 200, kNotActive).status, WSYNC_OK);  // request 1 is the question
+  EXPECT_EQ(routes(T(), a.self(), WSYNC_STEP_RESET), V{"POST /resume"});
 }
 
 TEST_F(VllmTest, ProbeAcceptsEverySupportedRelease) {
@@ -922,7 +1050,7 @@ TEST_F(VllmTest, WsyncBackendLifeIsTheSameOtherwise) {
   Instance forced(T(), {{"backend", "wsync"}, {"engine_version", "0.31.0"}});
   ASSERT_EQ(forced.status(), WSYNC_OK) << forced.error();
   EXPECT_EQ(routes(T(), forced.self(), WSYNC_STEP_DESTROY), V{});
-  EXPECT_EQ(routes(T(), forced.self(), WSYNC_STEP_PROBE), V{"GET /get_world_size"});
+  EXPECT_EQ(routes(T(), forced.self(), WSYNC_STEP_PROBE), (V{"GET /get_world_size", "POST /collective_rpc"}));
 }
 
 // ---- the whole life of a group, per release ----
@@ -933,6 +1061,7 @@ TEST_F(VllmTest, LifeFrom032) {
   EXPECT_EQ(life(T(), a.self()), (V{"HEALTH GET /health",
                                     "PROBE GET /version",
                                     "PROBE GET /get_world_size",
+                                    "PROBE POST /collective_rpc",
                                     "RESET POST /finish_weight_update",
                                     "RESET POST /shutdown_weight_transfer_engine",
                                     "RESET POST /resume",
@@ -952,6 +1081,7 @@ TEST_F(VllmTest, LifeBefore032WithoutPause) {
   EXPECT_EQ(life(T(), a.self()), (V{"HEALTH GET /health",
                                     "PROBE GET /version",
                                     "PROBE GET /get_world_size",
+                                    "PROBE POST /collective_rpc",
                                     "RESET POST /finish_weight_update",
                                     "RESET POST /resume",
                                     "INIT POST /init_weight_transfer_engine",
