@@ -26,6 +26,11 @@ static double now_s(void) {
   return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+static void free_model(void** data, size_t n) {
+  for (size_t i = 0; i < n; ++i) free(data[i]);
+  free(data);
+}
+
 static int die(const char* what, wsync_status_t st) {
   fprintf(stderr, "trainer: %s failed: %s: %s\n", what, wsync_status_name(st), wsync_last_error());
   return 1;
@@ -86,7 +91,10 @@ int main(int argc, char** argv) {
   fflush(stdout);
   wsync_group_t* g = NULL;
   wsync_status_t st = wsync_group_init(&cfg, &g);
-  if (st != WSYNC_OK) return die("wsync_group_init", st);
+  if (st != WSYNC_OK) {
+    free_model(data, n);
+    return die("wsync_group_init", st);
+  }
   printf("trainer: group 'demo' up, store at %s\n", wsync_group_store_addr(g));
   fflush(stdout);
 
@@ -107,30 +115,30 @@ int main(int argc, char** argv) {
     for (size_t off = 0; off < n; off += BATCH) {
       size_t cnt = n - off < BATCH ? n - off : BATCH;
       st = wsync_group_send_batch(g, t + off, cnt, -1);
-      if (st != WSYNC_OK) {
-        die("wsync_group_send_batch", st);
-        wsync_group_destroy(g);
-        return 1;
-      }
+      if (st != WSYNC_OK) break;
+    }
+    if (st != WSYNC_OK) {
+      die("wsync_group_send_batch", st);
+      break;
     }
     st = wsync_group_finalize(g, v, -1);
     if (st != WSYNC_OK) {
       die("wsync_group_finalize", st);
-      wsync_group_destroy(g);
-      return 1;
+      break;
     }
     double dt = now_s() - t0;
     printf("trainer: version %u committed on %u engine(s): %zu tensors, %.2f GB in %.2f s (%.2f GB/s per engine)\n", v,
            receivers, n, total / 1e9, dt, total / 1e9 / dt);
     fflush(stdout);
   }
-  wsync_group_stats_t s = WSYNC_GROUP_STATS_INIT;
-  wsync_group_get_stats(g, &s);
-  printf("trainer: done: %llu updates, %llu buckets, staging %.0f MiB\n", (unsigned long long)s.updates,
-         (unsigned long long)s.buckets, s.staging_bytes / 1048576.0);
+  if (st == WSYNC_OK) {
+    wsync_group_stats_t s = WSYNC_GROUP_STATS_INIT;
+    wsync_group_get_stats(g, &s);
+    printf("trainer: done: %llu updates, %llu buckets, staging %.0f MiB\n", (unsigned long long)s.updates,
+           (unsigned long long)s.buckets, s.staging_bytes / 1048576.0);
+  }
   wsync_group_destroy(g);
-  for (size_t i = 0; i < n; ++i) free(data[i]);
-  free(data);
+  free_model(data, n);
   free(t);
-  return 0;
+  return st == WSYNC_OK ? 0 : 1;
 }

@@ -309,8 +309,10 @@ TEST(Trust, ControlPortChurnDoesNotFloodTheLog) {
                                 count("closing the connection from") + count("dropping the oldest");
   EXPECT_GT(per_connection, 0u) << log;
   EXPECT_LE(per_connection, 40u) << log.substr(0, 4000);
-  EXPECT_NE(std::string::npos, log.find("more connections were dropped before their HELLO on the control port in "
-                                        "the last 10 s")) << log.substr(0, 4000);
+  // At least one kind went past its burst and was summed up (which kinds depends on how fast the
+  // sender reads: under ASan most closed connections were gone before it looked).
+  EXPECT_NE(std::string::npos, log.find(" in the last 10 s (the first 10 of each kind are logged)"))
+      << log.substr(0, 4000);
 }
 
 // A full disk under store_addr_file: integration.fault_matrix (DiskFull).
