@@ -50,6 +50,8 @@ wait_for() {  # wait_for <seconds> <command...>
   until "$@"; do [ $SECONDS -lt $until ] || return 1; sleep 0.1; done
 }
 alive() { kill -0 "$1" 2>/dev/null; }
+# number_after <text> <words>: the number right after <words> (a sed pattern) in the outsider's line.
+number_after() { echo "$1" | sed -n "s/.*$2\([0-9][0-9]*\).*/\1/p"; }
 # reap <pid> <seconds>: the child's exit code in $rc, or 124 when it still ran after <seconds>
 # (it is killed then). Not in a subshell: only this shell can wait for its children.
 reap() {
@@ -100,8 +102,8 @@ attack_case() {
     if [ "$mode" = tcp ]; then
       # An attempt whose endpoint UCX refused to create (it happens: the forged address is a guess)
       # never reached the victim; nine in ten must have.
-      made=$(echo "$out" | sed -n 's/.* \([0-9]*\) attempt(s), \([0-9]*\) died mid-wire-up.*/\1/p')
-      died=$(echo "$out" | sed -n 's/.* \([0-9]*\) attempt(s), \([0-9]*\) died mid-wire-up.*/\2/p')
+      made=$(number_after "$out" "port(s); ")
+      died=$(number_after "$out" "attempt(s), ")
       [ "${made:-0}" -eq "$ATTEMPTS" ] && [ "${died:-0}" -ge $((ATTEMPTS * 9 / 10)) ] ||
         fail "[$mode] the outsider did not make its $ATTEMPTS attempts against the $victim: $out"
     elif [ "$victim" = engine1 ]; then
@@ -113,8 +115,8 @@ attack_case() {
   echo "[$mode] engine2: $out"
   alive "$engine2" || fail "[$mode] engine 2 died under the flood"
   if [ "$mode" = tcp ]; then
-    base=$(echo "$out" | sed -n 's/.*rss before \([0-9]*\) KiB, peak \([0-9]*\) KiB.*/\1/p')
-    peak=$(echo "$out" | sed -n 's/.*rss before \([0-9]*\) KiB, peak \([0-9]*\) KiB.*/\2/p')
+    base=$(number_after "$out" "rss before ")
+    peak=$(number_after "$out" "peak ")
     [ -n "$peak" ] || fail "[$mode] the flood reached no endpoint: $out"
     [ $((peak - base)) -le 65536 ] || fail "[$mode] engine 2 grew from $base to $peak KiB under the flood"
     grep -q "dropped .* message(s) under tags no member of the group uses" "$dir/engine2.log" ||
