@@ -117,6 +117,15 @@ uint16_t control_port(const std::string& addr) {
   return gi.control_port;
 }
 
+// Start `s` for one receiver with `m` and return its control port (0 when its store address or
+// group_info could not be read: the test then stops on ASSERT_NE).
+uint16_t start_for_one(Sender& s, Model& m) {
+  s.start(1, 30000, &m);
+  const std::string addr = read_addr_file(s.addr_file, 10000);
+  EXPECT_FALSE(addr.empty()) << "the sender wrote no store address";
+  return addr.empty() ? 0 : control_port(addr);
+}
+
 ReceiverPlan plan_for(const Sender& s, const Model& m) {
   ReceiverPlan p;
   p.rank = 1;
@@ -203,10 +212,7 @@ TEST(Trust, ForgedHelloIsRefusedAndTheRankStaysFree) {
   // The real receiver waits (forked before this process brings UCX up) until the forgery is done.
   const std::string go = s.dir + "/go";
   pid_t real = receiver_after(go, plan_for(s, m));
-  s.start(1, 30000, &m);
-  const std::string addr = read_addr_file(s.addr_file, 10000);
-  ASSERT_FALSE(addr.empty());
-  const uint16_t port = control_port(addr);
+  const uint16_t port = start_for_one(s, m);
   ASSERT_NE(0, port);
 
   wsync::ControlConn conn;
@@ -242,10 +248,7 @@ TEST(Trust, SilentControlConnectionsCannotLockReceiversOut) {
   Sender s;
   const std::string go = s.dir + "/go";
   pid_t real = receiver_after(go, plan_for(s, m));
-  s.start(1, 30000, &m);
-  const std::string addr = read_addr_file(s.addr_file, 10000);
-  ASSERT_FALSE(addr.empty());
-  const uint16_t port = control_port(addr);
+  const uint16_t port = start_for_one(s, m);
   ASSERT_NE(0, port);
   std::vector<int> silent;
   for (int i = 0; i < 300; ++i) {
@@ -279,10 +282,7 @@ TEST(Trust, ControlPortChurnDoesNotFloodTheLog) {
   Sender s;
   const std::string go = s.dir + "/go";
   pid_t real = receiver_after(go, plan_for(s, m));
-  s.start(1, 30000, &m);
-  const std::string addr = read_addr_file(s.addr_file, 10000);
-  ASSERT_FALSE(addr.empty());
-  const uint16_t port = control_port(addr);
+  const uint16_t port = start_for_one(s, m);
   ASSERT_NE(0, port);
   int churned = 0;
   for (int i = 0; i < 1200; ++i) {
