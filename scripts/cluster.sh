@@ -233,7 +233,7 @@ cmd_status() {
   for n in $names; do
     NAME=$n
     echo "cluster '$n' (switch namespace $(switch_ns)):"
-    for ns in $(our_namespaces); do
+    for ns in $(our_namespaces | sort -V); do
       [ "$ns" != "$(switch_ns)" ] || continue
       i=${ns##*-h}
       printf '  h%-3s %-22s %-15s out %-8s in %-8s port %s, processes %s\n' "$i" "$ns" "$(host_addr "$i")" \
@@ -325,22 +325,31 @@ cmd_run() {
   [ "${1:-}" = -- ] && [ $# -ge 2 ] || bad_usage "run needs -- and a command"
   shift
   check_name
-  trap 'remove_cluster' EXIT
+  trap 'stop_command; remove_cluster' EXIT
   cmd_up "$hosts" --rate "$rate" --name "$NAME" --mtu "$mtu"
   export_cluster_env "$hosts" "$rate" "$mtu"
-  # In the background so that a signal to this script is handled at once (bash runs traps only
-  # between commands); it then stops the command, and EXIT removes the cluster.
+  # In the background, in a process group of its own (set -m), so that a signal to this script is
+  # handled at once (bash runs traps only between commands) and reaches everything the command
+  # started; EXIT then removes the cluster. (An interactive shell on a host: `up`, then `exec`.)
+  set -m
   "$@" &
   RUN_PID=$!
-  trap 'stop_command; exit 130' INT
-  trap 'stop_command; exit 143' TERM
-  trap 'stop_command; exit 129' HUP
+  set +m
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+  trap 'exit 129' HUP
   local rc=0
   wait "$RUN_PID" || rc=$?
   return $rc
 }
 
-stop_command() { kill -TERM "$RUN_PID" 2>/dev/null || true; }
+# What the command of `run` left running, in the root namespace too: its process group.
+RUN_PID=""
+stop_command() {
+  [ -n "$RUN_PID" ] || return 0
+  kill -KILL -- "-$RUN_PID" 2>/dev/null || true
+  { wait "$RUN_PID"; } 2>/dev/null || true  # no "Killed" line: the command's status is already known
+}
 
 main() {
   local cmd=${1:-}

@@ -65,7 +65,7 @@ reap() {
     return
   fi
   rc=0
-  wait "$1" || rc=$?
+  { wait "$1"; } 2>/dev/null || rc=$?  # no "Killed" line for a child the test killed
 }
 
 # on HOST CMD...: CMD on cluster host HOST, in the background; its pid in $last_pid.
