@@ -154,6 +154,7 @@ cmd_up() {
   check_name
   local bps
   bps=$(rate_bps "$rate")
+  [ "$bps" -ge 1000000 ] || bad_usage "--rate must be at least 1mbit (not '$rate')"
   check_can_make
   remove_cluster  # leftovers of a run that could not clean up (kill -9, a crash)
   local rc=0
