@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# cluster.bench_smoke: scripts/cluster-bench.sh --smoke as docs/CLUSTER.md tells a user to run it
+# (with this build and a cluster name of its own): every row runs, the table and the summary
+# lines come out with figures a NIC allows, and the cluster is gone afterwards. Its command line
+# refuses an unknown flag (exit 2) and prints its usage on --help.
+#
+# Usage: bench_smoke.sh <build dir>
+set -uo pipefail
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+BUILD=$(cd "$1" && pwd)
+NAME=benchsmoke
+fail() { echo "bench_smoke: FAILED: $*" >&2; exit 1; }
+
+"$REPO/scripts/cluster-bench.sh" --help | grep -q "^Usage: scripts/cluster-bench.sh" || fail "--help printed no usage"
+"$REPO/scripts/cluster-bench.sh" --no-such-flag >/dev/null 2>&1
+rc=$?
+[ $rc -eq 2 ] || fail "an unknown flag gave exit $rc, not 2"
+
+out=$("$REPO/scripts/cluster-bench.sh" --smoke --build "$BUILD" --name "$NAME" 2>&1)
+rc=$?
+echo "$out"
+[ $rc -ne 77 ] || exit 77
+left=$(ip netns list 2>/dev/null | awk '{print $1}' | grep "^wsc-$NAME-" || true)
+[ -z "$left" ] || fail "namespaces left behind: $left"
+[ $rc -eq 0 ] || fail "scripts/cluster-bench.sh --smoke exited with $rc"
+rows=$(echo "$out" | grep -cE '^star +[0-9]+ +[01] +[0-9.]+ ')
+[ "$rows" -eq 4 ] || fail "$rows table rows, 4 expected (receivers 1 and 2, verify_payload 1 and 0)"
+for line in "fanout_2_over_1: [0-9.]+" "nic_efficiency_1: 0?\.[0-9]+|nic_efficiency_1: 1\.0" \
+            "checksum_cost_cluster: -?[0-9.]+%" "NIC rate: 1gbit"; do
+  echo "$out" | grep -qE "^($line)" || fail "no line matching '$line'"
+done
+echo "bench_smoke: OK"
