@@ -103,6 +103,14 @@ typedef struct wsync_host_v1_t {
  * transport options of its own; since 1.2 adapters ask for what their engine needs with
  * get_needs (transport hints), and the core forwards that without reading it. */
 #define WSYNC_TRANSPORT_CAP_RETIRED_4 (1u << 4)
+/* Since wsync 0.7 (a capability bit, no new field: the table stays plugin ABI 1.3, and a core
+ * before 0.7 ignores the bit). Several sequence numbers may be posted at once on either side and complete in any
+ * order (send_post of seq+1 before send_wait(seq) answered, recv_post of seq+1 before
+ * recv_wait(seq) answered), and each stays matched to its own. The core then moves a bucket as
+ * pieces (consecutive sequence numbers, one message each: group option piece_bytes) and keeps up
+ * to `window` buckets on the wire (group option window). Without it: one bucket, one message, one
+ * at a time, as before. */
+#define WSYNC_TRANSPORT_CAP_PIECES (1u << 5)
 
 /* The kinds of message a side-channel blob travels with (since 1.2, see describe_send). */
 #define WSYNC_BLOB_MANIFEST 1 /* sender -> every receiver, before the bucket moves */

@@ -115,7 +115,7 @@ static const wsync_transport_v1_t kUcxTransport = {
     WSYNC_PLUGIN_ABI_VERSION,
     "ucx",
     WSYNC_PLUGIN_VERSION,
-    WSYNC_TRANSPORT_CAP_HOST_MEMORY | WSYNC_TRANSPORT_CAP_SCATTER_RECV,
+    WSYNC_TRANSPORT_CAP_HOST_MEMORY | WSYNC_TRANSPORT_CAP_SCATTER_RECV | WSYNC_TRANSPORT_CAP_PIECES,
     ucx_create,
     ucx_connect,
     ucx_send_post,

@@ -18,7 +18,7 @@ namespace wsync {
 const char* msg_type_name(uint16_t type) {
   static const char* names[] = {"?",     "HELLO", "WELCOME",    "REJECT",    "JOINED",       "MANIFEST", "READY",
                                 "NACK",  "ACK",   "END_UPDATE", "COMMITTED", "ABORT_UPDATE", "CLOSE",
-                                "CHALLENGE"};
+                                "CHALLENGE", "BUCKET_SUM"};
   return type < sizeof names / sizeof names[0] ? names[type] : "?";
 }
 
@@ -162,6 +162,8 @@ wsync_status_t ControlConn::fill(int64_t timeout_ms) {
 }
 
 bool ControlConn::has_frame() const { return in_.size() - rd_ >= kControlHeaderBytes && wanted() == 0; }
+
+uint16_t ControlConn::next_type() const { return has_frame() ? header_at(in_.data() + rd_).type : 0; }
 
 bool ControlConn::take_frame(Frame* out, wsync_status_t* err) {
   *err = WSYNC_OK;

@@ -56,6 +56,8 @@ class ControlConn {
   // Read whatever is available now without blocking; detects a closed peer.
   wsync_status_t pump();
   bool has_frame() const;
+  // The type of the whole frame buffered next (it stays buffered), or 0 when there is none.
+  uint16_t next_type() const;
 
  private:
   wsync_status_t fill(int64_t timeout_ms);

@@ -42,6 +42,10 @@ enum class MsgType : uint16_t {
   kAbortUpdate = 11, // tx->rx: str reason
   kClose = 12,       // tx->rx: the group is destroyed
   kChallenge = 13,   // tx->rx, first on every connection: u32 protocol, bytes tx nonce
+  // tx->rx (wsync 0.7, manifest flag kManifestFlagChecksumFollows): u64 seq, u64 checksum. The
+  // payload checksum of a bucket whose bytes are already moving: the sender hashes while the bytes
+  // travel, and the receiver compares before its ACK.
+  kBucketSum = 14,
 };
 
 const char* msg_type_name(uint16_t type);

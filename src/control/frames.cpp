@@ -161,6 +161,13 @@ std::vector<uint8_t> encode_committed(const CommittedBody& b) {
   return std::move(w.data());
 }
 
+std::vector<uint8_t> encode_bucket_sum(const BucketSumBody& b) {
+  ByteWriter w;
+  w.u64(b.seq);
+  w.u64(b.checksum);
+  return std::move(w.data());
+}
+
 std::vector<uint8_t> encode_abort_update(const AbortUpdateBody& b) {
   ByteWriter w;
   w.str32(clip_reason(b.reason, kFrameMaxReasonBytes));
@@ -255,6 +262,13 @@ wsync_status_t decode_committed(const std::vector<uint8_t>& body, CommittedBody*
   BodyReader r("COMMITTED", body);
   CommittedBody b;
   if (!r.u64(&b.version, "version")) return r.error();
+  return done(std::move(b), out);
+}
+
+wsync_status_t decode_bucket_sum(const std::vector<uint8_t>& body, BucketSumBody* out) {
+  BodyReader r("BUCKET_SUM", body);
+  BucketSumBody b;
+  if (!r.u64(&b.seq, "seq") || !r.u64(&b.checksum, "checksum")) return r.error();
   return done(std::move(b), out);
 }
 

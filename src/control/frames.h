@@ -88,6 +88,11 @@ struct CommittedBody {  // rx->tx: u64 version
   uint64_t version = 0;
 };
 
+struct BucketSumBody {  // tx->rx: u64 seq, u64 checksum
+  uint64_t seq = 0;
+  uint64_t checksum = 0;
+};
+
 struct AbortUpdateBody {  // tx->rx: str reason
   std::string reason;
 };
@@ -102,6 +107,7 @@ std::vector<uint8_t> encode_status(const StatusBody& b);  // NACK and ACK
 std::vector<uint8_t> encode_end_update(const EndUpdateBody& b);
 std::vector<uint8_t> encode_committed(const CommittedBody& b);
 std::vector<uint8_t> encode_abort_update(const AbortUpdateBody& b);
+std::vector<uint8_t> encode_bucket_sum(const BucketSumBody& b);
 
 // Trailing bytes refused (the handshake of protocol 3 is exact).
 wsync_status_t decode_challenge(const std::vector<uint8_t>& body, ChallengeBody* out);
@@ -120,6 +126,7 @@ wsync_status_t decode_ack(const std::vector<uint8_t>& body, StatusBody* out);
 wsync_status_t decode_end_update(const std::vector<uint8_t>& body, EndUpdateBody* out);
 wsync_status_t decode_committed(const std::vector<uint8_t>& body, CommittedBody* out);
 wsync_status_t decode_abort_update(const std::vector<uint8_t>& body, AbortUpdateBody* out);
+wsync_status_t decode_bucket_sum(const std::vector<uint8_t>& body, BucketSumBody* out);
 // A receiver's answer to END_UPDATE(version) that is not NACK: OK when it is COMMITTED(version),
 // else PROTOCOL with a message naming `who`, what came (the version it committed included) and
 // the version that was expected.

@@ -11,6 +11,8 @@ std::vector<uint8_t> encode_group_info(const GroupInfo& g) {
   std::string s = "protocol=" + std::to_string(g.protocol) + "\ngroup=" + g.group_name +
                   "\nworld_size=" + std::to_string(g.world_size) + "\ntransport=" + g.transport +
                   "\ncontrol_host=" + g.control_host + "\ncontrol_port=" + std::to_string(g.control_port) + "\n";
+  if (g.piece_bytes) s += "piece_bytes=" + std::to_string(g.piece_bytes) + "\n";
+  if (g.window > 1) s += "window=" + std::to_string(g.window) + "\n";
   for (const auto& kv : g.transport_options) s += "transport." + kv.first + "=" + kv.second + "\n";
   return std::vector<uint8_t>(s.begin(), s.end());
 }
@@ -70,6 +72,15 @@ wsync_status_t decode_group_info(const std::vector<uint8_t>& data, GroupInfo* ou
       if (!parse_uint(v, 65535, &n) || n == 0) return fail(WSYNC_ERR_PROTOCOL, "group info control_port '%s' is invalid", shown(v).c_str());
       g.control_port = static_cast<uint16_t>(n);
       seen |= 32;
+    } else if (k == "piece_bytes") {
+      if (!parse_uint(v, kMaxPieceBytes, &n) || (n != 0 && n < kMinPieceBytes))
+        return fail(WSYNC_ERR_PROTOCOL, "group info piece_bytes '%s' is invalid (0, or %llu..%llu)", shown(v).c_str(),
+                    static_cast<unsigned long long>(kMinPieceBytes), static_cast<unsigned long long>(kMaxPieceBytes));
+      g.piece_bytes = n;
+    } else if (k == "window") {
+      if (!parse_uint(v, kMaxWindow, &n) || n == 0)
+        return fail(WSYNC_ERR_PROTOCOL, "group info window '%s' is invalid (1..%u)", shown(v).c_str(), kMaxWindow);
+      g.window = static_cast<uint32_t>(n);
     } else if (k.compare(0, 10, "transport.") == 0 && k.size() > 10) {
       g.transport_options.emplace_back(k.substr(10), v);
     }  // unknown keys: written by a newer sender; ignored

@@ -23,7 +23,16 @@ struct GroupInfo {
   // The sender's "transport.*" options (prefix removed): receivers apply them before their own,
   // so both sides of the data plane are configured alike.
   std::vector<std::pair<std::string, std::string>> transport_options;
+  // Since wsync 0.7 (absent: 0 and 1): a bucket moves as transport messages of at most piece_bytes
+  // (0: one message per bucket), and up to `window` buckets may be on the wire at once.
+  uint64_t piece_bytes = 0;
+  uint32_t window = 1;
 };
+
+// Bounds of the pipeline fields a receiver accepts (a sender refuses options outside them).
+constexpr uint64_t kMinPieceBytes = 64u << 10;
+constexpr uint64_t kMaxPieceBytes = 1ull << 30;
+constexpr uint32_t kMaxWindow = 16;
 
 std::vector<uint8_t> encode_group_info(const GroupInfo& g);
 // Parses "key=value" lines; refuses anything malformed (a line without '=', a bad number, a

@@ -103,6 +103,12 @@ struct wsync_group {
   uint32_t num_receivers = 0;
   int64_t timeout_ms = 60000;
   uint32_t staging_buckets = 2;
+  // The pipeline (group_init.cpp, choose_pipeline): buckets on the wire at once (option window;
+  // 0 until init: staging_buckets), and the pieces a bucket moves in (option piece_bytes; 0 = whole).
+  // A transport without CAP_PIECES gets 1 and 0.
+  uint32_t window = 0;
+  uint64_t piece_bytes = 8u << 20;
+  bool piece_bytes_set = false;
   bool verify_payload = false;
   bool verify_payload_set = false;  // the caller gave option verify_payload (else: on for host transports)
   wsync::LayoutRule rule;

@@ -1,13 +1,19 @@
 // One bucket on the wire, on every receiver's control channel:
 //
 //   MANIFEST(seq, manifest, transport blob) ->  <- READY(seq, blob)   the receive is posted
-//   transport send_post(seq)                    bytes move on the data plane
+//   transport send_post(seq + i), each piece    bytes move on the data plane
+//   BUCKET_SUM(seq, checksum) ->                (a checksum that follows: hashed while they move)
 //                                           <- ACK(seq, status, blob) the bytes are in place
+//
+// Up to `window` buckets are on the wire at once: the next MANIFEST does not wait for this ACK.
 //
 // Blobs are the transports' per-bucket side channel (plugin ABI 1.2): the core carries them and
 // hands them to the transport without reading them.
 #include "group/group_bucket.h"
 
+#include <xxhash.h>
+
+#include <algorithm>
 #include <cstring>
 
 #include "common/error.h"
@@ -24,11 +30,12 @@ std::vector<uint8_t> encode_bucket_manifest(wsync_group_t* g, const InflightBuck
   const PlanBucket& pb = b.batch->plan[b.index];
   Manifest m;
   m.update_id = g->update_id;
-  m.bucket_index = g->bucket_in_update;
+  m.bucket_index = b.number;
   m.bucket_bytes = pb.bytes;
   if (g->verify_payload) {
     m.flags |= kManifestFlagPayloadChecksum;
-    m.payload_checksum = b.checksum;
+    if (b.sum_follows) m.flags |= kManifestFlagChecksumFollows;
+    else m.payload_checksum = b.checksum;
   }
   m.entries.reserve(pb.entries.size());
   for (const auto& e : pb.entries) {
@@ -131,20 +138,46 @@ wsync_status_t judge_reply(wsync_group_t* g, const InflightBucket& b, Peer* p, M
   return deliver_blob(g, b, p, expect == MsgType::kReady ? WSYNC_BLOB_READY : WSYNC_BLOB_ACK, blob);
 }
 
-// Read what the receivers in `pending` sent so far; those that answered leave the list.
-wsync_status_t read_replies(wsync_group_t* g, const InflightBucket& b, MsgType expect, std::vector<Peer*>* pending) {
-  for (size_t i = 0; i < pending->size();) {
-    Peer* p = (*pending)[i];
-    Frame f;
-    wsync_status_t st = p->conn.recv(&f, 0);
-    if (st == WSYNC_ERR_TIMEOUT) {
-      ++i;
-      continue;
+// The bucket of the flight the frame `f` from `p` answers: the oldest that waits for that kind of
+// answer from p (a READY; an ACK or NACK once p said READY for it), or nullptr.
+InflightBucket* answered_by(Flight* flight, Peer* p, uint16_t type) {
+  const bool ready = type == static_cast<uint16_t>(MsgType::kReady);
+  for (auto& b : *flight) {
+    const bool wants_ready = std::find(b->want_ready.begin(), b->want_ready.end(), p) != b->want_ready.end();
+    if (ready && wants_ready) return b.get();
+    if (!ready && wants_ready) return b.get();  // an ACK before the READY: judge_reply names it
+    if (!ready && std::find(b->want_ack.begin(), b->want_ack.end(), p) != b->want_ack.end()) return b.get();
+  }
+  return nullptr;
+}
+
+void forget(std::vector<Peer*>* v, Peer* p) { v->erase(std::remove(v->begin(), v->end(), p), v->end()); }
+
+// Read what the receivers sent so far and take each answer off its bucket.
+wsync_status_t take_replies(wsync_group_t* g, Flight* flight) {
+  for (auto& peer : g->peers) {
+    Peer* p = peer.get();
+    if (!p->alive) continue;
+    for (;;) {
+      Frame f;
+      wsync_status_t st = p->conn.recv(&f, 0);
+      if (st == WSYNC_ERR_TIMEOUT) break;
+      InflightBucket* b = flight->empty() ? nullptr : answered_by(flight, p, f.type);
+      StatusBody nack;
+      if (st == WSYNC_OK && f.type == static_cast<uint16_t>(MsgType::kNack) && decode_nack(f.body, &nack) == WSYNC_OK)
+        for (auto& x : *flight)
+          if (x->seq == nack.seq) b = x.get();  // a refusal names its bucket
+      const char* during = b != nullptr ? b->what.c_str() : flight->empty() ? "an update" : flight->front()->what.c_str();
+      if (st == WSYNC_ERR_PEER_FAILED) return peer_lost(g, p, during);
+      if (st != WSYNC_OK) return st;
+      if (b == nullptr)
+        return fail(WSYNC_ERR_PROTOCOL, "%s sent %s while no bucket on the wire waited for one from it",
+                    p->conn.peer_name().c_str(), msg_type_name(f.type));
+      const bool wants_ready = std::find(b->want_ready.begin(), b->want_ready.end(), p) != b->want_ready.end();
+      const MsgType expect = wants_ready ? MsgType::kReady : MsgType::kAck;
+      if ((st = judge_reply(g, *b, p, expect, f)) != WSYNC_OK) return st;
+      forget(wants_ready ? &b->want_ready : &b->want_ack, p);
     }
-    if (st == WSYNC_ERR_PEER_FAILED) return peer_lost(g, p, b.what.c_str());
-    if (st == WSYNC_OK) st = judge_reply(g, b, p, expect, f);
-    if (st != WSYNC_OK) return st;
-    pending->erase(pending->begin() + static_cast<long>(i));
   }
   return WSYNC_OK;
 }
@@ -160,44 +193,60 @@ wsync_status_t transport_failed(wsync_group_t* g, const InflightBucket& b, wsync
   return fail(st, "transport '%s' failed during %s: %s", tp(g)->name, b.what.c_str(), why.c_str());
 }
 
-// Wait for `expect` about the bucket from every live receiver and, with `transport`, for the
-// transport's send of it to complete; each bounded by the batch's timeout.
-wsync_status_t await(wsync_group_t* g, InflightBucket* b, MsgType expect, bool transport) {
-  const int64_t deadline = deadline_after(b->batch->timeout_ms);
-  WaitSet w;
-  for (auto& p : g->peers)
-    if (p->alive) w.peers.push_back(p.get());
-  w.transport_seq = transport && b->posted ? b->seq : 0;
-  for (;;) {
-    wsync_status_t st = read_replies(g, *b, expect, &w.peers);
-    if (st != WSYNC_OK) return st;
-    if (w.transport_seq != 0) {
-      st = poll_transport(g, w.transport_seq);
-      if (st != WSYNC_OK && st != WSYNC_ERR_TIMEOUT) return transport_failed(g, *b, st);
-      if (st == WSYNC_OK) {
-        w.transport_seq = 0;
-        b->posted = false;
-      }
+// The transport's sends of the flight's pieces, in order, until one is still moving.
+wsync_status_t take_sends(wsync_group_t* g, Flight* flight) {
+  for (auto& b : *flight) {
+    while (!b->unsent.empty()) {
+      wsync_status_t st = poll_transport(g, b->unsent.front());
+      if (st == WSYNC_ERR_TIMEOUT) return WSYNC_OK;
+      if (st != WSYNC_OK) return transport_failed(g, *b, st);
+      b->unsent.erase(b->unsent.begin());
     }
-    if (w.peers.empty() && w.transport_seq == 0) return WSYNC_OK;
-    if (g->aborted.load())
-      return fail(WSYNC_ERR_ABORTED, "group '%s' was aborted during %s", g->group_name.c_str(), b->what.c_str());
-    if (now_ms() >= deadline) {
-      if (!w.peers.empty())
-        return fail(WSYNC_ERR_TIMEOUT, "%s did not answer %s of %s within %lld ms", peer_names(w.peers).c_str(),
-                    msg_type_name(static_cast<uint16_t>(expect)), b->what.c_str(),
-                    static_cast<long long>(b->batch->timeout_ms));
-      // Every receiver answered, the transport did not finish: its own word names the rank it waits for.
-      clear_error();
-      const bool still = tp(g)->send_wait(g->transport_self, w.transport_seq, 0) == WSYNC_ERR_TIMEOUT;
-      const std::string said = still ? last_error() : std::string();
-      return fail(WSYNC_ERR_TIMEOUT, "transport '%s' did not deliver %s within %lld ms%s%s", tp(g)->name, b->what.c_str(),
-                  static_cast<long long>(b->batch->timeout_ms), said.empty() ? "" : ": ", said.c_str());
-    }
-    wait_for_progress(g, w, deadline);
+    b->posted = false;
   }
+  return WSYNC_OK;
 }
 
+// The bucket whose wait ran out: what it waited for, named.
+wsync_status_t timed_out(wsync_group_t* g, InflightBucket* b) {
+  const long long ms = static_cast<long long>(b->batch->timeout_ms);
+  if (!b->want_ready.empty() || !b->want_ack.empty()) {
+    const bool ready = !b->want_ready.empty();
+    return fail(WSYNC_ERR_TIMEOUT, "%s did not answer %s of %s within %lld ms",
+                peer_names(ready ? b->want_ready : b->want_ack).c_str(), ready ? "READY" : "ACK", b->what.c_str(), ms);
+  }
+  // Every receiver answered, the transport did not finish: its own word names the rank it waits for.
+  clear_error();
+  const bool still = tp(g)->send_wait(g->transport_self, b->unsent.front(), 0) == WSYNC_ERR_TIMEOUT;
+  const std::string said = still ? last_error() : std::string();
+  return fail(WSYNC_ERR_TIMEOUT, "transport '%s' did not deliver %s within %lld ms%s%s", tp(g)->name, b->what.c_str(),
+              ms, said.empty() ? "" : ": ", said.c_str());
+}
+
+// Wait until `done()` holds, taking replies and sends for the whole flight meanwhile; each
+// bucket's wait bounded by its deadline.
+wsync_status_t await(wsync_group_t* g, Flight* flight, const std::function<bool()>& done) {
+  for (;;) {
+    wsync_status_t st = flight_progress(g, flight);
+    if (st != WSYNC_OK) return st;
+    if (done()) return WSYNC_OK;
+    if (g->aborted.load())
+      return fail(WSYNC_ERR_ABORTED, "group '%s' was aborted during %s", g->group_name.c_str(),
+                  flight->empty() ? "an update" : flight->front()->what.c_str());
+    WaitSet w;
+    int64_t deadline = INT64_MAX;
+    for (auto& b : *flight) {
+      const bool waiting = !b->want_ready.empty() || !b->want_ack.empty() || !b->unsent.empty();
+      if (!waiting) continue;
+      if (now_ms() >= b->deadline) return timed_out(g, b.get());
+      deadline = std::min(deadline, b->deadline);
+      if (w.transport_seq == 0 && !b->unsent.empty()) w.transport_seq = b->unsent.front();
+    }
+    for (auto& p : g->peers)
+      if (p->alive) w.peers.push_back(p.get());
+    wait_for_progress(g, w, deadline == INT64_MAX ? now_ms() + 1000 : deadline);
+  }
+}
 
 wsync_status_t send_manifest(wsync_group_t* g, const InflightBucket& b, const std::vector<uint8_t>& blob) {
   const std::vector<uint8_t> body = encode_manifest_frame({b.seq, encode_bucket_manifest(g, b), blob});
@@ -210,18 +259,50 @@ wsync_status_t send_manifest(wsync_group_t* g, const InflightBucket& b, const st
 }
 
 wsync_status_t post(wsync_group_t* g, InflightBucket* b) {
-  if (b->batch->plan[b->index].bytes == 0) return WSYNC_OK;
   std::vector<uint32_t> ranks;
   for (auto& p : g->peers) ranks.push_back(p->rank);
   if (g->peers.empty())  // unmodified HTTP engines: every engine rank, no control channel
     for (uint32_t r = 1; r <= g->num_receivers; ++r) ranks.push_back(r);
-  const wsync_buffer_t buf = bucket_buffer(g, *b);
-  clear_error();
-  wsync_status_t st = tp(g)->send_post(g->transport_self, b->seq, &buf, ranks.data(), static_cast<uint32_t>(ranks.size()));
-  if (st != WSYNC_OK)
-    return fail(st, "transport '%s' could not start %s: %s", tp(g)->name, b->what.c_str(),
-                plugin_error("transport", tp(g)->name).c_str());
-  b->posted = true;
+  for (size_t i = 0; i < b->pieces.size(); ++i) {
+    wsync_buffer_t buf = bucket_buffer(g, *b);
+    buf.data = b->data + b->pieces[i].offset;
+    buf.len = b->pieces[i].len;
+    clear_error();
+    wsync_status_t st = tp(g)->send_post(g->transport_self, b->seq + i, &buf, ranks.data(), static_cast<uint32_t>(ranks.size()));
+    if (st != WSYNC_OK)
+      return fail(st, "transport '%s' could not start %s: %s", tp(g)->name, b->what.c_str(),
+                  plugin_error("transport", tp(g)->name).c_str());
+    b->posted = true;
+    b->unsent.push_back(b->seq + i);
+  }
+  return WSYNC_OK;
+}
+
+// The checksum of bytes sent from the caller's memory, taken while they move (piece by piece,
+// the flight progressing between pieces: over TCP the sender's progress moves the bytes), then
+// BUCKET_SUM to every receiver.
+wsync_status_t send_sum(wsync_group_t* g, InflightBucket* b, Flight* flight) {
+  XXH3_state_t* s = XXH3_createState();
+  XXH3_64bits_reset(s);
+  const PlanBucket& pb = b->batch->plan[b->index];
+  wsync_status_t st = WSYNC_OK;
+  for (const Piece& piece : b->pieces) {
+    const uint64_t end = piece.offset + piece.len;
+    for (const auto& e : pb.entries) {
+      const uint64_t from = std::max(e.bucket_offset, piece.offset), to = std::min(e.bucket_offset + e.length, end);
+      if (to > from) XXH3_64bits_update(s, b->data + from, to - from);
+    }
+    if ((st = flight_progress(g, flight)) != WSYNC_OK) break;
+  }
+  b->checksum = XXH3_64bits_digest(s);
+  XXH3_freeState(s);
+  if (st != WSYNC_OK) return st;
+  const std::vector<uint8_t> body = encode_bucket_sum({b->seq, b->checksum});
+  for (auto& p : g->peers) {
+    if ((st = p->conn.send(MsgType::kBucketSum, body, b->batch->timeout_ms)) == WSYNC_ERR_PEER_FAILED)
+      return peer_lost(g, p.get(), b->what.c_str());
+    if (st != WSYNC_OK) return st;
+  }
   return WSYNC_OK;
 }
 
@@ -258,14 +339,24 @@ wsync_status_t peer_lost(wsync_group_t* g, Peer* p, const char* during) {
               p->conn.peer_name().c_str(), during);
 }
 
-wsync_status_t bucket_send(wsync_group_t* g, InflightBucket* b) {
+wsync_status_t flight_progress(wsync_group_t* g, Flight* flight) {
+  wsync_status_t st = take_replies(g, flight);
+  return st == WSYNC_OK ? take_sends(g, flight) : st;
+}
+
+wsync_status_t bucket_send(wsync_group_t* g, Flight* flight) {
+  InflightBucket* b = flight->back().get();
   wsync_status_t st = open_update(g);
   if (st != WSYNC_OK) return st;
-  b->seq = g->next_seq++;
+  const PlanBucket& pb = b->batch->plan[b->index];
+  b->pieces = cut_pieces(pb.bytes, g->piece_bytes);
+  b->seq = g->next_seq;
+  g->next_seq += std::max<size_t>(b->pieces.size(), 1);
+  b->number = g->bucket_in_update + flight->size() - 1;
   // The index (what the manifest and the receiver's messages count) and the sequence number (what
   // the frames carry) both named, so that the two sides' messages can be matched.
-  b->what = "bucket " + std::to_string(g->bucket_in_update) + " (seq " + std::to_string(b->seq) + ", " +
-            std::to_string(b->index + 1) + " of " + std::to_string(b->batch->plan.size()) + " in batch " +
+  b->what = "bucket " + std::to_string(b->number) + " (seq " + std::to_string(b->seq) +
+            ", " + std::to_string(b->index + 1) + " of " + std::to_string(b->batch->plan.size()) + " in batch " +
             std::to_string(b->batch->ticket) + ") of update " + std::to_string(g->update_id);
   // HTTP engines: the update request goes out before the bytes; engines answer once they arrived.
   if (g->http_engines &&
@@ -273,15 +364,23 @@ wsync_status_t bucket_send(wsync_group_t* g, InflightBucket* b) {
     return st;
   std::vector<uint8_t> blob;
   if ((st = describe_send(g, *b, &blob)) != WSYNC_OK) return st;
+  for (auto& p : g->peers)
+    if (p->alive) b->want_ready.push_back(p.get());
+  b->want_ack = b->want_ready;
+  b->deadline = deadline_after(b->batch->timeout_ms);
   if ((st = send_manifest(g, *b, blob)) != WSYNC_OK) return st;
-  if ((st = await(g, b, MsgType::kReady, false)) != WSYNC_OK) return st;
-  return post(g, b);
+  if ((st = await(g, flight, [b] { return b->want_ready.empty(); })) != WSYNC_OK) return st;
+  b->deadline = deadline_after(b->batch->timeout_ms);
+  if ((st = post(g, b)) != WSYNC_OK) return st;
+  return b->sum_follows ? send_sum(g, b, flight) : WSYNC_OK;
 }
 
-wsync_status_t bucket_complete(wsync_group_t* g, InflightBucket* b) {
-  wsync_status_t st = await(g, b, MsgType::kAck, true);
+wsync_status_t bucket_complete(wsync_group_t* g, Flight* flight) {
+  InflightBucket* b = flight->front().get();
+  wsync_status_t st = await(g, flight, [b] { return b->want_ack.empty() && b->unsent.empty(); });
   if (st == WSYNC_OK && g->http_engines) st = b->update_calls.finish();
   if (st != WSYNC_OK) return st;
+  b->posted = false;
   g->bucket_in_update++;
   return WSYNC_OK;
 }

@@ -1,13 +1,24 @@
-// One bucket on its way through the pipeline thread (group_pipeline.cpp drives these in order):
+// One bucket on its way through the pipeline thread (group_pipeline.cpp drives these in order,
+// up to `window` of them on the wire at once: the flight):
 //
 //   bucket_prepare   its bytes are made ready: the caller's memory, or packed into a staging slot
-//   bucket_send      MANIFEST (with the transport's blob) -> every READY -> send_post
-//   bucket_complete  the transport's send finished and every receiver's ACK came: delivered
+//   bucket_send      MANIFEST (with the transport's blob) -> every READY -> send_post of each piece
+//                    -> (a checksum that follows) BUCKET_SUM; it joins the flight
+//   bucket_complete  the oldest bucket of the flight: the transport's send of every piece finished
+//                    and every receiver's ACK came: delivered
+//
+// Replies are taken for the whole flight whenever the thread waits: a receiver answers READY for
+// a bucket while it still lands the one before, and ACKs in order.
 #pragma once
 
 #include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
 #include <string>
+#include <vector>
 
+#include "common/pieces.h"
 #include "group/group.h"
 #include "group/group_engines.h"
 
@@ -20,15 +31,27 @@ struct InflightBucket {
   const uint8_t* data = nullptr;  // where its bytes are (staging, or the caller's tensor)
   bool on_device = false;        // data is CUDA memory on the group's device
   uint64_t checksum = 0;         // verify_payload
-  uint64_t seq = 0;              // 0 until bucket_send gives it one
-  bool posted = false;           // send_post was called and the send is not known complete
+  bool sum_follows = false;      // verify_payload, bytes sent from the caller's memory: hashed while they move
+  uint64_t seq = 0;              // 0 until bucket_send gives it one; piece i moves under seq + i
+  uint64_t number = 0;           // its index in the update (the manifest's bucket_index)
+  std::vector<Piece> pieces;
+  std::vector<uint64_t> unsent;  // pieces posted whose send the transport has not finished
+  bool posted = false;           // send_post was called for some piece (the caller's bytes may be read)
+  std::vector<Peer*> want_ready, want_ack;  // receivers whose READY / ACK has not come
+  int64_t deadline = 0;          // for what is awaited now (READY, then the ACKs and the send)
   std::string what;              // "bucket 3 (2 of 5 in batch 7) of update 1", for messages
   EngineCalls update_calls;      // HTTP engines: this bucket's UPDATE requests
 };
 
-wsync_status_t bucket_prepare(wsync_group_t* g, InflightBucket* b, uint64_t inflight_seq);
-wsync_status_t bucket_send(wsync_group_t* g, InflightBucket* b);
-wsync_status_t bucket_complete(wsync_group_t* g, InflightBucket* b);
+using Flight = std::deque<std::unique_ptr<InflightBucket>>;
+
+// `progress` is called between pieces of packing, so the flight keeps moving.
+wsync_status_t bucket_prepare(wsync_group_t* g, InflightBucket* b, const std::function<wsync_status_t()>& progress);
+// The newest bucket of the flight (pushed by the caller, so a failure finds it there).
+wsync_status_t bucket_send(wsync_group_t* g, Flight* flight);
+wsync_status_t bucket_complete(wsync_group_t* g, Flight* flight);
+// One look, without waiting: the receivers' replies and the transport's sends, for the flight.
+wsync_status_t flight_progress(wsync_group_t* g, Flight* flight);
 // HTTP engines: pause generation (if the adapter asks) and open the engine-side update, once per
 // update (the first bucket, or the finalize of an update that sent none).
 wsync_status_t open_update(wsync_group_t* g);

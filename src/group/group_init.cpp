@@ -3,6 +3,7 @@
 // the receivers joining, and finally the pipeline thread. Also the teardown that undoes them.
 #include <poll.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
@@ -126,6 +127,30 @@ wsync_status_t choose_staging(wsync_group_t* g) {
   return device_init_staging(g);
 }
 
+// How buckets move: up to `window` on the wire at once, each in pieces of piece_bytes, where the
+// transport can keep several messages apart (CAP_PIECES). HTTP engines take one bucket per request
+// and answer it once its bytes are in: one bucket at a time (an engine that refuses a bucket stops
+// reading the next), and unmodified ones (no wsync receiver) whole. Host staging has a slot for
+// every bucket on the wire.
+wsync_status_t choose_pipeline(wsync_group_t* g) {
+  const bool window_set = g->window != 0;
+  if (!window_set) g->window = g->staging_buckets;
+  const bool pieces = (g->transport.table->caps & WSYNC_TRANSPORT_CAP_PIECES) != 0;
+  const bool whole = !pieces || (g->http_engines && !g->engines_embed_wsync);
+  if (whole && g->piece_bytes_set && g->piece_bytes != 0)
+    return fail(WSYNC_ERR_UNSUPPORTED, "option piece_bytes needs a transport that keeps several messages apart "
+                "(CAP_PIECES) and receivers that embed wsync; transport '%s'%s moves whole buckets",
+                g->transport.table->name, pieces ? " with unmodified HTTP engines" : "");
+  if ((!pieces || g->http_engines) && window_set && g->window > 1)
+    return fail(WSYNC_ERR_UNSUPPORTED, "option window needs a transport that keeps several messages apart "
+                "(CAP_PIECES) and receivers that are not HTTP engines; transport '%s'%s moves one bucket at a time",
+                g->transport.table->name, pieces ? " with HTTP engines" : "");
+  if (whole) g->piece_bytes = 0;
+  if (!pieces || g->http_engines) g->window = 1;
+  g->staging_buckets = std::max(g->staging_buckets, g->window);
+  return WSYNC_OK;
+}
+
 // The group secret: given (option, file, environment) or generated here. Receivers without it
 // cannot join; only the explicit torch mode lets unmodified torch workers use the store.
 wsync_status_t find_secret(wsync_group_t* g) {
@@ -165,6 +190,8 @@ wsync_status_t open_rendezvous(wsync_group_t* g, const InitArgs& a) {
   info.transport = g->transport.table->name;
   info.control_host = s_host;
   info.control_port = g->listener.port();
+  info.piece_bytes = g->piece_bytes;
+  info.window = g->window;
   for (const auto& kv : options_with_prefix(a.opts, "transport.")) {
     if (kv.first.find_first_of("=\n") != std::string::npos || kv.second.find('\n') != std::string::npos)
       return fail(WSYNC_ERR_INVALID_ARGUMENT, "option 'transport.%s' may not contain '=' in its key or a newline",
@@ -328,6 +355,7 @@ wsync_status_t group_init(const wsync_group_config_t* config, wsync_group_t* g) 
   if (st == WSYNC_OK) st = setup_adapter(g, a);  // plugins first: a missing one fails before any socket
   if (st == WSYNC_OK) st = load_transport(a.cfg.transport ? a.cfg.transport : "ucx", &g->transport);
   if (st == WSYNC_OK) st = choose_staging(g);
+  if (st == WSYNC_OK) st = choose_pipeline(g);
   if (st == WSYNC_OK) st = open_rendezvous(g, a);
   if (st == WSYNC_OK) st = create_transport(g, a);
   if (st == WSYNC_OK) st = join(g, a.deadline);

@@ -112,17 +112,23 @@ std::unique_ptr<InflightBucket> next_bucket(wsync_group_t* g, BatchList* active,
 }
 
 // After a failure: nothing may read the caller's memory once the failure is published.
-void break_group(wsync_group_t* g, InflightBucket* on_wire, wsync_status_t st, BatchList* active) {
+void break_group(wsync_group_t* g, Flight* flight, wsync_status_t st, BatchList* active) {
   std::string why = last_error();
   const bool engines_open = g->update_open;
-  if (on_wire != nullptr && on_wire->posted && g->transport_self) {
+  bool posted = false;
+  if (flight != nullptr)
+    for (auto& b : *flight) posted |= b->posted;
+  if (posted && g->transport_self) {  // the buckets on the wire are cancelled with every receiver
     for (auto& p : g->peers)
       if (p->alive) g->transport.table->forget_peer(g->transport_self, p->rank);
     if (g->peers.empty())  // unmodified HTTP engines: the bucket went to every engine rank
       for (uint32_t r = 1; r <= g->num_receivers; ++r) g->transport.table->forget_peer(g->transport_self, r);
-    on_wire->posted = false;
   }
-  if (on_wire != nullptr) on_wire->update_calls.cancel();
+  if (flight != nullptr)
+    for (auto& b : *flight) {
+      b->posted = false;
+      b->update_calls.cancel();
+    }
   if (g->copy_stream != nullptr && device_wait_copies(g) != WSYNC_OK)
     WSYNC_LOGW("group '%s': waiting for wsync's copy stream after a failure: %s", g->group_name.c_str(),
                last_error().c_str());
@@ -147,30 +153,36 @@ void break_group(wsync_group_t* g, InflightBucket* on_wire, wsync_status_t st, B
     if (j.batch) release_event(g, j.batch.get());
 }
 
-// Move every batch of the stream, starting with `first`, until none is left to move.
+// Move every batch of the stream, starting with `first`, until none is left to move: the next
+// bucket is packed while the flight moves (when a staging slot is free), sent when the window has
+// room, and the oldest of the flight is completed when neither can go on.
 void run_batches(wsync_group_t* g, std::unique_ptr<Batch> first, Job* held) {
   BatchList active;
   active.push_back(std::move(first));
-  std::unique_ptr<InflightBucket> cur = next_bucket(g, &active, held), nxt;
-  wsync_status_t st = cur ? bucket_prepare(g, cur.get(), 0) : WSYNC_OK;
-  while (st == WSYNC_OK && cur) {
-    if ((st = bucket_send(g, cur.get())) != WSYNC_OK) break;
-    if ((nxt = next_bucket(g, &active, held)) && (st = bucket_prepare(g, nxt.get(), cur->posted ? cur->seq : 0)) != WSYNC_OK)
+  Flight flight;
+  std::unique_ptr<InflightBucket> ready;  // prepared, not sent yet
+  const auto progress = [g, &flight] { return flight_progress(g, &flight); };
+  wsync_status_t st = WSYNC_OK;
+  for (;;) {
+    if (!ready && flight.size() < g->staging_buckets && (ready = next_bucket(g, &active, held)) &&
+        (st = bucket_prepare(g, ready.get(), progress)) != WSYNC_OK)
       break;
-    if ((st = bucket_complete(g, cur.get())) != WSYNC_OK) break;
-    cur->batch->delivered++;
+    if (ready && flight.size() < g->window) {
+      flight.push_back(std::move(ready));
+      if ((st = bucket_send(g, &flight)) != WSYNC_OK) break;
+      continue;
+    }
+    if (flight.empty()) break;
+    if ((st = bucket_complete(g, &flight)) != WSYNC_OK) break;
+    flight.front()->batch->delivered++;
+    flight.pop_front();
     {
       std::lock_guard<std::mutex> lk(g->shared.mu);
       g->shared.stats.buckets++;
     }
     deliver_finished(g, &active);
-    if (nxt) {
-      cur = std::move(nxt);
-    } else if ((cur = next_bucket(g, &active, held))) {  // started while the last one moved
-      st = bucket_prepare(g, cur.get(), 0);
-    }
   }
-  if (st != WSYNC_OK) return break_group(g, cur.get(), st, &active);
+  if (st != WSYNC_OK) return break_group(g, &flight, st, &active);
   deliver_finished(g, &active);  // batches without buckets
 }
 
@@ -295,7 +307,7 @@ wsync_status_t pipeline_start(wsync_group_t* g) {
         const wsync_status_t st = fail_exception("wsync pipeline thread", std::current_exception());
         try {
           BatchList none;
-          break_group(g, nullptr, st, &none);
+          break_group(g, nullptr, st, &none);  // (the flight was the pipeline's: nothing of it is known here)
         } catch (...) {  // even the failure could not be published in full: publish the status alone
           std::lock_guard<std::mutex> lk(g->shared.mu);
           if (g->shared.failed == WSYNC_OK) g->shared.failed = st;

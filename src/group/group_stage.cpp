@@ -1,8 +1,8 @@
 // Making a bucket's bytes ready to send. A bucket with a single entry goes straight from the
-// caller's tensor when the transport takes that memory (no copy); others are packed into a
-// staging slot: with the CPU for host tensors into host staging (in 8 MiB pieces, progressing the
-// bucket already on the wire between pieces), or on wsync's copy stream when a tensor or the
-// staging is CUDA memory.
+// caller's tensor when the transport takes that memory (no copy; its checksum is then taken while
+// the bytes move); others are packed into a staging slot and hashed there: with the CPU for host
+// tensors into host staging (in 8 MiB pieces, progressing the buckets already on the wire between
+// pieces), or on wsync's copy stream when a tensor or the staging is CUDA memory.
 #include <xxhash.h>
 
 #include <algorithm>
@@ -55,9 +55,9 @@ uint64_t bucket_checksum(const PlanBucket& b, const uint8_t* data) {
   return h;
 }
 
-// Host tensors into host staging, in pieces, progressing the bucket `inflight` between them.
-wsync_status_t pack_host(wsync_group_t* g, const PlanBucket& b, const std::vector<wsync_tensor_t>& t, uint8_t* dst,
-                         uint64_t inflight) {
+// Host tensors into host staging, in pieces, progressing the buckets on the wire between them.
+wsync_status_t pack_host(const PlanBucket& b, const std::vector<wsync_tensor_t>& t, uint8_t* dst,
+                         const std::function<wsync_status_t()>& progress) {
   uint64_t cursor = 0;
   for (const auto& e : b.entries) {
     if (e.bucket_offset > cursor) std::memset(dst + cursor, 0, e.bucket_offset - cursor);  // padding
@@ -66,10 +66,8 @@ wsync_status_t pack_host(wsync_group_t* g, const PlanBucket& b, const std::vecto
       const uint64_t n = std::min(kPackPiece, e.length - done);
       std::memcpy(dst + e.bucket_offset + done, src + done, n);
       done += n;
-      if (inflight == 0) continue;
-      wsync_status_t st = poll_transport(g, inflight);
-      if (st == WSYNC_OK) inflight = 0;  // it is sent; nothing more to progress
-      else if (st != WSYNC_ERR_TIMEOUT) return st;
+      wsync_status_t st = progress();
+      if (st != WSYNC_OK) return st;
     }
     cursor = e.bucket_offset + e.length;
   }
@@ -100,7 +98,7 @@ wsync_status_t pack_device(wsync_group_t* g, const PlanBucket& b, const std::vec
 
 }  // namespace
 
-wsync_status_t bucket_prepare(wsync_group_t* g, InflightBucket* b, uint64_t inflight) {
+wsync_status_t bucket_prepare(wsync_group_t* g, InflightBucket* b, const std::function<wsync_status_t()>& progress) {
   Batch& batch = *b->batch;
   const PlanBucket& pb = batch.plan[b->index];
   const std::vector<wsync_tensor_t>& t = batch.tensors;
@@ -118,14 +116,14 @@ wsync_status_t bucket_prepare(wsync_group_t* g, InflightBucket* b, uint64_t infl
       is_cuda(t[pb.entries[0].tensor_index]) == g->device_staging) {
     const PlanEntry& e = pb.entries[0];
     b->data = static_cast<const uint8_t*>(t[e.tensor_index].data) + e.tensor_offset;
-    if (g->verify_payload) b->checksum = bucket_checksum(pb, b->data);
+    b->sum_follows = g->verify_payload;  // hashed while the bytes move (group_bucket.cpp, send_sum)
     return WSYNC_OK;
   }
   StagingSlot* slot = &g->staging[b->slot];
   if ((st = ensure_slot(g, slot, pb.bytes)) != WSYNC_OK) return st;
   const bool any_cuda = std::any_of(pb.entries.begin(), pb.entries.end(),
                                     [&](const PlanEntry& e) { return is_cuda(t[e.tensor_index]); });
-  st = g->device_staging || any_cuda ? pack_device(g, pb, t, slot->mem.data()) : pack_host(g, pb, t, slot->mem.data(), inflight);
+  st = g->device_staging || any_cuda ? pack_device(g, pb, t, slot->mem.data()) : pack_host(pb, t, slot->mem.data(), progress);
   if (st != WSYNC_OK) return st;
   b->data = slot->mem.data();
   if (g->verify_payload) b->checksum = bucket_checksum(pb, b->data);

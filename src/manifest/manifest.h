@@ -24,8 +24,11 @@ constexpr uint32_t kManifestMagic = 0x464D5357;  // "WSMF" little-endian
 constexpr uint16_t kManifestVersion = 1;
 // payload_checksum holds XXH3-64 of the bucket's bytes (group option verify_payload).
 constexpr uint32_t kManifestFlagPayloadChecksum = 1u << 0;
+// Since wsync 0.7, with kManifestFlagPayloadChecksum: payload_checksum is 0 here and the checksum
+// comes in a BUCKET_SUM frame once the bytes are moving (the sender hashes while they travel).
+constexpr uint32_t kManifestFlagChecksumFollows = 1u << 1;
 // Flags this version knows; a record with any other bit is refused (a flag may change meaning).
-constexpr uint32_t kManifestKnownFlags = kManifestFlagPayloadChecksum;
+constexpr uint32_t kManifestKnownFlags = kManifestFlagPayloadChecksum | kManifestFlagChecksumFollows;
 
 constexpr size_t kManifestHeaderBytes = 48;
 constexpr size_t kManifestTrailerBytes = 8;

@@ -10,6 +10,7 @@
 //                        wsync_receiver_get_state reports
 #pragma once
 
+#include <deque>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -20,7 +21,9 @@
 #include "device/mem_block.h"
 #include "loader/plugin_loader.h"
 #include "manifest/manifest.h"
+#include "common/pieces.h"
 #include "receiver/arrivals.h"
+#include "receiver/payload_hasher.h"
 #include "store/store_handle.h"
 
 namespace wsync {
@@ -46,6 +49,27 @@ struct Assembly {
   int64_t shape[WSYNC_MAX_NDIM] = {0};
 };
 
+// One bucket between its MANIFEST and its event (receiver_bucket.cpp): posted, its pieces landing.
+struct Incoming {
+  uint64_t seq = 0;                     // the bucket's; piece i moves under seq + i
+  Manifest m;
+  std::vector<uint8_t> blob;            // the sender's transport blob
+  std::string what;                     // "bucket 3 of update 1"
+  std::vector<const Registered*> reg;   // per entry: its registration, or nullptr
+  std::vector<uint8_t*> dst;            // per entry: where its bytes land
+  std::vector<wsync_iov_t> iov;         // where the bucket's bytes go, in order
+  uint64_t staging_need = 0, max_gap = 0;
+  MemBlock staging;                     // unregistered whole tensors land here (views point here)
+  std::vector<Piece> pieces;
+  size_t landed = 0;                    // pieces in place
+  size_t hashed = 0;                    // pieces handed to the hasher (in order, oldest bucket only)
+  size_t hash_entry = 0;                // the first entry the hasher has not finished
+  bool hashing = false;                 // the hasher was reset for this bucket
+  bool sum_known = false;               // the payload checksum is known (in the manifest, or BUCKET_SUM came)
+  uint64_t sum = 0;
+  bool posted = false;                  // recv_post was called for its pieces
+};
+
 }  // namespace wsync
 
 struct wsync_receiver {
@@ -67,6 +91,9 @@ struct wsync_receiver {
   // its staged bytes may be applied, only when its chunks tile it exactly. Cleared when the
   // update commits or is dropped.
   wsync::Arrivals arrived;
+  // Which bytes buckets on the wire will bring (planned, not yet arrived): with `arrived`, what a
+  // later manifest may not overlap.
+  wsync::Arrivals claimed;
   // Buffers a receive was posted into when the transport gave up on it: UCX (for one) may still
   // write into them until the transport is destroyed, so they are freed only then.
   std::vector<wsync::MemBlock> graveyard;
@@ -95,9 +122,17 @@ struct wsync_receiver {
   // moves device memory only (views then point into device memory).
   int device = -1;
   bool device_memory = false;
-  // Staging for tensors that are not registered; views point here until the next event.
-  wsync::MemBlock staging;
+  // Staging blocks for tensors that are not registered, one per bucket on the wire (the block of
+  // the last event's bucket, which its views point into, until the next event); free ones wait here.
+  std::vector<wsync::MemBlock> staging_pool;
+  wsync::MemBlock ev_staging;
   wsync::MemBlock scratch;  // padding between entries lands here
+
+  // The pipeline the sender announced (group info): pieces per bucket, buckets on the wire at once.
+  uint64_t piece_bytes = 0;
+  uint32_t window = 1;
+  // Buckets posted and not yet reported, oldest first (at most `window`).
+  std::deque<std::unique_ptr<wsync::Incoming>> flight;
 
   // The last event's storage: its manifest (the tensors' names point into it), descriptors,
   // placed flags, and assemblies it completed.
@@ -107,7 +142,8 @@ struct wsync_receiver {
   std::vector<wsync::MemBlock> ev_owned;
 
   uint64_t current_update = 0;
-  uint64_t expected_bucket = 0;
+  uint64_t expected_bucket = 0;  // buckets of the current update reported (each ACKed)
+  uint64_t accepted_bucket = 0;  // buckets of the current update whose MANIFEST was taken
   uint64_t pending_commit = 0;  // version announced by END_UPDATE, not yet committed
   // Why the current update may not commit here (empty: it may): ABORT_UPDATE came, or a bucket or
   // END_UPDATE was refused or failed here. Cleared when a later update starts (RELIABILITY.md: the
@@ -116,6 +152,8 @@ struct wsync_receiver {
   uint64_t committed = 0;
   bool closed = false;
   std::string broken;
+  // Last: destroyed first, so its thread stops before any memory it may read goes.
+  wsync::PayloadHasher hasher;
 };
 
 namespace wsync {
@@ -125,7 +163,11 @@ wsync_status_t receiver_init(const wsync_receiver_config_t* config, wsync_receiv
 // receiver_events.cpp
 wsync_status_t receiver_next(wsync_receiver_t* rx, wsync_receiver_event_t* ev, int64_t timeout_ms);
 // receiver_bucket.cpp
-wsync_status_t handle_manifest(wsync_receiver_t* rx, const Frame& f, wsync_receiver_event_t* ev);
+// A MANIFEST: check it, post the receive of its pieces, READY; the bucket joins rx->flight.
+wsync_status_t accept_manifest(wsync_receiver_t* rx, const Frame& f);
+// The oldest bucket in flight: wait for its pieces (taking the next MANIFESTs and BUCKET_SUMs
+// meanwhile), verify, ACK, and report it as the BUCKET event.
+wsync_status_t complete_bucket(wsync_receiver_t* rx, wsync_receiver_event_t* ev);
 // Refuse: tell the sender (NACK seq) and return the same error to the engine.
 wsync_status_t refuse(wsync_receiver_t* rx, uint64_t seq, wsync_status_t st);
 // Send a status frame (NACK or ACK) with an optional transport blob.

@@ -1,14 +1,21 @@
-// One bucket on a receiver, the steps of handle_manifest:
+// One bucket on a receiver. accept_manifest takes its MANIFEST:
 //
 //   read_manifest    decode and check the MANIFEST against this receiver's update and limits
 //   check_entries    each entry against its registration (looked up once), sizes, padding
-//   plan_placement   each chunk against the bytes of its tensor that already arrived in this update
-//                    (rx->arrived), then where each byte range goes: registered buffers (staged
-//                    mode: their staged blocks), staging, assemblies, scratch
-//   post_receive     the transport's blob, recv_post, READY (with our blob)
-//   wait_bytes       until the bytes are in place, sleeping on the control socket and the
-//                    transport's event fd; a vanished or abandoning sender ends it
-//   finish_bucket    record which bytes arrived (rx->arrived), the payload checksum, ACK (with our
+//   plan_placement   each chunk against the bytes of its tensor that arrived in this update or that
+//                    buckets on the wire will bring (rx->arrived, rx->claimed), then where each byte
+//                    range goes: registered buffers (staged mode: their staged blocks), the bucket's
+//                    staging block, assemblies, scratch
+//   post_receive     the transport's blob, recv_post of every piece, READY (with our blob)
+//
+// and complete_bucket finishes the oldest bucket in flight (up to `window` may be posted: the
+// sender does not wait for an ACK before the next MANIFEST):
+//
+//   wait_bytes       until its pieces are in place, each handed to the hasher thread as it lands,
+//                    sleeping on the control socket and the transport's event fd; meanwhile the next
+//                    MANIFESTs are accepted and BUCKET_SUMs noted; a vanished or abandoning sender
+//                    ends it
+//   finish_bucket    the payload checksum, record which bytes arrived (rx->arrived), ACK (with our
 //                    blob)
 //   fill_event       the BUCKET event: placed tensors and views
 #include <poll.h>
@@ -30,17 +37,6 @@ constexpr int64_t kSliceMs = 20;
 constexpr uint64_t kMaxBucketBytes = 1ull << 40;
 constexpr uint64_t kMaxPadding = 64u << 10;  // between entries; the native layout pads < 256 bytes
 
-// One bucket being received.
-struct Incoming {
-  uint64_t seq = 0;
-  Manifest m;
-  std::vector<uint8_t> blob;                // the sender's transport blob
-  std::string what;                         // "bucket 3 of update 1"
-  std::vector<const Registered*> reg;       // per entry: its registration, or nullptr
-  std::vector<uint8_t*> dst;                // per entry: where its bytes land
-  std::vector<wsync_iov_t> iov;             // where the bucket's bytes go, in order
-  uint64_t staging_need = 0, max_gap = 0;
-};
 
 bool whole(const ManifestEntry& e) { return e.tensor_offset == 0 && e.length == e.tensor_bytes; }
 
@@ -72,6 +68,9 @@ wsync_status_t read_manifest(wsync_receiver_t* rx, const Frame& f, Incoming* in)
   if (st != WSYNC_OK) return st;
   const Manifest& m = in->m;
   if (m.update_id != rx->current_update) {
+    if (!rx->flight.empty())
+      return fail(WSYNC_ERR_PROTOCOL, "update %llu started while %s was still on the wire",
+                  static_cast<unsigned long long>(m.update_id), rx->flight.front()->what.c_str());
     if (!rx->assembling.empty())
       return fail(WSYNC_ERR_PROTOCOL, "update %llu started while tensor '%s' of update %llu was incomplete",
                   static_cast<unsigned long long>(m.update_id), rx->assembling.begin()->first.c_str(),
@@ -79,18 +78,24 @@ wsync_status_t read_manifest(wsync_receiver_t* rx, const Frame& f, Incoming* in)
     // Bytes an unfinished update left behind never count for, or commit with, this one; and what
     // voided that one does not void this one.
     rx->arrived.clear();
+    rx->claimed.clear();
     drop_staged(rx);
     rx->update_void.clear();
     rx->current_update = m.update_id;
     rx->expected_bucket = 0;
+    rx->accepted_bucket = 0;
   }
-  if (m.bucket_index != rx->expected_bucket)
+  if (m.bucket_index != rx->accepted_bucket)
     return fail(WSYNC_ERR_PROTOCOL, "bucket %llu arrived where bucket %llu was expected",
-                static_cast<unsigned long long>(m.bucket_index), static_cast<unsigned long long>(rx->expected_bucket));
+                static_cast<unsigned long long>(m.bucket_index), static_cast<unsigned long long>(rx->accepted_bucket));
   in->what = "bucket " + std::to_string(m.bucket_index) + " of update " + std::to_string(m.update_id);
   if (m.bucket_bytes > kMaxBucketBytes)
     return fail(WSYNC_ERR_PROTOCOL, "%s claims %llu bytes, more than the %llu a bucket may hold", in->what.c_str(),
                 static_cast<unsigned long long>(m.bucket_bytes), static_cast<unsigned long long>(kMaxBucketBytes));
+  if ((m.flags & kManifestFlagChecksumFollows) && !(m.flags & kManifestFlagPayloadChecksum))
+    return fail(WSYNC_ERR_PROTOCOL, "%s announces a checksum to follow without asking for one", in->what.c_str());
+  in->sum_known = (m.flags & kManifestFlagChecksumFollows) == 0;
+  in->sum = m.payload_checksum;
   if ((m.flags & kManifestFlagPayloadChecksum) && rx->device_memory)
     return fail(WSYNC_ERR_UNSUPPORTED, "%s asks for a payload checksum, which wsync computes on the host; this "
                 "receiver's bytes land in CUDA memory", in->what.c_str());
@@ -122,17 +127,22 @@ wsync_status_t check_entries(wsync_receiver_t* rx, Incoming* in) {
   return WSYNC_OK;
 }
 
-wsync_status_t allocate(wsync_receiver_t* rx, const Incoming& in) {
+// The bucket's staging block: a free one of the pool, grown when too small.
+wsync_status_t allocate(wsync_receiver_t* rx, Incoming* in) {
   wsync_status_t st;
-  if (in.staging_need > rx->staging.size()) {
-    rx->staging.reset();  // first: on a full engine GPU, old and new together may not fit
-    MemBlock grown;
-    if ((st = MemBlock::alloc((in.staging_need + 4095) / 4096 * 4096, rx->device, &grown)) != WSYNC_OK)
-      return fail_msg(st, "cannot allocate staging for " + in.what + ": " + last_error());
-    rx->staging = std::move(grown);
+  if (in->staging_need > 0) {
+    if (!rx->staging_pool.empty()) {
+      in->staging = std::move(rx->staging_pool.back());
+      rx->staging_pool.pop_back();
+    }
+    if (in->staging_need > in->staging.size()) {
+      in->staging.reset();  // first: on a full engine GPU, old and new together may not fit
+      if ((st = MemBlock::alloc((in->staging_need + 4095) / 4096 * 4096, rx->device, &in->staging)) != WSYNC_OK)
+        return fail_msg(st, "cannot allocate staging for " + in->what + ": " + last_error());
+    }
   }
-  if (in.max_gap > rx->scratch.size() && (st = MemBlock::alloc(in.max_gap, rx->device, &rx->scratch)) != WSYNC_OK)
-    return fail_msg(st, "cannot allocate padding scratch for " + in.what + ": " + last_error());
+  if (in->max_gap > rx->scratch.size() && (st = MemBlock::alloc(in->max_gap, rx->device, &rx->scratch)) != WSYNC_OK)
+    return fail_msg(st, "cannot allocate padding scratch for " + in->what + ": " + last_error());
   return WSYNC_OK;
 }
 
@@ -181,9 +191,10 @@ wsync_status_t assembly_for(wsync_receiver_t* rx, const ManifestEntry& e, const 
 
 // Where a whole tensor's bytes land: its registered buffer (staged mode: its staged block), or
 // the staging the event's views point into.
-wsync_status_t whole_destination(wsync_receiver_t* rx, const ManifestEntry& e, const Registered* reg, uint8_t** out) {
+wsync_status_t whole_destination(wsync_receiver_t* rx, Incoming* in, const ManifestEntry& e, const Registered* reg,
+                                 uint8_t** out) {
   if (reg == nullptr) {
-    *out = rx->staging.data() + e.bucket_offset;
+    *out = in->staging.data() + e.bucket_offset;
     return WSYNC_OK;
   }
   if (rx->staged) return staged_block(rx, e.name, e.tensor_bytes, out);
@@ -198,11 +209,13 @@ wsync_status_t plan_placement(wsync_receiver_t* rx, Incoming* in) {
     const ManifestEntry& e = in->m.entries[i];
     if (e.bucket_offset > cursor) add_piece(rx, in, rx->scratch.data(), e.bucket_offset - cursor);
     cursor = e.bucket_offset + e.length;
-    // Before any byte is posted: an overlapping chunk never overwrites bytes that already arrived.
+    // Before any byte is posted: an overlapping chunk never overwrites bytes that already arrived
+    // or that a bucket on the wire brings.
     wsync_status_t st = rx->arrived.check(e);
+    if (st == WSYNC_OK) st = rx->claimed.check(e);
     if (st != WSYNC_OK) return st;
     if (whole(e)) {
-      if ((st = whole_destination(rx, e, in->reg[i], &in->dst[i])) != WSYNC_OK) return st;
+      if ((st = whole_destination(rx, in, e, in->reg[i], &in->dst[i])) != WSYNC_OK) return st;
     } else {
       Assembly* a = nullptr;
       if ((st = assembly_for(rx, e, in->reg[i], &a)) != WSYNC_OK) return st;
@@ -233,32 +246,34 @@ wsync_status_t describe_recv(wsync_receiver_t* rx, const Incoming& in, int32_t k
   return WSYNC_OK;
 }
 
-// Hand the sender's blob to the transport, post the receive, say READY. A failure after the post
-// leaves the buffers to the graveyard (the transport may still write into them).
-wsync_status_t post_receive(wsync_receiver_t* rx, const Incoming& in, bool* posted) {
-  *posted = false;
+// Hand the sender's blob to the transport, post the receive of every piece, say READY. A failure
+// after a post leaves the buffers to the graveyard (the transport may still write into them).
+wsync_status_t post_receive(wsync_receiver_t* rx, Incoming* in) {
   wsync_status_t st;
   auto peer_blob = WSYNC_HAS_FIELD(tp(rx), wsync_transport_v1_t, peer_blob) ? tp(rx)->peer_blob : nullptr;
-  if (!in.blob.empty()) {
+  if (!in->blob.empty()) {
     if (peer_blob == nullptr)
       return fail(WSYNC_ERR_VERSION_MISMATCH, "the sender's transport '%s' sent data with %s that this receiver's "
                   "transport plugin cannot read (use the same transport release on both sides)", tp(rx)->name,
-                  in.what.c_str());
+                  in->what.c_str());
     clear_error();
-    if ((st = peer_blob(rx->transport_self, in.seq, 0, WSYNC_BLOB_MANIFEST, in.blob.data(), in.blob.size())) != WSYNC_OK)
-      return fail(st, "transport '%s' refused the sender's data for %s: %s", tp(rx)->name, in.what.c_str(),
+    if ((st = peer_blob(rx->transport_self, in->seq, 0, WSYNC_BLOB_MANIFEST, in->blob.data(), in->blob.size())) != WSYNC_OK)
+      return fail(st, "transport '%s' refused the sender's data for %s: %s", tp(rx)->name, in->what.c_str(),
                   plugin_error("transport", tp(rx)->name).c_str());
   }
-  if (in.m.bucket_bytes > 0) {
+  in->pieces = cut_pieces(in->m.bucket_bytes, rx->piece_bytes);
+  for (size_t i = 0; i < in->pieces.size(); ++i) {
+    const std::vector<wsync_iov_t> part =
+        in->pieces.size() == 1 ? in->iov : slice_iov(in->iov, in->pieces[i].offset, in->pieces[i].len);
     clear_error();
-    if ((st = tp(rx)->recv_post(rx->transport_self, in.seq, in.iov.data(), in.iov.size())) != WSYNC_OK)
-      return fail(st, "transport '%s' could not post the receive of %s: %s", tp(rx)->name, in.what.c_str(),
+    if ((st = tp(rx)->recv_post(rx->transport_self, in->seq + i, part.data(), part.size())) != WSYNC_OK)
+      return fail(st, "transport '%s' could not post the receive of %s: %s", tp(rx)->name, in->what.c_str(),
                   plugin_error("transport", tp(rx)->name).c_str());
-    *posted = true;
+    in->posted = true;
   }
   std::vector<uint8_t> blob;
-  if ((st = describe_recv(rx, in, WSYNC_BLOB_READY, &blob)) != WSYNC_OK) return st;
-  return rx->conn.send(MsgType::kReady, encode_ready({in.seq, std::move(blob)}), rx->timeout_ms);
+  if ((st = describe_recv(rx, *in, WSYNC_BLOB_READY, &blob)) != WSYNC_OK) return st;
+  return rx->conn.send(MsgType::kReady, encode_ready({in->seq, std::move(blob)}), rx->timeout_ms);
 }
 
 // The transport gave up on the bucket: never wait for the sender there again. Keeps the error.
@@ -288,55 +303,130 @@ void sleep_on_fds(wsync_receiver_t* rx, int64_t deadline) {
 // of its own that blames nobody.
 int64_t abort_grace_ms(int64_t timeout_ms) { return std::min<int64_t>(timeout_ms, 5000); }
 
-wsync_status_t wait_bytes(wsync_receiver_t* rx, const Incoming& in) {
-  const int64_t deadline = deadline_after(rx->timeout_ms + abort_grace_ms(rx->timeout_ms));
-  const bool has_fd = rx->transport_fd >= 0;
-  for (;;) {
-    clear_error();
-    wsync_status_t st = tp(rx)->recv_wait(rx->transport_self, in.seq, has_fd ? 0 : kSliceMs);
-    if (st == WSYNC_OK) return WSYNC_OK;
-    const std::string why = plugin_error("transport", tp(rx)->name);
-    rx->conn.pump();
-    if (rx->conn.closed() || rx->conn.has_frame()) {
-      const bool vanished = rx->conn.closed();
-      fail(vanished ? WSYNC_ERR_PEER_FAILED : WSYNC_ERR_ABORTED, "the sender %s during %s",
-           vanished ? "vanished" : "abandoned the bucket", in.what.c_str());
-      return give_up(rx, "the sender stopped during " + in.what);
-    }
-    if (st != WSYNC_ERR_TIMEOUT) {
-      fail(st, "transport '%s' failed during %s: %s", tp(rx)->name, in.what.c_str(), why.c_str());
-      return give_up(rx, "the transport failed during " + in.what);
-    }
-    if (now_ms() >= deadline) {
-      fail(WSYNC_ERR_TIMEOUT, "%s did not arrive within %lld ms (timeout_ms, plus %lld ms for the sender to say why)",
-           in.what.c_str(), static_cast<long long>(rx->timeout_ms), static_cast<long long>(abort_grace_ms(rx->timeout_ms)));
-      return give_up(rx, "the transport failed during " + in.what);
-    }
-    if (has_fd) sleep_on_fds(rx, deadline);
+// Piece `p` of the bucket landed: hand its entries' bytes (padding excluded), in order, to the hasher.
+void hash_piece(wsync_receiver_t* rx, Incoming* in, const Piece& p) {
+  if (!in->hashing) {
+    rx->hasher.reset();
+    in->hashing = true;
+  }
+  const uint64_t end = p.offset + p.len;
+  for (; in->hash_entry < in->m.entries.size(); ++in->hash_entry) {
+    const ManifestEntry& e = in->m.entries[in->hash_entry];
+    const uint64_t from = std::max(e.bucket_offset, p.offset), to = std::min(e.bucket_offset + e.length, end);
+    if (to > from) rx->hasher.feed(in->dst[in->hash_entry] + (from - e.bucket_offset), to - from);
+    if (e.bucket_offset + e.length > end) return;  // the rest of this entry is in a later piece
   }
 }
 
-wsync_status_t verify_payload(const Incoming& in) {
-  XXH3_state_t* s = XXH3_createState();
-  XXH3_64bits_reset(s);
-  for (size_t i = 0; i < in.m.entries.size(); ++i)
-    if (in.m.entries[i].length) XXH3_64bits_update(s, in.dst[i], in.m.entries[i].length);
-  const uint64_t h = XXH3_64bits_digest(s);
-  XXH3_freeState(s);
-  if (h == in.m.payload_checksum) return WSYNC_OK;
+// Look at the pieces that were not in place yet, oldest bucket first, up to the first that is
+// still moving (each look progresses the transport); the oldest bucket's new pieces go to the
+// hasher. True when every piece of the oldest bucket is in place; *st: the transport's word on the
+// piece it stopped at (TIMEOUT: still moving), *why its message.
+bool take_landed(wsync_receiver_t* rx, wsync_status_t* st, std::string* why) {
+  const bool has_fd = rx->transport_fd >= 0;
+  *st = WSYNC_OK;
+  for (auto& b : rx->flight) {
+    Incoming* in = b.get();
+    while (in->landed < in->pieces.size() && *st == WSYNC_OK) {
+      clear_error();
+      *st = tp(rx)->recv_wait(rx->transport_self, in->seq + in->landed, has_fd ? 0 : kSliceMs);
+      if (*st == WSYNC_OK) in->landed++;
+      else *why = plugin_error("transport", tp(rx)->name);
+    }
+    if (*st != WSYNC_OK) break;
+  }
+  Incoming* head = rx->flight.front().get();
+  if (head->m.flags & kManifestFlagPayloadChecksum)
+    for (; head->hashed < head->landed; ++head->hashed) hash_piece(rx, head, head->pieces[head->hashed]);
+  return head->landed == head->pieces.size();
+}
+
+// A BUCKET_SUM: the checksum of a bucket in flight that announced it.
+wsync_status_t note_sum(wsync_receiver_t* rx, const Frame& f) {
+  BucketSumBody b;
+  if (decode_bucket_sum(f.body, &b) != WSYNC_OK) return fail(WSYNC_ERR_PROTOCOL, "%s", last_error().c_str());
+  for (auto& in : rx->flight)
+    if (in->seq == b.seq && (in->m.flags & kManifestFlagChecksumFollows) && !in->sum_known) {
+      in->sum_known = true;
+      in->sum = b.checksum;
+      return WSYNC_OK;
+    }
+  return fail(WSYNC_ERR_PROTOCOL, "BUCKET_SUM(seq %llu) names no bucket on the wire that waits for its checksum",
+              static_cast<unsigned long long>(b.seq));
+}
+
+// What the sender says while the oldest bucket lands: the next buckets' MANIFESTs (accepted while
+// the window has room) and BUCKET_SUMs are taken; anything else (ABORT_UPDATE, CLOSE) stays
+// buffered for the next event and ends the wait (*other).
+wsync_status_t take_frames(wsync_receiver_t* rx, bool* other) {
+  *other = false;
+  rx->conn.pump();
+  while (rx->conn.has_frame()) {
+    const uint16_t type = rx->conn.next_type();
+    const bool manifest = type == static_cast<uint16_t>(MsgType::kManifest);
+    if (manifest && rx->flight.size() >= rx->window) return WSYNC_OK;  // the sender keeps to the window
+    if (!manifest && type != static_cast<uint16_t>(MsgType::kBucketSum)) {
+      *other = true;
+      return WSYNC_OK;
+    }
+    Frame f;
+    wsync_status_t st = rx->conn.recv(&f, 0);
+    if (st != WSYNC_OK) return st;
+    if ((st = manifest ? accept_manifest(rx, f) : note_sum(rx, f)) != WSYNC_OK) return st;
+  }
+  return WSYNC_OK;
+}
+
+wsync_status_t wait_bytes(wsync_receiver_t* rx, Incoming* in) {
+  const int64_t deadline = deadline_after(rx->timeout_ms + abort_grace_ms(rx->timeout_ms));
+  const bool has_fd = rx->transport_fd >= 0;
+  for (;;) {
+    wsync_status_t st;
+    std::string why;
+    const bool all = take_landed(rx, &st, &why);
+    if (st != WSYNC_OK && st != WSYNC_ERR_TIMEOUT) {
+      fail(st, "transport '%s' failed during %s: %s", tp(rx)->name, in->what.c_str(), why.c_str());
+      return give_up(rx, "the transport failed during " + in->what);
+    }
+    bool other = false;
+    const wsync_status_t fst = take_frames(rx, &other);
+    if (fst != WSYNC_OK) return fst;  // a later bucket refused, or a malformed frame: the caller gives up
+    if (all && in->sum_known) return WSYNC_OK;
+    if (rx->conn.closed() || other) {  // (the sender never stops between the last piece and its sum)
+      const bool vanished = rx->conn.closed();
+      fail(vanished ? WSYNC_ERR_PEER_FAILED : WSYNC_ERR_ABORTED, "the sender %s during %s",
+           vanished ? "vanished" : "abandoned the bucket", in->what.c_str());
+      return give_up(rx, "the sender stopped during " + in->what);
+    }
+    if (now_ms() >= deadline) {
+      fail(WSYNC_ERR_TIMEOUT, "%s did not arrive within %lld ms (timeout_ms, plus %lld ms for the sender to say why)",
+           in->what.c_str(), static_cast<long long>(rx->timeout_ms), static_cast<long long>(abort_grace_ms(rx->timeout_ms)));
+      return give_up(rx, "the transport failed during " + in->what);
+    }
+    if (has_fd || all) sleep_on_fds(rx, deadline);
+  }
+}
+
+wsync_status_t verify_payload(wsync_receiver_t* rx, Incoming* in) {
+  if (!in->hashing) {  // an empty bucket: nothing was fed
+    rx->hasher.reset();
+    in->hashing = true;
+  }
+  const uint64_t h = rx->hasher.digest();
+  if (h == in->sum) return WSYNC_OK;
   return fail(WSYNC_ERR_PROTOCOL, "payload checksum mismatch in %s (got %016llx, sender computed %016llx)",
-              in.what.c_str(), static_cast<unsigned long long>(h), static_cast<unsigned long long>(in.m.payload_checksum));
+              in->what.c_str(), static_cast<unsigned long long>(h), static_cast<unsigned long long>(in->sum));
 }
 
 // The bytes are in place: check the payload, record which bytes arrived, and ACK (with our blob).
-wsync_status_t finish_bucket(wsync_receiver_t* rx, const Incoming& in) {
+wsync_status_t finish_bucket(wsync_receiver_t* rx, Incoming* in) {
   wsync_status_t st = WSYNC_OK;
-  if (in.m.flags & kManifestFlagPayloadChecksum) st = verify_payload(in);
-  for (size_t i = 0; i < in.m.entries.size() && st == WSYNC_OK; ++i) st = rx->arrived.record(in.m.entries[i]);
+  if (in->m.flags & kManifestFlagPayloadChecksum) st = verify_payload(rx, in);
+  for (size_t i = 0; i < in->m.entries.size() && st == WSYNC_OK; ++i) st = rx->arrived.record(in->m.entries[i]);
   std::vector<uint8_t> blob;
-  if (st == WSYNC_OK) st = describe_recv(rx, in, WSYNC_BLOB_ACK, &blob);
+  if (st == WSYNC_OK) st = describe_recv(rx, *in, WSYNC_BLOB_ACK, &blob);
   if (st != WSYNC_OK) return st;
-  send_status(rx, MsgType::kAck, in.seq, WSYNC_OK, "", blob);
+  send_status(rx, MsgType::kAck, in->seq, WSYNC_OK, "", blob);
   rx->expected_bucket++;
   return WSYNC_OK;
 }
@@ -357,7 +447,8 @@ void add_event_tensor(wsync_receiver_t* rx, const ManifestEntry& e, const Regist
   rx->ev_placed.push_back(reg == nullptr ? WSYNC_PLACED_VIEW : rx->staged ? WSYNC_PLACED_STAGED : WSYNC_PLACED_IN_PLACE);
 }
 
-// Whole tensors, and split ones whose last chunk just arrived.
+// Whole tensors, and split ones whose last chunk just arrived. The bucket's staging block (views
+// point into it) stays the event's until the next one.
 void fill_event(wsync_receiver_t* rx, Incoming* in, wsync_receiver_event_t* ev) {
   rx->ev_tensors.reserve(in->m.entries.size());
   rx->ev_placed.reserve(in->m.entries.size());
@@ -377,6 +468,7 @@ void fill_event(wsync_receiver_t* rx, Incoming* in, wsync_receiver_event_t* ev) 
   ev->bucket_index = in->m.bucket_index;
   ev->bytes = in->m.bucket_bytes;
   rx->ev_manifest = std::move(in->m);  // the names in ev_tensors point into its entries (moved, not copied)
+  rx->ev_staging = std::move(in->staging);
   ev->num_tensors = rx->ev_tensors.size();
   ev->tensors = rx->ev_tensors.data();
   ev->placed = rx->ev_placed.data();
@@ -389,6 +481,32 @@ void note_posted(wsync_receiver_t* rx, const Incoming& in) {
     if (in.reg[i] != nullptr && in.m.entries[i].length > 0) note_touched(rx, in.m.entries[i].name);
 }
 
+// Every bucket in flight ends without an event: the hasher lets go of their memory, and when a
+// receive was posted the transport gives up on the sender (it may still write into the buffers,
+// which then go to the graveyard).
+void abandon_flight(wsync_receiver_t* rx, const std::string& why) {
+  rx->hasher.cancel();
+  bool posted = false;
+  for (auto& in : rx->flight) posted |= in->posted;
+  if (posted && rx->broken.empty()) give_up(rx, why);
+  for (auto& in : rx->flight)
+    if (in->staging.data()) (rx->broken.empty() ? rx->staging_pool : rx->graveyard).push_back(std::move(in->staging));
+  rx->flight.clear();
+}
+
+// The failure of a bucket: tell the sender (an ACK with the status, for `seq`) unless it is gone
+// or stopped on its own, and void the update. Returns `st` with its message.
+wsync_status_t fail_bucket(wsync_receiver_t* rx, uint64_t seq, wsync_status_t st, MsgType type) {
+  const std::string why = last_error();
+  abandon_flight(rx, "the update failed here: " + why);
+  // A local failure (transport error, timeout, checksum) is reported so the sender learns why at
+  // once. Not when the sender itself abandoned the bucket or is gone: it knows, and a message
+  // landing on a socket it is closing would reset the connection and destroy its last frames.
+  if (st != WSYNC_ERR_ABORTED && st != WSYNC_ERR_PEER_FAILED && rx->conn.open()) send_status(rx, type, seq, st, why);
+  drop_update(rx, why);
+  return fail_msg(st, type == MsgType::kNack ? "bucket refused: " + why : why);
+}
+
 }  // namespace
 
 void send_status(wsync_receiver_t* rx, MsgType type, uint64_t seq, wsync_status_t code, const std::string& why,
@@ -397,8 +515,10 @@ void send_status(wsync_receiver_t* rx, MsgType type, uint64_t seq, wsync_status_
 }
 
 void drop_update(wsync_receiver_t* rx, const std::string& why) {
+  if (!rx->flight.empty()) abandon_flight(rx, why);
   if (rx->update_void.empty()) rx->update_void = why;
   rx->arrived.clear();
+  rx->claimed.clear();
   if (!rx->broken.empty())
     for (auto& kv : rx->assembling)
       if (kv.second.owned.data()) rx->graveyard.push_back(std::move(kv.second.owned));
@@ -416,37 +536,39 @@ wsync_status_t refuse(wsync_receiver_t* rx, uint64_t seq, wsync_status_t st) {
   return fail_msg(st, sender_gone ? why : "bucket refused: " + why);
 }
 
-wsync_status_t handle_manifest(wsync_receiver_t* rx, const Frame& f, wsync_receiver_event_t* ev) {
-  Incoming in;
-  wsync_status_t st = read_manifest(rx, f, &in);
-  if (st == WSYNC_OK) st = check_entries(rx, &in);
-  if (st == WSYNC_OK) st = allocate(rx, in);
-  if (st == WSYNC_OK) st = plan_placement(rx, &in);
-  bool posted = false;
-  if (st == WSYNC_OK) st = post_receive(rx, in, &posted);
-  if (posted) note_posted(rx, in);
+wsync_status_t accept_manifest(wsync_receiver_t* rx, const Frame& f) {
+  auto in = std::make_unique<Incoming>();
+  wsync_status_t st = read_manifest(rx, f, in.get());
+  if (st == WSYNC_OK) st = check_entries(rx, in.get());
+  if (st == WSYNC_OK) st = allocate(rx, in.get());
+  if (st == WSYNC_OK) st = plan_placement(rx, in.get());
+  for (size_t i = 0; i < in->m.entries.size() && st == WSYNC_OK; ++i) st = rx->claimed.record(in->m.entries[i]);
+  if (st == WSYNC_OK) st = post_receive(rx, in.get());
+  if (in->posted) note_posted(rx, *in);
+  const uint64_t seq = in->seq;
+  const bool posted = in->posted;
+  const std::string what = in->what;
+  rx->flight.push_back(std::move(in));  // from here on a failure abandons it with the others
   if (st != WSYNC_OK) {
-    if (!posted) return refuse(rx, in.seq, st);
-    give_up(rx, "the sender went away while " + in.what + " was posted");  // buffers go to the graveyard
-    return refuse(rx, in.seq, st);
-  }
-  if (in.m.bucket_bytes > 0 && (st = wait_bytes(rx, in)) != WSYNC_OK) {
     const std::string why = last_error();
-    // A local failure (transport error, timeout) is reported so the sender learns why at once.
-    // Not when the sender itself abandoned the bucket or is gone: it knows, and a message landing
-    // on a socket it is closing would reset the connection and destroy its last frames.
-    if (st != WSYNC_ERR_ABORTED && st != WSYNC_ERR_PEER_FAILED && rx->conn.open())
-      send_status(rx, MsgType::kAck, in.seq, st, why);
-    drop_update(rx, why);
-    return fail_msg(st, why);
+    if (posted) give_up(rx, "the sender went away while " + what + " was posted");  // buffers go to the graveyard
+    abandon_flight(rx, why);
+    restore_error(st, why);
+    return refuse(rx, seq, st);
   }
-  if ((st = finish_bucket(rx, in)) != WSYNC_OK) {
-    const std::string why = last_error();
-    send_status(rx, MsgType::kAck, in.seq, st, why);
-    drop_update(rx, why);
-    return fail_msg(st, why);
-  }
-  fill_event(rx, &in, ev);
+  rx->accepted_bucket++;
+  return WSYNC_OK;
+}
+
+wsync_status_t complete_bucket(wsync_receiver_t* rx, wsync_receiver_event_t* ev) {
+  Incoming* in = rx->flight.front().get();
+  const uint64_t seq = in->seq;
+  // (a failure of a later bucket met while waiting has abandoned this one too: `in` is gone then)
+  wsync_status_t st = wait_bytes(rx, in);
+  if (st == WSYNC_OK) st = finish_bucket(rx, in);
+  if (st != WSYNC_OK) return fail_bucket(rx, seq, st, MsgType::kAck);
+  fill_event(rx, in, ev);
+  rx->flight.pop_front();
   return WSYNC_OK;
 }
 

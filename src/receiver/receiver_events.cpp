@@ -13,6 +13,7 @@ void release_event(wsync_receiver_t* rx) {
   rx->ev_placed.clear();
   rx->ev_owned.clear();
   rx->ev_manifest.entries.clear();
+  if (rx->ev_staging.data()) rx->staging_pool.push_back(std::move(rx->ev_staging));
 }
 
 // The update is complete on our side (no half-assembled tensor, every bucket arrived): COMMIT.
@@ -37,6 +38,7 @@ wsync_status_t end_update(wsync_receiver_t* rx, const Frame& f, wsync_receiver_e
   if (version == 0) return refuse(rx, 0, fail(WSYNC_ERR_PROTOCOL, "the sender finalized version 0, which is never valid"));
   rx->current_update = update + 1;
   rx->expected_bucket = 0;
+  rx->accepted_bucket = 0;
   rx->pending_commit = version;
   ev->kind = WSYNC_EVENT_COMMIT;
   ev->version = version;
@@ -54,6 +56,7 @@ wsync_status_t receiver_next(wsync_receiver_t* rx, wsync_receiver_event_t* ev, i
   if (rx->pending_commit)
     return fail(WSYNC_ERR_INVALID_STATE, "version %llu is waiting for wsync_receiver_commit",
                 static_cast<unsigned long long>(rx->pending_commit));
+  if (!rx->flight.empty()) return complete_bucket(rx, ev);  // the next bucket is on the wire already
   Frame f;
   const int64_t tmo = timeout_ms < 0 ? rx->timeout_ms : timeout_ms;
   wsync_status_t st = rx->conn.recv(&f, tmo);
@@ -66,7 +69,8 @@ wsync_status_t receiver_next(wsync_receiver_t* rx, wsync_receiver_event_t* ev, i
   }
   switch (static_cast<MsgType>(f.type)) {
     case MsgType::kManifest:
-      return handle_manifest(rx, f, ev);
+      if ((st = accept_manifest(rx, f)) != WSYNC_OK) return st;
+      return complete_bucket(rx, ev);
     case MsgType::kEndUpdate:
       return end_update(rx, f, ev);
     case MsgType::kAbortUpdate: {

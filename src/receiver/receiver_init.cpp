@@ -103,6 +103,8 @@ wsync_status_t read_group_info(wsync_receiver_t* rx, JoinArgs* a) {
     return fail(WSYNC_ERR_REJECTED, "rank %u is out of range: group '%s' has receivers 1..%u", a->cfg.rank,
                 rx->group_name.c_str(), a->info.world_size - 1);
   rx->world_size = a->info.world_size;
+  rx->piece_bytes = a->info.piece_bytes;
+  rx->window = a->info.window;
   return WSYNC_OK;
 }
 
@@ -123,6 +125,11 @@ wsync_status_t load_group_transport(wsync_receiver_t* rx, const JoinArgs& a) {
                 announced.c_str(), t->name, rx->transport.path.c_str());
   if (!(t->caps & (WSYNC_TRANSPORT_CAP_HOST_MEMORY | WSYNC_TRANSPORT_CAP_CUDA_MEMORY)))
     return fail(WSYNC_ERR_UNSUPPORTED, "transport '%s' declares neither host nor CUDA memory", t->name);
+  if ((rx->piece_bytes != 0 || rx->window > 1) && !(t->caps & WSYNC_TRANSPORT_CAP_PIECES))
+    return fail(WSYNC_ERR_VERSION_MISMATCH, "the sender moves buckets in pieces of %llu bytes, %u at a time, which "
+                "this receiver's transport '%s' (%s) cannot keep apart (no CAP_PIECES); use the same transport release "
+                "on both sides", static_cast<unsigned long long>(rx->piece_bytes), rx->window, t->name,
+                rx->transport.path.c_str());
   rx->device_memory = !(t->caps & WSYNC_TRANSPORT_CAP_HOST_MEMORY);
   if (!rx->device_memory) {
     rx->device = -1;

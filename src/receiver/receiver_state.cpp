@@ -93,6 +93,7 @@ wsync_status_t apply_commit(wsync_receiver_t* rx) {
   rx->touched.clear();
   rx->touched_set.clear();
   rx->arrived.clear();
+  rx->claimed.clear();
   rx->apply_failed = false;
   return WSYNC_OK;
 }

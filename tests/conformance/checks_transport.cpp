@@ -32,7 +32,7 @@ constexpr size_t kRegisterStagingEnd = offsetof(wsync_transport_v1_t, register_s
 constexpr size_t kGetPropertyEnd = offsetof(wsync_transport_v1_t, get_property) + sizeof(void*);
 constexpr uint64_t kKnownTransportCaps = WSYNC_TRANSPORT_CAP_HOST_MEMORY | WSYNC_TRANSPORT_CAP_CUDA_MEMORY |
                                          WSYNC_TRANSPORT_CAP_SCATTER_RECV | WSYNC_TRANSPORT_CAP_STAGING_ONLY |
-                                         WSYNC_TRANSPORT_CAP_RETIRED_4;
+                                         WSYNC_TRANSPORT_CAP_RETIRED_4 | WSYNC_TRANSPORT_CAP_PIECES;
 const char kUnknownKey[] = "wsync_conformance_no_such_option";
 
 std::string hex(uint64_t v) {
@@ -192,7 +192,7 @@ void check_table(Ctx& c, const Config& cfg, const wsync_transport_v1_t* t) {
   c.expect(t->version != nullptr && t->version[0] != '\0', "version is NULL or empty (give the plugin's release)");
   if (t->caps & ~kKnownTransportCaps)
     c.fail("caps has unknown bits: " + hex(t->caps & ~kKnownTransportCaps) +
-           " (known: HOST_MEMORY, CUDA_MEMORY, SCATTER_RECV, STAGING_ONLY)");
+           " (known: HOST_MEMORY, CUDA_MEMORY, SCATTER_RECV, STAGING_ONLY, PIECES)");
   c.expect(t->caps & (WSYNC_TRANSPORT_CAP_HOST_MEMORY | WSYNC_TRANSPORT_CAP_CUDA_MEMORY),
            "caps has neither HOST_MEMORY nor CUDA_MEMORY: the transport moves no memory at all");
   struct Fn {

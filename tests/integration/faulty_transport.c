@@ -4,8 +4,9 @@
  * process sends (1-based, counted over all its groups), when the file named by the environment
  * variable WSYNC_FAULTY_FILE holds "<fault> <n>":
  *
- *   corrupt <n>   flip one byte of the bucket before UCX sends it (after the core checksummed it,
- *                 so a receiver with verify_payload sees a payload checksum mismatch)
+ *   corrupt <n>   send a copy of the bucket with one byte flipped (the caller's memory is left as
+ *                 it is: the bytes change on their way, so a receiver with verify_payload sees a
+ *                 payload checksum mismatch, also when the core hashes while the bytes move)
  *   stall <n>     send nothing: the receiver waits for the bytes until its timeout, and the
  *                 sender's send_wait answers "not yet" until the core gives up
  *
@@ -49,8 +50,17 @@ static wsync_status_t faulty_send_post(void* self, uint64_t seq, const wsync_buf
     g_stalled_seq = seq;
     return WSYNC_OK;
   }
-  if (fault == 'c' && buf->len > 0 && buf->device_type != WSYNC_DEVICE_CUDA)
-    ((volatile unsigned char*)buf->data)[buf->len / 2] ^= 0x5A;
+  if (fault == 'c' && buf->len > 0 && buf->device_type != WSYNC_DEVICE_CUDA) {
+    static unsigned char* copy; /* kept until the next corruption: the send may read it until then */
+    wsync_buffer_t bent = *buf;
+    free(copy);
+    if ((copy = (unsigned char*)malloc(buf->len)) == NULL)
+      return g_host->set_error(WSYNC_ERR_OUT_OF_MEMORY, "transport 'faulty': out of memory");
+    memcpy(copy, buf->data, buf->len);
+    copy[buf->len / 2] ^= 0x5A;
+    bent.data = copy;
+    return g_ucx->send_post(self, seq, &bent, ranks, num_ranks);
+  }
   return g_ucx->send_post(self, seq, buf, ranks, num_ranks);
 }
 

@@ -120,6 +120,37 @@ TEST(E2E, ThreeReceiversPlacedAndViewsWithPayloadChecksums) {
   for (pid_t p : pids) EXPECT_EQ(0, wait_child(p, 20000));
 }
 
+// Buckets in flight: up to 4 on the wire, each moving as 64 KiB pieces (a split tensor's chunks in
+// buckets that are posted before the previous ones completed), checksums hashed while the pieces
+// land; three receivers (two in place, one taking views) verify every tensor of every version.
+TEST(E2E, FourBucketsInFlightInSmallPiecesWithChecksums) {
+  Sender s;
+  Model m;
+  m.spec = tensor_set(50, 3u << 20);
+  auto pids = start_receivers({plan_for(s, 1, m.spec, 3, true), plan_for(s, 2, m.spec, 3, false),
+                               plan_for(s, 3, m.spec, 3, true)});
+  ASSERT_EQ(WSYNC_OK, s.init(3, 512u << 10, 20000,
+                             {{"verify_payload", "1"}, {"window", "4"}, {"piece_bytes", "65536"}}))
+      << wsync_last_error();
+  ASSERT_EQ(WSYNC_OK, publish(s, m, 3, 2)) << wsync_last_error();
+  wsync_group_stats_t st = WSYNC_GROUP_STATS_INIT;
+  ASSERT_EQ(WSYNC_OK, wsync_group_get_stats(s.g, &st));
+  EXPECT_EQ(3u, st.committed_version);
+  EXPECT_GE(st.buckets, 3u * 8u);
+  wsync_group_destroy(s.g);
+  s.g = nullptr;
+  for (pid_t p : pids) EXPECT_EQ(0, wait_child(p, 20000));
+}
+
+TEST(E2E, WindowAndPiecesOutsideTheirRangeAreRefusedNamingTheOption) {
+  for (const auto& kv : std::vector<std::pair<std::string, std::string>>{
+           {"window", "0"}, {"window", "17"}, {"piece_bytes", "1000"}, {"piece_bytes", "x"}}) {
+    Sender s;
+    EXPECT_EQ(WSYNC_ERR_INVALID_ARGUMENT, s.init(1, 1u << 20, 500, {{kv.first, kv.second}})) << kv.first << "=" << kv.second;
+    EXPECT_NE(std::string::npos, std::string(wsync_last_error()).find(kv.first)) << wsync_last_error();
+  }
+}
+
 TEST(E2E, WholeModelInOneBucketWithDefaultBucketSize) {
   Sender s;
   Model m;

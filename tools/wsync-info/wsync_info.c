@@ -39,6 +39,7 @@ static const cap_name_t kTransportCaps[] = {
     {WSYNC_TRANSPORT_CAP_CUDA_MEMORY, "cuda_memory"},
     {WSYNC_TRANSPORT_CAP_SCATTER_RECV, "scatter_recv"},
     {WSYNC_TRANSPORT_CAP_STAGING_ONLY, "staging_only"},
+    {WSYNC_TRANSPORT_CAP_PIECES, "pieces"},
 };
 
 static const cap_name_t kAdapterCaps[] = {
