@@ -54,10 +54,29 @@ std::string sockaddr_text(const sockaddr_storage& ss) {
 }
 
 // A non-blocking connect to one address, waiting for it until `deadline`; the fd or -1 (*why set).
-int connect_one(const addrinfo* ai, int64_t deadline, std::string* why) {
+// Bind `fd` (of `family`) to the local address `ip` (port chosen by the kernel); false with *why.
+bool bind_local(int fd, int family, const std::string& ip, std::string* why) {
+  addrinfo* la = nullptr;
+  if (resolve(ip, 0, false, &la) != 0 || la == nullptr) {
+    *why = "cannot resolve the local address '" + ip + "'";
+    return false;
+  }
+  bool ok = false;
+  for (addrinfo* a = la; a != nullptr && !ok; a = a->ai_next)
+    ok = a->ai_family == family && ::bind(fd, a->ai_addr, a->ai_addrlen) == 0;
+  if (!ok) *why = "cannot bind to the local address '" + ip + "': " + std::strerror(errno);
+  freeaddrinfo(la);
+  return ok;
+}
+
+int connect_one(const addrinfo* ai, int64_t deadline, std::string* why, const std::string& bind_ip) {
   int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
   if (fd < 0) {
     *why = std::strerror(errno);
+    return -1;
+  }
+  if (!bind_ip.empty() && !bind_local(fd, ai->ai_family, bind_ip, why)) {
+    ::close(fd);
     return -1;
   }
   int rc = ::connect(fd, ai->ai_addr, ai->ai_addrlen);
@@ -130,7 +149,8 @@ wsync_status_t tcp_listen(const std::string& host, uint16_t port, int backlog, i
               last.c_str());
 }
 
-wsync_status_t tcp_connect(const std::string& host, uint16_t port, int64_t deadline, int* fd, std::string* why) {
+wsync_status_t tcp_connect(const std::string& host, uint16_t port, int64_t deadline, int* fd, std::string* why,
+                           const std::string& bind_ip) {
   addrinfo* ai = nullptr;
   int gai = resolve(host, port, false, &ai);
   if (gai != 0 || ai == nullptr) {
@@ -138,7 +158,7 @@ wsync_status_t tcp_connect(const std::string& host, uint16_t port, int64_t deadl
     return now_ms() >= deadline ? WSYNC_ERR_TIMEOUT : WSYNC_ERR_IO;
   }
   for (addrinfo* a = ai; a != nullptr; a = a->ai_next) {
-    if ((*fd = connect_one(a, deadline, why)) >= 0) {
+    if ((*fd = connect_one(a, deadline, why, bind_ip)) >= 0) {
       freeaddrinfo(ai);
       return WSYNC_OK;
     }

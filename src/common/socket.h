@@ -22,8 +22,9 @@ wsync_status_t tcp_listen(const std::string& host, uint16_t port, int backlog, i
 // (now_ms clock). On success *fd is a connected, tuned socket. On failure *why says what the last
 // attempt saw ("Connection refused", "cannot resolve host: ...") and the status is TIMEOUT when the
 // deadline passed, else IO (retryable: callers loop until their deadline). A bracketed IPv6 host
-// is accepted.
-wsync_status_t tcp_connect(const std::string& host, uint16_t port, int64_t deadline, int* fd, std::string* why);
+// is accepted. `bind_ip` (optional): the local address the connection leaves from.
+wsync_status_t tcp_connect(const std::string& host, uint16_t port, int64_t deadline, int* fd, std::string* why,
+                           const std::string& bind_ip = "");
 
 // Accept one pending connection (non-blocking listener), tuned; -1 when none is pending.
 // *peer gets "ip:port" of the other end when not NULL.

@@ -18,7 +18,7 @@ namespace wsync {
 const char* msg_type_name(uint16_t type) {
   static const char* names[] = {"?",     "HELLO", "WELCOME",    "REJECT",    "JOINED",       "MANIFEST", "READY",
                                 "NACK",  "ACK",   "END_UPDATE", "COMMITTED", "ABORT_UPDATE", "CLOSE",
-                                "CHALLENGE", "BUCKET_SUM"};
+                                "CHALLENGE", "BUCKET_SUM", "ROUTE"};
   return type < sizeof names / sizeof names[0] ? names[type] : "?";
 }
 
@@ -59,12 +59,13 @@ void ControlConn::shutdown_and_drain() {
   }
 }
 
-wsync_status_t ControlConn::connect(const std::string& host, uint16_t port, int64_t timeout_ms, ControlConn* out) {
+wsync_status_t ControlConn::connect(const std::string& host, uint16_t port, int64_t timeout_ms, ControlConn* out,
+                                    const std::string& bind_ip) {
   const int64_t deadline = deadline_after(timeout_ms);
   std::string last = "no attempt";
   for (;;) {
     int fd = -1;
-    wsync_status_t st = tcp_connect(host, port, deadline, &fd, &last);
+    wsync_status_t st = tcp_connect(host, port, deadline, &fd, &last, bind_ip);
     if (st == WSYNC_OK) {
       out->adopt(fd);
       return WSYNC_OK;

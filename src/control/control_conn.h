@@ -20,7 +20,8 @@ class ControlConn {
   ControlConn& operator=(const ControlConn&) = delete;
 
   // Connect to host:port, retrying refused connections until timeout_ms passes.
-  static wsync_status_t connect(const std::string& host, uint16_t port, int64_t timeout_ms, ControlConn* out);
+  static wsync_status_t connect(const std::string& host, uint16_t port, int64_t timeout_ms, ControlConn* out,
+                                const std::string& bind_ip = "");
 
   // Take ownership of an accepted socket.
   void adopt(int fd) {

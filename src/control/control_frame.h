@@ -46,6 +46,11 @@ enum class MsgType : uint16_t {
   // payload checksum of a bucket whose bytes are already moving: the sender hashes while the bytes
   // travel, and the receiver compares before its ACK.
   kBucketSum = 14,
+  // tx->rx after every JOINED, when the group relays (group info route is not star): u64 plan
+  // digest, u32 parent, u32 position (this receiver's rank in its parent's relay world), u32
+  // parent_world, u32 n, u32 children[n]. The receiver wires its relay transports and answers
+  // JOINED again.
+  kRoute = 15,
 };
 
 const char* msg_type_name(uint16_t type);

@@ -168,6 +168,17 @@ std::vector<uint8_t> encode_bucket_sum(const BucketSumBody& b) {
   return std::move(w.data());
 }
 
+std::vector<uint8_t> encode_route(const RouteBody& b) {
+  ByteWriter w;
+  w.u64(b.digest);
+  w.u32(b.parent);
+  w.u32(b.position);
+  w.u32(b.parent_world);
+  w.u32(static_cast<uint32_t>(b.children.size()));
+  for (uint32_t c : b.children) w.u32(c);
+  return std::move(w.data());
+}
+
 std::vector<uint8_t> encode_abort_update(const AbortUpdateBody& b) {
   ByteWriter w;
   w.str32(clip_reason(b.reason, kFrameMaxReasonBytes));
@@ -269,6 +280,22 @@ wsync_status_t decode_bucket_sum(const std::vector<uint8_t>& body, BucketSumBody
   BodyReader r("BUCKET_SUM", body);
   BucketSumBody b;
   if (!r.u64(&b.seq, "seq") || !r.u64(&b.checksum, "checksum")) return r.error();
+  return done(std::move(b), out);
+}
+
+wsync_status_t decode_route(const std::vector<uint8_t>& body, RouteBody* out) {
+  BodyReader r("ROUTE", body);
+  RouteBody b;
+  uint32_t n = 0;
+  if (!r.u64(&b.digest, "digest") || !r.u32(&b.parent, "parent") || !r.u32(&b.position, "position") ||
+      !r.u32(&b.parent_world, "parent_world") || !r.u32(&n, "children count"))
+    return r.error();
+  if (n > kFrameMaxChildren)
+    return fail(WSYNC_ERR_PROTOCOL, "ROUTE: %u children, more than the %u a relay may have", n, kFrameMaxChildren);
+  b.children.resize(n);
+  for (uint32_t i = 0; i < n; ++i)
+    if (!r.u32(&b.children[i], "children")) return r.error();
+  if (!r.end("children")) return r.error();
   return done(std::move(b), out);
 }
 

@@ -93,6 +93,16 @@ struct BucketSumBody {  // tx->rx: u64 seq, u64 checksum
   uint64_t checksum = 0;
 };
 
+// tx->rx: u64 digest, u32 parent, u32 position, u32 parent_world, u32 n, u32 children[n]
+struct RouteBody {
+  uint64_t digest = 0;                 // of the route plan (planner/route_planner.h)
+  uint32_t parent = 0;                 // 0: the sender
+  uint32_t position = 0;               // this receiver's rank in its parent's relay world (1..)
+  uint32_t parent_world = 0;           // 1 + the parent's children (unused when parent is 0)
+  std::vector<uint32_t> children;      // the ranks this receiver forwards to, in relay-world order
+};
+constexpr uint32_t kFrameMaxChildren = 4096;
+
 struct AbortUpdateBody {  // tx->rx: str reason
   std::string reason;
 };
@@ -108,6 +118,7 @@ std::vector<uint8_t> encode_end_update(const EndUpdateBody& b);
 std::vector<uint8_t> encode_committed(const CommittedBody& b);
 std::vector<uint8_t> encode_abort_update(const AbortUpdateBody& b);
 std::vector<uint8_t> encode_bucket_sum(const BucketSumBody& b);
+std::vector<uint8_t> encode_route(const RouteBody& b);
 
 // Trailing bytes refused (the handshake of protocol 3 is exact).
 wsync_status_t decode_challenge(const std::vector<uint8_t>& body, ChallengeBody* out);
@@ -127,6 +138,8 @@ wsync_status_t decode_end_update(const std::vector<uint8_t>& body, EndUpdateBody
 wsync_status_t decode_committed(const std::vector<uint8_t>& body, CommittedBody* out);
 wsync_status_t decode_abort_update(const std::vector<uint8_t>& body, AbortUpdateBody* out);
 wsync_status_t decode_bucket_sum(const std::vector<uint8_t>& body, BucketSumBody* out);
+// Trailing bytes refused; at most kFrameMaxChildren children.
+wsync_status_t decode_route(const std::vector<uint8_t>& body, RouteBody* out);
 // A receiver's answer to END_UPDATE(version) that is not NACK: OK when it is COMMITTED(version),
 // else PROTOCOL with a message naming `who`, what came (the version it committed included) and
 // the version that was expected.

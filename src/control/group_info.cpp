@@ -13,6 +13,7 @@ std::vector<uint8_t> encode_group_info(const GroupInfo& g) {
                   "\ncontrol_host=" + g.control_host + "\ncontrol_port=" + std::to_string(g.control_port) + "\n";
   if (g.piece_bytes) s += "piece_bytes=" + std::to_string(g.piece_bytes) + "\n";
   if (g.window > 1) s += "window=" + std::to_string(g.window) + "\n";
+  if (g.route != "star") s += "route=" + g.route + "\n";
   for (const auto& kv : g.transport_options) s += "transport." + kv.first + "=" + kv.second + "\n";
   return std::vector<uint8_t>(s.begin(), s.end());
 }
@@ -77,6 +78,9 @@ wsync_status_t decode_group_info(const std::vector<uint8_t>& data, GroupInfo* ou
         return fail(WSYNC_ERR_PROTOCOL, "group info piece_bytes '%s' is invalid (0, or %llu..%llu)", shown(v).c_str(),
                     static_cast<unsigned long long>(kMinPieceBytes), static_cast<unsigned long long>(kMaxPieceBytes));
       g.piece_bytes = n;
+    } else if (k == "route") {
+      if (v.empty() || v.size() > 16) return fail(WSYNC_ERR_PROTOCOL, "group info route '%s' is invalid", shown(v).c_str());
+      g.route = v;
     } else if (k == "window") {
       if (!parse_uint(v, kMaxWindow, &n) || n == 0)
         return fail(WSYNC_ERR_PROTOCOL, "group info window '%s' is invalid (1..%u)", shown(v).c_str(), kMaxWindow);

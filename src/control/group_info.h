@@ -27,6 +27,9 @@ struct GroupInfo {
   // (0: one message per bucket), and up to `window` buckets may be on the wire at once.
   uint64_t piece_bytes = 0;
   uint32_t window = 1;
+  // Since wsync 0.7 (absent: "star"): the group option route. Anything but star: every receiver
+  // waits for a ROUTE frame after its JOINED.
+  std::string route = "star";
 };
 
 // Bounds of the pipeline fields a receiver accepts (a sender refuses options outside them).

@@ -28,6 +28,7 @@
 #include "http/http_client.h"
 #include "loader/plugin_loader.h"
 #include "planner/bucket_planner.h"
+#include "planner/route_planner.h"
 #include "store/store_handle.h"
 #include "store/tcp_store_server.h"
 
@@ -107,8 +108,12 @@ struct wsync_group {
   // 0 until init: staging_buckets), and the pieces a bucket moves in (option piece_bytes; 0 = whole).
   // A transport without CAP_PIECES gets 1 and 0.
   uint32_t window = 0;
-  uint64_t piece_bytes = 8u << 20;
+  uint64_t piece_bytes = 2u << 20;
   bool piece_bytes_set = false;
+  wsync::RouteSpec route_spec;  // option route (default auto)
+  bool route_set = false;
+  wsync::RoutePlan plan;        // after init: who forwards to whom
+  bool relays = false;          // the plan is not a star: receivers forward to their children
   bool verify_payload = false;
   bool verify_payload_set = false;  // the caller gave option verify_payload (else: on for host transports)
   wsync::LayoutRule rule;

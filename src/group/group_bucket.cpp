@@ -212,8 +212,12 @@ wsync_status_t timed_out(wsync_group_t* g, InflightBucket* b) {
   const long long ms = static_cast<long long>(b->batch->timeout_ms);
   if (!b->want_ready.empty() || !b->want_ack.empty()) {
     const bool ready = !b->want_ready.empty();
-    return fail(WSYNC_ERR_TIMEOUT, "%s did not answer %s of %s within %lld ms",
-                peer_names(ready ? b->want_ready : b->want_ack).c_str(), ready ? "READY" : "ACK", b->what.c_str(), ms);
+    // Those whose parent answered failed; the others only wait behind them (relays).
+    const std::vector<Peer*> failed = upstream_of_set(g, ready ? b->want_ready : b->want_ack);
+    std::string down;
+    for (Peer* p : failed) down += downstream_note(g, p->rank);
+    return fail(WSYNC_ERR_TIMEOUT, "%s did not answer %s of %s within %lld ms%s", peer_names(failed).c_str(),
+                ready ? "READY" : "ACK", b->what.c_str(), ms, down.c_str());
   }
   // Every receiver answered, the transport did not finish: its own word names the rank it waits for.
   clear_error();
@@ -259,8 +263,7 @@ wsync_status_t send_manifest(wsync_group_t* g, const InflightBucket& b, const st
 }
 
 wsync_status_t post(wsync_group_t* g, InflightBucket* b) {
-  std::vector<uint32_t> ranks;
-  for (auto& p : g->peers) ranks.push_back(p->rank);
+  std::vector<uint32_t> ranks = direct_ranks(g);  // relays forward to the others
   if (g->peers.empty())  // unmodified HTTP engines: every engine rank, no control channel
     for (uint32_t r = 1; r <= g->num_receivers; ++r) ranks.push_back(r);
   for (size_t i = 0; i < b->pieces.size(); ++i) {
@@ -335,8 +338,8 @@ void announce_abort(wsync_group_t* g, const std::string& why) {
 wsync_status_t peer_lost(wsync_group_t* g, Peer* p, const char* during) {
   p->alive = false;
   if (g->transport_self) g->transport.table->forget_peer(g->transport_self, p->rank);
-  return fail(WSYNC_ERR_PEER_FAILED, "%s failed during %s: it closed its connection (process died?)",
-              p->conn.peer_name().c_str(), during);
+  return fail(WSYNC_ERR_PEER_FAILED, "%s failed during %s: it closed its connection (process died?)%s",
+              p->conn.peer_name().c_str(), during, downstream_note(g, p->rank).c_str());
 }
 
 wsync_status_t flight_progress(wsync_group_t* g, Flight* flight) {

@@ -147,6 +147,15 @@ wsync_status_t choose_pipeline(wsync_group_t* g) {
                 g->transport.table->name, pieces ? " with HTTP engines" : "");
   if (whole) g->piece_bytes = 0;
   if (!pieces || g->http_engines) g->window = 1;
+  // Relays forward pieces over the group's transport, and only receivers that embed wsync can.
+  const bool star = route_spec_text(g->route_spec) == "star";
+  if (!star && (!pieces || g->http_engines || g->piece_bytes == 0)) {
+    if (g->route_set)
+      return fail(WSYNC_ERR_UNSUPPORTED, "option route=%s needs a transport that moves pieces (CAP_PIECES, piece_bytes "
+                  "above 0) and receivers that are not HTTP engines; transport '%s' here can only send from the sender "
+                  "(route=star)", route_spec_text(g->route_spec).c_str(), g->transport.table->name);
+    g->route_spec.shape = RouteShape::kStar;  // the default, where relays cannot work
+  }
   g->staging_buckets = std::max(g->staging_buckets, g->window);
   return WSYNC_OK;
 }
@@ -192,6 +201,7 @@ wsync_status_t open_rendezvous(wsync_group_t* g, const InitArgs& a) {
   info.control_port = g->listener.port();
   info.piece_bytes = g->piece_bytes;
   info.window = g->window;
+  info.route = route_spec_text(g->route_spec);
   for (const auto& kv : options_with_prefix(a.opts, "transport.")) {
     if (kv.first.find_first_of("=\n") != std::string::npos || kv.second.find('\n') != std::string::npos)
       return fail(WSYNC_ERR_INVALID_ARGUMENT, "option 'transport.%s' may not contain '=' in its key or a newline",
@@ -359,6 +369,7 @@ wsync_status_t group_init(const wsync_group_config_t* config, wsync_group_t* g) 
   if (st == WSYNC_OK) st = open_rendezvous(g, a);
   if (st == WSYNC_OK) st = create_transport(g, a);
   if (st == WSYNC_OK) st = join(g, a.deadline);
+  if (st == WSYNC_OK) st = route_members(g, a.deadline);
   if (st == WSYNC_OK) st = read_event_fd(g);
   if (st != WSYNC_OK) return st;
   if (!g->device_staging) g->staging.resize(g->staging_buckets);  // host slots grow on first use

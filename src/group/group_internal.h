@@ -56,6 +56,18 @@ void announce_abort(wsync_group_t* g, const std::string& why);
 // A receiver's connection closed: forget it in the transport and say so (PEER_FAILED).
 wsync_status_t peer_lost(wsync_group_t* g, Peer* p, const char* during);
 
+// ---- group_route.cpp
+// After every JOINED: plan the routes from the receivers' hosts, tell each its parent and children
+// (ROUTE) when the group relays, and wait for each to wire its relay transports (JOINED again).
+wsync_status_t route_members(wsync_group_t* g, int64_t deadline);
+// The ranks the sender itself sends bucket bytes to: every receiver, or its children in the plan.
+std::vector<uint32_t> direct_ranks(const wsync_group_t* g);
+// For a message about `rank` failing: "; downstream of it (cut off with it): ranks 3, 4", or "".
+std::string downstream_note(const wsync_group_t* g, uint32_t rank);
+// Of the receivers in `set` (that did not answer), those whose parent answered: the ones that
+// failed; the others only wait behind them.
+std::vector<Peer*> upstream_of_set(const wsync_group_t* g, const std::vector<Peer*>& set);
+
 // ---- group_wait.cpp (pipeline thread)
 // What a wait is waiting for: frames from some receivers, and/or a transport send to complete.
 struct WaitSet {

@@ -22,6 +22,9 @@ wsync_status_t apply_core_option(wsync_group_t* g, const std::string& k, const s
     g->bucket_bytes_set = true;
   } else if (k == "staging_buckets") {
     if ((st = parse_u64_option(k, v, 2, 16, &n)) == WSYNC_OK) g->staging_buckets = static_cast<uint32_t>(n);
+  } else if (k == "route") {
+    st = parse_route(v, &g->route_spec);
+    g->route_set = true;
   } else if (k == "window") {
     if ((st = parse_u64_option(k, v, 1, kMaxWindow, &n)) == WSYNC_OK) g->window = static_cast<uint32_t>(n);
   } else if (k == "piece_bytes") {
@@ -64,7 +67,7 @@ wsync_status_t apply_group_options(wsync_group_t* g, const OptionList& opts, std
     if (!known && !engines_option(g, k, kv.second, &st) && k.compare(0, 10, "transport.") != 0 &&
         k.compare(0, 8, "adapter.") != 0)  // transport.* and adapter.* are validated by the plugin
       st = fail(WSYNC_ERR_INVALID_ARGUMENT,
-                "unknown group option '%s' (known: bucket_bytes, staging_buckets, window, piece_bytes, timeout_ms, device, verify_payload, "
+                "unknown group option '%s' (known: bucket_bytes, staging_buckets, window, piece_bytes, route, timeout_ms, device, verify_payload, "
                 "store_addr_file, secret, secret_file, torch_clients, engines, engine_receivers, engine_api_key, engine_connect_timeout_ms, "
                 "engine_timeout_ms, engine_retries, engine_resume_on_failure, transport.*, adapter.*)", k.c_str());
     if (st != WSYNC_OK) return st;

@@ -68,6 +68,8 @@ struct Incoming {
   bool sum_known = false;               // the payload checksum is known (in the manifest, or BUCKET_SUM came)
   uint64_t sum = 0;
   bool posted = false;                  // recv_post was called for its pieces
+  MemBlock relay_block;                 // a relay receives the bucket here whole, forwards and places it
+  std::vector<uint64_t> forwarding;     // pieces forwarded to the children, not yet sent
 };
 
 }  // namespace wsync
@@ -83,6 +85,15 @@ struct wsync_receiver {
   wsync::LoadedTransport transport;
   void* transport_self = nullptr;
   int transport_fd = -1;  // the transport's event fd, or -1: its waits are polled in slices
+  // Relays (group option route): the instance the bytes come from (transport_self, or this rank's
+  // place in its parent's relay world) and the one this rank forwards them on (rank 0 of its own
+  // relay world, to `children`), with their event fds.
+  void* recv_self = nullptr;
+  int recv_fd = -1;
+  void* relay_self = nullptr;
+  int relay_fd = -1;
+  uint32_t parent = 0;
+  std::vector<uint32_t> children;
   wsync::ControlConn conn;
 
   std::unordered_map<std::string, wsync::Registered> registry;
@@ -126,6 +137,7 @@ struct wsync_receiver {
   // the last event's bucket, which its views point into, until the next event); free ones wait here.
   std::vector<wsync::MemBlock> staging_pool;
   wsync::MemBlock ev_staging;
+  std::vector<wsync::MemBlock> relay_pool;  // a relay's free relay blocks
   wsync::MemBlock scratch;  // padding between entries lands here
 
   // The pipeline the sender announced (group info): pieces per bucket, buckets on the wire at once.

@@ -148,6 +148,8 @@ WSYNC_API void wsync_receiver_destroy(wsync_receiver_t* rx) {
   if (rx == nullptr) return;
   guard_void("wsync_receiver_destroy", [&] {
     // The transport first: it may still be writing into staging and the graveyard.
+    if (rx->relay_self) rx->transport.table->destroy(rx->relay_self);
+    if (rx->recv_self && rx->recv_self != rx->transport_self) rx->transport.table->destroy(rx->recv_self);
     if (rx->transport_self) rx->transport.table->destroy(rx->transport_self);
     rx->conn.close();
     rx->store_client.reset();

@@ -235,7 +235,7 @@ wsync_status_t describe_recv(wsync_receiver_t* rx, const Incoming& in, int32_t k
   blob->resize(WSYNC_BLOB_MAX_BYTES);
   uint64_t len = 0;
   clear_error();
-  wsync_status_t st = fn(rx->transport_self, in.seq, kind, blob->data(), blob->size(), &len);
+  wsync_status_t st = fn(rx->recv_self, in.seq, kind, blob->data(), blob->size(), &len);
   if (st != WSYNC_OK)
     return fail(st, "transport '%s' could not describe its side of %s: %s", tp(rx)->name, in.what.c_str(),
                 plugin_error("transport", tp(rx)->name).c_str());
@@ -244,6 +244,18 @@ wsync_status_t describe_recv(wsync_receiver_t* rx, const Incoming& in, int32_t k
                 tp(rx)->name, static_cast<unsigned long long>(len), in.what.c_str(), WSYNC_BLOB_MAX_BYTES);
   blob->resize(len);
   return WSYNC_OK;
+}
+
+// A relay's block for the whole bucket: a free one of the pool, grown when too small.
+wsync_status_t relay_block(wsync_receiver_t* rx, Incoming* in) {
+  if (!rx->relay_pool.empty()) {
+    in->relay_block = std::move(rx->relay_pool.back());
+    rx->relay_pool.pop_back();
+  }
+  if (in->relay_block.size() >= in->m.bucket_bytes) return WSYNC_OK;
+  in->relay_block.reset();
+  wsync_status_t st = MemBlock::alloc((in->m.bucket_bytes + 4095) / 4096 * 4096, rx->device, &in->relay_block);
+  return st == WSYNC_OK ? st : fail_msg(st, "cannot allocate the relay block for " + in->what + ": " + last_error());
 }
 
 // Hand the sender's blob to the transport, post the receive of every piece, say READY. A failure
@@ -257,16 +269,21 @@ wsync_status_t post_receive(wsync_receiver_t* rx, Incoming* in) {
                   "transport plugin cannot read (use the same transport release on both sides)", tp(rx)->name,
                   in->what.c_str());
     clear_error();
-    if ((st = peer_blob(rx->transport_self, in->seq, 0, WSYNC_BLOB_MANIFEST, in->blob.data(), in->blob.size())) != WSYNC_OK)
+    if ((st = peer_blob(rx->recv_self, in->seq, 0, WSYNC_BLOB_MANIFEST, in->blob.data(), in->blob.size())) != WSYNC_OK)
       return fail(st, "transport '%s' refused the sender's data for %s: %s", tp(rx)->name, in->what.c_str(),
                   plugin_error("transport", tp(rx)->name).c_str());
   }
   in->pieces = cut_pieces(in->m.bucket_bytes, rx->piece_bytes);
+  // A relay takes each piece whole into its relay block, to forward it as it is and then place it.
+  if (rx->relay_self != nullptr && in->m.bucket_bytes > 0 && (st = relay_block(rx, in)) != WSYNC_OK) return st;
   for (size_t i = 0; i < in->pieces.size(); ++i) {
+    const Piece& pc = in->pieces[i];
     const std::vector<wsync_iov_t> part =
-        in->pieces.size() == 1 ? in->iov : slice_iov(in->iov, in->pieces[i].offset, in->pieces[i].len);
+        in->relay_block.data() ? std::vector<wsync_iov_t>{{in->relay_block.data() + pc.offset, pc.len}}
+        : in->pieces.size() == 1 ? in->iov
+                                 : slice_iov(in->iov, pc.offset, pc.len);
     clear_error();
-    if ((st = tp(rx)->recv_post(rx->transport_self, in->seq + i, part.data(), part.size())) != WSYNC_OK)
+    if ((st = tp(rx)->recv_post(rx->recv_self, in->seq + i, part.data(), part.size())) != WSYNC_OK)
       return fail(st, "transport '%s' could not post the receive of %s: %s", tp(rx)->name, in->what.c_str(),
                   plugin_error("transport", tp(rx)->name).c_str());
     in->posted = true;
@@ -280,7 +297,8 @@ wsync_status_t post_receive(wsync_receiver_t* rx, Incoming* in) {
 wsync_status_t give_up(wsync_receiver_t* rx, const std::string& why) {
   const wsync_status_t st = last_status();
   const std::string msg = last_error();
-  tp(rx)->forget_peer(rx->transport_self, 0);
+  tp(rx)->forget_peer(rx->recv_self, 0);
+  for (uint32_t i = 1; i <= rx->children.size() && rx->relay_self != nullptr; ++i) tp(rx)->forget_peer(rx->relay_self, i);
   rx->broken = why;
   rx->late_writes = true;  // a receive was posted: UCX (for one) may still complete part of it
   restore_error(st, msg);
@@ -290,10 +308,50 @@ wsync_status_t give_up(wsync_receiver_t* rx, const std::string& why) {
 // Sleep until the transport or the control socket has something (event fd armed), or a slice.
 void sleep_on_fds(wsync_receiver_t* rx, int64_t deadline) {
   auto arm = WSYNC_HAS_FIELD(tp(rx), wsync_transport_v1_t, arm) ? tp(rx)->arm : nullptr;
-  int32_t armed = 1;
-  if (arm != nullptr && arm(rx->transport_self, &armed) != WSYNC_OK) armed = 0;
-  pollfd fds[2] = {{rx->conn.fd(), POLLIN, 0}, {rx->transport_fd, POLLIN, 0}};
-  ::poll(fds, 2, armed ? remaining_ms(deadline, 1000) : 0);
+  int32_t armed = 1, relay_armed = 1;
+  if (arm != nullptr && arm(rx->recv_self, &armed) != WSYNC_OK) armed = 0;
+  if (arm != nullptr && rx->relay_self != nullptr && arm(rx->relay_self, &relay_armed) != WSYNC_OK) relay_armed = 0;
+  pollfd fds[3] = {{rx->conn.fd(), POLLIN, 0}, {rx->recv_fd, POLLIN, 0}, {rx->relay_fd, POLLIN, 0}};
+  ::poll(fds, 3, armed && relay_armed ? remaining_ms(deadline, rx->relay_self ? 20 : 1000) : 0);
+}
+
+// A relay: piece `p` of the bucket landed in its relay block. Forward it to the children (the
+// same sequence number in this relay's world), then place it where the manifest puts its bytes.
+wsync_status_t relay_piece(wsync_receiver_t* rx, Incoming* in, size_t index) {
+  const Piece& p = in->pieces[index];
+  const uint8_t* from = in->relay_block.data() + p.offset;
+  std::vector<uint32_t> ranks;
+  for (uint32_t i = 1; i <= rx->children.size(); ++i) ranks.push_back(i);
+  wsync_buffer_t buf = WSYNC_BUFFER_INIT;
+  buf.data = from;
+  buf.len = p.len;
+  clear_error();
+  wsync_status_t st = tp(rx)->send_post(rx->relay_self, in->seq + index, &buf, ranks.data(), static_cast<uint32_t>(ranks.size()));
+  if (st != WSYNC_OK)  // a child that failed is the sender's to name (its control connection); this relay goes on
+    WSYNC_LOGW("receiver rank %u: forwarding %s to its children: %s", rx->rank, in->what.c_str(),
+               plugin_error("transport", tp(rx)->name).c_str());
+  else
+    in->forwarding.push_back(in->seq + index);
+  for (const wsync_iov_t& r : slice_iov(in->iov, p.offset, p.len)) {
+    std::memcpy(r.base, from, r.len);
+    from += r.len;
+  }
+  return WSYNC_OK;
+}
+
+// A relay: the forwarded pieces whose sends finished leave the list, oldest first, up to the first
+// still moving (each look progresses the transport; looking at every piece each time would cost a
+// core at a few hundred pieces in flight).
+void take_forwarded(wsync_receiver_t* rx, Incoming* in) {
+  while (!in->forwarding.empty()) {
+    clear_error();
+    const wsync_status_t st = tp(rx)->send_wait(rx->relay_self, in->forwarding.front(), 0);
+    if (st == WSYNC_ERR_TIMEOUT) return;
+    if (st != WSYNC_OK)
+      WSYNC_LOGW("receiver rank %u: forwarding %s: %s", rx->rank, in->what.c_str(),
+                 plugin_error("transport", tp(rx)->name).c_str());
+    in->forwarding.erase(in->forwarding.begin());
+  }
 }
 
 // How much longer than its timeout_ms a receiver waits for a bucket's bytes while the sender's
@@ -323,22 +381,28 @@ void hash_piece(wsync_receiver_t* rx, Incoming* in, const Piece& p) {
 // hasher. True when every piece of the oldest bucket is in place; *st: the transport's word on the
 // piece it stopped at (TIMEOUT: still moving), *why its message.
 bool take_landed(wsync_receiver_t* rx, wsync_status_t* st, std::string* why) {
-  const bool has_fd = rx->transport_fd >= 0;
+  const bool has_fd = rx->recv_fd >= 0;
   *st = WSYNC_OK;
   for (auto& b : rx->flight) {
     Incoming* in = b.get();
+    if (rx->relay_self != nullptr) take_forwarded(rx, in);
     while (in->landed < in->pieces.size() && *st == WSYNC_OK) {
       clear_error();
-      *st = tp(rx)->recv_wait(rx->transport_self, in->seq + in->landed, has_fd ? 0 : kSliceMs);
-      if (*st == WSYNC_OK) in->landed++;
-      else *why = plugin_error("transport", tp(rx)->name);
+      *st = tp(rx)->recv_wait(rx->recv_self, in->seq + in->landed, has_fd ? 0 : kSliceMs);
+      if (*st != WSYNC_OK) {
+        *why = plugin_error("transport", tp(rx)->name);
+        break;
+      }
+      if (in->relay_block.data()) relay_piece(rx, in, in->landed);
+      in->landed++;
     }
     if (*st != WSYNC_OK) break;
   }
   Incoming* head = rx->flight.front().get();
   if (head->m.flags & kManifestFlagPayloadChecksum)
     for (; head->hashed < head->landed; ++head->hashed) hash_piece(rx, head, head->pieces[head->hashed]);
-  return head->landed == head->pieces.size();
+  // A relay's bucket is done when its children have every piece too (its block is free then).
+  return head->landed == head->pieces.size() && head->forwarding.empty();
 }
 
 // A BUCKET_SUM: the checksum of a bucket in flight that announced it.
@@ -379,13 +443,15 @@ wsync_status_t take_frames(wsync_receiver_t* rx, bool* other) {
 
 wsync_status_t wait_bytes(wsync_receiver_t* rx, Incoming* in) {
   const int64_t deadline = deadline_after(rx->timeout_ms + abort_grace_ms(rx->timeout_ms));
-  const bool has_fd = rx->transport_fd >= 0;
+  const bool has_fd = rx->recv_fd >= 0;
   for (;;) {
     wsync_status_t st;
     std::string why;
     const bool all = take_landed(rx, &st, &why);
     if (st != WSYNC_OK && st != WSYNC_ERR_TIMEOUT) {
-      fail(st, "transport '%s' failed during %s: %s", tp(rx)->name, in->what.c_str(), why.c_str());
+      const std::string from = rx->parent == 0 ? "" : " (this receiver takes the bytes from receiver rank " +
+                                                           std::to_string(rx->parent) + ", a relay)";
+      fail(st, "transport '%s' failed during %s%s: %s", tp(rx)->name, in->what.c_str(), from.c_str(), why.c_str());
       return give_up(rx, "the transport failed during " + in->what);
     }
     bool other = false;
@@ -469,6 +535,7 @@ void fill_event(wsync_receiver_t* rx, Incoming* in, wsync_receiver_event_t* ev) 
   ev->bytes = in->m.bucket_bytes;
   rx->ev_manifest = std::move(in->m);  // the names in ev_tensors point into its entries (moved, not copied)
   rx->ev_staging = std::move(in->staging);
+  if (in->relay_block.data()) rx->relay_pool.push_back(std::move(in->relay_block));
   ev->num_tensors = rx->ev_tensors.size();
   ev->tensors = rx->ev_tensors.data();
   ev->placed = rx->ev_placed.data();
@@ -491,6 +558,8 @@ void abandon_flight(wsync_receiver_t* rx, const std::string& why) {
   if (posted && rx->broken.empty()) give_up(rx, why);
   for (auto& in : rx->flight)
     if (in->staging.data()) (rx->broken.empty() ? rx->staging_pool : rx->graveyard).push_back(std::move(in->staging));
+  for (auto& in : rx->flight)
+    if (in->relay_block.data()) (rx->broken.empty() ? rx->relay_pool : rx->graveyard).push_back(std::move(in->relay_block));
   rx->flight.clear();
 }
 

@@ -28,6 +28,7 @@ struct JoinArgs {
   int64_t deadline = 0;
   GroupInfo info;
   std::string secret_option, secret_file_option;
+  std::string local_address;  // receiver option local_address: the control connection leaves from it
   GroupSecret secret;
 };
 
@@ -52,6 +53,9 @@ wsync_status_t apply_options(wsync_receiver_t* rx, const OptionList& opts, JoinA
       else
         st = fail(WSYNC_ERR_INVALID_ARGUMENT, "receiver option 'receive_mode' is '%s'; use 'in_place' (the default) "
                   "or 'staged'", kv.second.c_str());
+    } else if (kv.first == "local_address") {  // the address this host is known by (relays group by it)
+      if (kv.second.empty()) st = fail(WSYNC_ERR_INVALID_ARGUMENT, "receiver option 'local_address' is empty");
+      a->local_address = kv.second;
     } else if (kv.first == "secret") {
       a->secret_option = kv.second;
     } else if (kv.first == "secret_file") {
@@ -59,7 +63,7 @@ wsync_status_t apply_options(wsync_receiver_t* rx, const OptionList& opts, JoinA
       a->secret_file_option = kv.second;
     } else if (kv.first.compare(0, 10, "transport.") != 0) {
       st = fail(WSYNC_ERR_INVALID_ARGUMENT, "unknown receiver option '%s' (known: timeout_ms, device, receive_mode, "
-                "secret, secret_file, transport.*)", kv.first.c_str());
+                "local_address, secret, secret_file, transport.*)", kv.first.c_str());
     }
     if (st != WSYNC_OK) return st;
   }
@@ -181,7 +185,7 @@ wsync_status_t hello(wsync_receiver_t* rx, const JoinArgs& a) {
   // host reaches the control port where it reached the store.
   std::string control_host = a.info.control_host;
   if (is_local_host(control_host) && !is_local_host(a.host)) control_host = a.host;
-  wsync_status_t st = ControlConn::connect(control_host, a.info.control_port, left(a), &rx->conn);
+  wsync_status_t st = ControlConn::connect(control_host, a.info.control_port, left(a), &rx->conn, a.local_address);
   if (st != WSYNC_OK) return fail_msg(st, "cannot reach the sender's control port: " + last_error());
   rx->conn.set_peer_name("the sender of group '" + rx->group_name + "'");
   rx->conn.set_max_body(kControlMaxBodyUnauthenticated);
@@ -227,16 +231,18 @@ OptionList transport_options(const JoinArgs& a) {
   return out;
 }
 
-wsync_status_t connect_transport(wsync_receiver_t* rx, const JoinArgs& a) {
+// Create and connect one transport instance: rank `rank` of `world` members under `group`.
+wsync_status_t open_transport(wsync_receiver_t* rx, const JoinArgs& a, const std::string& group, uint32_t rank,
+                              uint32_t world, void** self, int* fd) {
   const wsync_transport_v1_t* t = rx->transport.table;
   const OptionList t_opts = transport_options(a);
   // This receiver's end of its control connection: the transport listens on that interface only.
   const OptionList hints = {{"local_address", local_ip(rx->conn.fd())}};
   std::vector<wsync_option_t> t_c = to_c_options(t_opts), h_c = to_c_options(hints);
   wsync_transport_params_t tp = WSYNC_TRANSPORT_PARAMS_INIT;
-  tp.rank = a.cfg.rank;
-  tp.world_size = rx->world_size;
-  tp.group_name = rx->group_name.c_str();
+  tp.rank = rank;
+  tp.world_size = world;
+  tp.group_name = group.c_str();
   tp.store = &rx->store_handle;
   tp.options = t_c.data();
   tp.num_options = t_c.size();
@@ -245,20 +251,76 @@ wsync_status_t connect_transport(wsync_receiver_t* rx, const JoinArgs& a) {
   tp.hints = h_c.data();
   tp.num_hints = h_c.size();
   clear_error();
-  wsync_status_t st = t->create(&tp, &rx->transport_self);
+  wsync_status_t st = t->create(&tp, self);
   if (st == WSYNC_OK) {
     clear_error();
-    st = t->connect(rx->transport_self, left(a));
+    st = t->connect(*self, left(a));
   }
   if (st != WSYNC_OK) {
     const std::string why = "transport '" + std::string(t->name) + "': " + plugin_error("transport", t->name);
     send_status(rx, MsgType::kNack, 0, st, why);
     return fail_msg(st, why);
   }
-  int32_t fd = -1;
+  int32_t efd = -1;
   auto get_fd = WSYNC_HAS_FIELD(t, wsync_transport_v1_t, get_event_fd) ? t->get_event_fd : nullptr;
-  if (get_fd != nullptr && get_fd(rx->transport_self, &fd) != WSYNC_OK) fd = -1;
-  rx->transport_fd = fd;
+  if (get_fd != nullptr && get_fd(*self, &efd) != WSYNC_OK) efd = -1;
+  *fd = efd;
+  return WSYNC_OK;
+}
+
+wsync_status_t connect_transport(wsync_receiver_t* rx, const JoinArgs& a) {
+  wsync_status_t st = open_transport(rx, a, rx->group_name, a.cfg.rank, rx->world_size, &rx->transport_self,
+                                     &rx->transport_fd);
+  if (st != WSYNC_OK) return st;
+  rx->recv_self = rx->transport_self;
+  rx->recv_fd = rx->transport_fd;
+  clear_error();
+  return rx->conn.send(MsgType::kJoined, {}, a.timeout_ms);
+}
+
+// A relay world: the members `relay` forwards to, under its own name in the store.
+std::string relay_world(const std::string& group, uint32_t relay) { return group + ".relay" + std::to_string(relay); }
+
+wsync_status_t check_route(const wsync_receiver_t* rx, const RouteBody& r) {
+  const uint32_t me = rx->rank, n = rx->world_size;
+  if (r.parent == me || r.parent >= n || (r.parent != 0 && (r.position == 0 || r.position >= r.parent_world ||
+                                                           r.parent_world > n)))
+    return fail(WSYNC_ERR_PROTOCOL, "the sender's ROUTE for rank %u is inconsistent (parent %u, position %u of %u)", me,
+                r.parent, r.position, r.parent_world);
+  if (r.children.size() >= n)
+    return fail(WSYNC_ERR_PROTOCOL, "the sender's ROUTE gives rank %u %zu children in a group of %u", me,
+                r.children.size(), n);
+  for (uint32_t c : r.children)
+    if (c == 0 || c == me || c >= n || c == r.parent)
+      return fail(WSYNC_ERR_PROTOCOL, "the sender's ROUTE gives rank %u child %u", me, c);
+  return WSYNC_OK;
+}
+
+// A group that relays: take this receiver's ROUTE, join its parent's relay world (when its parent
+// is not the sender) and open its own for its children, then JOINED again.
+wsync_status_t wire_route(wsync_receiver_t* rx, const JoinArgs& a) {
+  if (a.info.route == "star") return WSYNC_OK;
+  Frame f;
+  wsync_status_t st = rx->conn.recv(&f, left(a));
+  if (st != WSYNC_OK) return fail_msg(st, "waiting for the sender's ROUTE: " + last_error());
+  if (f.type != static_cast<uint16_t>(MsgType::kRoute))
+    return fail(WSYNC_ERR_PROTOCOL, "the sender sent %s where its ROUTE was expected", msg_type_name(f.type));
+  RouteBody r;
+  if ((st = decode_route(f.body, &r)) != WSYNC_OK || (st = check_route(rx, r)) != WSYNC_OK) return st;
+  rx->parent = r.parent;
+  rx->children = r.children;
+  // Parent side first: a relay's own world connects only when all its children joined theirs.
+  if (r.parent != 0 &&
+      (st = open_transport(rx, a, relay_world(rx->group_name, r.parent), r.position, r.parent_world, &rx->recv_self,
+                           &rx->recv_fd)) != WSYNC_OK)
+    return st;
+  if (!r.children.empty() &&
+      (st = open_transport(rx, a, relay_world(rx->group_name, rx->rank), 0,
+                           static_cast<uint32_t>(r.children.size() + 1), &rx->relay_self, &rx->relay_fd)) != WSYNC_OK)
+    return st;
+  if (r.parent != 0 || !r.children.empty())
+    WSYNC_LOGI("receiver rank %u: takes the bytes from rank %u and forwards them to %zu receiver(s)", rx->rank, r.parent,
+               r.children.size());
   clear_error();
   return rx->conn.send(MsgType::kJoined, {}, a.timeout_ms);
 }
@@ -272,6 +334,7 @@ wsync_status_t receiver_init(const wsync_receiver_config_t* config, wsync_receiv
   if (st == WSYNC_OK) st = load_group_transport(rx, a);
   if (st == WSYNC_OK) st = hello(rx, a);
   if (st == WSYNC_OK) st = connect_transport(rx, a);
+  if (st == WSYNC_OK) st = wire_route(rx, a);
   if (st != WSYNC_OK) return st;
   WSYNC_LOGI("receiver rank %u joined group '%s' (world %u) via transport '%s'", rx->rank, rx->group_name.c_str(),
              rx->world_size, rx->transport.table->name);

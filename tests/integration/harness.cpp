@@ -111,12 +111,17 @@ wsync_tensor_t desc_of(const synth_tensor_t& t, void* data) {
 }
 
 wsync_status_t join(const std::string& addr, uint32_t rank, const char* group, int64_t timeout_ms,
-                    wsync_receiver_t** out) {
+                    wsync_receiver_t** out, const std::string& local_address) {
   wsync_receiver_config_t cfg = WSYNC_RECEIVER_CONFIG_INIT;
   cfg.rank = rank;
   cfg.store_addr = addr.c_str();
   cfg.group_name = group;
   cfg.timeout_ms = timeout_ms;
+  wsync_option_t opt = WSYNC_OPTION("local_address", local_address.c_str());
+  if (!local_address.empty()) {
+    cfg.options = &opt;
+    cfg.num_options = 1;
+  }
   return wsync_receiver_init(&cfg, out);
 }
 
@@ -137,7 +142,7 @@ int run_receiver(const ReceiverPlan& plan) {
     return 10;
   }
   wsync_receiver_t* rx = nullptr;
-  wsync_status_t st = join(addr, plan.rank, plan.group.c_str(), plan.timeout_ms, &rx);
+  wsync_status_t st = join(addr, plan.rank, plan.group.c_str(), plan.timeout_ms, &rx, plan.local_address);
   if (st != WSYNC_OK) {
     std::fprintf(stderr, "rank %u: init: %s: %s\n", plan.rank, wsync_status_name(st), wsync_last_error());
     return 11;

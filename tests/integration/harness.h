@@ -39,9 +39,10 @@ struct Model {
 
 wsync_tensor_t desc_of(const synth_tensor_t& t, void* data);
 
-// wsync_receiver_init for `rank` of `group` at the store `addr` ("host:port").
+// wsync_receiver_init for `rank` of `group` at the store `addr` ("host:port"), with the receiver
+// option local_address when one is given.
 wsync_status_t join(const std::string& addr, uint32_t rank, const char* group, int64_t timeout_ms,
-                    wsync_receiver_t** out);
+                    wsync_receiver_t** out, const std::string& local_address = "");
 
 // A receiver loop: joins, optionally registers buffers, checks every tensor of every update
 // against the expected bytes, commits, and returns 0 after `versions` commits and a CLOSED event.
@@ -55,6 +56,9 @@ struct ReceiverPlan {
   int64_t timeout_ms = 20000;
   // Fault injection in the receiver process: SIGKILL itself after this many bucket events.
   int die_after_buckets = -1;
+  // Receiver option local_address ("" = none): 127.0.0.2, 127.0.0.3, ... make receivers on this
+  // host look like hosts of their own to the route planner (relays on loopback).
+  std::string local_address;
 };
 int run_receiver(const ReceiverPlan& plan);
 

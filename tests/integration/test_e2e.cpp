@@ -142,6 +142,63 @@ TEST(E2E, FourBucketsInFlightInSmallPiecesWithChecksums) {
   for (pid_t p : pids) EXPECT_EQ(0, wait_child(p, 20000));
 }
 
+// Relays on loopback: each receiver leaves from an address of its own (127.0.0.2..), so the
+// route planner sees four hosts; route=chain makes 1 -> 2 -> 3 -> 4 a chain (and tree:2 a tree)
+// where every relay forwards each piece as it lands. Every receiver verifies every tensor.
+std::vector<ReceiverPlan> hosts_of_their_own(const Sender& s, const std::vector<synth_tensor_t>& spec, uint64_t versions,
+                                             uint32_t n) {
+  std::vector<ReceiverPlan> plans;
+  for (uint32_t r = 1; r <= n; ++r) {
+    plans.push_back(plan_for(s, r, spec, versions, r % 2 == 1));  // odd ranks in place, even ones views
+    plans.back().local_address = "127.0.0." + std::to_string(r + 1);
+  }
+  return plans;
+}
+
+TEST(E2E, AChainOfRelaysDeliversEveryByteToEveryReceiver) {
+  for (const char* shape : {"chain", "tree:2"}) {
+    Sender s;
+    Model m;
+    m.spec = tensor_set(40, 3u << 20);
+    auto pids = start_receivers(hosts_of_their_own(s, m.spec, 2, 4));
+    ASSERT_EQ(WSYNC_OK, s.init(4, 1u << 20, 20000, {{"route", shape}, {"piece_bytes", "131072"}})) << wsync_last_error();
+    ASSERT_EQ(WSYNC_OK, publish(s, m, 2, 2)) << shape << ": " << wsync_last_error();
+    wsync_group_destroy(s.g);
+    s.g = nullptr;
+    for (pid_t p : pids) EXPECT_EQ(0, wait_child(p, 20000)) << shape;
+  }
+}
+
+// A relay that dies mid-update: the sender names it and the receivers downstream of it, within its
+// timeout; nothing commits; the receivers it cut off get an error, never a hang.
+TEST(E2E, ARelayKilledMidUpdateIsNamedWithItsDownstream) {
+  Sender s;
+  Model m;
+  m.spec = tensor_set(40, 3u << 20);
+  std::vector<ReceiverPlan> plans = hosts_of_their_own(s, m.spec, 0, 4);  // none commits
+  for (auto& p : plans) p.timeout_ms = 3000;
+  plans[1].die_after_buckets = 3;  // rank 2, the chain's second relay
+  auto pids = start_receivers(plans);
+  ASSERT_EQ(WSYNC_OK, s.init(4, 1u << 20, 3000, {{"route", "chain"}, {"piece_bytes", "131072"}})) << wsync_last_error();
+  const auto t0 = std::chrono::steady_clock::now();
+  const wsync_status_t st = publish(s, m, 1, 2);
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_EQ(WSYNC_ERR_PEER_FAILED, st);
+  const std::string why = wsync_last_error();
+  EXPECT_NE(std::string::npos, why.find("receiver rank 2")) << why;
+  EXPECT_NE(std::string::npos, why.find("downstream of it (cut off with it): ranks 3, 4")) << why;
+  EXPECT_LT(took, 3000 + 1000) << why;
+  wsync_group_stats_t stats = WSYNC_GROUP_STATS_INIT;
+  wsync_group_get_stats(s.g, &stats);
+  EXPECT_EQ(0u, stats.committed_version);
+  // Downstream: an error from next() (exit 13) within the timeout + 1 s, while the group still exists.
+  EXPECT_EQ(13, wait_child(pids[2], 3000 + 1000));
+  EXPECT_EQ(13, wait_child(pids[3], 3000 + 1000));
+  wsync_group_destroy(s.g);
+  s.g = nullptr;
+  EXPECT_EQ(0, wait_child(pids[0], 20000));  // upstream: the abort, then CLOSED, nothing committed
+}
+
 TEST(E2E, WindowAndPiecesOutsideTheirRangeAreRefusedNamingTheOption) {
   for (const auto& kv : std::vector<std::pair<std::string, std::string>>{
            {"window", "0"}, {"window", "17"}, {"piece_bytes", "1000"}, {"piece_bytes", "x"}}) {
