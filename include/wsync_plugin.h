@@ -29,8 +29,9 @@ extern "C" {
 #endif
 
 #define WSYNC_PLUGIN_ABI_VERSION 1 /* the major; tables grow by appending */
-#define WSYNC_PLUGIN_ABI_MINOR 3   /* 1: GPU fields and HTTP engines; 2: event fd, side channel, hints;
-                                      3: engine probing, reset and abandon steps, take_reply */
+#define WSYNC_PLUGIN_ABI_MINOR 4   /* 1: GPU fields and HTTP engines; 2: event fd, side channel, hints;
+                                      3: engine probing, reset and abandon steps, take_reply;
+                                      4: transport progress */
 
 /* Since 1.2. Does the versioned struct at `p` (which starts with struct_size) reach the end of
  * `field` of `type`? Read a field only when it does: an older peer passes a shorter struct. */
@@ -103,8 +104,8 @@ typedef struct wsync_host_v1_t {
  * transport options of its own; since 1.2 adapters ask for what their engine needs with
  * get_needs (transport hints), and the core forwards that without reading it. */
 #define WSYNC_TRANSPORT_CAP_RETIRED_4 (1u << 4)
-/* Since wsync 0.7 (a capability bit, no new field: the table stays plugin ABI 1.3, and a core
- * before 0.7 ignores the bit). Several sequence numbers may be posted at once on either side and complete in any
+/* Since 1.4 (a capability bit: a core before 1.4 ignores it). Several sequence numbers may be
+ * posted at once on either side and complete in any
  * order (send_post of seq+1 before send_wait(seq) answered, recv_post of seq+1 before
  * recv_wait(seq) answered), and each stays matched to its own. The core then moves a bucket as
  * pieces (consecutive sequence numbers, one message each: group option piece_bytes) and keeps up
@@ -256,12 +257,18 @@ typedef struct wsync_transport_v1_t {
   /* Optional: one line on what the plugin finds in this process (its libraries' versions, devices),
    * for wsync-info and wsync_list_plugins. Static storage; no instance needed; must not fail. */
   const char* (*runtime_info)(void);
+  /* Optional, since 1.4: move what is outstanding along once, without waiting. A receiver calls it
+   * between buckets when its event fd fires: a transport may still owe the sender messages about
+   * receives that completed (UCX's rendezvous acknowledgements, queued while its shared-memory FIFO
+   * was full), and the sender's send_wait completes only once they went out. */
+  wsync_status_t (*progress)(void* self);
 } wsync_transport_v1_t;
 
 /* Table sizes of each plugin ABI minor (what a plugin built against that header reports). */
 #define WSYNC_TRANSPORT_V1_0_SIZE WSYNC_STRUCT_SIZE(wsync_transport_v1_t, destroy)
 #define WSYNC_TRANSPORT_V1_1_SIZE WSYNC_STRUCT_SIZE(wsync_transport_v1_t, get_property)
 #define WSYNC_TRANSPORT_V1_2_SIZE WSYNC_STRUCT_SIZE(wsync_transport_v1_t, runtime_info)
+#define WSYNC_TRANSPORT_V1_4_SIZE WSYNC_STRUCT_SIZE(wsync_transport_v1_t, progress)
 
 typedef const wsync_transport_v1_t* (*wsync_transport_entry_v1_fn)(const wsync_host_v1_t* host);
 

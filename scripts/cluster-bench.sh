@@ -16,16 +16,17 @@
 # whole machine's busy share (/proc/stat, other users included) during the row.
 #
 # Usage: scripts/cluster-bench.sh [--rate 1gbit] [--mib 256] [--iters 3] [--warmup 1]
-#          [--receivers 1,2,4,8] [--shapes star] [--mtu 9000] [--build build] [--name bench] [--smoke]
-#   --shapes: a list (star,chain,tree:2,auto); a shape other than star is passed to the sender as
-#             the group option route=<shape>.
+#          [--receivers 1,2,4,8] [--shapes auto,star] [--mtu 9000] [--build build] [--name bench] [--smoke]
+#   --shapes: a list (auto,star,chain,tree:2); each is passed to the sender as the group option
+#             route=<shape>; the first one gives the summary lines (auto: wsync's default).
+#   --receivers: 1 is always run (the rows are compared with it).
 #   --smoke: receivers 1,2, 8 MiB, 1 iteration, no warm-up (the suite's cluster.bench_smoke).
 # Needs root (network namespaces); exits 77 where an emulated cluster cannot be made, 2 on a bad
 # command line, 1 when a row fails or a figure is impossible (faster than the NIC allows).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 readonly REPO=$PWD
-RATE=1gbit MIB=256 ITERS=3 WARMUP=1 RECEIVERS=1,2,4,8 SHAPES=star MTU=9000 BUILD=build NAME=bench
+RATE=1gbit MIB=256 ITERS=3 WARMUP=1 RECEIVERS=1,2,4,8 SHAPES=auto,star MTU=9000 BUILD=build NAME=bench
 readonly PORT_BASE=29600
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
@@ -59,6 +60,7 @@ parse_args() {
   [[ $WARMUP =~ ^[0-9]+$ ]] || bad_usage "--warmup takes a whole number >= 0"
   [[ $RECEIVERS =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || bad_usage "--receivers takes a list like 1,2,4,8"
   [[ $SHAPES =~ ^[a-z0-9:]+(,[a-z0-9:]+)*$ ]] || bad_usage "--shapes takes a list like star,chain,tree:2"
+  [[ ,$RECEIVERS, == *,1,* ]] || RECEIVERS=1,$RECEIVERS  # time(N)/time(1) needs the row of 1
 }
 
 # --- one row ------------------------------------------------------------------------------------------
@@ -70,7 +72,7 @@ bench_bin() { echo "$BUILD_DIR/bin/wsync-cluster-bench"; }
 sender_flags() {
   local flags=(--role sender --receivers "$2" --store "$WSC_ADDR_0:$4" --mib "$MIB" --iters "$ITERS"
                --warmup "$WARMUP" --option "verify_payload=$3")
-  [ "$1" = star ] || flags+=(--option "route=$1")
+  flags+=(--option "route=$1")
   echo "${flags[@]}"
 }
 

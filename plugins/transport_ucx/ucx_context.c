@@ -276,6 +276,17 @@ wsync_status_t ucx_arm(void* self, int32_t* armed) {
   return WSYNC_OK;
 }
 
+wsync_status_t ucx_progress(void* self) {
+  ucx_transport_t* t = (ucx_transport_t*)self;
+  unsigned rounds = 0;
+  if (t == NULL || t->worker == NULL) return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'ucx': progress on NULL");
+  /* Until the worker has nothing more to do right now (bounded: never a loop on a busy worker). */
+  while (ucp_worker_progress(t->worker) != 0 && ++rounds < 64) {
+  }
+  ucx_drop_foreign(t);
+  return WSYNC_OK;
+}
+
 void ucx_context_close(ucx_transport_t* t) {
   if (t->worker != NULL) ucp_worker_destroy(t->worker);
   if (t->context != NULL) ucp_cleanup(t->context);

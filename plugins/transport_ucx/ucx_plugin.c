@@ -133,6 +133,7 @@ static const wsync_transport_v1_t kUcxTransport = {
     NULL, /* describe_recv */
     NULL, /* peer_blob */
     ucx_runtime_info,
+    ucx_progress,
 };
 
 __attribute__((visibility("default"))) const wsync_transport_v1_t* wsync_transport_entry_v1(

@@ -101,6 +101,8 @@ void ucx_context_close(ucx_transport_t* t);
 /* The worker's event fd for the core to sleep on, and arming it (plugin ABI 1.2). */
 wsync_status_t ucx_get_event_fd(void* self, int32_t* fd);
 wsync_status_t ucx_arm(void* self, int32_t* armed);
+/* Progress the worker until it has nothing to do now (plugin ABI 1.4 progress). */
+wsync_status_t ucx_progress(void* self);
 
 /* ucx_connect.c */
 wsync_status_t ucx_connect(void* self, int64_t timeout_ms);

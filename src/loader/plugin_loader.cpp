@@ -24,10 +24,10 @@ struct Kind {
 // Transport tables did not grow in 1.3: a 1.2 table is a whole 1.3 table.
 const Kind kTransport = {"transport", "wsync_transport_entry_v1",
                          {WSYNC_TRANSPORT_V1_0_SIZE, WSYNC_TRANSPORT_V1_1_SIZE, WSYNC_TRANSPORT_V1_2_SIZE,
-                          WSYNC_TRANSPORT_V1_2_SIZE}};
+                          WSYNC_TRANSPORT_V1_2_SIZE, WSYNC_TRANSPORT_V1_4_SIZE}};
 const Kind kAdapter = {"adapter", "wsync_adapter_entry_v1",
                        {WSYNC_ADAPTER_V1_0_SIZE, WSYNC_ADAPTER_V1_1_SIZE, WSYNC_ADAPTER_V1_2_SIZE,
-                        WSYNC_ADAPTER_V1_3_SIZE}};
+                        WSYNC_ADAPTER_V1_3_SIZE, WSYNC_ADAPTER_V1_3_SIZE}};
 
 // The header every table starts with.
 struct TableHead {
