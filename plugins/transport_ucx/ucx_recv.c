@@ -156,8 +156,7 @@ void ucx_cancel_recvs(ucx_transport_t* t) {
       ucp_request_cancel(t->worker, op->req);
       ucp_request_free(op->req);
     }
-    /* The region list may still be read by UCX until the worker is gone. */
-    ucx_add_zombie(t, NULL, op->iov);
+    ucx_keep_iov(t, op->iov);
   }
   t->num_recvs = 0;
 }

@@ -134,6 +134,9 @@ void ucx_forget_peer(void* self, uint32_t rank) {
   t->num_sends = kept;
   if (t->rank != 0 && rank == 0) ucx_cancel_recvs(t);
   ucx_close_peer(t, rank);
-  /* One progress call lets the force-close complete now in the common case; never a loop. */
+  /* One progress call lets the force-close complete now in the common case; never a loop. A
+   * forgotten peer that is alive has not closed its end yet (the core tells it afterwards), so
+   * this progress cannot meet its goodbye; a later one could (see ucx_destroy). Today the core
+   * forgets live peers only when it gives up on the group, and then only destroys it. */
   if (t->worker != NULL) ucp_worker_progress(t->worker);
 }

@@ -6,6 +6,10 @@
  * through callbacks: the op records can then live in plain growable arrays, and a forgotten
  * request is simply handed back with ucp_request_free.
  *
+ * Endpoints are closed with UCP_EP_CLOSE_FLAG_FORCE (ucx_close_peer); destroy closes the last
+ * ones and then destroys the worker without progressing it: see ucx_destroy (ucx_plugin.c) for
+ * the UCX bug that makes a progress after closing dangerous over TCP.
+ *
  * Data path in UCX 1.13 (protocol v1), as measured on loopback:
  *  - a contiguous receive of a large bucket is a rendezvous the receiver pulls (CMA get on one
  *    host, RDMA get with a NIC): it proceeds while the sender is busy elsewhere;
@@ -53,12 +57,6 @@ typedef struct ucx_recv_op {
   ucp_dt_iov_t* iov;   /* owned; UCX reads it for the whole life of an IOV receive */
 } ucx_recv_op_t;
 
-/* A request handed back early (forgotten peer, abandoned receive) whose memory must outlive it. */
-typedef struct ucx_zombie {
-  void* req;         /* a close or receive request still in UCX's hands, or NULL */
-  ucp_dt_iov_t* iov; /* freed only after the worker is gone */
-} ucx_zombie_t;
-
 struct ucx_transport {
   uint32_t rank;
   uint32_t world_size;
@@ -76,8 +74,8 @@ struct ucx_transport {
   size_t num_sends, cap_sends;
   ucx_recv_op_t* recvs;
   size_t num_recvs, cap_recvs;
-  ucx_zombie_t* zombies;
-  size_t num_zombies, cap_zombies;
+  ucp_dt_iov_t** kept_iovs; /* region lists of receives handed back early (ucx_keep_iov) */
+  size_t num_kept_iovs, cap_kept_iovs;
   uint64_t tag_base; /* receiver: its random tag base (ucx_tags.c); bucket seq has tag base + seq */
   uint64_t foreign_dropped; /* messages under tags no member uses, dropped (ucx_foreign.c) */
   uint8_t scratch[256];     /* where dropped messages are received, truncated; never read */
@@ -93,7 +91,9 @@ wsync_status_t ucx_status_to_wsync(ucs_status_t status);
  * on the worker's event fd (ucx_get_event_fd, ucx_arm) instead of spinning here. */
 wsync_status_t ucx_progress_until(ucx_transport_t* t, int (*done)(ucx_transport_t*, void*), void* arg,
                                   int64_t timeout_ms);
-void ucx_add_zombie(ucx_transport_t* t, void* req, ucp_dt_iov_t* iov);
+/* Keep the region list of a receive handed back before it completed (canceled, or its sender
+ * forgotten): UCX may read it until the worker is gone, so it is freed only at destroy. */
+void ucx_keep_iov(ucx_transport_t* t, ucp_dt_iov_t* iov);
 
 /* ucx_context.c */
 wsync_status_t ucx_context_open(ucx_transport_t* t, const wsync_transport_params_t* params);
@@ -106,7 +106,8 @@ wsync_status_t ucx_progress(void* self);
 
 /* ucx_connect.c */
 wsync_status_t ucx_connect(void* self, int64_t timeout_ms);
-/* Force-close the endpoint to `rank` (outstanding sends complete as canceled); never blocks. */
+/* Force-close the endpoint to `rank` (outstanding sends complete as canceled); never blocks and
+ * never progresses the worker. */
 void ucx_close_peer(ucx_transport_t* t, uint32_t rank);
 
 /* ucx_send.c */

@@ -1,4 +1,4 @@
-/* ucx_util.c — UCX statuses as wsync codes, zombies (requests handed back early), and the one
+/* ucx_util.c — UCX statuses as wsync codes, the region lists kept until destroy, and the one
  * progress loop every wait of the plugin goes through. */
 #include <sched.h>
 
@@ -43,13 +43,11 @@ wsync_status_t ucx_progress_until(ucx_transport_t* t, int (*done)(ucx_transport_
   }
 }
 
-void ucx_add_zombie(ucx_transport_t* t, void* req, ucp_dt_iov_t* iov) {
-  if (req == NULL && iov == NULL) return;
-  if (wsp_reserve((void**)&t->zombies, &t->cap_zombies, t->num_zombies, sizeof *t->zombies) != 0) {
+void ucx_keep_iov(ucx_transport_t* t, ucp_dt_iov_t* iov) {
+  if (iov == NULL) return;
+  if (wsp_reserve((void**)&t->kept_iovs, &t->cap_kept_iovs, t->num_kept_iovs, sizeof *t->kept_iovs) != 0) {
     /* Out of memory: leak rather than free memory UCX may still touch. */
     return;
   }
-  t->zombies[t->num_zombies].req = req;
-  t->zombies[t->num_zombies].iov = iov;
-  t->num_zombies++;
+  t->kept_iovs[t->num_kept_iovs++] = iov;
 }

@@ -1,12 +1,6 @@
 /* wsync sample trainer (C): publishes a synthetic ~1 GiB model to N engines as weight versions
  * 1..V, each with different contents, in several batches per update, and prints what it did.
- *
- *   wsync-sample-trainer --receivers 2 [--store 127.0.0.1:0] [--store-file PATH] [--versions 3]
- *                        [--bucket-mib 256] [--transport ucx] [--tls sm|tcp|...] [--timeout-ms 60000]
- *                        [--scale 1.0] [--until-file PATH]
- *
- * --until-file: after the --versions, keep publishing new versions until PATH exists (a soak, or
- * a group kept busy while a test does something to it).
+ * The flags are in kUsage below (wsync-sample-trainer --help prints them).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +13,19 @@
 
 #define MAX_TENSORS 1024
 #define BATCH 64
+
+static const char kUsage[] =
+    "usage: wsync-sample-trainer --receivers 2 [--store 127.0.0.1:0] [--store-file PATH] [--versions 3]\n"
+    "                            [--bucket-mib 256] [--transport ucx] [--tls sm|tcp|...] [--timeout-ms 60000]\n"
+    "                            [--scale 1.0] [--until-file PATH] [--option KEY=VALUE]...\n"
+    "\n"
+    "  --until-file PATH   after the --versions, keep publishing new versions until PATH exists (a soak,\n"
+    "                      or a group kept busy while a test does something to it)\n"
+    "  --option KEY=VALUE  any group option, passed to wsync_group_init as it is (repeatable), e.g.\n"
+    "                      --option route=chain --option window=4 --option transport.error_mode=peer;\n"
+    "                      they come after the options the other flags set, so one given twice (e.g.\n"
+    "                      --option timeout_ms=5000 with --timeout-ms) takes the --option's value.\n"
+    "                      The group refuses an unknown key naming it (docs/ABI.md lists the keys)\n";
 
 static double now_s(void) {
   struct timespec ts;
@@ -36,6 +43,30 @@ static int die(const char* what, wsync_status_t st) {
   return 1;
 }
 
+/* "KEY=VALUE" of --option into *opt: the key is a copy (free_options frees it), the value points
+ * into arg. 0 when arg has no '=' or nothing before it. */
+static int parse_option(const char* arg, wsync_option_t* opt) {
+  const char* eq = strchr(arg, '=');
+  if (eq == NULL || eq == arg) return 0;
+  char* key = malloc((size_t)(eq - arg) + 1);
+  if (key == NULL) {
+    fprintf(stderr, "trainer: out of memory\n");
+    exit(1);
+  }
+  memcpy(key, arg, (size_t)(eq - arg));
+  key[eq - arg] = '\0';
+  wsync_option_t o = WSYNC_OPTION(key, eq + 1);
+  *opt = o;
+  return 1;
+}
+
+/* Frees the options parse_option made and returns `code` (main's exit status). */
+static int free_options(wsync_option_t* extra, uint64_t n, int code) {
+  for (uint64_t i = 0; i < n; ++i) free((char*)extra[i].key);
+  free(extra);
+  return code;
+}
+
 int main(int argc, char** argv) {
   unsigned receivers = 2, versions = 3;
   const char* store = "127.0.0.1:0";
@@ -46,10 +77,24 @@ int main(int argc, char** argv) {
   char bucket[32] = "268435456";
   char timeout[32] = "60000";
   double scale = 1.0;
+  /* --option entries, in order; they go after the options of the other flags (see kUsage). */
+  wsync_option_t* extra = calloc((size_t)argc, sizeof *extra);
+  uint64_t nextra = 0;
+  if (extra == NULL) {
+    fprintf(stderr, "trainer: out of memory\n");
+    return 1;
+  }
   for (int i = 1; i < argc; ++i) {
     const char* a = argv[i];
     const char* v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (v == NULL) { fprintf(stderr, "trainer: %s needs a value\n", a); return 2; }
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      fputs(kUsage, stdout);
+      return free_options(extra, nextra, 0);
+    }
+    if (v == NULL) {
+      fprintf(stderr, "trainer: %s needs a value\n%s", a, kUsage);
+      return free_options(extra, nextra, 2);
+    }
     if (!strcmp(a, "--receivers")) receivers = (unsigned)atoi(v);
     else if (!strcmp(a, "--versions")) versions = (unsigned)atoi(v);
     else if (!strcmp(a, "--store")) store = v;
@@ -60,7 +105,16 @@ int main(int argc, char** argv) {
     else if (!strcmp(a, "--timeout-ms")) snprintf(timeout, sizeof timeout, "%s", v);
     else if (!strcmp(a, "--scale")) scale = atof(v);
     else if (!strcmp(a, "--until-file")) until_file = v;
-    else { fprintf(stderr, "trainer: unknown flag %s\n", a); return 2; }
+    else if (!strcmp(a, "--option")) {
+      if (!parse_option(v, &extra[nextra])) {
+        fprintf(stderr, "trainer: --option takes KEY=VALUE (e.g. --option route=chain), not '%s'\n", v);
+        return free_options(extra, nextra, 2);
+      }
+      ++nextra;
+    } else {
+      fprintf(stderr, "trainer: unknown flag %s\n%s", a, kUsage);
+      return free_options(extra, nextra, 2);
+    }
     ++i;
   }
 
@@ -71,14 +125,19 @@ int main(int argc, char** argv) {
   void** data = calloc(n, sizeof *data);
   for (size_t i = 0; i < n; ++i) data[i] = spec[i].nbytes ? malloc(spec[i].nbytes) : NULL;
 
-  wsync_option_t opts[4];
+  wsync_option_t* opts = calloc(4 + nextra, sizeof *opts);
   uint64_t nopts = 0;
+  if (opts == NULL) {
+    fprintf(stderr, "trainer: out of memory\n");
+    return free_options(extra, nextra, 1);
+  }
   wsync_option_t o1 = WSYNC_OPTION("bucket_bytes", bucket), o2 = WSYNC_OPTION("timeout_ms", timeout),
                  o3 = WSYNC_OPTION("store_addr_file", store_file), o4 = WSYNC_OPTION("transport.tls", tls);
   opts[nopts++] = o1;
   opts[nopts++] = o2;
   if (store_file) opts[nopts++] = o3;
   if (tls) opts[nopts++] = o4;
+  for (uint64_t i = 0; i < nextra; ++i) opts[nopts++] = extra[i];
   wsync_group_config_t cfg = WSYNC_GROUP_CONFIG_INIT;
   cfg.num_receivers = receivers;
   cfg.group_name = "demo";
@@ -91,6 +150,8 @@ int main(int argc, char** argv) {
   fflush(stdout);
   wsync_group_t* g = NULL;
   wsync_status_t st = wsync_group_init(&cfg, &g);
+  free(opts); /* init copied the options */
+  free_options(extra, nextra, 0);
   if (st != WSYNC_OK) {
     free_model(data, n);
     return die("wsync_group_init", st);

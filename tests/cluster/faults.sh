@@ -16,8 +16,9 @@
 #   - engine 2, once the fault heals (port up, SIGCONT), ends without committing version 2.
 # It prints the measured seconds ("named after X s").
 #
-# Usage: faults.sh <build dir> --fault partition|kill|hang [--shape star] [--rate 200mbit]
-#        (env: WSYNC_TEST_ROUTE, the default shape)
+# Usage: faults.sh <build dir> --fault partition|kill|hang [--shape star|chain|tree|tree:K|auto]
+#                  [--rate 200mbit]   (env: WSYNC_TEST_ROUTE, the default shape)
+# A shape other than star is the trainer's group option route=<shape> (lib.sh, route_flags).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 RATE=200mbit
@@ -58,8 +59,10 @@ model_bytes() {
 h2_got_more_than() { [ "$(sent_to_h2)" -gt "$1" ]; }
 
 # Waits until version 1 committed and a quarter of version 2 reached h2.
+v1_committed_or_trainer_gone() { in_log trainer "version 1 committed" || trainer_gone; }
 wait_mid_update() {
-  wait_for 60 in_log trainer "version 1 committed" || fail "version 1 did not commit within 60 s"
+  wait_for 60 v1_committed_or_trainer_gone || fail "version 1 did not commit within 60 s"
+  in_log trainer "version 1 committed" || fail "the trainer ended before version 1 committed"
   local base
   base=$(sent_to_h2)
   wait_for 30 h2_got_more_than $((base + $(model_bytes) / 4)) || fail "version 2 did not start moving to h2 within 30 s"

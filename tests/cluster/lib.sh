@@ -102,14 +102,18 @@ nic_sent_bytes() {
   ip netns exec "$(eval echo "\$WSC_NS_${1#h}")" tc -s qdisc show dev eth0 | sed -n 's/^ *Sent \([0-9]*\) bytes.*/\1/p' | head -1
 }
 
-# route_flags SHAPE: ROUTE_FLAGS, the trainer flags that select a route shape (star: none, what
-# every group does today). Exits 77 (skipped) for another shape.
-# TODO(issue 23): once the sample trainer can pass group options (the core's `route`), set
-# ROUTE_FLAGS=(--option "route=$1") for a shape other than star; until then such a run is skipped.
+# route_flags SHAPE: ROUTE_FLAGS, the trainer flags that select the route shape SHAPE: star, chain,
+# tree, tree:K or auto (another word: exit 2). Star passes none: it is what a group does without
+# the group option `route`, so a star run works on every core. Another shape passes the group
+# option (--option route=SHAPE), as scripts/cluster-bench.sh does; a core that does not know
+# `route` yet refuses it at init ("unknown group option 'route'"), and the test fails saying so.
 route_flags() {
   ROUTE_FLAGS=()
-  case $1 in
-    star) ;;
-    *) echo "$(basename "$0"): the sample trainer cannot pass the group option route=$1 yet: skipped" >&2; exit 77 ;;
-  esac
+  [ "$1" = star ] && return 0
+  [[ $1 =~ ^(chain|tree|tree:[1-9][0-9]*|auto)$ ]] ||
+    { echo "$(basename "$0"): --shape takes star, chain, tree, tree:K or auto (not '$1')" >&2; exit 2; }
+  ROUTE_FLAGS=(--option "route=$1")
 }
+
+# trainer_gone: the trainer has exited (e.g. init refused an option); its log says why.
+trainer_gone() { ! alive "$trainer"; }

@@ -4,7 +4,9 @@
 # engines verify every tensor of each, and the bytes crossed the emulated NICs (their counters),
 # so UCX took the network (TCP), not this machine's shared memory.
 #
-# Usage: smoke.sh <build dir> [--shape star] [--rate 1gbit]   (env: WSYNC_TEST_ROUTE, the default shape)
+# Usage: smoke.sh <build dir> [--shape star|chain|tree|tree:K|auto] [--rate 1gbit]
+#        (env: WSYNC_TEST_ROUTE, the default shape; another than star is the trainer's group option
+#        route=<shape>: lib.sh, route_flags)
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 RATE=1gbit
@@ -34,6 +36,8 @@ t0=$(now)
 reap "$trainer" 120
 rc_t=$rc
 secs=$(seconds_since "$t0")
+# A trainer that failed (e.g. init refused --option route=...) leaves the engines waiting: say why now.
+[ "$rc_t" -eq 0 ] || fail "the trainer exited with $rc_t (124: still running, killed)"
 reap "$engine1" 30
 rc_1=$rc
 reap "$engine2" 30
