@@ -40,16 +40,32 @@ int fail(int rank, const char* what, wsync_status_t st) {
   return 1;
 }
 
+// Staged mode: after an update failed, the registered buffers must still hold the committed
+// version exactly. Prints the verdict; false when a buffer differs.
+bool kept_committed(int rank, const std::vector<synth_tensor_t>& spec, std::map<std::string, std::vector<uint8_t>>& params,
+                    uint64_t version) {
+  if (version == 0) return true;
+  size_t differ = 0;
+  for (const auto& t : spec)
+    if (synth_checksum(params[t.name].data(), t.nbytes) != synth_expected_checksum(&t, version)) ++differ;
+  std::printf("engine rank %d: staged: %s\n", rank,
+              differ == 0 ? ("every buffer still holds version " + std::to_string(version) + " bit for bit").c_str()
+                          : (std::to_string(differ) + " buffers no longer hold version " + std::to_string(version)).c_str());
+  std::fflush(stdout);
+  return differ == 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int rank = 1;
   std::string store, store_file;
-  bool views = false;
+  bool views = false, staged = false;
   double scale = 1.0;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--views") { views = true; continue; }
+    if (a == "--staged") { staged = true; continue; }  // receive_mode=staged (registered buffers)
     if (i + 1 >= argc) { std::fprintf(stderr, "engine: %s needs a value\n", a.c_str()); return 2; }
     std::string v = argv[++i];
     if (a == "--rank") rank = std::atoi(v.c_str());
@@ -71,6 +87,11 @@ int main(int argc, char** argv) {
   cfg.store_addr = store.c_str();
   cfg.group_name = "demo";
   cfg.timeout_ms = 60000;
+  wsync_option_t staged_opt = WSYNC_OPTION("receive_mode", "staged");
+  if (staged && !views) {
+    cfg.options = &staged_opt;
+    cfg.num_options = 1;
+  }
   wsync_receiver_t* rx = nullptr;
   wsync_status_t st = wsync_receiver_init(&cfg, &rx);
   if (st != WSYNC_OK) return fail(rank, "wsync_receiver_init", st);
@@ -95,7 +116,7 @@ int main(int argc, char** argv) {
     if (st != WSYNC_OK) return fail(rank, "wsync_receiver_register", st);
   }
   std::printf("engine rank %d: joined group 'demo' at %s (%s)\n", rank, store.c_str(),
-              views ? "views" : "in-place into registered parameters");
+              views ? "views" : staged ? "staged, into registered parameters at commit" : "in-place into registered parameters");
   std::fflush(stdout);
 
   std::map<std::string, uint64_t> got;  // name -> checksum of the bytes received this update
@@ -106,6 +127,7 @@ int main(int argc, char** argv) {
     st = wsync_receiver_next(rx, &ev, 120000);
     if (st != WSYNC_OK) {
       int rc = fail(rank, "wsync_receiver_next", st);
+      if (staged && !views && !kept_committed(rank, spec, params, wsync_receiver_committed_version(rx))) rc = 3;
       wsync_receiver_destroy(rx);
       return rc;
     }
@@ -127,6 +149,9 @@ int main(int argc, char** argv) {
     } else if (ev.kind == WSYNC_EVENT_COMMIT) {
       double dt = now_s() - t0;
       size_t bad = 0, missing = 0;
+      // Staged: the registered buffers get the update at the commit; check them after it.
+      if (staged && !views && (st = wsync_receiver_commit(rx, ev.version)) != WSYNC_OK)
+        return fail(rank, "wsync_receiver_commit", st);
       for (const auto& t : spec) {
         auto it = got.find(t.name);
         if (it == got.end()) { ++missing; continue; }
@@ -149,14 +174,19 @@ int main(int argc, char** argv) {
         wsync_receiver_destroy(rx);
         return 1;
       }
-      st = wsync_receiver_commit(rx, ev.version);
-      if (st != WSYNC_OK) return fail(rank, "wsync_receiver_commit", st);
+      if (!(staged && !views) && (st = wsync_receiver_commit(rx, ev.version)) != WSYNC_OK)
+        return fail(rank, "wsync_receiver_commit", st);
       got.clear();
       bytes = 0;
     } else if (ev.kind == WSYNC_EVENT_ABORTED) {
       std::printf("engine rank %d: the trainer aborted an update; keeping version %llu\n", rank,
                   static_cast<unsigned long long>(wsync_receiver_committed_version(rx)));
+      std::fflush(stdout);
       got.clear();
+      if (staged && !views && !kept_committed(rank, spec, params, wsync_receiver_committed_version(rx))) {
+        wsync_receiver_destroy(rx);
+        return 3;
+      }
     } else if (ev.kind == WSYNC_EVENT_CLOSED) {
       std::printf("engine rank %d: trainer closed the group at version %llu\n", rank,
                   static_cast<unsigned long long>(wsync_receiver_committed_version(rx)));

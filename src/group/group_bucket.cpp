@@ -182,13 +182,23 @@ wsync_status_t take_replies(wsync_group_t* g, Flight* flight) {
   return WSYNC_OK;
 }
 
-// A transport error: a receiver that died explains it best.
+// A transport error: a receiver that died explains it best. Its control connection may close a
+// moment after the transport noticed (a killed process's sockets reset one by one): look for a
+// while (kDeathWindowMs) before blaming the transport.
+constexpr int64_t kDeathWindowMs = 300;
 wsync_status_t transport_failed(wsync_group_t* g, const InflightBucket& b, wsync_status_t st) {
   const std::string why = plugin_error("transport", tp(g)->name);
-  for (auto& p : g->peers) {
-    if (!p->alive) continue;
-    p->conn.pump();
-    if (p->conn.closed() && !p->conn.has_frame()) return peer_lost(g, p.get(), b.what.c_str());
+  const int64_t until = deadline_after(kDeathWindowMs);
+  for (;;) {
+    WaitSet w;
+    for (auto& p : g->peers) {
+      if (!p->alive) continue;
+      p->conn.pump();
+      if (p->conn.closed() && !p->conn.has_frame()) return peer_lost(g, p.get(), b.what.c_str());
+      if (p->conn.open()) w.peers.push_back(p.get());
+    }
+    if (now_ms() >= until || g->aborted.load()) break;
+    wait_for_progress(g, w, until);
   }
   return fail(st, "transport '%s' failed during %s: %s", tp(g)->name, b.what.c_str(), why.c_str());
 }

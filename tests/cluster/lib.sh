@@ -103,14 +103,10 @@ nic_sent_bytes() {
 }
 
 # route_flags SHAPE: ROUTE_FLAGS, the trainer flags that select the route shape SHAPE: star, chain,
-# tree, tree:K or auto (another word: exit 2). Star passes none: it is what a group does without
-# the group option `route`, so a star run works on every core. Another shape passes the group
-# option (--option route=SHAPE), as scripts/cluster-bench.sh does; a core that does not know
-# `route` yet refuses it at init ("unknown group option 'route'"), and the test fails saying so.
+# tree, tree:K or auto (another word: exit 2), as the group option --option route=SHAPE (star too:
+# a group without the option takes auto, which relays across hosts), as scripts/cluster-bench.sh does.
 route_flags() {
-  ROUTE_FLAGS=()
-  [ "$1" = star ] && return 0
-  [[ $1 =~ ^(chain|tree|tree:[1-9][0-9]*|auto)$ ]] ||
+  [[ $1 =~ ^(star|chain|tree|tree:[1-9][0-9]*|auto)$ ]] ||
     { echo "$(basename "$0"): --shape takes star, chain, tree, tree:K or auto (not '$1')" >&2; exit 2; }
   ROUTE_FLAGS=(--option "route=$1")
 }
