@@ -190,6 +190,14 @@ void send_status(wsync_receiver_t* rx, MsgType type, uint64_t seq, wsync_status_
 // still write into them); no END_UPDATE may commit it.
 void drop_update(wsync_receiver_t* rx, const std::string& why);
 
+// receiver_wait.cpp
+// Progress the transport instances nothing else progresses now (all: every one, e.g. between
+// buckets; else only the group's world once the bytes come from a relay).
+void progress_transports(wsync_receiver_t* rx, bool all);
+// Arm every transport instance and sleep on them and the control socket until one has something,
+// `deadline`, or max_ms; false (at once) when an instance has work now.
+bool sleep_on_transports(wsync_receiver_t* rx, int64_t deadline, int max_ms);
+
 // receiver_state.cpp
 // The memory the bytes of registered tensor `name` (`bytes` long) land in, in staged mode: its
 // staged block, allocated on first use (host or device memory, like the receiver's staging).

@@ -305,14 +305,11 @@ wsync_status_t give_up(wsync_receiver_t* rx, const std::string& why) {
   return st;
 }
 
-// Sleep until the transport or the control socket has something (event fd armed), or a slice.
+// Sleep until a transport or the control socket has something (event fds armed), or a slice;
+// the group's world is progressed first when the bytes come from a relay.
 void sleep_on_fds(wsync_receiver_t* rx, int64_t deadline) {
-  auto arm = WSYNC_HAS_FIELD(tp(rx), wsync_transport_v1_t, arm) ? tp(rx)->arm : nullptr;
-  int32_t armed = 1, relay_armed = 1;
-  if (arm != nullptr && arm(rx->recv_self, &armed) != WSYNC_OK) armed = 0;
-  if (arm != nullptr && rx->relay_self != nullptr && arm(rx->relay_self, &relay_armed) != WSYNC_OK) relay_armed = 0;
-  pollfd fds[3] = {{rx->conn.fd(), POLLIN, 0}, {rx->recv_fd, POLLIN, 0}, {rx->relay_fd, POLLIN, 0}};
-  ::poll(fds, 3, armed && relay_armed ? remaining_ms(deadline, rx->relay_self ? 20 : 1000) : 0);
+  progress_transports(rx, false);
+  sleep_on_transports(rx, deadline, 1000);
 }
 
 // A relay: piece `p` of the bucket landed in its relay block. Forward it to the children (the

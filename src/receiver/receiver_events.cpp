@@ -1,8 +1,6 @@
 // wsync_receiver_next: one control message from the sender becomes one event. A MANIFEST is a
 // bucket (receiver_bucket.cpp); END_UPDATE asks for the commit; ABORT_UPDATE voids the update;
 // CLOSE ends the group.
-#include <poll.h>
-
 #include "common/error.h"
 #include "control/frames.h"
 #include "receiver/receiver.h"
@@ -47,34 +45,21 @@ wsync_status_t end_update(wsync_receiver_t* rx, const Frame& f, wsync_receiver_e
   return WSYNC_OK;
 }
 
-// 1 when `self` will signal its next event on its fd (or has no arm: level-triggered), 0 when it
-// has work now.
-int arm(const wsync_transport_v1_t* t, void* self) {
-  auto fn = WSYNC_HAS_FIELD(t, wsync_transport_v1_t, arm) ? t->arm : nullptr;
-  int32_t armed = 1;
-  if (self != nullptr && fn != nullptr && fn(self, &armed) != WSYNC_OK) armed = 0;
-  return self == nullptr || armed != 0;
-}
-
 // The sender's next control frame, within timeout_ms. Meanwhile the transports are progressed
 // whenever their event fds fire (plugin ABI 1.4 progress): between buckets a transport may still
 // owe the sender messages about receives that completed, and the sender's sends complete only
 // once they went out.
 wsync_status_t wait_frame(wsync_receiver_t* rx, Frame* f, int64_t timeout_ms) {
   const wsync_transport_v1_t* t = rx->transport.table;
-  auto progress = WSYNC_HAS_FIELD(t, wsync_transport_v1_t, progress) ? t->progress : nullptr;
-  if (progress == nullptr || rx->recv_self == nullptr) return rx->conn.recv(f, timeout_ms);
+  if (!WSYNC_HAS_FIELD(t, wsync_transport_v1_t, progress) || t->progress == nullptr || rx->recv_self == nullptr)
+    return rx->conn.recv(f, timeout_ms);
   const int64_t deadline = deadline_after(timeout_ms);
   for (;;) {
-    progress(rx->recv_self);
-    if (rx->relay_self != nullptr) progress(rx->relay_self);
+    progress_transports(rx, true);
     wsync_status_t st = rx->conn.recv(f, 0);
     if (st != WSYNC_ERR_TIMEOUT) return st;
     if (now_ms() >= deadline) return WSYNC_ERR_TIMEOUT;
-    if (!arm(t, rx->recv_self) || !arm(t, rx->relay_self)) continue;  // work now: progress again
-    const bool fds = rx->recv_fd >= 0 && (rx->relay_self == nullptr || rx->relay_fd >= 0);
-    pollfd p[3] = {{rx->conn.fd(), POLLIN, 0}, {rx->recv_fd, POLLIN, 0}, {rx->relay_fd, POLLIN, 0}};
-    ::poll(p, 3, remaining_ms(deadline, fds ? 1000 : 20));
+    sleep_on_transports(rx, deadline, 1000);
   }
 }
 

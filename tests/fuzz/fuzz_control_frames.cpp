@@ -69,7 +69,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   const Bytes body(data + 1, data + size);
   using namespace wsync;
-  switch (static_cast<MsgType>(data[0] % 14)) {
+  switch (static_cast<MsgType>(data[0] % 16)) {
     case MsgType::kChallenge: {
       ChallengeBody out;
       const wsync_status_t st = decode_challenge(body, &out);
@@ -160,6 +160,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case MsgType::kAbortUpdate:
       run<AbortUpdateBody>(body, "ABORT_UPDATE", decode_abort_update, encode_abort_update, false,
                            [](const AbortUpdateBody& b) { return reason_ok(b.reason); });
+      return 0;
+    case MsgType::kBucketSum:
+      run<BucketSumBody>(body, "BUCKET_SUM", decode_bucket_sum, encode_bucket_sum, false,
+                         [](const BucketSumBody&) { return true; });
+      return 0;
+    case MsgType::kRoute:
+      run<RouteBody>(body, "ROUTE", decode_route, encode_route, true,
+                     [](const RouteBody& b) { return b.children.size() <= wsync::kFrameMaxChildren; });
       return 0;
     default:  // JOINED, CLOSE and unknown types carry nothing to decode
       return 0;
