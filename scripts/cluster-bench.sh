@@ -20,6 +20,7 @@
 #   --shapes: a list (auto,star,chain,tree:2); each is passed to the sender as the group option
 #             route=<shape>; the first one gives the summary lines (auto: wsync's default).
 #   --receivers: 1 is always run (the rows are compared with it).
+#   --option KEY=VALUE: a group option for the sender (repeatable), e.g. --option piece_bytes=1m.
 #   --smoke: receivers 1,2, 8 MiB, 1 iteration, no warm-up (the suite's cluster.bench_smoke).
 # Needs root (network namespaces); exits 77 where an emulated cluster cannot be made, 2 on a bad
 # command line, 1 when a row fails or a figure is impossible (faster than the NIC allows).
@@ -27,6 +28,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 readonly REPO=$PWD
 RATE=1gbit MIB=256 ITERS=3 WARMUP=1 RECEIVERS=1,2,4,8 SHAPES=auto,star MTU=9000 BUILD=build NAME=bench
+EXTRA_OPTIONS=()
 readonly PORT_BASE=29600
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
@@ -39,7 +41,7 @@ parse_args() {
       -h|--help) usage; exit 0 ;;
       --smoke) RECEIVERS=1,2 MIB=8 ITERS=1 WARMUP=0; shift; continue ;;
       --inside) INSIDE=1; shift; continue ;;
-      --rate|--mib|--iters|--warmup|--receivers|--shapes|--mtu|--build|--name) [ $# -ge 2 ] || bad_usage "$1 needs a value" ;;
+      --rate|--mib|--iters|--warmup|--receivers|--shapes|--mtu|--build|--name|--option) [ $# -ge 2 ] || bad_usage "$1 needs a value" ;;
       *) bad_usage "unknown flag $1" ;;
     esac
     case $1 in
@@ -48,6 +50,7 @@ parse_args() {
       --iters) ITERS=$2 ;;
       --warmup) WARMUP=$2 ;;
       --receivers) RECEIVERS=$2 ;;
+      --option) [[ $2 == ?*=* ]] || bad_usage "--option takes KEY=VALUE"; EXTRA_OPTIONS+=(--option "$2") ;;
       --shapes) SHAPES=$2 ;;
       --mtu) MTU=$2 ;;
       --build) BUILD=$2 ;;
@@ -72,7 +75,7 @@ bench_bin() { echo "$BUILD_DIR/bin/wsync-cluster-bench"; }
 sender_flags() {
   local flags=(--role sender --receivers "$2" --store "$WSC_ADDR_0:$4" --mib "$MIB" --iters "$ITERS"
                --warmup "$WARMUP" --option "verify_payload=$3")
-  flags+=(--option "route=$1")
+  flags+=(--option "route=$1" ${EXTRA_OPTIONS[@]+"${EXTRA_OPTIONS[@]}"})
   echo "${flags[@]}"
 }
 

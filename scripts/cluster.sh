@@ -96,6 +96,10 @@ check_can_make() {
 add_ns() {
   ip netns add "$1" 2>/dev/null || cannot "'ip netns add $1' fails (in a container without CAP_SYS_ADMIN?): $(ip netns add "$1" 2>&1)"
   ip -n "$1" link set lo up
+  # Long-lived bulk connections keep their window between updates (as tuned training clusters
+  # do): with the default, TCP restarts slow start after each idle gap, and a chain of relays pays
+  # that ramp once per hop, in series.
+  ip netns exec "$1" sysctl -qw net.ipv4.tcp_slow_start_after_idle=0 2>/dev/null || true
 }
 
 make_switch() {
