@@ -203,6 +203,31 @@ wsync_status_t transport_failed(wsync_group_t* g, const InflightBucket& b, wsync
   return fail(st, "transport '%s' failed during %s: %s", tp(g)->name, b.what.c_str(), why.c_str());
 }
 
+// A bucket's pieces go out a few at a time, in order: a transport that moves every posted message
+// at once (UCX over TCP interleaves them) would otherwise finish the first piece only near the end
+// of the bucket, and a relay could forward nothing until then.
+constexpr size_t kPiecesOnTheWire = 8;
+
+wsync_status_t post_more(wsync_group_t* g, InflightBucket* b) {
+  std::vector<uint32_t> ranks = direct_ranks(g);  // relays forward to the others
+  if (g->peers.empty())  // unmodified HTTP engines: every engine rank, no control channel
+    for (uint32_t r = 1; r <= g->num_receivers; ++r) ranks.push_back(r);
+  for (; b->next_piece < b->pieces.size() && b->unsent.size() < kPiecesOnTheWire; ++b->next_piece) {
+    const size_t i = b->next_piece;
+    wsync_buffer_t buf = bucket_buffer(g, *b);
+    buf.data = b->data + b->pieces[i].offset;
+    buf.len = b->pieces[i].len;
+    clear_error();
+    wsync_status_t st = tp(g)->send_post(g->transport_self, b->seq + i, &buf, ranks.data(), static_cast<uint32_t>(ranks.size()));
+    if (st != WSYNC_OK)
+      return fail(st, "transport '%s' could not start %s: %s", tp(g)->name, b->what.c_str(),
+                  plugin_error("transport", tp(g)->name).c_str());
+    b->posted = true;
+    b->unsent.push_back(b->seq + i);
+  }
+  return WSYNC_OK;
+}
+
 // The transport's sends of the flight's pieces, in order, until one is still moving.
 wsync_status_t take_sends(wsync_group_t* g, Flight* flight) {
   for (auto& b : *flight) {
@@ -211,8 +236,9 @@ wsync_status_t take_sends(wsync_group_t* g, Flight* flight) {
       if (st == WSYNC_ERR_TIMEOUT) return WSYNC_OK;
       if (st != WSYNC_OK) return transport_failed(g, *b, st);
       b->unsent.erase(b->unsent.begin());
+      if ((st = post_more(g, b.get())) != WSYNC_OK) return st;  // the next piece takes its place
     }
-    b->posted = false;
+    if (b->next_piece == b->pieces.size()) b->posted = false;
   }
   return WSYNC_OK;
 }
@@ -272,24 +298,7 @@ wsync_status_t send_manifest(wsync_group_t* g, const InflightBucket& b, const st
   return WSYNC_OK;
 }
 
-wsync_status_t post(wsync_group_t* g, InflightBucket* b) {
-  std::vector<uint32_t> ranks = direct_ranks(g);  // relays forward to the others
-  if (g->peers.empty())  // unmodified HTTP engines: every engine rank, no control channel
-    for (uint32_t r = 1; r <= g->num_receivers; ++r) ranks.push_back(r);
-  for (size_t i = 0; i < b->pieces.size(); ++i) {
-    wsync_buffer_t buf = bucket_buffer(g, *b);
-    buf.data = b->data + b->pieces[i].offset;
-    buf.len = b->pieces[i].len;
-    clear_error();
-    wsync_status_t st = tp(g)->send_post(g->transport_self, b->seq + i, &buf, ranks.data(), static_cast<uint32_t>(ranks.size()));
-    if (st != WSYNC_OK)
-      return fail(st, "transport '%s' could not start %s: %s", tp(g)->name, b->what.c_str(),
-                  plugin_error("transport", tp(g)->name).c_str());
-    b->posted = true;
-    b->unsent.push_back(b->seq + i);
-  }
-  return WSYNC_OK;
-}
+wsync_status_t post(wsync_group_t* g, InflightBucket* b) { return post_more(g, b); }
 
 // The checksum of bytes sent from the caller's memory, taken while they move (piece by piece,
 // the flight progressing between pieces: over TCP the sender's progress moves the bytes), then
@@ -390,7 +399,8 @@ wsync_status_t bucket_send(wsync_group_t* g, Flight* flight) {
 
 wsync_status_t bucket_complete(wsync_group_t* g, Flight* flight) {
   InflightBucket* b = flight->front().get();
-  wsync_status_t st = await(g, flight, [b] { return b->want_ack.empty() && b->unsent.empty(); });
+  wsync_status_t st =
+      await(g, flight, [b] { return b->want_ack.empty() && b->unsent.empty() && b->next_piece == b->pieces.size(); });
   if (st == WSYNC_OK && g->http_engines) st = b->update_calls.finish();
   if (st != WSYNC_OK) return st;
   b->posted = false;

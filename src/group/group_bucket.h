@@ -36,6 +36,7 @@ struct InflightBucket {
   uint64_t number = 0;           // its index in the update (the manifest's bucket_index)
   std::vector<Piece> pieces;
   std::vector<uint64_t> unsent;  // pieces posted whose send the transport has not finished
+  size_t next_piece = 0;         // pieces posted so far (at most kPiecesOnTheWire unsent at once)
   bool posted = false;           // send_post was called for some piece (the caller's bytes may be read)
   std::vector<Peer*> want_ready, want_ack;  // receivers whose READY / ACK has not come
   int64_t deadline = 0;          // for what is awaited now (READY, then the ACKs and the send)
