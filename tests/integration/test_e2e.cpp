@@ -176,7 +176,8 @@ TEST(E2E, ARelayKilledMidUpdateIsNamedWithItsDownstream) {
   Model m;
   m.spec = tensor_set(40, 3u << 20);
   std::vector<ReceiverPlan> plans = hosts_of_their_own(s, m.spec, 0, 4);  // none commits
-  for (auto& p : plans) p.timeout_ms = 3000;
+  for (auto& p : plans) p.timeout_ms = 3000;  // downstream: the relay's loss, or the abort and then silence
+  plans[0].timeout_ms = 20000;  // upstream: the abort, then CLOSED at destroy
   plans[1].die_after_buckets = 3;  // rank 2, the chain's second relay
   auto pids = start_receivers(plans);
   ASSERT_EQ(WSYNC_OK, s.init(4, 1u << 20, 3000, {{"route", "chain"}, {"piece_bytes", "131072"}})) << wsync_last_error();
