@@ -308,7 +308,10 @@ wsync_status_t send_sum(wsync_group_t* g, InflightBucket* b, Flight* flight) {
   XXH3_64bits_reset(s);
   const PlanBucket& pb = b->batch->plan[b->index];
   wsync_status_t st = WSYNC_OK;
-  for (const Piece& piece : b->pieces) {
+  // In slices of kSumSlice, progressing between them: over TCP each progress moves only what the
+  // socket takes, and a longer hash would let the wire idle.
+  constexpr uint64_t kSumSlice = 256u << 10;
+  for (const Piece& piece : cut_pieces(pb.bytes, kSumSlice)) {
     const uint64_t end = piece.offset + piece.len;
     for (const auto& e : pb.entries) {
       const uint64_t from = std::max(e.bucket_offset, piece.offset), to = std::min(e.bucket_offset + e.length, end);
