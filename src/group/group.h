@@ -39,6 +39,8 @@ struct Peer {
   uint32_t pid = 0;  // as the receiver claims it (nothing checks it)
   ControlConn conn;
   bool alive = true;
+  bool left = false;               // closed its connection after answering every bucket on the wire
+                                   // (the transport forgot it; its next message fails naming it)
   std::string addr;                // "ip:port" the connection came from
   std::vector<uint8_t> nonce;      // the CHALLENGE sent to it
   int64_t accepted_ms = 0;         // when it connected (the HELLO deadline runs from here)

@@ -153,11 +153,29 @@ InflightBucket* answered_by(Flight* flight, Peer* p, uint16_t type) {
 
 void forget(std::vector<Peer*>* v, Peer* p) { v->erase(std::remove(v->begin(), v->end(), p), v->end()); }
 
+// Some bucket of the flight still waits for a READY or an ACK from `p`.
+bool awaited(const Flight& flight, const Peer* p) {
+  for (const auto& b : flight)
+    if (std::find(b->want_ready.begin(), b->want_ready.end(), p) != b->want_ready.end() ||
+        std::find(b->want_ack.begin(), b->want_ack.end(), p) != b->want_ack.end())
+      return true;
+  return false;
+}
+
+// `p` closed its connection after it answered every bucket on the wire: those buckets reached it,
+// so they are not lost. The transport forgets it (a send to it whose completion the transport has
+// not seen yet must not wait for a process that is gone); the next message to it (a MANIFEST, or
+// END_UPDATE) fails naming it.
+void closed_after_answering(wsync_group_t* g, Peer* p) {
+  p->left = true;
+  if (g->transport_self) g->transport.table->forget_peer(g->transport_self, p->rank);
+}
+
 // Read what the receivers sent so far and take each answer off its bucket.
 wsync_status_t take_replies(wsync_group_t* g, Flight* flight) {
   for (auto& peer : g->peers) {
     Peer* p = peer.get();
-    if (!p->alive) continue;
+    if (!p->alive || p->left) continue;
     for (;;) {
       Frame f;
       wsync_status_t st = p->conn.recv(&f, 0);
@@ -168,6 +186,10 @@ wsync_status_t take_replies(wsync_group_t* g, Flight* flight) {
         for (auto& x : *flight)
           if (x->seq == nack.seq) b = x.get();  // a refusal names its bucket
       const char* during = b != nullptr ? b->what.c_str() : flight->empty() ? "an update" : flight->front()->what.c_str();
+      if (st == WSYNC_ERR_PEER_FAILED && !awaited(*flight, p)) {
+        closed_after_answering(g, p);
+        break;
+      }
       if (st == WSYNC_ERR_PEER_FAILED) return peer_lost(g, p, during);
       if (st != WSYNC_OK) return st;
       if (b == nullptr)
@@ -228,13 +250,20 @@ wsync_status_t post_more(wsync_group_t* g, InflightBucket* b) {
   return WSYNC_OK;
 }
 
+// Every receiver ACKed the bucket: its bytes landed everywhere. A transport error on one of its
+// sends after that (a receiver that ACKed and closed before the sender's transport saw its own
+// completion) is no loss.
+bool acked_by_all(const wsync_group_t* g, const InflightBucket& b) {
+  return !g->peers.empty() && b.want_ready.empty() && b.want_ack.empty() && b.next_piece == b.pieces.size();
+}
+
 // The transport's sends of the flight's pieces, in order, until one is still moving.
 wsync_status_t take_sends(wsync_group_t* g, Flight* flight) {
   for (auto& b : *flight) {
     while (!b->unsent.empty()) {
       wsync_status_t st = poll_transport(g, b->unsent.front());
       if (st == WSYNC_ERR_TIMEOUT) return WSYNC_OK;
-      if (st != WSYNC_OK) return transport_failed(g, *b, st);
+      if (st != WSYNC_OK && !acked_by_all(g, *b)) return transport_failed(g, *b, st);
       b->unsent.erase(b->unsent.begin());
       if ((st = post_more(g, b.get())) != WSYNC_OK) return st;  // the next piece takes its place
     }
@@ -359,7 +388,7 @@ void announce_abort(wsync_group_t* g, const std::string& why) {
 
 wsync_status_t peer_lost(wsync_group_t* g, Peer* p, const char* during) {
   p->alive = false;
-  if (g->transport_self) g->transport.table->forget_peer(g->transport_self, p->rank);
+  if (g->transport_self && !p->left) g->transport.table->forget_peer(g->transport_self, p->rank);
   return fail(WSYNC_ERR_PEER_FAILED, "%s failed during %s: it closed its connection (process died?)%s",
               p->conn.peer_name().c_str(), during, downstream_note(g, p->rank).c_str());
 }

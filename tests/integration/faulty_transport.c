@@ -9,6 +9,9 @@
  *                 payload checksum mismatch, also when the core hashes while the bytes move)
  *   stall <n>     send nothing: the receiver waits for the bytes until its timeout, and the
  *                 sender's send_wait answers "not yet" until the core gives up
+ *   late <n>      send the bucket, but hide its completion: send_wait answers "not yet" until the
+ *                 core forgets the peer (forget_peer), as when a receiver took the bytes, ACKed
+ *                 and closed before the sender's transport saw its own send complete
  *
  * The file is read at every send_post, so a test writes it between updates. A process without
  * WSYNC_FAULTY_FILE (the receivers) runs plain UCX. Test-only; never installed. */
@@ -27,8 +30,9 @@ static const wsync_transport_v1_t* g_ucx;
 static wsync_transport_v1_t g_table;
 static unsigned long g_sent;      /* send_post calls of this process */
 static uint64_t g_stalled_seq;    /* the bucket never sent, 0: none */
+static uint64_t g_late_seq;       /* the bucket whose completion is hidden until forget_peer, 0: none */
 
-/* The fault for the send_post numbered `n`: 'c' (corrupt), 's' (stall) or 0. */
+/* The fault for the send_post numbered `n`: 'c' (corrupt), 's' (stall), 'l' (late) or 0. */
 static int fault_for(unsigned long n) {
   const char* path = getenv("WSYNC_FAULTY_FILE");
   char kind[16] = {0};
@@ -40,6 +44,7 @@ static int fault_for(unsigned long n) {
   if (at != n) return 0;
   if (strcmp(kind, "corrupt") == 0) return 'c';
   if (strcmp(kind, "stall") == 0) return 's';
+  if (strcmp(kind, "late") == 0) return 'l';
   return 0;
 }
 
@@ -50,6 +55,7 @@ static wsync_status_t faulty_send_post(void* self, uint64_t seq, const wsync_buf
     g_stalled_seq = seq;
     return WSYNC_OK;
   }
+  if (fault == 'l') g_late_seq = seq;
   if (fault == 'c' && buf->len > 0 && buf->device_type != WSYNC_DEVICE_CUDA) {
     static unsigned char* copy; /* kept until the next corruption: the send may read it until then */
     wsync_buffer_t bent = *buf;
@@ -65,12 +71,17 @@ static wsync_status_t faulty_send_post(void* self, uint64_t seq, const wsync_buf
 }
 
 static wsync_status_t faulty_send_wait(void* self, uint64_t seq, int64_t timeout_ms) {
-  if (seq != 0 && seq == g_stalled_seq) {
+  if (seq != 0 && (seq == g_stalled_seq || seq == g_late_seq)) {
     struct timespec ts = {0, 1000000L * (timeout_ms > 0 && timeout_ms < 20 ? timeout_ms : 20)};
     if (timeout_ms != 0) nanosleep(&ts, NULL);
     return g_host->set_error(WSYNC_ERR_TIMEOUT, "transport 'faulty': bucket stalled on purpose");
   }
   return g_ucx->send_wait(self, seq, timeout_ms);
+}
+
+static void faulty_forget_peer(void* self, uint32_t rank) {
+  g_late_seq = 0; /* the sends to it end (the tests' late buckets go to one receiver) */
+  g_ucx->forget_peer(self, rank);
 }
 
 FT_EXPORT const wsync_transport_v1_t* wsync_transport_entry_v1(const wsync_host_v1_t* host) {
@@ -89,5 +100,6 @@ FT_EXPORT const wsync_transport_v1_t* wsync_transport_entry_v1(const wsync_host_
   g_table.name = "faulty";
   g_table.send_post = faulty_send_post;
   g_table.send_wait = faulty_send_wait;
+  g_table.forget_peer = faulty_forget_peer;
   return &g_table;
 }
