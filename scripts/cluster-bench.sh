@@ -151,6 +151,11 @@ measure_row() {
 declare -A SECONDS_OF  # "shape n verify" -> median seconds
 
 floor_s() { awk -v m="$MIB" -v r="$WSC_RATE_BPS" 'BEGIN { print m * 8388608 / r }'; }
+# The fastest a copy can cross a NIC: tbf passes its bucket (WSC_BURST_BYTES) at once, the rest at
+# the rate. A small update (--smoke's) beats the floor by up to the bucket's time; none beats this.
+fastest_s() {
+  awk -v m="$MIB" -v b="${WSC_BURST_BYTES:-0}" -v r="$WSC_RATE_BPS" 'BEGIN { x = m * 1048576 - b; print (x > 0 ? x : 0) * 8 / r }'
+}
 
 # print_row SHAPE N VERIFY SECONDS CORES BUSY
 print_row() {
@@ -205,8 +210,8 @@ print_summary() {
     'BEGIN { c1 = 100 * (1 - off1 / on1); cN = 100 * (1 - offN / onN)
              printf "checksum_cost_cluster: %.1f%% (1 receiver %.1f%%, %d receivers %.1f%%)\n", (c1 > cN ? c1 : cN), c1, n, cN }'
   echo "NIC rate: $WSC_RATE each way per host"
-  awk -v f="$(floor_s)" -v s="$one" 'BEGIN { exit !(f / s > 1.05) }' &&
-    die "one receiver got the update faster than its NIC allows ($one s, floor $(floor_s) s): the bytes did not cross the emulated network"
+  awk -v f="$(fastest_s)" -v s="$one" 'BEGIN { exit !(f / s > 1.05) }' &&
+    die "one receiver got the update faster than its NIC allows ($one s; the NIC's bucket passes $WSC_BURST_BYTES bytes at once, the rest takes $(fastest_s) s): the bytes did not cross the emulated network"
   return 0
 }
 

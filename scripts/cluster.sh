@@ -18,7 +18,7 @@
 # address 198.18.0.(i+1)/24 (198.18.0.0/15 is the benchmarking range, RFC 2544; nothing else is
 # used) in namespace wsc-N-hi; the switch is namespace wsc-N-sw, host i's port on it is p<i>.
 # --name defaults to $WSC_NAME, else "main". `run` exports to cmd: WSC_NAME, WSC_HOSTS,
-# WSC_RATE, WSC_RATE_BPS, WSC_MTU, WSC_CLUSTER (this script), WSC_NS_<i>, WSC_ADDR_<i>.
+# WSC_RATE, WSC_RATE_BPS, WSC_BURST_BYTES (tbf's bucket), WSC_MTU, WSC_CLUSTER (this script), WSC_NS_<i>, WSC_ADDR_<i>.
 #
 # Exit status: 0 done, 1 failed, 2 bad command line, 77 an emulated cluster cannot be made here
 # (not root, no `ip netns`, no tbf): ctest reads 77 as "skipped".
@@ -342,8 +342,9 @@ cmd_probe() {
 # The environment `run` gives its command.
 export_cluster_env() {
   local hosts=$1 rate=$2 mtu=$3 i
-  export WSC_NAME=$NAME WSC_HOSTS=$hosts WSC_RATE=$rate WSC_RATE_BPS WSC_MTU=$mtu WSC_CLUSTER=$SELF
+  export WSC_NAME=$NAME WSC_HOSTS=$hosts WSC_RATE=$rate WSC_RATE_BPS WSC_BURST_BYTES WSC_MTU=$mtu WSC_CLUSTER=$SELF
   WSC_RATE_BPS=$(rate_bps "$rate")
+  WSC_BURST_BYTES=$(tbf_burst "$WSC_RATE_BPS")
   for ((i = 0; i < hosts; i++)); do
     export "WSC_NS_$i=$(host_ns "$i")" "WSC_ADDR_$i=$(host_addr "$i")"
   done

@@ -12,6 +12,7 @@ scripts/setup.sh
 scripts/python-venv.sh
 rc=0
 (cd build && ctest --output-on-failure --no-tests=error -j"${WSYNC_JOBS:-$(nproc)}" --timeout 600 "$@") || rc=$?
+first=$rc
 if [ "${WSYNC_TEST_SANITIZE:-1}" != "0" ]; then
   san=0
   tests/sanitizers/run.sh address,undefined || san=$?
@@ -19,5 +20,8 @@ if [ "${WSYNC_TEST_SANITIZE:-1}" != "0" ]; then
 else
   echo "sanitizers: skipped (WSYNC_TEST_SANITIZE=0)"
 fi
-[ "$rc" -eq 0 ] || echo "test.sh: FAILED (see above)" >&2
+if [ "$rc" -ne 0 ]; then
+  [ "$first" -eq 0 ] || scripts/failure-digest.sh build >&2
+  echo "test.sh: FAILED (see above)" >&2
+fi
 exit "$rc"

@@ -70,6 +70,7 @@ end=$(date +%s)
 echo "sanitizers: $SAN: build $((built - start)) s + tests $((end - built)) s = $((end - start)) s on $JOBS job(s)" \
      "(left out: labels $exclude_labels, tests $exclude_tests)"
 if [ "$rc" -ne 0 ]; then
+  scripts/failure-digest.sh "$dir" >&2
   echo "sanitizers: FAILED: a test failed under $SAN (its sanitizer report is in the output above)" >&2
 fi
 exit "$rc"
