@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/options.h"
+#include "common/payload_hasher.h"
 #include "common/secret.h"
 #include "control/control_conn.h"
 #include "device/mem_block.h"
@@ -147,6 +148,7 @@ struct wsync_group {
   std::atomic<bool> aborted{false};
 
   // pipeline thread only (and init before it starts)
+  wsync::PayloadHasher sum_hasher;  // a bucket sent from the caller's memory, hashed while it moves
   bool abort_announced = false;  // receivers were sent ABORT_UPDATE
   uint64_t next_seq = 1;
   uint64_t update_id = 1;

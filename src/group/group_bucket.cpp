@@ -11,8 +11,6 @@
 // hands them to the transport without reading them.
 #include "group/group_bucket.h"
 
-#include <xxhash.h>
-
 #include <algorithm>
 #include <cstring>
 
@@ -329,28 +327,29 @@ wsync_status_t send_manifest(wsync_group_t* g, const InflightBucket& b, const st
 
 wsync_status_t post(wsync_group_t* g, InflightBucket* b) { return post_more(g, b); }
 
-// The checksum of bytes sent from the caller's memory, taken while they move (piece by piece,
-// the flight progressing between pieces: over TCP the sender's progress moves the bytes), then
-// BUCKET_SUM to every receiver.
+// The checksum of bytes sent from the caller's memory, taken while they move: on the group's
+// hasher thread, while this thread progresses the flight (over TCP the sender's progress does the
+// socket copies, and a hash on this thread let the wire idle), then BUCKET_SUM to every receiver.
 wsync_status_t send_sum(wsync_group_t* g, InflightBucket* b, Flight* flight) {
-  XXH3_state_t* s = XXH3_createState();
-  XXH3_64bits_reset(s);
+  PayloadHasher& h = g->sum_hasher;
+  h.reset();
+  h.set_wake_fd(g->wake_fd);
   const PlanBucket& pb = b->batch->plan[b->index];
-  wsync_status_t st = WSYNC_OK;
-  // In slices of kSumSlice, progressing between them: over TCP each progress moves only what the
-  // socket takes, and a longer hash would let the wire idle.
-  constexpr uint64_t kSumSlice = 256u << 10;
-  for (const Piece& piece : cut_pieces(pb.bytes, kSumSlice)) {
-    const uint64_t end = piece.offset + piece.len;
+  // In bucket order, as the receiver hashes them, and in slices: a cancel waits for one slice only.
+  constexpr uint64_t kSumSlice = 1u << 20;
+  for (const Piece& slice : cut_pieces(pb.bytes, kSumSlice)) {
+    const uint64_t end = slice.offset + slice.len;
     for (const auto& e : pb.entries) {
-      const uint64_t from = std::max(e.bucket_offset, piece.offset), to = std::min(e.bucket_offset + e.length, end);
-      if (to > from) XXH3_64bits_update(s, b->data + from, to - from);
+      const uint64_t from = std::max(e.bucket_offset, slice.offset), to = std::min(e.bucket_offset + e.length, end);
+      if (to > from) h.feed(b->data + from, to - from);
     }
-    if ((st = flight_progress(g, flight)) != WSYNC_OK) break;
   }
-  b->checksum = XXH3_64bits_digest(s);
-  XXH3_freeState(s);
-  if (st != WSYNC_OK) return st;
+  wsync_status_t st = await(g, flight, [&h] { return h.idle(); });
+  if (st != WSYNC_OK) {
+    h.cancel();  // it must not read the caller's memory after this call failed
+    return st;
+  }
+  b->checksum = h.digest();
   const std::vector<uint8_t> body = encode_bucket_sum({b->seq, b->checksum});
   for (auto& p : g->peers) {
     if ((st = p->conn.send(MsgType::kBucketSum, body, b->batch->timeout_ms)) == WSYNC_ERR_PEER_FAILED)

@@ -23,7 +23,7 @@
 #include "manifest/manifest.h"
 #include "common/pieces.h"
 #include "receiver/arrivals.h"
-#include "receiver/payload_hasher.h"
+#include "common/payload_hasher.h"
 #include "store/store_handle.h"
 
 namespace wsync {

@@ -1,5 +1,6 @@
-#include "receiver/payload_hasher.h"
+#include "common/payload_hasher.h"
 
+#include <unistd.h>
 #include <xxhash.h>
 
 namespace wsync {
@@ -33,6 +34,11 @@ void PayloadHasher::run() {
     lk.lock();
     busy_ = false;
     cv_.notify_all();
+    if (queue_.empty() && wake_fd_ >= 0) {
+      const uint64_t one = 1;
+      ssize_t n = ::write(wake_fd_, &one, sizeof one);
+      (void)n;
+    }
   }
 }
 
@@ -58,6 +64,16 @@ uint64_t PayloadHasher::digest() {
   cv_.wait(lk, [this] { return queue_.empty() && !busy_; });
   if (state_ == nullptr) return XXH3_64bits(nullptr, 0);
   return XXH3_64bits_digest(static_cast<XXH3_state_t*>(state_));
+}
+
+bool PayloadHasher::idle() {
+  std::lock_guard<std::mutex> lk(mu_);
+  return queue_.empty() && !busy_;
+}
+
+void PayloadHasher::set_wake_fd(int fd) {
+  std::lock_guard<std::mutex> lk(mu_);
+  wake_fd_ = fd;
 }
 
 void PayloadHasher::cancel() {

@@ -1,7 +1,8 @@
-// The receiver's payload checksum off the receiving thread: XXH3-64 over ranges fed in bucket
-// order, on a thread of its own, so a bucket's pieces are hashed while the next ones land (on one
-// host UCX's receiver copies the bytes itself, and a hash on the same thread would wait for that
-// copy and the copy for the hash).
+// A payload checksum off the moving thread: XXH3-64 over ranges fed in bucket order, on a thread
+// of its own. The receiver hashes a bucket's pieces while the next ones land (on one host UCX's
+// receiver copies the bytes itself, and a hash on the same thread would wait for that copy and
+// the copy for the hash). The sender hashes a bucket while its pipeline thread moves it (over TCP
+// the sender's progress does the socket copies, and a hash on that thread let the wire idle).
 #pragma once
 
 #include <condition_variable>
@@ -28,6 +29,11 @@ class PayloadHasher {
   // Drop what was fed and not hashed yet, and wait for the range in progress: afterwards the
   // hasher reads none of the memory it was given.
   void cancel();
+  // Everything fed is hashed (digest() would not wait).
+  bool idle();
+  // An eventfd to write 1 to whenever the hasher turns idle (-1: none), so that a thread waiting
+  // in poll() on other work wakes for the digest.
+  void set_wake_fd(int fd);
 
  private:
   struct Range {
@@ -42,6 +48,7 @@ class PayloadHasher {
   std::deque<Range> queue_;
   bool busy_ = false;  // the thread is hashing a range taken from the queue
   bool stop_ = false;
+  int wake_fd_ = -1;
   void* state_ = nullptr;  // XXH3_state_t
   std::thread thread_;
 };
