@@ -169,10 +169,10 @@ void closed_after_answering(wsync_group_t* g, Peer* p) {
   if (g->transport_self) g->transport.table->forget_peer(g->transport_self, p->rank);
 }
 
-// Read what the receivers sent so far and take each answer off its bucket.
+// Read what the receivers sent so far and take each answer off its bucket; relays before the
+// receivers downstream of them.
 wsync_status_t take_replies(wsync_group_t* g, Flight* flight) {
-  for (auto& peer : g->peers) {
-    Peer* p = peer.get();
+  for (Peer* p : peers_upstream_first(g)) {
     if (!p->alive || p->left) continue;
     for (;;) {
       Frame f;
@@ -184,7 +184,9 @@ wsync_status_t take_replies(wsync_group_t* g, Flight* flight) {
         for (auto& x : *flight)
           if (x->seq == nack.seq) b = x.get();  // a refusal names its bucket
       const char* during = b != nullptr ? b->what.c_str() : flight->empty() ? "an update" : flight->front()->what.c_str();
-      if (st == WSYNC_ERR_PEER_FAILED && !awaited(*flight, p)) {
+      // (a relay's close is a failure whatever it answered: the receivers downstream lost their
+      // source, and would otherwise be blamed when they give up)
+      if (st == WSYNC_ERR_PEER_FAILED && !awaited(*flight, p) && !relays_to_others(g, p->rank)) {
         closed_after_answering(g, p);
         break;
       }
@@ -386,6 +388,7 @@ void announce_abort(wsync_group_t* g, const std::string& why) {
 }
 
 wsync_status_t peer_lost(wsync_group_t* g, Peer* p, const char* during) {
+  p = first_failed_upstream(g, p);
   p->alive = false;
   if (g->transport_self && !p->left) g->transport.table->forget_peer(g->transport_self, p->rank);
   return fail(WSYNC_ERR_PEER_FAILED, "%s failed during %s: it closed its connection (process died?)%s",

@@ -64,6 +64,14 @@ wsync_status_t route_members(wsync_group_t* g, int64_t deadline);
 std::vector<uint32_t> direct_ranks(const wsync_group_t* g);
 // For a message about `rank` failing: "; downstream of it (cut off with it): ranks 3, 4", or "".
 std::string downstream_note(const wsync_group_t* g, uint32_t rank);
+// The receivers, every relay before the receivers downstream of it (breadth first along the
+// route; rank order for a star): a relay's close is read before the closes it causes.
+std::vector<Peer*> peers_upstream_first(const wsync_group_t* g);
+// The receiver to blame for `p`'s close: the relay furthest upstream of `p` whose connection is
+// closed too (its receivers give up when it dies, and one of them may be read first), else `p`.
+Peer* first_failed_upstream(wsync_group_t* g, Peer* p);
+// `rank` forwards the bytes to other receivers (the route has receivers downstream of it).
+bool relays_to_others(const wsync_group_t* g, uint32_t rank);
 // Of the receivers in `set` (that did not answer), those whose parent answered: the ones that
 // failed; the others only wait behind them.
 std::vector<Peer*> upstream_of_set(const wsync_group_t* g, const std::vector<Peer*>& set);

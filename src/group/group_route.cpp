@@ -3,6 +3,11 @@
 // whom; each receiver is told its parent and children (ROUTE), wires its relay transports and
 // answers JOINED again. The pipeline then sends to the sender's own children only, and failures
 // name the members downstream of the one that failed.
+#include <poll.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <sys/socket.h>
+
 #include "common/error.h"
 #include "common/socket.h"
 #include "control/frames.h"
@@ -57,6 +62,72 @@ std::vector<uint32_t> direct_ranks(const wsync_group_t* g) {
     return all;
   }
   return g->plan.children[0];
+}
+
+std::vector<Peer*> peers_upstream_first(const wsync_group_t* g) {
+  std::vector<Peer*> out;
+  out.reserve(g->peers.size());
+  if (!g->relays || g->plan.children.size() != g->peers.size() + 1) {
+    for (auto& p : g->peers) out.push_back(p.get());
+    return out;
+  }
+  std::vector<uint32_t> level = g->plan.children[0];  // breadth first from the sender
+  for (size_t i = 0; i < level.size() && level.size() <= g->peers.size(); ++i) {
+    const uint32_t r = level[i];
+    if (r == 0 || r > g->peers.size()) continue;
+    out.push_back(g->peers[r - 1].get());
+    level.insert(level.end(), g->plan.children[r].begin(), g->plan.children[r].end());
+  }
+  if (out.size() != g->peers.size()) {  // (a plan that is not a tree of every receiver: rank order)
+    out.clear();
+    for (auto& p : g->peers) out.push_back(p.get());
+  }
+  return out;
+}
+
+namespace {
+
+// The peer's end of its control connection is closed (EOF seen, or pending behind unread frames).
+bool hung_up(const Peer& p) {
+  if (p.conn.closed()) return true;
+  pollfd f{p.conn.fd(), POLLRDHUP, 0};
+  return ::poll(&f, 1, 0) > 0 && (f.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+
+// How long a receiver's close waits for its relays' closes to show: a relay's death makes its
+// receivers give up within milliseconds, and on a busy host the dead relay's sockets can close
+// after theirs (measured: 32 ms after a SIGKILL with both cores busy).
+constexpr int kUpstreamGraceMs = 300;
+
+}  // namespace
+
+Peer* first_failed_upstream(wsync_group_t* g, Peer* p) {
+  if (!g->relays || p->rank >= g->plan.parent.size()) return p;
+  std::vector<Peer*> up;  // nearest first
+  for (uint32_t r = g->plan.parent[p->rank]; r != 0 && r <= g->peers.size() && up.size() < g->peers.size();
+       r = r < g->plan.parent.size() ? g->plan.parent[r] : 0)
+    if (g->peers[r - 1]->alive && g->peers[r - 1]->conn.open()) up.push_back(g->peers[r - 1].get());
+  // Until the grace ends, or the furthest relay upstream has closed: the furthest that closed.
+  Peer* blame = p;
+  size_t from = 0;  // up[from ..]: the relays above `blame`, still watched
+  for (const int64_t deadline = now_ms() + kUpstreamGraceMs;;) {
+    for (size_t i = up.size(); i-- > from;)
+      if (hung_up(*up[i])) {
+        blame = up[i];
+        from = i + 1;
+        break;
+      }
+    const int64_t left = deadline - now_ms();
+    if (from >= up.size() || left <= 0) break;
+    std::vector<pollfd> fds;
+    for (size_t i = from; i < up.size(); ++i) fds.push_back(pollfd{up[i]->conn.fd(), POLLRDHUP, 0});
+    ::poll(fds.data(), fds.size(), static_cast<int>(left));
+  }
+  return blame;
+}
+
+bool relays_to_others(const wsync_group_t* g, uint32_t rank) {
+  return g->relays && rank < g->plan.parent.size() && !downstream_of(g->plan, rank).empty();
 }
 
 std::string downstream_note(const wsync_group_t* g, uint32_t rank) {

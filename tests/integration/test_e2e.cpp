@@ -200,6 +200,32 @@ TEST(E2E, ARelayKilledMidUpdateIsNamedWithItsDownstream) {
   EXPECT_EQ(0, wait_child(pids[0], 20000));  // upstream: the abort, then CLOSED, nothing committed
 }
 
+// The same relay, dying right after it ACKed the update's last bucket, with one bucket on the wire:
+// it answered everything the sender waited for from it, yet it is the failure (its downstream lost
+// their source), not the downstream receiver that gives up first (a leaf that answered every
+// bucket and closed is no loss until the sender's next message to it: integration.late_completion).
+TEST(E2E, ARelayThatDiesAfterAnsweringEveryBucketIsStillTheOneNamed) {
+  Sender s;
+  Model m;
+  m.spec = tensor_set(40, 3u << 20);
+  std::vector<ReceiverPlan> plans = hosts_of_their_own(s, m.spec, 0, 4);
+  for (auto& p : plans) p.timeout_ms = 3000;
+  plans[0].timeout_ms = 20000;
+  plans[1].die_after_buckets = 3;  // rank 2: after the ACK of the last bucket of the update
+  auto pids = start_receivers(plans);
+  ASSERT_EQ(WSYNC_OK, s.init(4, 1u << 20, 3000, {{"route", "chain"}, {"piece_bytes", "131072"}, {"window", "1"}}))
+      << wsync_last_error();
+  ASSERT_EQ(WSYNC_ERR_PEER_FAILED, publish(s, m, 1, 2));
+  const std::string why = wsync_last_error();
+  EXPECT_NE(std::string::npos, why.find("receiver rank 2")) << why;
+  EXPECT_NE(std::string::npos, why.find("downstream of it (cut off with it): ranks 3, 4")) << why;
+  EXPECT_EQ(13, wait_child(pids[2], 3000 + 1000));
+  EXPECT_EQ(13, wait_child(pids[3], 3000 + 1000));
+  wsync_group_destroy(s.g);
+  s.g = nullptr;
+  EXPECT_EQ(0, wait_child(pids[0], 20000));
+}
+
 TEST(E2E, WindowAndPiecesOutsideTheirRangeAreRefusedNamingTheOption) {
   for (const auto& kv : std::vector<std::pair<std::string, std::string>>{
            {"window", "0"}, {"window", "17"}, {"piece_bytes", "1000"}, {"piece_bytes", "x"}}) {
