@@ -113,8 +113,13 @@ wsync_status_t cipc_book_post(cipc_book_t* b, uint32_t slot, uint64_t seq, uint6
   b->slot[slot].offset = offset;
   b->slot[slot].len = len;
   memset(pend(b, slot), 0, b->world_size);
-  for (i = 0; i < num_ranks; ++i) pend(b, slot)[ranks[i]] = 1;
+  /* A rank that already reported this bucket copied (it copied from the described record) owes nothing. */
+  for (i = 0; i < num_ranks; ++i) pend(b, slot)[ranks[i]] = b->done[ranks[i]] < seq;
   return WSYNC_OK;
+}
+
+void cipc_book_describe(cipc_book_t* b, uint64_t seq) {
+  if (seq > b->last_described) b->last_described = seq;
 }
 
 wsync_status_t cipc_book_done(cipc_book_t* b, uint32_t rank, uint64_t value, char* err, size_t errcap) {
@@ -124,9 +129,10 @@ wsync_status_t cipc_book_done(cipc_book_t* b, uint32_t rank, uint64_t value, cha
     return WSYNC_ERR_INVALID_ARGUMENT;
   }
   if (b->forgotten[rank]) return WSYNC_OK; /* gone: whatever it says no longer matters */
-  if (value > b->last_posted) {
-    snprintf(err, errcap, "rank %u reports bucket %llu copied, but the last bucket posted is %llu", rank,
-             (unsigned long long)value, (unsigned long long)b->last_posted);
+  if (value > b->last_posted && value > b->last_described) {
+    snprintf(err, errcap, "rank %u reports bucket %llu copied, but the last bucket described or posted is %llu",
+             rank, (unsigned long long)value,
+             (unsigned long long)(b->last_posted > b->last_described ? b->last_posted : b->last_described));
     return WSYNC_ERR_PROTOCOL;
   }
   if (value <= b->done[rank]) return WSYNC_OK; /* stale or repeated */

@@ -152,6 +152,7 @@ typedef struct cipc_book {
   uint32_t world_size;
   uint32_t num_slots;
   uint64_t last_posted; /* highest seq posted, 0 = none */
+  uint64_t last_described; /* highest seq described (its record sent): receivers may copy it before its post */
   uint64_t* done;       /* [world_size]: highest seq each rank reported done */
   uint8_t* forgotten;   /* [world_size] */
   cipc_post_entry_t* slot; /* [num_slots]: the slot's latest bucket (seq 0 = never used) */
@@ -169,8 +170,12 @@ wsync_status_t cipc_book_check_post(const cipc_book_t* b, uint32_t slot, uint64_
  * a bucket some rank has not copied, or a rank was forgotten. */
 wsync_status_t cipc_book_post(cipc_book_t* b, uint32_t slot, uint64_t seq, uint64_t offset, uint64_t len,
                               const uint32_t* ranks, uint32_t num_ranks, char* err, size_t errcap);
+/* Bucket seq's record went out (describe_send): a receiver may copy it, and say so, before the
+ * core's send_post for it (the core reads replies while the bucket's MANIFEST is answered). */
+void cipc_book_describe(cipc_book_t* b, uint64_t seq);
 /* Apply rank's done value: stale or repeated values change nothing; a value above the last seq
- * posted is WSYNC_ERR_PROTOCOL (a leftover of another session, or a confused receiver). */
+ * posted or described is WSYNC_ERR_PROTOCOL (a leftover of another session, or a confused
+ * receiver). */
 wsync_status_t cipc_book_done(cipc_book_t* b, uint32_t rank, uint64_t value, char* err, size_t errcap);
 /* The slot holding bucket seq, or -1 (never posted, or the slot moved on). */
 int cipc_book_slot_of(const cipc_book_t* b, uint64_t seq);

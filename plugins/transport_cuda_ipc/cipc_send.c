@@ -67,6 +67,7 @@ wsync_status_t cipc_describe_send(void* self, uint64_t seq, const wsync_buffer_t
                     "stream %p (CUDA device %d) failed: %s", (unsigned long long)seq, e.slot, (void*)stream, t->device,
                     cudaGetErrorString(ce));
   t->described = e;
+  cipc_book_describe(&t->book, seq);
   *len = cipc_bucket_encode(t->info->session, &e, (uint8_t*)blob, (size_t)cap);
   return WSYNC_OK;
 }

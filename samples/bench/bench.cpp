@@ -357,6 +357,9 @@ int gpu_rows(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
+#ifdef WSYNC_BENCH_CUDA
+  if (argc > 1 && std::strcmp(argv[1], kEngineFlag) == 0) return bench_gpu_engine_main(argc, argv);
+#endif
   Options o;
   const int done = parse_options(argc, argv, &o);
   if (done >= 0) return done;

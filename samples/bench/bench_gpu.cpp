@@ -7,8 +7,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -89,8 +92,17 @@ double wsync_gbps(size_t n, bool placed, int iters) {
   if (!mkdtemp(dir)) return 0;
   std::string addr_file = std::string(dir) + "/store.addr";
   std::fflush(stdout);
+  // The engine is a fresh program, not a fork: a child forked after this process touched CUDA (the
+  // last row's tensors; wsync itself asks CUDA what memory a tensor is in) cannot use CUDA at all
+  // ("initialization error", seen on the first real GPU run).
+  const std::string count = std::to_string(n);
   pid_t child = fork();
-  if (child == 0) _exit(engine(addr_file, n, placed));
+  if (child == 0) {
+    execl("/proc/self/exe", "wsync-bench", kEngineFlag, addr_file.c_str(), count.c_str(), placed ? "placed" : "views",
+          static_cast<char*>(nullptr));
+    std::fprintf(stderr, "bench: could not start the engine (/proc/self/exe): %s\n", std::strerror(errno));
+    _exit(127);
+  }
   wsync_option_t opts[2] = {WSYNC_OPTION("bucket_bytes", "536870912"), WSYNC_OPTION("store_addr_file", addr_file.c_str())};
   wsync_group_config_t cfg = WSYNC_GROUP_CONFIG_INIT;
   cfg.num_receivers = 1;
@@ -98,7 +110,7 @@ double wsync_gbps(size_t n, bool placed, int iters) {
   cfg.transport = "cuda_ipc";
   cfg.options = opts;
   cfg.num_options = 2;
-  cfg.timeout_ms = 120000;
+  cfg.timeout_ms = 60000;
   wsync_group_t* g = nullptr;
   double result = 0;
   std::vector<void*> src(n, nullptr);
@@ -156,26 +168,22 @@ double memcpy_gbps(uint64_t bytes, int iters) {
 }
 
 bool have_gpu() {
-  std::fflush(stdout);
-  pid_t p = fork();
-  if (p == 0) {
-    int n = 0;
-    _exit(cudaGetDeviceCount(&n) == cudaSuccess && n > 0 ? 0 : 1);
-  }
-  int status = 0;
-  waitpid(p, &status, 0);
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
 }
 
 }  // namespace
+
+int bench_gpu_engine_main(int argc, char** argv) {
+  if (argc != 5 || std::strcmp(argv[1], kEngineFlag) != 0) return 2;
+  return engine(argv[2], std::strtoull(argv[3], nullptr, 10), std::strcmp(argv[4], "placed") == 0);
+}
 
 int bench_gpu_rows(const std::vector<uint64_t>& sizes_gib, int repeat, double* min_ratio) {
   if (!have_gpu()) {
     std::printf("\nGPU rows: skipped (no CUDA device)\n");
     return 1;
   }
-  // Every wsync run forks its engine before this process touches CUDA; the name comes from a
-  // child for the same reason.
   std::printf("\nwsync-bench GPU rows: cuda_ipc (trainer + engine process on one GPU) vs cudaMemcpy D2D, "
               "GB/s of model bytes, best of %d\n", repeat);
   std::printf("%10s %8s %12s %18s %7s\n", "update", "engine", "wsync GB/s", "cudaMemcpy GB/s", "ratio");
@@ -186,9 +194,14 @@ int bench_gpu_rows(const std::vector<uint64_t>& sizes_gib, int repeat, double* m
       size_t n = static_cast<size_t>((gib << 30) / kTensorBytes);
       double w = 0;
       for (int r = 0; r < repeat; ++r) w = std::max(w, wsync_gbps(n, placed, 3));
+      if (w <= 0) {  // the reason is printed above; the other rows would fail the same way
+        std::printf("GPU rows: the %llu GiB %s run failed; no more GPU rows\nratio_vs_cudamemcpy: 0.000\n",
+                    static_cast<unsigned long long>(gib), placed ? "placed" : "views");
+        *min_ratio = 0;
+        return 0;
+      }
       rows.push_back({w, std::to_string(gib) + " GiB " + (placed ? "placed" : "views")});
     }
-  // The baseline last: after it, this process has a CUDA context and forks no more engines.
   cudaDeviceProp prop;
   cudaGetDeviceProperties(&prop, 0);
   double m = 0;

@@ -616,7 +616,7 @@ TEST_F(CudaIpcFake, SenderChecksDoneRecords) {
   refused(1, 3, good, WSYNC_BLOB_ACK, WSYNC_ERR_INVALID_ARGUMENT, "rank 3 is not a receiver (1..2)");
   // A done record for a bucket that was never posted is a confused (or stale) receiver.
   refused(5, 1, Ack(rx_[0], 5), WSYNC_BLOB_ACK, WSYNC_ERR_PROTOCOL,
-          "rank 1 reports bucket 5 copied, but the last bucket posted is 1");
+          "rank 1 reports bucket 5 copied, but the last bucket described or posted is 1");
 
   // Rank 2 is forgotten: its records change nothing (not even one for a bucket never posted).
   tp_->forget_peer(tx_, 2);
