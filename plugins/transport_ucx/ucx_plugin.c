@@ -87,12 +87,14 @@ static void ucx_destroy(void* self) {
   free(t);
 }
 
-/* What wsync-info prints for this plugin: the UCX library it runs on. */
+/* What wsync-info prints for this plugin: the UCX library it runs on, and the transports and
+ * devices UCX sees here ("tcp/eth0 posix/memory ..."; UCX_TLS then picks among them). */
 static const char* ucx_runtime_info(void) {
-  static char text[96];
+  static char text[1200];
   unsigned major = 0, minor = 0, release = 0;
   ucp_get_version(&major, &minor, &release);
-  snprintf(text, sizeof text, "UCX %u.%u.%u (%s)", major, minor, release, ucp_get_version_string());
+  snprintf(text, sizeof text, "UCX %u.%u.%u (%s); transports/devices: %s", major, minor, release,
+           ucp_get_version_string(), ucx_devices_text());
   return text;
 }
 

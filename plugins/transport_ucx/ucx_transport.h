@@ -132,4 +132,7 @@ wsync_status_t ucx_random_tag(uint64_t* tag);
 /* Drop what UCX holds unexpected under tags no member uses (called on every progress). */
 void ucx_drop_foreign(ucx_transport_t* t);
 
+/* ucx_devices.c: "tl/device" pairs UCX sees in this process, space-separated (computed once). */
+const char* ucx_devices_text(void);
+
 #endif /* WSYNC_UCX_TRANSPORT_H_ */

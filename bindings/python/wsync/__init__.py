@@ -47,6 +47,14 @@ def list_plugins():
     return out
 
 
+def info():
+    """What this wsync is, as one dict (what `python -m wsync info` and wsync-info print): version,
+    abi, library, plugin_dirs, plugins (list_plugins())."""
+    major, minor = abi_version()
+    return {"version": __version__, "abi": "%d.%d" % (major, minor), "library": str(library_path),
+            "plugin_dirs": plugin_dirs(), "plugins": list_plugins()}
+
+
 route_logs()
 
 # TimeoutError and IOError are left out: `from wsync import *` must not shadow the builtins (use
@@ -56,4 +64,4 @@ __all__ = ["Group", "GroupStats", "SendHandle", "Receiver", "ReceiverState", "Re
            "InvalidArgumentError", "NotFoundError", "VersionMismatchError", "UnsupportedError",
            "AbortedError", "ProtocolError", "PeerFailedError", "OutOfMemoryError", "InvalidStateError",
            "EngineError", "InternalError", "NoDeviceError", "RejectedError", "abi_version", "status_name",
-           "plugin_dirs", "list_plugins", "route_logs", "restore_default_logging", "library_path"]
+           "plugin_dirs", "list_plugins", "info", "route_logs", "restore_default_logging", "library_path"]

@@ -1,5 +1,5 @@
-"""Tensors into wsync without copies: torch tensors (CPU and CUDA), numpy arrays and anything with
-__dlpack__ are described to the C ABI by their own data pointer. Dense C-contiguous only: anything
+"""Tensors into wsync without copies: torch tensors (CPU and CUDA), numpy arrays, anything with
+__dlpack__, and bytes-like objects (as uint8) are described to the C ABI by their own data pointer. Dense C-contiguous only: anything
 else is refused with the tensor's name."""
 import ctypes
 
@@ -140,6 +140,26 @@ def _from_dlpack(t, name, x, writable=False):
     return capsule
 
 
+def _from_buffer(t, name, x, writable=False):
+    """A bytes-like object (bytearray, bytes, array.array, a memoryview of one): its bytes, as a
+    1-D uint8 tensor. Lets a program with neither torch nor numpy move bytes (python -m wsync doctor)."""
+    view = memoryview(x)
+    if not view.c_contiguous:
+        _refuse(name, "a %s that is not C-contiguous" % type(x).__name__)
+    if view.readonly:
+        if writable:
+            _refuse(name, "a read-only %s; a registered buffer is written into" % type(x).__name__)
+        if not isinstance(x, bytes):
+            _refuse(name, "a read-only %s: pass bytes or a writable buffer" % type(x).__name__)
+        keep = ctypes.c_char_p(x)  # points into the bytes object, which Descriptors keeps alive
+        data = ctypes.cast(keep, ctypes.c_void_p).value
+    else:
+        keep = (ctypes.c_uint8 * view.nbytes).from_buffer(view.cast("B")) if view.nbytes else None
+        data = ctypes.addressof(keep) if keep is not None else 0
+    _fill(t, name, DTYPES["uint8"], data, (view.nbytes,), CPU, 0)
+    return keep
+
+
 _KIND_CACHE = {}  # type -> the function describing its instances
 
 
@@ -158,6 +178,8 @@ def _kind_of(x):
         return _from_numpy
     if hasattr(x, "__dlpack__"):
         return _from_dlpack
+    if isinstance(x, (bytes, bytearray, memoryview)) or type(x).__module__ == "array":
+        return _from_buffer
     return None
 
 
@@ -189,7 +211,7 @@ class Descriptors:
             t.struct_size = _ffi.STRUCT_SIZES[_ffi.Tensor]
             fill = _kind(x)
             if fill is None:
-                _refuse(name, "a %s is neither a torch tensor, a numpy array nor has __dlpack__" %
+                _refuse(name, "a %s is neither a torch tensor, a numpy array, a bytes-like object nor has __dlpack__" %
                         type(x).__name__)
             encoded = name.encode("utf-8")
             t.name = encoded
