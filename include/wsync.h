@@ -118,8 +118,10 @@ WSYNC_API const char* wsync_last_error(void);
 typedef void (*wsync_log_fn)(void* user_data, int32_t level, const char* message);
 
 /* Route all library and plugin log lines with level <= max_level to `fn`. fn == NULL restores
- * the default sink: stderr, filtered by the environment variable WSYNC_LOG_LEVEL
- * (error|warn|info|debug|trace or 1..5; default warn). Thread-safe; takes effect at once. Since
+ * the default sink, stderr: with max_level WSYNC_LOG_ERROR..WSYNC_LOG_TRACE it prints the lines
+ * up to that level; with 0 (or any other value) the environment variable WSYNC_LOG_LEVEL
+ * (error|warn|info|debug|trace or 1..5; default warn) says which (before 0.7.0, max_level was
+ * ignored with fn == NULL). Thread-safe; takes effect at once. Since
  * 0.5.0 it returns once the calls of the previous callback that were in progress returned (it
  * waits at most 2 s, and not at all when none is), so what that callback uses may be freed then. */
 WSYNC_API void wsync_set_log_callback(wsync_log_fn fn, void* user_data, int32_t max_level);

@@ -52,8 +52,8 @@ var (
 // SetLogCallback routes every library and plugin log line with a level <= maxLevel to fn.
 // fn may be called from any wsync thread, concurrently, so it must be safe for that; a panic in
 // fn is recovered (and reported on stderr), never unwinding into the library. fn == nil restores
-// the default sink: stderr, filtered by the environment variable WSYNC_LOG_LEVEL
-// (error|warn|info|debug|trace; default warn), and maxLevel is ignored. When SetLogCallback
+// the default sink, stderr: up to maxLevel when it is LogError..LogTrace, else (0) as the
+// environment variable WSYNC_LOG_LEVEL says (error|warn|info|debug|trace; default warn). When SetLogCallback
 // returns, calls of the previous callback in progress have returned (the library waits up to
 // 2 s for them). Safe from any goroutine.
 func SetLogCallback(fn LogFunc, maxLevel LogLevel) {

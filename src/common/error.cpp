@@ -206,7 +206,10 @@ WSYNC_API void wsync_set_log_callback(wsync_log_fn fn, void* user_data, int32_t 
     std::unique_lock<std::mutex> g(s.mu);
     s.fn = fn;
     s.user_data = user_data;
-    s.max_level = fn != nullptr ? max_level : wsync::level_from_env();
+    // The default sink takes max_level too when it names a level; 0 (or anything outside 1..5)
+    // leaves it to WSYNC_LOG_LEVEL.
+    const bool named = max_level >= WSYNC_LOG_ERROR && max_level <= WSYNC_LOG_TRACE;
+    s.max_level = fn != nullptr || named ? max_level : wsync::level_from_env();
     // Calls of the previous callback still running finish first (bounded: a callback that calls
     // this function itself, or never returns, is not waited for longer), so a caller that is
     // about to free what the callback uses (an interpreter at exit) may do so once this returns.

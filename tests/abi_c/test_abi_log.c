@@ -152,12 +152,20 @@ static void null_callback_restores_the_default_sink(void** state) {
   assert_contains(err, "[wsync debug]");
   assert_contains(err, "libwsync_transport_nosuch.so");
 
-  /* default sink, WSYNC_LOG_LEVEL=error: the loader's debug lines are gone */
+  /* default sink, max_level 0: WSYNC_LOG_LEVEL=error decides, the loader's debug lines are gone */
   setenv("WSYNC_LOG_LEVEL", "error", 1);
-  wsync_set_log_callback(NULL, NULL, WSYNC_LOG_TRACE);
+  wsync_set_log_callback(NULL, NULL, 0);
   stderr_of_failing_init(err, sizeof err);
   assert_null(strstr(err, "[wsync debug]"));
   assert_null(strstr(err, "[wsync info]"));
+
+  /* default sink with a level named: it wins over the environment (it was ignored before 0.7.0) */
+  wsync_set_log_callback(NULL, NULL, WSYNC_LOG_DEBUG);
+  stderr_of_failing_init(err, sizeof err);
+  assert_contains(err, "[wsync debug]");
+  wsync_set_log_callback(NULL, NULL, -5); /* not a level: the environment again */
+  stderr_of_failing_init(err, sizeof err);
+  assert_null(strstr(err, "[wsync debug]"));
   unsetenv("WSYNC_LOG_LEVEL");
   wsync_set_log_callback(NULL, NULL, 0);
 }
