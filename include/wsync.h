@@ -254,7 +254,9 @@ WSYNC_API const char* wsync_group_store_addr(const wsync_group_t* group);
  * into buckets, packed, moved, and acknowledged by every receiver before the call returns.
  * Tensor memory is borrowed only during the call. Names must be unique within an update.
  * A failure names the receiver (rank) or tensor at fault; after a failure the update is
- * broken: the next successful finalize is impossible, destroy the group.
+ * broken: the next successful finalize is impossible, destroy the group. Every later send_start,
+ * send_batch and finalize returns that failure's status and reason (since 0.7.0; before,
+ * WSYNC_ERR_INVALID_STATE), a receiver's TIMEOUT there as WSYNC_ERR_PEER_FAILED.
  * timeout_ms bounds each wait for a receiver, not the whole call (0 or negative: the group's
  * timeout_ms option; a receiver cannot be waited for in no time).
  * Since 1.2 this is wsync_group_send_start followed by waiting for that batch; while it waits

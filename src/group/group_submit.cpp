@@ -16,7 +16,8 @@ namespace {
 
 using Lock = std::unique_lock<std::mutex>;
 
-// Aborted, or broken by an earlier failure: nothing new may start. After an abort the call waits
+// Aborted, or broken by an earlier failure: nothing new may start, and the call says why with the
+// failure's own status. After an abort the call waits
 // (bounded, as the best-effort requests are) until the pipeline thread ended the engines' update,
 // so that the caller may count on it and read what state the engines were left in.
 wsync_status_t check_usable(wsync_group_t* g, Lock& lk) {
@@ -28,9 +29,12 @@ wsync_status_t check_usable(wsync_group_t* g, Lock& lk) {
     if (g->shared.failed == WSYNC_ERR_ABORTED) return fail_msg(WSYNC_ERR_ABORTED, g->shared.failed_why);
     return fail(WSYNC_ERR_ABORTED, "group '%s' was aborted", g->group_name.c_str());
   }
+  // The failure that broke the group, with its status (a receiver that did not answer in time is
+  // PEER_FAILED, as send_wait reports it: TIMEOUT from these calls means "nothing started yet").
   if (g->shared.failed != WSYNC_OK)
-    return fail(WSYNC_ERR_INVALID_STATE, "group '%s' cannot update any more: %s; destroy it and create a new one",
-                g->group_name.c_str(), g->shared.failed_why.c_str());
+    return fail(g->shared.failed == WSYNC_ERR_TIMEOUT ? WSYNC_ERR_PEER_FAILED : g->shared.failed,
+                "group '%s' cannot update any more: %s; destroy it and create a new one", g->group_name.c_str(),
+                g->shared.failed_why.c_str());
   return WSYNC_OK;
 }
 

@@ -263,9 +263,9 @@ void killed_receiver_case(const char* tls) {
   EXPECT_TRUE(st == WSYNC_ERR_PEER_FAILED || st == WSYNC_ERR_TIMEOUT) << wsync_status_name(st);
   EXPECT_NE(std::string::npos, std::string(wsync_last_error()).find("rank 2")) << wsync_last_error();
   EXPECT_LT(took, timeout / 1000.0 + 2.0);
-  // The group is broken now, and says so.
+  // The group is broken now, and says so with the failure's status (a stuck receiver: PEER_FAILED).
   st = wsync_group_send_batch(s.g, m.descs.data(), 1, timeout);
-  EXPECT_EQ(WSYNC_ERR_INVALID_STATE, st);
+  EXPECT_EQ(WSYNC_ERR_PEER_FAILED, st);
   EXPECT_NE(std::string::npos, std::string(wsync_last_error()).find("rank 2")) << wsync_last_error();
   EXPECT_EQ(128 + SIGKILL, wait_child(pids[1], 10000));
   wsync_group_destroy(s.g);
