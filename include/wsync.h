@@ -475,7 +475,18 @@ typedef struct wsync_receiver_event_t {
  *   WSYNC_ERR_PROTOCOL       corrupted or refused data: the update is refused and the sender told
  *   WSYNC_ERR_INVALID_STATE  a COMMIT is waiting for wsync_receiver_commit, or an earlier failure
  *                            left the receiver unable to take more buckets (the message says which)
- * Any failure but a plain TIMEOUT (and INVALID_STATE for a waiting COMMIT) ends the update on
+ *   WSYNC_ERR_INVALID_ARGUMENT  rx or event is NULL, or event->struct_size is not set (use
+ *                            WSYNC_RECEIVER_EVENT_INIT): nothing changed
+ *   WSYNC_ERR_UNSUPPORTED    the sender asked for what this receiver cannot do (a payload checksum
+ *                            of bytes in device memory)
+ *   WSYNC_ERR_VERSION_MISMATCH  the sender's transport sent side-channel data in a format this
+ *                            receiver's transport does not know
+ *   WSYNC_ERR_IO, WSYNC_ERR_OUT_OF_MEMORY, WSYNC_ERR_NO_DEVICE
+ *                            the transport could not post or finish a receive, or memory for
+ *                            staging was not there (the message names the transport and why)
+ *   WSYNC_ERR_INTERNAL       a fault inside wsync or a plugin (the message says where)
+ * No other status. Any failure but a plain TIMEOUT, INVALID_ARGUMENT (and INVALID_STATE for a
+ * waiting COMMIT) ends the update on
  * this receiver: it never commits. In receive_mode staged the registered buffers are untouched
  * and the staged bytes dropped. In place, the registered tensors written so far hold new, old or
  * mixed bytes: wsync_receiver_get_state reports WSYNC_BUFFERS_MIXED, and late_writes = 1 when the
