@@ -179,6 +179,29 @@ def test_an_abort_while_the_worker_waits_fails_the_update_and_the_next_one_works
     assert torch.equal(model.qkv.data, torch.cat([w["q"], w["k"], w["v"]]))
 
 
+def test_a_vllm_whose_layer_state_differs_still_reports_the_update_failure(setup, monkeypatch, caplog):
+    """Putting back a partly loaded layer writes vLLM's private layerwise state inside the failure's
+    except block. A vLLM whose state lacks a field is named (with the release this was checked
+    against), and the update's own failure is what propagates, not an AttributeError."""
+    from vllm.model_executor.model_loader.reload import layerwise
+    group, eng, model = setup
+    monkeypatch.setattr(layerwise, "get_layerwise_info", lambda layer: SimpleNamespace(can_load=lambda: True))
+    with pytest.raises(RuntimeError, match="has no load_numel.*checked against vLLM %s" % wengine.CHECKED_VLLM):
+        eng._forget_partial_layers()
+    eng.mode, eng.in_update = "layerwise", True
+    with caplog.at_level("ERROR", logger="wsync.vllm"):
+        with pytest.raises(RuntimeError, match="the update's own failure"):
+            try:
+                raise RuntimeError("the update's own failure")
+            except BaseException:
+                eng._finish_after_failure()  # what update_weights' except block does
+                raise
+    assert any("putting back the previous weights failed too" in r.getMessage() and "has no load_numel" in
+               r.getMessage() for r in caplog.records), [r.getMessage() for r in caplog.records]
+    assert not eng.in_update
+    eng.mode = "in_place"
+
+
 def test_a_tensor_the_request_does_not_name_fails_the_update(setup):
     group, eng, model = setup
     w = checkpoint(4)

@@ -54,6 +54,12 @@ from vllm.distributed.weight_transfer.base import (WeightTransferEngine, WeightT
 import wsync
 
 logger = logging.getLogger("wsync.vllm")
+
+# The vLLM releases whose private layerwise-reload state (LayerReloadingInfo: load_numel,
+# load_numel_total, loaded_weights, can_load) this backend reads and writes; checked by
+# tests/vllm (scripts/vllm-setup.sh installs it).
+CHECKED_VLLM = "0.32.0"
+_LAYERWISE_FIELDS = ("load_numel", "load_numel_total", "loaded_weights", "can_load")
 MODES = ("auto", "layerwise", "in_place", "staged")
 
 
@@ -278,7 +284,7 @@ class WsyncWeightTransferEngine(WeightTransferEngine[WsyncInitInfo, WsyncUpdateI
         except BaseException as e:
             logger.error("wsync: rank %s: update failed: %s; layers that got all their tensors keep the new "
                          "weights, the others their previous ones", self.rank, e)
-            self._finish_loading(failed=True)  # vLLM ends the update without calling finish_weight_update
+            self._finish_after_failure()  # vLLM ends the update without calling finish_weight_update
             raise
 
     def _load_bucket(self, ev, pending):
@@ -343,7 +349,7 @@ class WsyncWeightTransferEngine(WeightTransferEngine[WsyncInitInfo, WsyncUpdateI
                 self.model.load_weights(list(staged.items()))
                 self._finish_loading(failed=False)
         except BaseException:
-            self._finish_loading(failed=True)
+            self._finish_after_failure()
             raise
         finally:
             self.mode = "staged"
@@ -399,6 +405,16 @@ class WsyncWeightTransferEngine(WeightTransferEngine[WsyncInitInfo, WsyncUpdateI
         self.last_outcome = "committed %d" % version
         logger.info("wsync: rank %s committed version %d", self.rank, version)
 
+    def _finish_after_failure(self):
+        """_finish_loading(failed=True) from inside an except block: a failure of its own (vLLM's
+        private layerwise state not what CHECKED_VLLM had) is logged, never raised in place of the
+        update's own failure, which the caller re-raises."""
+        try:
+            self._finish_loading(failed=True)
+        except Exception as e:
+            logger.error("wsync: rank %s: after the failure, putting back the previous weights failed too (%s: %s)",
+                         self.rank, type(e).__name__, e)
+
     def _finish_loading(self, failed=False):
         self.in_update = False
         self._staged = {}
@@ -429,6 +445,11 @@ class WsyncWeightTransferEngine(WeightTransferEngine[WsyncInitInfo, WsyncUpdateI
         restored = []
         for name, layer in self.model.named_modules():
             info = get_layerwise_info(layer)
+            missing = [f for f in _LAYERWISE_FIELDS if not hasattr(info, f)]
+            if missing:
+                raise RuntimeError("wsync: vLLM's layerwise reload state of layer '%s' has no %s (checked against "
+                                   "vLLM %s): cannot put back a partly loaded layer's previous weights" %
+                                   (name, ", ".join(missing), CHECKED_VLLM))
             total = info.load_numel_total
             if info.can_load() and total and 0 < info.load_numel < total and (
                     not only_incomplete or _lacks_a_piece(layer, info)):
