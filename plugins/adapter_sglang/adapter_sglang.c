@@ -4,7 +4,7 @@
  * /update_weights_from_distributed with load_format "flattened_bucket" (0.5.6+) and one broadcast
  * of the bucket; the update ends with /flush_cache and /update_weight_version.
  *
- * Releases (read at PROBE from GET /get_server_info, "version"; see docs/ENGINES.md):
+ * Releases (read at PROBE from GET /server_info, "version"; see docs/ENGINES.md):
  *   0.5.6 .. 0.5.20   no update sessions
  *   0.5.21 .. 0.5.23  buckets only between POST /begin_weight_update and /end_weight_update (a
  *                     bucket outside a session gets 400 before the engine receives anything)
@@ -131,11 +131,11 @@ static wsync_status_t sglang_take(void* self, const wsync_engine_step_t* s, uint
   if (srv == NULL) return WSYNC_ERR_OUT_OF_MEMORY;
   if (s->step != WSYNC_STEP_PROBE) return WSYNC_OK;
   if (http_status != 200)
-    return hc_error(WSYNC_ERR_PROTOCOL, ADAPTER, "GET /get_server_info answered HTTP %d; is this an SGLang server?",
-                    (int)http_status);
+    return hc_error(WSYNC_ERR_PROTOCOL, ADAPTER, "GET /server_info answered HTTP %d; is this an SGLang server "
+                    "(0.5.6 or later)?", (int)http_status);
   if ((info = hc_parse_body(body, body_len)) == NULL || !cJSON_IsObject(info)) {
     cJSON_Delete(info);
-    return hc_error(WSYNC_ERR_PROTOCOL, ADAPTER, "GET /get_server_info answered something that is not a JSON object");
+    return hc_error(WSYNC_ERR_PROTOCOL, ADAPTER, "GET /server_info answered something that is not a JSON object");
   }
   ver = cJSON_GetObjectItemCaseSensitive(info, "version");
   if (a->base.has_forced) {
@@ -143,7 +143,7 @@ static wsync_status_t sglang_take(void* self, const wsync_engine_step_t* s, uint
   } else if (!cJSON_IsString(ver) || hc_parse_version(ver->valuestring, &srv->version) != 0) {
     cJSON_Delete(info);
     return hc_error(WSYNC_ERR_PROTOCOL, ADAPTER, "the server does not report a release (\"version\" of "
-                    "/get_server_info); set option adapter.engine_version");
+                    "/server_info); set option adapter.engine_version");
   }
   st = hc_check_supported(&a->base, "SGLang", srv->version, kOldest, kNewest);
   if (st == WSYNC_OK) st = check_ranks(info, s);
@@ -233,11 +233,12 @@ static wsync_status_t build(sglang_adapter_t* a, const wsync_engine_step_t* s) {
     case WSYNC_STEP_HEALTH:
       /* Not /health: that generates one token (SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION, on by
        * default) and so hangs for 20 s and answers 503 on a server that is paused, e.g. left
-       * paused by a trainer that died. /get_model_info is answered by the tokenizer process in
-       * every release (deprecated but kept in 0.5.23, where it only logs a warning). */
-      return hc_add(l, ADAPTER, WSYNC_HTTP_GET, "/get_model_info", NULL, 1, WSYNC_REPLY_STATUS);
-    case WSYNC_STEP_PROBE: /* the release and the ranks; /get_server_info is in every release */
-      return hc_add(l, ADAPTER, WSYNC_HTTP_GET, "/get_server_info", NULL, 1, WSYNC_REPLY_TO_ADAPTER);
+       * paused by a trainer that died. /model_info is answered by the tokenizer process in every
+       * supported release (0.5.6 .. 0.5.23; /get_model_info, its deprecated alias, logs a warning
+       * since 0.5.6 and "will be removed"; 0.5.5 and older have only that one, and so fail here). */
+      return hc_add(l, ADAPTER, WSYNC_HTTP_GET, "/model_info", NULL, 1, WSYNC_REPLY_STATUS);
+    case WSYNC_STEP_PROBE: /* the release and the ranks; /server_info is in every supported release */
+      return hc_add(l, ADAPTER, WSYNC_HTTP_GET, "/server_info", NULL, 1, WSYNC_REPLY_TO_ADAPTER);
     case WSYNC_STEP_RESET:
       return add_reset(a, s, sessions);
     case WSYNC_STEP_INIT:

@@ -1,6 +1,6 @@
 // adapter_sglang: every step's requests against SGLang's request models (io_struct.py): route,
 // method, reply kind, idempotency, and each body field by field with no extra field; the PROBE
-// answer (GET /get_server_info) that picks the dialogue of each server (0.5.6 .. 0.5.20 without
+// answer (GET /server_info; /get_server_info is its deprecated alias) that picks the dialogue of each server (0.5.6 .. 0.5.20 without
 // update sessions, 0.5.21 .. 0.5.23 with them) and checks its GPUs.
 #include "adapter_test_util.h"
 
@@ -20,7 +20,7 @@ class SglangTest : public ::testing::Test {
   void SetUp() override { ASSERT_NE(T(), nullptr); }
 };
 
-// The interesting part of a /get_server_info answer (the real one has a hundred more fields).
+// The interesting part of a /server_info answer (the real one has a hundred more fields).
 std::string server_info(const std::string& version, int tp = 2, const std::string& more = "") {
   return "{\"model_path\": \"Qwen/Qwen3-8B\", \"version\": \"" + version + "\", \"tp_size\": " + std::to_string(tp) +
          ", \"pp_size\": 1, \"dp_size\": 1, \"enable_dp_attention\": false" + more + "}";
@@ -46,14 +46,14 @@ TEST_F(SglangTest, Table) { expect_table(T(), "sglang"); }
 TEST_F(SglangTest, LayoutIsElementsOneDtype) { expect_layout(T(), WSYNC_LAYOUT_ELEMENTS_ONE_DTYPE); }
 
 // Not /health: that generates a token, and so hangs and answers 503 on a paused server (one a dead
-// trainer left paused). /get_model_info is answered by the tokenizer process in every release.
+// trainer left paused). /model_info is answered by the tokenizer process in every release.
 TEST_F(SglangTest, HealthAsksForTheModelInfo) {
   Instance a(T(), {});
   Step s(WSYNC_STEP_HEALTH);
   Built b = build(T(), a.self(), s.get());
   ASSERT_EQ(b.status, WSYNC_OK) << b.error;
   ASSERT_EQ(b.num_out, 1u);
-  expect_request(b.requests[0], WSYNC_HTTP_GET, "/get_model_info", false, 1, WSYNC_REPLY_STATUS);
+  expect_request(b.requests[0], WSYNC_HTTP_GET, "/model_info", false, 1, WSYNC_REPLY_STATUS);
 }
 
 TEST_F(SglangTest, InitBody) {
@@ -400,7 +400,7 @@ TEST_F(SglangTest, Destroy) {
   expect_string(j.get(), "group_name", "wsync_g");
 }
 
-// ---- PROBE: GET /get_server_info ----
+// ---- PROBE: GET /server_info ----
 
 TEST_F(SglangTest, ProbeAsksForTheServerInfo) {
   Instance a(T(), {});
@@ -408,7 +408,7 @@ TEST_F(SglangTest, ProbeAsksForTheServerInfo) {
   Built b = build(T(), a.self(), s.get());
   ASSERT_EQ(b.status, WSYNC_OK) << b.error;
   ASSERT_EQ(b.num_out, 1u);
-  expect_request(b.requests[0], WSYNC_HTTP_GET, "/get_server_info", false, 1, WSYNC_REPLY_TO_ADAPTER);
+  expect_request(b.requests[0], WSYNC_HTTP_GET, "/server_info", false, 1, WSYNC_REPLY_TO_ADAPTER);
 }
 
 TEST_F(SglangTest, ProbeAcceptsEverySupportedRelease) {
@@ -441,8 +441,8 @@ TEST_F(SglangTest, ProbeRefusesAnAnswerThatIsNotHttp200) {
     Instance a(T(), {});
     Took r = probe(a, server_info("0.5.23"), 1, 2, status);
     EXPECT_EQ(r.status, WSYNC_ERR_PROTOCOL) << status;
-    EXPECT_CONTAINS(r.error, "GET /get_server_info answered HTTP " + std::to_string(status));
-    EXPECT_CONTAINS(r.error, "is this an SGLang server?");
+    EXPECT_CONTAINS(r.error, "GET /server_info answered HTTP " + std::to_string(status));
+    EXPECT_CONTAINS(r.error, "is this an SGLang server (0.5.6 or later)?");
   }
 }
 
@@ -455,7 +455,7 @@ TEST_F(SglangTest, ProbeRefusesAnswersThatAreNotAJsonObject) {
     Instance a(T(), {});
     Took r = probe(a, body);
     EXPECT_EQ(r.status, WSYNC_ERR_PROTOCOL) << body.substr(0, 40);
-    EXPECT_CONTAINS(r.error, "GET /get_server_info answered something that is not a JSON object");
+    EXPECT_CONTAINS(r.error, "GET /server_info answered something that is not a JSON object");
   }
   Instance a(T(), {});
   Step s(WSYNC_STEP_PROBE);
@@ -489,7 +489,7 @@ TEST_F(SglangTest, ProbeRefusesAnswersWithoutARelease) {
     Instance a(T(), {});
     Took r = probe(a, "{\"tp_size\": 2" + version + "}");
     EXPECT_EQ(r.status, WSYNC_ERR_PROTOCOL) << version;
-    EXPECT_CONTAINS(r.error, "the server does not report a release (\"version\" of /get_server_info)");
+    EXPECT_CONTAINS(r.error, "the server does not report a release (\"version\" of /server_info)");
     EXPECT_CONTAINS(r.error, "set option adapter.engine_version");
   }
 }
@@ -700,8 +700,8 @@ TEST_F(SglangTest, StepValidation) { expect_step_validation(T()); }
 TEST_F(SglangTest, LifeWithSessions) {
   Instance a(T(), {{"pause", "1"}});
   probed(a, "0.5.23");
-  EXPECT_EQ(life(T(), a.self()), (V{"HEALTH GET /get_model_info",
-                                    "PROBE GET /get_server_info",
+  EXPECT_EQ(life(T(), a.self()), (V{"HEALTH GET /model_info",
+                                    "PROBE GET /server_info",
                                     "RESET POST /end_weight_update",
                                     "RESET POST /destroy_weights_update_group",
                                     "RESET POST /continue_generation",
@@ -721,8 +721,8 @@ TEST_F(SglangTest, LifeWithSessions) {
 TEST_F(SglangTest, LifeWithoutSessions) {
   Instance a(T(), {{"pause", "1"}});
   probed(a, "0.5.20");
-  EXPECT_EQ(life(T(), a.self()), (V{"HEALTH GET /get_model_info",
-                                    "PROBE GET /get_server_info",
+  EXPECT_EQ(life(T(), a.self()), (V{"HEALTH GET /model_info",
+                                    "PROBE GET /server_info",
                                     "RESET POST /destroy_weights_update_group",
                                     "RESET POST /continue_generation",
                                     "INIT POST /init_weights_update_group",
