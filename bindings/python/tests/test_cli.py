@@ -66,3 +66,13 @@ def test_bytes_like_objects_go_in_as_uint8():
         wsync._tensors.Descriptors({"strided": memoryview(bytearray(8))[::2]})
     with pytest.raises(wsync.InvalidArgumentError, match="tensor 'rv': a read-only memoryview"):
         wsync._tensors.Descriptors({"rv": memoryview(b"abcd")})
+
+
+def test_loading_the_plugins_leaves_ucx_signal_handling_alone():
+    """docs/PYTHON.md, "UCX and signals": unlike the Go binding, this package sets no UCX_ERROR_SIGNALS."""
+    code = ("import os, wsync; wsync.list_plugins(); "
+            "print('UCX_ERROR_SIGNALS' in os.environ)")
+    env = {k: v for k, v in __import__("os").environ.items() if k != "UCX_ERROR_SIGNALS"}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "False"
