@@ -21,17 +21,22 @@ test -f "$libdir/cmake/wsync/wsyncConfig.cmake" || { echo "missing the CMake pac
 test -f "$libdir/pkgconfig/wsync.pc" || { echo "missing wsync.pc"; exit 1; }
 if ls "$libdir"/wsync/ | grep -q testing; then echo "test plugins were installed"; exit 1; fi
 
+# Programs outside the build tree run with no LD_LIBRARY_PATH: the CMake package's target and
+# wsync.pc's Libs give them an rpath to the installed libwsync, and it finds its plugins beside it.
+unset WSYNC_PLUGIN_PATH LD_LIBRARY_PATH
 # find_package consumer
 cmake -S "$src/tests/install/consumer" -B "$prefix/consumer-build" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build "$prefix/consumer-build" >/dev/null
 "$prefix/consumer-build/consumer"
-# pkg-config consumer
+# pkg-config consumer: exactly the flags wsync.pc gives
 PKG_CONFIG_PATH="$libdir/pkgconfig" cc -std=c99 -o "$prefix/pc-consumer" "$src/tests/install/consumer/consumer.c" \
-  $(PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --cflags --libs wsync) -Wl,-rpath,"$libdir"
+  $(PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --cflags --libs wsync)
 "$prefix/pc-consumer"
+found=$(ldd "$prefix/pc-consumer" | sed -n 's/^.*libwsync\.so\.1 => \([^ ]*\) .*/\1/p')
+[ -n "$found" ] && [ "$(readlink -f "$found")" = "$(readlink -f "$libdir/libwsync.so.1")" ] ||
+  { ldd "$prefix/pc-consumer"; echo "the pkg-config consumer does not find the installed libwsync"; exit 1; }
 
 # The installed samples find libwsync through their rpath and the plugins beside it.
-unset WSYNC_PLUGIN_PATH LD_LIBRARY_PATH
 # So does wsync-info, which must see the bundled ucx transport and native adapter load.
 test -x "$prefix/bin/wsync-info" || { echo "missing bin/wsync-info"; exit 1; }
 info="$prefix/info.txt"
