@@ -52,7 +52,7 @@ const (
 const MaxNdim = 8
 
 // ABIVersion returns the ABI version (major, minor) of the libwsync actually loaded. NewGroup and
-// NewReceiver refuse to work when its major differs from HeaderABIMajor or its minor is below 2.
+// NewReceiver refuse to work when its major differs from HeaderABIMajor or its minor is below 4.
 func ABIVersion() (major, minor int) {
 	v := uint32(C.wsync_abi_version())
 	return int(v >> 16), int(v & 0xffff)
@@ -63,14 +63,20 @@ func Version() string {
 	return C.GoString(C.wsync_version_string())
 }
 
-// checkABI refuses a library whose ABI major is not the header's, or older than 1.2 (the
-// asynchronous send, which the binding calls).
+// minABIMinor is the newest ABI minor whose functions the binding links: 1.4's
+// wsync_receiver_get_state (Receiver.State). Against an older library the dynamic loader already
+// refuses the program, naming the missing version node WSYNC_1.4 (docs/ABI.md, "Symbol versions");
+// this check says the same for a library loaded some other way.
+const minABIMinor = 4
+
+// checkABI refuses a library whose ABI major is not the header's, or whose minor is older than
+// minABIMinor.
 func checkABI() error {
 	major, minor := ABIVersion()
-	if major != HeaderABIMajor || minor < 2 {
+	if major != HeaderABIMajor || minor < minABIMinor {
 		return &Error{Status: StatusVersionMismatch, Message: fmt.Sprintf(
-			"the loaded libwsync %s has ABI %d.%d, but this binding needs ABI %d.2 or newer within major %d (wsync.h %d.%d)",
-			Version(), major, minor, HeaderABIMajor, HeaderABIMajor, HeaderABIMajor, HeaderABIMinor)}
+			"the loaded libwsync %s has ABI %d.%d, but this binding needs ABI %d.%d or newer within major %d (wsync.h %d.%d)",
+			Version(), major, minor, HeaderABIMajor, minABIMinor, HeaderABIMajor, HeaderABIMajor, HeaderABIMinor)}
 	}
 	return nil
 }

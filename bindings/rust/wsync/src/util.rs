@@ -73,17 +73,23 @@ impl COptions {
     }
 }
 
+/// The newest ABI minor whose functions this crate links: 1.4's `wsync_receiver_get_state`
+/// (`Receiver::state`). Against an older library the dynamic loader already refuses the program,
+/// naming the missing version node `WSYNC_1.4` (docs/ABI.md, "Symbol versions").
+pub(crate) const MIN_ABI_MINOR: u32 = 4;
+
 /// The loaded library's ABI major must be the one this crate was written for, and its minor at
-/// least 1.2 (the async send).
+/// least `MIN_ABI_MINOR`.
 pub(crate) fn check_abi() -> Result<()> {
     // SAFETY: no arguments, thread-safe.
     let v = unsafe { sys::wsync_abi_version() };
-    if v >> 16 != sys::WSYNC_ABI_VERSION_MAJOR || (v & 0xffff) < 2 {
+    if v >> 16 != sys::WSYNC_ABI_VERSION_MAJOR || (v & 0xffff) < MIN_ABI_MINOR {
         return Err(Error::VersionMismatch(format!(
-            "the loaded libwsync speaks ABI {}.{}; this crate needs {}.2 or newer within major {}",
+            "the loaded libwsync speaks ABI {}.{}; this crate needs {}.{} or newer within major {}",
             v >> 16,
             v & 0xffff,
             sys::WSYNC_ABI_VERSION_MAJOR,
+            MIN_ABI_MINOR,
             sys::WSYNC_ABI_VERSION_MAJOR
         )));
     }
