@@ -14,7 +14,12 @@
  *    the fields the call cannot guess (marked "required") works, with the defaults written next
  *    to each field. A timeout_ms field of a config struct: 0 or negative = the default.
  *  - Arrays of structs (tensors, options) are stepped through by the struct_size of their
- *    first element; every element of one array must carry the same struct_size.
+ *    first element, exactly (no rounding); every element of one array must carry the same
+ *    struct_size. That holds both ways: for arrays passed in, and for the arrays the library fills
+ *    (the tensors of a wsync_receiver_event_t carry the library's own struct_size, which may be
+ *    larger than this header's). Every struct_size is a multiple of 8 (each struct is a sequence
+ *    of 8-byte words); a reader refuses a smaller size than the fields it reads, or one that is
+ *    not a multiple of 8.
  *  - Strings and option arrays passed in are copied during the call unless a comment says
  *    otherwise. Returned pointers state their lifetime next to the function.
  *  - Destroy functions accept NULL and never fail.

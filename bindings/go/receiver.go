@@ -196,6 +196,16 @@ func (r *Receiver) Register(tensors []Tensor) error {
 	return nil
 }
 
+// arrayStride is the step through an array the library filled (wsync.h): the struct_size of its
+// first element, exactly (a newer library's descriptors may be longer than this header's); false
+// when that is shorter than what the binding reads, or not a multiple of 8.
+func arrayStride(structSize uint32, reads uintptr) (uintptr, bool) {
+	if uintptr(structSize) < reads || structSize%8 != 0 {
+		return 0, false
+	}
+	return uintptr(structSize), true
+}
+
 // maxEventTensors bounds the tensors of one event read from the library.
 const maxEventTensors = 1 << 24
 
@@ -225,12 +235,10 @@ func (r *Receiver) Next(timeout time.Duration) (Event, error) {
 		return Event{}, newError(StatusInternal, op, "the library returned %d tensors at %p (placed at %p)",
 			n, ev.tensors, ev.placed)
 	}
-	// Step through the array by the struct_size of its first element (a newer library's
-	// descriptors may be longer than this header's).
-	stride := uintptr(ev.tensors.struct_size+7) &^ 7
-	if stride < unsafe.Sizeof(C.wsync_tensor_t{}) {
-		return Event{}, newError(StatusInternal, op, "the library's tensors have struct_size %d, less than %d",
-			ev.tensors.struct_size, unsafe.Sizeof(C.wsync_tensor_t{}))
+	stride, ok := arrayStride(uint32(ev.tensors.struct_size), unsafe.Sizeof(C.wsync_tensor_t{}))
+	if !ok {
+		return Event{}, newError(StatusVersionMismatch, op, "the library's tensor descriptors have struct_size %d: "+
+			"this binding reads %d and steps by a multiple of 8", ev.tensors.struct_size, unsafe.Sizeof(C.wsync_tensor_t{}))
 	}
 	placed := unsafe.Slice(ev.placed, n)
 	gen := r.gen.Load()

@@ -76,3 +76,24 @@ def test_loading_the_plugins_leaves_ucx_signal_handling_alone():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "False"
+
+
+def test_event_arrays_are_stepped_by_their_struct_size():
+    """wsync.h: an array the library fills steps by its first element's struct_size, exactly, which
+    may be larger than this binding's struct (a newer library); smaller or unaligned is refused."""
+    import ctypes
+    from wsync import _ffi
+    step = 128  # a newer library's descriptor, 16 bytes longer than this header's 112
+    raw = (ctypes.c_uint8 * (3 * step))()
+    names = [b"a.weight", b"b.bias", b"c.norm"]
+    for i, n in enumerate(names):
+        t = _ffi.Tensor.from_address(ctypes.addressof(raw) + i * step)
+        t.struct_size, t.name, t.ndim, t.nbytes = step, n, 1, i + 1
+    arr = ctypes.cast(raw, ctypes.POINTER(_ffi.Tensor))
+    s = _ffi.array_step(arr[0], _ffi.Tensor, "tensors")
+    got = [(_ffi.element(arr, i, s, _ffi.Tensor).name, _ffi.element(arr, i, s, _ffi.Tensor).nbytes) for i in range(3)]
+    assert got == [(n, i + 1) for i, n in enumerate(names)]
+    for bad in (104, 116):
+        arr[0].struct_size = bad
+        with pytest.raises(wsync.VersionMismatchError, match="%d bytes" % bad):
+            _ffi.array_step(arr[0], _ffi.Tensor, "tensors")

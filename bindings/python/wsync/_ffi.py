@@ -91,6 +91,22 @@ STRUCT_SIZES = {
 }
 
 
+def array_step(first, cls, what):
+    """The step of an array the library filled (wsync.h: by its first element's struct_size,
+    exactly; a multiple of 8, at least the fields this binding reads)."""
+    size = first.struct_size
+    if size < STRUCT_SIZES[cls] or size % 8:
+        from .errors import VersionMismatchError
+        raise VersionMismatchError("%s of %d bytes: this binding reads %d and steps by a multiple of 8" %
+                                   (what, size, STRUCT_SIZES[cls]))
+    return size
+
+
+def element(array, index, step, cls):
+    """Element `index` of a C array of `cls` whose elements are `step` bytes apart."""
+    return cls.from_address(ctypes.addressof(array.contents) + index * step)
+
+
 def new(cls, **fields):
     """A struct with struct_size set, like the header's WSYNC_*_INIT."""
     s = cls(**fields)

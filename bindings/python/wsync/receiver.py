@@ -221,9 +221,10 @@ class Receiver(Closing):
         st = lib.wsync_receiver_next(h, ctypes.byref(ev), timeout(timeout_ms))
         check(st)
         out = Event(EventKind(ev.kind), ev.version, ev.bucket_index, ev.bytes)
-        if ev.kind == EventKind.BUCKET:
+        if ev.kind == EventKind.BUCKET and ev.num_tensors:
+            step = _ffi.array_step(ev.tensors[0], _ffi.Tensor, "the event's tensor descriptors")
             for i in range(ev.num_tensors):
-                desc = ev.tensors[i]
+                desc = _ffi.element(ev.tensors, i, step, _ffi.Tensor)
                 placed = ev.placed[i] if ev.placed else 0
                 name = desc.name.decode("utf-8")
                 out.tensors.append(TensorView(self, self._generation, desc, placed,

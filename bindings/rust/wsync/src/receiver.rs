@@ -376,17 +376,32 @@ fn tensors<'r>(ev: &sys::wsync_receiver_event_t) -> Result<Vec<ReceivedTensor<'r
     Ok(out)
 }
 
-/// Descriptors in an array step by their first element's struct_size (wsync.h), which must cover
-/// every field this crate reads.
+/// Descriptors in an array step by their first element's struct_size (wsync.h), exactly; it must
+/// cover every field this crate reads and be a multiple of 8.
 fn ev_step(ev: &sys::wsync_receiver_event_t) -> Result<usize> {
     // SAFETY: at least one descriptor (checked by the caller).
-    let size = unsafe { (*ev.tensors).struct_size } as usize;
-    if size < sys::WSYNC_TENSOR_STRUCT_SIZE as usize {
+    array_step(unsafe { (*ev.tensors).struct_size } as usize)
+}
+
+fn array_step(size: usize) -> Result<usize> {
+    let reads = sys::WSYNC_TENSOR_STRUCT_SIZE as usize;
+    if size < reads || size % 8 != 0 {
         return Err(Error::VersionMismatch(format!(
-            "tensor descriptors of {size} bytes; this crate reads 112"
+            "tensor descriptors of {size} bytes; this crate reads {reads} and steps by a multiple of 8"
         )));
     }
     Ok(size)
+}
+
+#[cfg(test)]
+mod stride_tests {
+    #[test]
+    fn arrays_step_by_the_struct_size_exactly() {
+        assert_eq!(super::array_step(112).unwrap(), 112);
+        assert_eq!(super::array_step(120).unwrap(), 120);
+        assert!(super::array_step(104).is_err());
+        assert!(super::array_step(116).is_err());
+    }
 }
 
 impl Drop for Receiver {
