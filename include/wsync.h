@@ -125,9 +125,9 @@ typedef void (*wsync_log_fn)(void* user_data, int32_t level, const char* message
 /* Route all library and plugin log lines with level <= max_level to `fn`. fn == NULL restores
  * the default sink, stderr: with max_level WSYNC_LOG_ERROR..WSYNC_LOG_TRACE it prints the lines
  * up to that level; with 0 (or any other value) the environment variable WSYNC_LOG_LEVEL
- * (error|warn|info|debug|trace or 1..5; default warn) says which (before 0.7.0, max_level was
- * ignored with fn == NULL). Thread-safe; takes effect at once. Since
- * 0.5.0 it returns once the calls of the previous callback that were in progress returned (it
+ * (error|warn|info|debug|trace or 1..5; default warn) says which (before 1.4, max_level was
+ * ignored with fn == NULL). Thread-safe; takes effect at once. Since release 0.5.0 (ABI 1.3)
+ * it returns once the calls of the previous callback that were in progress returned (it
  * waits at most 2 s, and not at all when none is), so what that callback uses may be freed then. */
 WSYNC_API void wsync_set_log_callback(wsync_log_fn fn, void* user_data, int32_t max_level);
 
@@ -150,11 +150,11 @@ typedef struct wsync_option_t {
  *   staging_buckets   staging buffers per group, >= 2 (default 2); also how many batches may be
  *                     in flight at once (wsync_group_send_start)
  *   timeout_ms        default timeout of blocking calls (default 60000)
- *   verify_payload    checksum every bucket's bytes end to end (since 0.7 the default is "1"
+ *   verify_payload    checksum every bucket's bytes end to end (since 1.4 the default is "1"
  *                     on transports that move host memory, "0" on CUDA transports)
  *   store_addr_file   path the sender writes "host:port" of its bound store to (for port 0),
  *                     atomically: the file is whole or absent, a failure is WSYNC_ERR_IO
- *   secret            since 0.7: the group secret every member proves (16..4096 bytes); else
+ *   secret            since 1.4: the group secret every member proves (16..4096 bytes); else
  *   secret_file       a file holding it, else the environment WSYNC_GROUP_SECRET or
  *                     WSYNC_GROUP_SECRET_FILE; with none, the sender generates one (and writes
  *                     it to secret_file when that file does not exist). See docs/SECURITY.md
@@ -260,7 +260,7 @@ WSYNC_API const char* wsync_group_store_addr(const wsync_group_t* group);
  * Tensor memory is borrowed only during the call. Names must be unique within an update.
  * A failure names the receiver (rank) or tensor at fault; after a failure the update is
  * broken: the next successful finalize is impossible, destroy the group. Every later send_start,
- * send_batch and finalize returns that failure's status and reason (since 0.7.0; before,
+ * send_batch and finalize returns that failure's status and reason (since 1.4; before,
  * WSYNC_ERR_INVALID_STATE), a receiver's TIMEOUT there as WSYNC_ERR_PEER_FAILED.
  * timeout_ms bounds each wait for a receiver, not the whole call (0 or negative: the group's
  * timeout_ms option; a receiver cannot be waited for in no time).

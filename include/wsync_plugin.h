@@ -138,7 +138,7 @@ typedef struct wsync_transport_params_t {
    * what its engine needs from the data plane (nccl: torch_group, lazy_init,
    * allreduce_after_init). Apply the keys you know, ignore the others (a hint is not an option:
    * no error for an unknown key). The core drops a hint whose key the caller set as an option,
-   * so options win. May be NULL when num_hints is 0. Since wsync 0.7 the core adds the hint
+   * so options win. May be NULL when num_hints is 0. Since plugin ABI 1.4 the core adds the hint
    * "local_address" on both sides: the IP or host name this process was bound to (the sender's
    * store address as the user gave it, a receiver's end of its control connection); a transport
    * that listens should listen there only ("0.0.0.0", "::" or "" = everywhere). Receivers get no

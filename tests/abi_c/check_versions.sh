@@ -34,6 +34,18 @@ want "CMake package version" "$release" \
 for toml in bindings/rust/wsync-sys/Cargo.toml bindings/rust/wsync/Cargo.toml samples/rust/trainer/Cargo.toml; do
   want "$toml version" "$release" "$(sed -n 's/^version = "\(.*\)"/\1/p' "$src/$toml" | head -n 1)"
 done
+# The prose that names the ABI: the Rust -sys crate (its description and its doc comment) and the
+# architecture document's first paragraph say the headers' ABI; the headers date their notes by
+# ABI minor ("since 1.4"), a release only beside its ABI ("since release 0.5.0 (ABI 1.3)").
+want "wsync-sys's description ABI" "ABI $abi" \
+  "$(sed -n 's/^description = .*\(ABI [0-9]*\.[0-9]*\).*/\1/p' "$src/bindings/rust/wsync-sys/Cargo.toml")"
+want "wsync-sys's doc comment ABI" "ABI $abi" \
+  "$(head -n 1 "$src/bindings/rust/wsync-sys/src/lib.rs" | grep -o 'ABI [0-9]*\.[0-9]*' | head -n 1)"
+want "ARCHITECTURE.md's ABIs" "public ABI $abi, plugin ABI $pabi" \
+  "$(grep -m1 -o 'public ABI [0-9.]*, plugin ABI [0-9.]*' "$src/docs/ARCHITECTURE.md")"
+dated=$(grep -nE '[Ss]ince (wsync |release )?0\.[0-9]' "$src/include/wsync.h" "$src/include/wsync_plugin.h" | grep -v 'ABI' || true)
+want "header notes dated by release without their ABI" "" "$dated"
+
 export WSYNC_PLUGIN_PATH=  # only the bundled plugins, beside libwsync
 out=$("$info")
 want "wsync_version_string() and the library's ABI" "wsync $release, ABI $abi" "$(head -n 1 <<<"$out" | sed 's/ (.*//')"

@@ -1,4 +1,4 @@
-//! Raw declarations of wsync's C ABI, `include/wsync.h` at ABI 1.3, written by hand (no bindgen:
+//! Raw declarations of wsync's C ABI, `include/wsync.h` at ABI 1.4, written by hand (no bindgen:
 //! the crate builds with std only). `tests/layout.rs` compiles a C program against the header and
 //! checks every struct's size and field offsets, every constant and the list of functions
 //! against these declarations. Everything here is `unsafe` to use; the `wsync` crate is the safe
