@@ -13,8 +13,8 @@ if [ "$(id -u)" != 0 ] || ! unshare -m true 2>/dev/null; then
 fi
 work=$(mktemp -d /tmp/wsync-wheel-XXXXXX)
 trap 'rm -rf "$work"' EXIT
-scripts/wheel.sh "$work/dist"
-whl=$(ls "$work"/dist/wsync-*manylinux*.whl)
+scripts/wheel.sh  # exactly as docs/PYTHON.md says: into dist/ (ignored by git)
+whl=$(ls "$PWD"/dist/wsync-*-manylinux_2_36_x86_64.whl)
 exec unshare -m --propagation private bash -s "$whl" "$work" "$PWD/tests/python/wheel_move.py" <<'INSIDE'
 set -euo pipefail
 whl=$1 work=$2 move=$3
