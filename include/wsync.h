@@ -23,9 +23,10 @@
  *  - Strings and option arrays passed in are copied during the call unless a comment says
  *    otherwise. Returned pointers state their lifetime next to the function.
  *  - Destroy functions accept NULL and never fail.
- *  - Every blocking call takes a timeout in milliseconds as an argument; a negative timeout
- *    means "the default" (the group's or receiver's "timeout_ms" option, 60000 unless set), 0
- *    means "do not block" where that makes sense, and there is no "wait forever".
+ *  - Every blocking call takes a timeout in milliseconds as an argument, with one rule (the
+ *    same in every binding; see "Timeouts" below): WSYNC_TIMEOUT_DEFAULT (negative) is the
+ *    group's or receiver's "timeout_ms" option, WSYNC_TIMEOUT_NO_WAIT (0) asks the call not to
+ *    block, and there is no "wait forever".
  *  - Only wsync_* symbols are exported. This header needs nothing but <stddef.h>/<stdint.h>
  *    and compiles as C99 and C++.
  */
@@ -57,6 +58,30 @@ extern "C" {
 #define WSYNC_ABI_VERSION_MAJOR 1
 #define WSYNC_ABI_VERSION_MINOR 4
 #define WSYNC_ABI_VERSION ((WSYNC_ABI_VERSION_MAJOR << 16) | WSYNC_ABI_VERSION_MINOR)
+
+/* ---------------------------------------------------------------------------------------------
+ * Timeouts (the constants are new in the 0.7.0 header; their meanings hold since ABI 1.2)
+ *
+ * The timeout_ms argument of every blocking call means:
+ *   WSYNC_TIMEOUT_DEFAULT (-1, or any negative)  the group's or receiver's "timeout_ms" option
+ *                                                (60000 unless set)
+ *   WSYNC_TIMEOUT_NO_WAIT (0)                    do not block. A call that can answer "not yet"
+ *                                                does so at once with WSYNC_ERR_TIMEOUT
+ *                                                (wsync_receiver_next, wsync_group_send_wait, the
+ *                                                wait for room in wsync_group_send_start). A wait
+ *                                                for a peer's answer cannot be skipped (a peer
+ *                                                cannot answer in no time): there 0 is the default
+ *                                                (wsync_group_send_batch, wsync_group_finalize,
+ *                                                and the waits of a started batch)
+ *   positive                                     at most that many milliseconds (on the sender:
+ *                                                for each wait for a receiver, not the whole call)
+ * A timeout_ms field of a config struct is 0 or negative for the default (zero means default).
+ * WSYNC_ERR_TIMEOUT from a call on a group only ever means "not yet" or "nothing was started":
+ * a receiver that did not answer in time broke the update and is WSYNC_ERR_PEER_FAILED, naming
+ * it and the time (since 1.4; before, send_batch and finalize returned WSYNC_ERR_TIMEOUT).
+ * ------------------------------------------------------------------------------------------- */
+#define WSYNC_TIMEOUT_DEFAULT (-1)
+#define WSYNC_TIMEOUT_NO_WAIT 0
 
 /* Since 1.2. The size of `type` up to and including `field`: the struct_size a caller built
  * against the header whose struct ended at `field` passes. Each public struct has a
@@ -183,6 +208,24 @@ typedef struct wsync_option_t {
 #define WSYNC_DTYPE_FLOAT8_E5M2 12
 #define WSYNC_DTYPE_COUNT 13
 
+/* The one dtype table (since the 0.7.0 header): X(code, torch's name, bytes per element), a row
+ * per valid code in order. wsync_dtype_name and wsync_dtype_size answer from it, the bundled
+ * plugins build their tables from it, and each binding's tests compare its own against the
+ * library's answers. A new dtype is a new row here and nowhere else in C. */
+#define WSYNC_DTYPE_TABLE(X)                      \
+  X(WSYNC_DTYPE_BOOL, "bool", 1)                  \
+  X(WSYNC_DTYPE_INT8, "int8", 1)                  \
+  X(WSYNC_DTYPE_INT16, "int16", 2)                \
+  X(WSYNC_DTYPE_INT32, "int32", 4)                \
+  X(WSYNC_DTYPE_INT64, "int64", 8)                \
+  X(WSYNC_DTYPE_UINT8, "uint8", 1)                \
+  X(WSYNC_DTYPE_FLOAT16, "float16", 2)            \
+  X(WSYNC_DTYPE_BFLOAT16, "bfloat16", 2)          \
+  X(WSYNC_DTYPE_FLOAT32, "float32", 4)            \
+  X(WSYNC_DTYPE_FLOAT64, "float64", 8)            \
+  X(WSYNC_DTYPE_FLOAT8_E4M3, "float8_e4m3fn", 1)  \
+  X(WSYNC_DTYPE_FLOAT8_E5M2, "float8_e5m2", 1)
+
 /* Bytes per element of a dtype, 0 for an unknown one. */
 WSYNC_API uint32_t wsync_dtype_size(int32_t dtype);
 /* torch's name of a dtype ("bfloat16", "float32", "float8_e4m3fn", ...), "invalid" if unknown.
@@ -261,9 +304,11 @@ WSYNC_API const char* wsync_group_store_addr(const wsync_group_t* group);
  * A failure names the receiver (rank) or tensor at fault; after a failure the update is
  * broken: the next successful finalize is impossible, destroy the group. Every later send_start,
  * send_batch and finalize returns that failure's status and reason (since 1.4; before,
- * WSYNC_ERR_INVALID_STATE), a receiver's TIMEOUT there as WSYNC_ERR_PEER_FAILED.
- * timeout_ms bounds each wait for a receiver, not the whole call (0 or negative: the group's
- * timeout_ms option; a receiver cannot be waited for in no time).
+ * WSYNC_ERR_INVALID_STATE). A receiver that did not answer in time is WSYNC_ERR_PEER_FAILED,
+ * here and later, as from send_wait (since 1.4; before, WSYNC_ERR_TIMEOUT here).
+ * timeout_ms bounds each wait for a receiver, not the whole call (WSYNC_TIMEOUT_NO_WAIT or
+ * WSYNC_TIMEOUT_DEFAULT: the group's timeout_ms option; a receiver cannot be waited for in no
+ * time).
  * Since 1.2 this is wsync_group_send_start followed by waiting for that batch; while it waits
  * the calling thread sleeps (no core is spun). */
 WSYNC_API wsync_status_t wsync_group_send_batch(wsync_group_t* group, const wsync_tensor_t* tensors,
@@ -324,7 +369,8 @@ WSYNC_API wsync_status_t wsync_group_set_cuda_stream(wsync_group_t* group, void*
  * committed one): every receiver is told, commits, and confirms; returns only when all did.
  * Batches still in flight are delivered first (a failed one fails the finalize). The next
  * send_batch starts a new update. timeout_ms bounds each wait for a receiver (0 or negative:
- * the group's timeout_ms option). */
+ * the group's timeout_ms option). A receiver that did not commit in time is
+ * WSYNC_ERR_PEER_FAILED naming it (since 1.4; before, WSYNC_ERR_TIMEOUT). */
 WSYNC_API wsync_status_t wsync_group_finalize(wsync_group_t* group, uint64_t version,
                                               int64_t timeout_ms);
 

@@ -147,6 +147,15 @@ typedef struct wsync_transport_params_t {
   uint64_t num_hints;
 } wsync_transport_params_t;
 
+/* The hint and property keys the core and the bundled plugins share (since the 0.7.0 header;
+ * the strings are the contract, the names keep them from being typed twice). */
+#define WSYNC_HINT_LOCAL_ADDRESS "local_address"              /* core -> transport, both sides */
+#define WSYNC_HINT_TORCH_GROUP "torch_group"                  /* adapter -> nccl */
+#define WSYNC_HINT_LAZY_INIT "lazy_init"                      /* adapter -> nccl */
+#define WSYNC_HINT_ALLREDUCE_AFTER_INIT "allreduce_after_init" /* adapter -> nccl */
+#define WSYNC_PROPERTY_TORCH_STORE_KEY "torch_store_key"      /* nccl -> adapter */
+#define WSYNC_PROPERTY_NCCL_UNIQUE_ID "nccl_unique_id_b64"    /* nccl -> adapter */
+
 #define WSYNC_TRANSPORT_PARAMS_STRUCT_SIZE WSYNC_STRUCT_SIZE(wsync_transport_params_t, num_hints)
 #define WSYNC_TRANSPORT_PARAMS_INIT \
   {(uint32_t)WSYNC_TRANSPORT_PARAMS_STRUCT_SIZE, 0u, 0u, 0u, NULL, NULL, NULL, 0u, -1, -1, 0u, NULL, 0u}

@@ -112,7 +112,8 @@ func closedError(op, what string) error {
 
 // SendBatch sends one batch of the current update to every receiver and returns when every
 // receiver acknowledged it. The Buffers are read only during the call. timeout bounds each wait
-// for a receiver (<= 0: the group's timeout_ms option). After a failure the update is broken:
+// for a receiver (DefaultTimeout or NoWait: the group's timeout_ms option; a receiver cannot
+// answer in no time). After a failure the update is broken:
 // Close the group. A failure names the receiver (rank) or tensor at fault.
 func (grp *Group) SendBatch(tensors []Tensor, timeout time.Duration) error {
 	defer runtime.KeepAlive(grp) // its finalizer must not close it during the C call
@@ -141,7 +142,8 @@ func (grp *Group) SendBatch(tensors []Tensor, timeout time.Duration) error {
 // On any refusal (a bad tensor, a duplicate name) nothing starts and the group stays usable. At
 // most the option staging_buckets (default 2) batches are in flight: when that many are, SendStart
 // first waits up to timeout for the oldest, and returns a StatusTimeout error, starting nothing,
-// if none finished. timeout also bounds each wait of this batch for a receiver.
+// if none finished (NoWait: at once). timeout also bounds each wait of this batch for a receiver
+// (NoWait there: the group's timeout_ms option).
 func (grp *Group) SendStart(tensors []Tensor, timeout time.Duration) (*Send, error) {
 	defer runtime.KeepAlive(grp) // its finalizer must not close it during the C call
 	const op = "wsync_group_send_start"
@@ -165,7 +167,8 @@ func (grp *Group) SendStart(tensors []Tensor, timeout time.Duration) (*Send, err
 // Ticket returns the batch's number: 1 for the group's first started batch, then one more each.
 func (s *Send) Ticket() uint64 { return s.ticket }
 
-// Wait waits up to timeout (<= 0: the group's timeout_ms option) for the batch to be delivered:
+// Wait waits up to timeout (DefaultTimeout: the group's timeout_ms option; NoWait: does not block,
+// like Done) for the batch to be delivered:
 // every bucket of it, and of every batch started before it, acknowledged by every receiver.
 //
 //   - (true, nil): delivered; wsync no longer reads its Buffers (nor those of earlier batches).
@@ -228,7 +231,8 @@ func (grp *Group) SetCUDAStream(stream uintptr) error {
 
 // Finalize closes the current update as weight version `version` (greater than the last
 // committed one): batches still in flight are delivered first, then every receiver commits and
-// confirms. timeout bounds each wait for a receiver (<= 0: the group's timeout_ms option). The
+// confirms. timeout bounds each wait for a receiver (DefaultTimeout or NoWait: the group's
+// timeout_ms option). The
 // next send starts a new update.
 func (grp *Group) Finalize(version uint64, timeout time.Duration) error {
 	defer runtime.KeepAlive(grp) // its finalizer must not close it during the C call

@@ -228,3 +228,45 @@ func TestSendStartWaitNotYetThenDone(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The timeout rule is C's: Next(NoWait) polls (ErrTimeout at once, the receiver still usable),
+// Wait(NoWait) on a batch the receiver holds back answers "not yet" at once. Before 0.7.0 a zero
+// timeout was the 60 s default in Go only.
+func TestNoWaitPollsAsInC(t *testing.T) {
+	h := newHarness(t)
+	gate := make(chan struct{})
+	polled := make(chan time.Duration, 1)
+	rx := h.startReceiver(1, "gotest", func(r *wsync.Receiver) error {
+		start := time.Now()
+		if _, err := r.Next(wsync.NoWait); !errors.Is(err, wsync.ErrTimeout) {
+			return fmt.Errorf("Next(NoWait) with nothing sent: %v, want ErrTimeout", err)
+		}
+		polled <- time.Since(start)
+		<-gate
+		_, err := untilEnd(r)
+		return err
+	})
+	g := h.newGroup(1, wsync.Option{Key: "bucket_bytes", Value: "4096"})
+	if took := <-polled; took > time.Second {
+		t.Fatalf("Next(NoWait) blocked for %v", took)
+	}
+	s, err := g.SendStart(zeros("w", 4, 2048), wsync.DefaultTimeout)
+	if err != nil {
+		h.fatalf("SendStart: %v", err)
+	}
+	start := time.Now()
+	if done, err := s.Wait(wsync.NoWait); done || err != nil {
+		h.fatalf("Wait(NoWait) with the receiver idle: %v, %v; want not yet", done, err)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("Wait(NoWait) blocked for %v", took)
+	}
+	close(gate)
+	if done, err := s.Wait(wsync.DefaultTimeout); !done || err != nil {
+		h.fatalf("Wait(DefaultTimeout): %v, %v", done, err)
+	}
+	g.Close()
+	if err := await(t, rx, "receiver"); err != nil {
+		t.Fatal(err)
+	}
+}

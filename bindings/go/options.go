@@ -51,11 +51,22 @@ func cString(a *arena, s, field, op string) (*C.char, error) {
 	return a.strOrNull(s), nil
 }
 
-// timeoutMS converts a timeout: zero or negative means the default (-1: the "timeout_ms" option
-// of the group or receiver, 60 s unless set); a positive one is rounded up to whole milliseconds.
+// The timeout rule of wsync.h, the same in every binding: DefaultTimeout (any negative duration)
+// is the group's or receiver's "timeout_ms" option (60 s unless set); NoWait (0) asks the call not
+// to block (Receiver.Next and Send.Wait answer "not yet" at once, SendStart does not wait for
+// room; a wait for a receiver's answer cannot be skipped, so SendBatch and Finalize take the
+// default); a positive duration is a bound, rounded up to whole milliseconds. In a GroupConfig
+// or ReceiverConfig, 0 is the default too (the zero value works).
+const (
+	DefaultTimeout time.Duration = -1
+	NoWait         time.Duration = 0
+)
+
+// timeoutMS converts a timeout by the rule above: negative to -1 (WSYNC_TIMEOUT_DEFAULT), 0 to 0
+// (WSYNC_TIMEOUT_NO_WAIT), a positive one rounded up so that it never becomes "do not block".
 func timeoutMS(d time.Duration) C.int64_t {
-	if d <= 0 {
-		return -1
+	if d < 0 {
+		return C.int64_t(C.WSYNC_TIMEOUT_DEFAULT)
 	}
 	return C.int64_t((d + time.Millisecond - 1) / time.Millisecond)
 }

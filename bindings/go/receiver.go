@@ -209,7 +209,8 @@ func arrayStride(structSize uint32, reads uintptr) (uintptr, bool) {
 // maxEventTensors bounds the tensors of one event read from the library.
 const maxEventTensors = 1 << 24
 
-// Next waits up to timeout (<= 0: the receiver's timeout_ms option, 60 s) for the next event.
+// Next waits up to timeout (DefaultTimeout: the receiver's timeout_ms option, 60 s; NoWait: does
+// not block) for the next event.
 // A StatusTimeout error means nothing arrived in time (the receiver stays usable);
 // StatusPeerFailed that the sender vanished; StatusProtocol corrupted data (the update is
 // refused and the sender told). The views of the previous event expire.

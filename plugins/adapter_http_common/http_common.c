@@ -28,20 +28,20 @@ void hc_log(int32_t level, const char* adapter, const char* fmt, ...) {
   va_end(ap);
 }
 
-/* Row for row the names of wsync_dtype_name (src/common/status.cpp): torch's dtype attribute
- * names, which the engines resolve with getattr(torch, name). */
-static const char* const kDtypeNames[WSYNC_DTYPE_COUNT] = {
-    NULL,      "bool",    "int8",     "int16",   "int32",         "int64",       "uint8",
-    "float16", "bfloat16", "float32", "float64", "float8_e4m3fn", "float8_e5m2",
-};
+/* torch's dtype attribute names (the engines resolve them with getattr(torch, name)) and sizes,
+ * from the header's one table, by code. */
+#define HC_DTYPE_NAME(code, name, size) [code] = name,
+static const char* const kDtypeNames[WSYNC_DTYPE_COUNT] = {WSYNC_DTYPE_TABLE(HC_DTYPE_NAME)};
+#undef HC_DTYPE_NAME
 
 const char* hc_dtype_name(int32_t dtype) {
   if (dtype <= 0 || dtype >= WSYNC_DTYPE_COUNT) return NULL;
   return kDtypeNames[dtype];
 }
 
-/* Row for row wsync_dtype_size (src/common/status.cpp). */
-static const uint32_t kDtypeSizes[WSYNC_DTYPE_COUNT] = {0, 1, 1, 2, 4, 8, 1, 2, 2, 4, 8, 1, 1};
+#define HC_DTYPE_SIZE(code, name, size) [code] = size,
+static const uint32_t kDtypeSizes[WSYNC_DTYPE_COUNT] = {WSYNC_DTYPE_TABLE(HC_DTYPE_SIZE)};
+#undef HC_DTYPE_SIZE
 
 uint32_t hc_dtype_size(int32_t dtype) {
   if (dtype <= 0 || dtype >= WSYNC_DTYPE_COUNT) return 0;
@@ -529,7 +529,7 @@ wsync_status_t hc_needs_torch_group(hc_adapter_t* a, const char* group_name) {
   if (strlen(g) >= sizeof a->group)
     return hc_error(WSYNC_ERR_INVALID_ARGUMENT, a->name, "group name of %zu bytes is too long", strlen(g));
   strcpy(a->group, g);
-  hc_needs_hint(a, "torch_group", a->group);
-  hc_needs_hint(a, "lazy_init", "1");
+  hc_needs_hint(a, WSYNC_HINT_TORCH_GROUP, a->group);
+  hc_needs_hint(a, WSYNC_HINT_LAZY_INIT, "1");
   return WSYNC_OK;
 }

@@ -142,8 +142,8 @@ static wsync_status_t vllm_create(const wsync_adapter_params_t* params, void** o
    * has one) and run a one-element all-reduce right after NCCL init: the sender must run it too.
    * The wsync backend's receivers join over the store and need neither. */
   if (!a->wsync_backend) {
-    hc_needs_property(&a->base, "nccl_unique_id_b64");
-    hc_needs_hint(&a->base, "allreduce_after_init", "1");
+    hc_needs_property(&a->base, WSYNC_PROPERTY_NCCL_UNIQUE_ID);
+    hc_needs_hint(&a->base, WSYNC_HINT_ALLREDUCE_AFTER_INIT, "1");
   }
   *out = a;
   return WSYNC_OK;
@@ -225,7 +225,7 @@ static wsync_status_t build_init(vllm_adapter_t* a, const wsync_engine_step_t* s
   cJSON* info = cJSON_CreateObject();
   wsync_status_t st;
   int ok = 1;
-  const char* id_b64 = hc_property(s, "nccl_unique_id_b64"); /* asked for in get_needs */
+  const char* id_b64 = hc_property(s, WSYNC_PROPERTY_NCCL_UNIQUE_ID); /* asked for in get_needs */
   if (id_b64 != NULL) {
     /* NCCLWeightTransferInitInfo: the unique id and master_address/master_port are mutually
      * exclusive ("pass nccl_unique_id_b64 OR master_address/master_port, not both"). */

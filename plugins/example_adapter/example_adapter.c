@@ -196,21 +196,13 @@ typedef struct ex_adapter {
   ex_buf_t bodies[EX_MAX_REQUESTS];
 } ex_adapter_t;
 
-/* Element type names as ExampleServe spells them (torch's names). */
+/* Element type names as ExampleServe spells them (torch's names, from wsync.h's one table). */
 static const char* dtype_name(int32_t dtype) {
   switch (dtype) {
-    case WSYNC_DTYPE_BOOL: return "bool";
-    case WSYNC_DTYPE_INT8: return "int8";
-    case WSYNC_DTYPE_INT16: return "int16";
-    case WSYNC_DTYPE_INT32: return "int32";
-    case WSYNC_DTYPE_INT64: return "int64";
-    case WSYNC_DTYPE_UINT8: return "uint8";
-    case WSYNC_DTYPE_FLOAT16: return "float16";
-    case WSYNC_DTYPE_BFLOAT16: return "bfloat16";
-    case WSYNC_DTYPE_FLOAT32: return "float32";
-    case WSYNC_DTYPE_FLOAT64: return "float64";
-    case WSYNC_DTYPE_FLOAT8_E4M3: return "float8_e4m3fn";
-    case WSYNC_DTYPE_FLOAT8_E5M2: return "float8_e5m2";
+#define EX_DTYPE_CASE(code, name, size) \
+  case code: return name;
+    WSYNC_DTYPE_TABLE(EX_DTYPE_CASE)
+#undef EX_DTYPE_CASE
     default: return NULL;
   }
 }
@@ -373,7 +365,7 @@ static const char* ex_property(const wsync_engine_step_t* s, const char* key) {
 /* Since plugin ABI 1.2: what the engine needs from the transport. This imaginary engine takes the
  * transport's bootstrap id in its init request (when the transport has one), and asks for no
  * hints. The core forwards both without reading them. */
-static const char* const kExProperties[] = {"nccl_unique_id_b64"};
+static const char* const kExProperties[] = {WSYNC_PROPERTY_NCCL_UNIQUE_ID};
 
 static wsync_status_t ex_get_needs(void* self, wsync_adapter_needs_t* out) {
   if (self == NULL || out == NULL) return ex_fail(WSYNC_ERR_INVALID_ARGUMENT, "adapter '" EX_NAME "': get_needs: NULL");
@@ -400,7 +392,7 @@ static wsync_status_t init_body(ex_buf_t* b, const wsync_engine_step_t* s) {
   field_u64(b, "rank_offset", s->rank_offset);
   field_u64(b, "world_size", s->world_size);
   field_u64(b, "server_gpus", s->server_gpus);
-  field_str(b, "nccl_unique_id_b64", ex_property(s, "nccl_unique_id_b64"));
+  field_str(b, "nccl_unique_id_b64", ex_property(s, WSYNC_PROPERTY_NCCL_UNIQUE_ID));
   buf_raw(b, "}");
   return WSYNC_OK;
 }

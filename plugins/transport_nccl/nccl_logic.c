@@ -129,7 +129,7 @@ static wsync_status_t parse_flag(const char* k, const char* v, int* out, char* e
 
 /* One key; INVALID_ARGUMENT (err names it) for a bad value, NOT_FOUND for an unknown key. */
 static wsync_status_t parse_one(const char* k, const char* v, nccl_options_t* out, char* err, size_t err_cap) {
-  if (strcmp(k, "torch_group") == 0) {
+  if (strcmp(k, WSYNC_HINT_TORCH_GROUP) == 0) {
     if (v[0] == '\0')
       return opt_fail(err, err_cap, "transport nccl: option 'transport.torch_group' is empty%s%s", "",
                       " (give the torch process group name, e.g. weight_update_group)");
@@ -138,8 +138,8 @@ static wsync_status_t parse_one(const char* k, const char* v, nccl_options_t* ou
     memcpy(out->torch_group, v, strlen(v) + 1);
     return WSYNC_OK;
   }
-  if (strcmp(k, "allreduce_after_init") == 0) return parse_flag(k, v, &out->allreduce_after_init, err, err_cap);
-  if (strcmp(k, "lazy_init") == 0) return parse_flag(k, v, &out->lazy_init, err, err_cap);
+  if (strcmp(k, WSYNC_HINT_ALLREDUCE_AFTER_INIT) == 0) return parse_flag(k, v, &out->allreduce_after_init, err, err_cap);
+  if (strcmp(k, WSYNC_HINT_LAZY_INIT) == 0) return parse_flag(k, v, &out->lazy_init, err, err_cap);
   if (strcmp(k, "init_timeout_ms") == 0) {
     if (parse_ms(v, 1, NCCL_INIT_TIMEOUT_MAX_MS, &out->init_timeout_ms) == 0) return WSYNC_OK;
     return opt_fail(err, err_cap, "transport nccl: option 'transport.init_timeout_ms' is '%s'; use milliseconds from 1 "

@@ -136,14 +136,14 @@ static wsync_status_t tp_get_property(void* self, const char* key, char* buf, ui
   size_t len;
   if (t == NULL || key == NULL || (buf == NULL && cap > 0))
     return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, NCCL_TP ": get_property: NULL argument");
-  if (strcmp(key, "nccl_unique_id_b64") == 0) {
+  if (strcmp(key, WSYNC_PROPERTY_NCCL_UNIQUE_ID) == 0) {
     if (!t->have_id)
       return wsp_fail(WSYNC_ERR_INVALID_STATE, NCCL_TP ": rank %u has no NCCL unique id yet (a receiver reads it from "
                        "store key '%s' in connect)", t->rank, t->id_key);
     if (nccl_b64_encode(&t->id, sizeof t->id, b64, sizeof b64) < 0)
       return wsp_fail(WSYNC_ERR_INTERNAL, NCCL_TP ": base64 of the unique id failed (please report)");
     value = b64;
-  } else if (strcmp(key, "torch_store_key") == 0) {
+  } else if (strcmp(key, WSYNC_PROPERTY_TORCH_STORE_KEY) == 0) {
     if (t->torch_key[0] == '\0')
       return wsp_fail(WSYNC_ERR_NOT_FOUND, NCCL_TP ": property 'torch_store_key' is not set: the option "
                        "'transport.torch_group' was not given");

@@ -108,7 +108,7 @@ static const char* local_address_hint(const wsync_transport_params_t* params) {
   for (i = 0; i < params->num_hints; ++i) {
     const size_t stride = params->hints[0].struct_size ? params->hints[0].struct_size : sizeof(wsync_option_t);
     const wsync_option_t* h = (const wsync_option_t*)((const char*)params->hints + i * stride);
-    if (h->key != NULL && h->value != NULL && strcmp(h->key, "local_address") == 0) return h->value;
+    if (h->key != NULL && h->value != NULL && strcmp(h->key, WSYNC_HINT_LOCAL_ADDRESS) == 0) return h->value;
   }
   return NULL;
 }

@@ -70,6 +70,7 @@ static void ucx_destroy(void* self) {
   size_t i;
   uint32_t r;
   if (t == NULL) return;
+  ucx_log_closing(1);
   if (t->worker != NULL) {
     for (i = 0; i < t->num_sends; ++i)
       if (t->sends[i].req != NULL) ucp_request_free(t->sends[i].req);
@@ -78,6 +79,7 @@ static void ucx_destroy(void* self) {
     for (r = 0; r < t->world_size; ++r) ucx_close_peer(t, r);
   }
   ucx_context_close(t);
+  ucx_log_closing(-1);
   for (i = 0; i < t->num_kept_iovs; ++i) free(t->kept_iovs[i]);
   free(t->kept_iovs);
   free(t->sends);
@@ -128,5 +130,6 @@ __attribute__((visibility("default"))) const wsync_transport_v1_t* wsync_transpo
     const wsync_host_v1_t* host) {
   WSYNC_PLUGIN_CHECK_HOST(host, store_get, "transport 'ucx'");
   wsp_set_host(host);
+  ucx_log_route();
   return &kUcxTransport;
 }

@@ -135,4 +135,9 @@ void ucx_drop_foreign(ucx_transport_t* t);
 /* ucx_devices.c: "tl/device" pairs UCX sees in this process, space-separated (computed once). */
 const char* ucx_devices_text(void);
 
+/* ucx_log.c: UCX's own log lines through wsync's sink (once per process), and the count of
+ * instances being destroyed (their UCX complaints about gone peers are logged at DEBUG). */
+void ucx_log_route(void);
+void ucx_log_closing(int delta);
+
 #endif /* WSYNC_UCX_TRANSPORT_H_ */

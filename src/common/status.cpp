@@ -33,11 +33,18 @@ struct DtypeInfo {
   uint32_t size;
 };
 
-const DtypeInfo kDtype[WSYNC_DTYPE_COUNT] = {
-    {"invalid", 0},  {"bool", 1},     {"int8", 1},     {"int16", 2},         {"int32", 4},
-    {"int64", 8},    {"uint8", 1},    {"float16", 2},  {"bfloat16", 2},      {"float32", 4},
-    {"float64", 8},  {"float8_e4m3fn", 1}, {"float8_e5m2", 1},
-};
+// Rows in code order from the header's one table (the static_assert keeps them so).
+#define WSYNC_DTYPE_ROW(code, name, size) {name, size},
+const DtypeInfo kDtype[WSYNC_DTYPE_COUNT] = {{"invalid", 0}, WSYNC_DTYPE_TABLE(WSYNC_DTYPE_ROW)};
+#undef WSYNC_DTYPE_ROW
+#define WSYNC_DTYPE_IN_ORDER(code, name, size) static_assert(code >= 1 && code < WSYNC_DTYPE_COUNT, name);
+WSYNC_DTYPE_TABLE(WSYNC_DTYPE_IN_ORDER)
+#undef WSYNC_DTYPE_IN_ORDER
+constexpr int kDtypeRows = 0
+#define WSYNC_DTYPE_ONE(code, name, size) +1
+    WSYNC_DTYPE_TABLE(WSYNC_DTYPE_ONE);
+#undef WSYNC_DTYPE_ONE
+static_assert(kDtypeRows == WSYNC_DTYPE_COUNT - 1, "WSYNC_DTYPE_TABLE has a row per code");
 
 }  // namespace
 

@@ -290,7 +290,7 @@ wsync_status_t create_transport(wsync_group_t* g, const InitArgs& a) {
   std::vector<std::string> properties;
   wsync_status_t st = adapter_needs(g, t_opts, &hints, &properties);
   if (st != WSYNC_OK) return st;
-  hints.emplace_back("local_address", a.host);  // where the user bound the store: the transport listens there too
+  hints.emplace_back(WSYNC_HINT_LOCAL_ADDRESS, a.host);  // where the user bound the store: the transport listens there too
   std::vector<wsync_option_t> t_c = to_c_options(t_opts), h_c = to_c_options(hints);
   wsync_transport_params_t tp = WSYNC_TRANSPORT_PARAMS_INIT;
   tp.rank = 0;

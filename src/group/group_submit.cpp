@@ -119,6 +119,13 @@ wsync_status_t group_send_start(wsync_group_t* g, const wsync_tensor_t* tensors,
 
 namespace {
 
+// A wait that ended because a receiver did not answer in time broke the update: that is the
+// receiver's failure (PEER_FAILED, the message names it and the time). WSYNC_ERR_TIMEOUT from a
+// group call only ever means "not yet" (send_wait) or "nothing was started" (send_start).
+wsync_status_t as_peer_failure(wsync_status_t st) {
+  return st == WSYNC_ERR_TIMEOUT ? fail_msg(WSYNC_ERR_PEER_FAILED, last_error()) : st;
+}
+
 // Until batch `ticket` is delivered or failed, or the deadline (*pending: still in flight then;
 // the status is WSYNC_ERR_TIMEOUT without a message).
 wsync_status_t wait_ticket(wsync_group_t* g, uint64_t ticket, int64_t deadline, bool* pending) {
@@ -149,10 +156,7 @@ wsync_status_t group_send_wait(wsync_group_t* g, uint64_t ticket, int64_t timeou
   if (pending)
     return fail(WSYNC_ERR_TIMEOUT, "batch %llu of group '%s' is still in flight after %lld ms",
                 static_cast<unsigned long long>(ticket), g->group_name.c_str(), static_cast<long long>(tmo));
-  // TIMEOUT from send_wait means "not yet, wait again": a batch that failed because a receiver
-  // did not answer in time is reported as that receiver's failure instead (the message says so).
-  if (st == WSYNC_ERR_TIMEOUT) return fail_msg(WSYNC_ERR_PEER_FAILED, last_error());
-  return st;
+  return as_peer_failure(st);
 }
 
 wsync_status_t group_send_batch(wsync_group_t* g, const wsync_tensor_t* tensors, uint64_t n, int64_t timeout_ms) {
@@ -161,7 +165,7 @@ wsync_status_t group_send_batch(wsync_group_t* g, const wsync_tensor_t* tensors,
   if (st != WSYNC_OK) return st;
   // Until it is delivered or fails: every wait of the pipeline thread for it has its own deadline.
   bool pending = false;
-  return wait_ticket(g, ticket, INT64_MAX, &pending);
+  return as_peer_failure(wait_ticket(g, ticket, INT64_MAX, &pending));
 }
 
 wsync_status_t group_finalize(wsync_group_t* g, uint64_t version, int64_t timeout_ms) {
@@ -185,7 +189,8 @@ wsync_status_t group_finalize(wsync_group_t* g, uint64_t version, int64_t timeou
     g->names_in_update.clear();
     return WSYNC_OK;
   }
-  return fail_msg(s.failed != WSYNC_OK ? s.failed : s.finalize_status, s.failed_why);
+  fail_msg(s.failed != WSYNC_OK ? s.failed : s.finalize_status, s.failed_why);
+  return as_peer_failure(s.failed != WSYNC_OK ? s.failed : s.finalize_status);
 }
 
 }  // namespace wsync

@@ -237,7 +237,7 @@ wsync_status_t open_transport(wsync_receiver_t* rx, const JoinArgs& a, const std
   const wsync_transport_v1_t* t = rx->transport.table;
   const OptionList t_opts = transport_options(a);
   // This receiver's end of its control connection: the transport listens on that interface only.
-  const OptionList hints = {{"local_address", local_ip(rx->conn.fd())}};
+  const OptionList hints = {{WSYNC_HINT_LOCAL_ADDRESS, local_ip(rx->conn.fd())}};
   std::vector<wsync_option_t> t_c = to_c_options(t_opts), h_c = to_c_options(hints);
   wsync_transport_params_t tp = WSYNC_TRANSPORT_PARAMS_INIT;
   tp.rank = rank;

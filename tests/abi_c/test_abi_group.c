@@ -242,7 +242,12 @@ static void live_group_and_receiver(void** state) {
   assert_status(wsync_receiver_next(rx, &ev, 100), WSYNC_ERR_TIMEOUT);
   dt = abi_now_ms() - t0;
   assert_in_range(dt, 90, 600);
-  assert_status(wsync_receiver_next(rx, &ev, 0), WSYNC_ERR_TIMEOUT);
+  /* wsync.h's timeout rule: WSYNC_TIMEOUT_NO_WAIT polls (at once), WSYNC_TIMEOUT_DEFAULT is -1 */
+  assert_int_equal(WSYNC_TIMEOUT_NO_WAIT, 0);
+  assert_int_equal(WSYNC_TIMEOUT_DEFAULT, -1);
+  t0 = abi_now_ms();
+  assert_status(wsync_receiver_next(rx, &ev, WSYNC_TIMEOUT_NO_WAIT), WSYNC_ERR_TIMEOUT);
+  assert_in_range(abi_now_ms() - t0, 0, 50);
 
   /* the sender goes away: the receiver sees CLOSED */
   wsync_group_abort(s.group);

@@ -1,6 +1,7 @@
 // End-to-end over the public ABI: one sender (this process) and receiver processes on loopback,
 // through the real store, control channel and UCX transport. Every tensor of every version is
 // checked byte for byte (checksums) in the receivers.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -8,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -425,7 +427,7 @@ TEST(E2E, AbortFromAnotherThreadUnblocksAStuckSend) {
   EXPECT_EQ(0, wait_child(lazy, 10000));
 }
 
-TEST(E2E, FinalizeTimesOutNamingAReceiverThatNeverCommits) {
+TEST(E2E, FinalizeNamesAReceiverThatNeverCommitsAsPeerFailedAtItsTimeout) {
   Sender s;
   Model m;
   m.spec = tensor_set(4, 0);
@@ -450,7 +452,8 @@ TEST(E2E, FinalizeTimesOutNamingAReceiverThatNeverCommits) {
   ASSERT_EQ(WSYNC_OK, wsync_group_send_batch(s.g, m.descs.data(), m.descs.size(), -1)) << wsync_last_error();
   auto t0 = std::chrono::steady_clock::now();
   wsync_status_t st = wsync_group_finalize(s.g, 1, 800);
-  EXPECT_EQ(WSYNC_ERR_TIMEOUT, st);
+  EXPECT_EQ(WSYNC_ERR_PEER_FAILED, st) << wsync_last_error();  // TIMEOUT only ever means "not yet"
+  EXPECT_NE(std::string::npos, std::string(wsync_last_error()).find("800 ms")) << wsync_last_error();
   EXPECT_NE(std::string::npos, std::string(wsync_last_error()).find("rank 1")) << wsync_last_error();
   EXPECT_LT(secs_since(t0), 2.0);
   wsync_group_destroy(s.g);
@@ -643,3 +646,87 @@ TEST(E2E, GpuTransportsWithoutAGpuFailInitWithNoDevice) {
 }
 
 }  // namespace
+
+// UCX's own log lines reach the log callback, not stderr (issue 26): a process with a callback
+// set runs a sender and a receiver, the group closes first and the receiver tears down after it.
+// An unused UCX_* variable makes UCX warn for certain (once per process: so the process is a fresh
+// one, this binary run again for DISABLED_UcxLogChildProcess, not a fork of one that used UCX already), so
+// the test cannot pass by UCX staying quiet. The child's stderr goes to a file that must hold no
+// UCX line; its callback must have the warning, at INFO (one wsync level below UCX's WARN).
+namespace {
+std::mutex g_log_mu;
+std::vector<std::pair<int32_t, std::string>> g_log_lines;
+void keep_line(void*, int32_t level, const char* msg) {
+  std::lock_guard<std::mutex> lk(g_log_mu);
+  g_log_lines.emplace_back(level, msg);
+}
+constexpr const char* kUcxLogChild = "WSYNC_E2E_UCX_LOG_CHILD";
+}  // namespace
+
+TEST(E2E, DISABLED_UcxLogChildProcess) {
+  if (getenv(kUcxLogChild) == nullptr) GTEST_SKIP() << "run by UcxLogLinesGoThroughTheLogCallbackNotStderr";
+  wsync_set_log_callback(keep_line, nullptr, WSYNC_LOG_INFO);
+  Sender s;
+  Model m;
+  m.spec = tensor_set(3, 0);
+  m.fill(1);
+  wsync_status_t gst = WSYNC_ERR_INTERNAL;
+  std::thread sender([&] {
+    if ((gst = s.init(1, 1u << 20, 10000)) != WSYNC_OK) return;
+    if ((gst = wsync_group_send_batch(s.g, m.descs.data(), m.descs.size(), -1)) != WSYNC_OK) return;
+    gst = wsync_group_finalize(s.g, 1, -1);
+    wsync_group_destroy(s.g);  // the group closes before the receiver tears down
+    s.g = nullptr;
+  });
+  wsync_receiver_t* rx = nullptr;
+  wsync_status_t st = join(read_addr_file(s.addr_file, 10000), 1, "it", 10000, &rx);
+  wsync_receiver_event_t ev = WSYNC_RECEIVER_EVENT_INIT;
+  while (st == WSYNC_OK) {  // until CLOSED (the sender thread ends on its own either way)
+    if ((st = wsync_receiver_next(rx, &ev, 10000)) != WSYNC_OK) break;
+    if (ev.kind == WSYNC_EVENT_COMMIT) st = wsync_receiver_commit(rx, ev.version);
+    if (ev.kind == WSYNC_EVENT_CLOSED) break;
+  }
+  EXPECT_EQ(WSYNC_OK, st) << wsync_last_error();
+  sender.join();
+  wsync_receiver_destroy(rx);
+  EXPECT_EQ(WSYNC_OK, gst);
+  std::lock_guard<std::mutex> lk(g_log_mu);
+  bool routed = false;
+  std::string all;
+  for (const auto& l : g_log_lines) {
+    all += "[" + std::to_string(l.first) + "] " + l.second + "\n";
+    if (l.second.find("transport 'ucx': UCX WARN") != std::string::npos &&
+        l.second.find("WSYNC_TEST_NOT_A_UCX_VARIABLE") != std::string::npos)
+      {
+      routed = routed || l.first == WSYNC_LOG_INFO;
+    }
+  }
+  EXPECT_TRUE(routed) << "UCX's warning did not reach the callback at INFO; the callback got:\n" << all;
+}
+
+TEST(E2E, UcxLogLinesGoThroughTheLogCallbackNotStderr) {
+  const std::string err_file = temp_dir() + "/child.stderr";
+  pid_t child = spawn([&] {
+    const int fd = open(err_file.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0600);
+    if (fd < 0 || dup2(fd, 2) < 0 || dup2(fd, 1) < 0) return 90;
+    setenv("UCX_WSYNC_TEST_NOT_A_UCX_VARIABLE", "1", 1);
+    setenv("UCX_WARN_UNUSED_ENV_VARS", "y", 1);  // ctest turns the warning off for the other tests
+    setenv(kUcxLogChild, "1", 1);
+    execl("/proc/self/exe", "test_e2e", "--gtest_also_run_disabled_tests", "--gtest_filter=E2E.DISABLED_UcxLogChildProcess",
+          static_cast<char*>(nullptr));
+    return 91;
+  });
+  const int rc = wait_child(child, 60000);
+  FILE* f = std::fopen(err_file.c_str(), "r");
+  ASSERT_NE(nullptr, f);
+  std::string text;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+  std::fclose(f);
+  EXPECT_EQ(0, rc) << text;
+  EXPECT_NE(std::string::npos, text.find("[  PASSED  ] 1 test")) << text;
+  EXPECT_EQ(std::string::npos, text.find("UCX  WARN")) << text;
+  EXPECT_EQ(std::string::npos, text.find("UCX  ERROR")) << text;
+  EXPECT_EQ(std::string::npos, text.find("UCX ERROR")) << text;
+}

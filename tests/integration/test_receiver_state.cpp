@@ -170,7 +170,7 @@ int run_sender(const std::string& dir, Fault fault) {
                               : fault == Fault::kAbortMidBucket ? WSYNC_ERR_ABORTED
                               : fault == Fault::kRefusedBucket || fault == Fault::kCorruptedBucket
                                   ? WSYNC_ERR_PROTOCOL
-                                  : WSYNC_ERR_TIMEOUT;
+                                  : WSYNC_ERR_PEER_FAILED;  // a stalled bucket, as send_wait reports it
   if (st != want) SENDER_FAIL(22, "v2 batch B returned %s, expected %s", wsync_status_name(st), wsync_status_name(want));
   if (fault == Fault::kNone && (st = wsync_group_finalize(g, 2, -1)) != WSYNC_OK) SENDER_FAIL(23, "finalize 2");
   if (fault != Fault::kNone) std::this_thread::sleep_for(std::chrono::milliseconds(300));

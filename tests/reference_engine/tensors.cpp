@@ -11,14 +11,13 @@ struct DtypeName {
   int32_t dtype;
 };
 
+// wsync's dtypes by torch's name (wsync.h's one table), then torch's aliases for them.
 const DtypeName kTable[] = {
-    {"bool", WSYNC_DTYPE_BOOL},       {"int8", WSYNC_DTYPE_INT8},       {"int16", WSYNC_DTYPE_INT16},
-    {"short", WSYNC_DTYPE_INT16},     {"int32", WSYNC_DTYPE_INT32},     {"int", WSYNC_DTYPE_INT32},
-    {"int64", WSYNC_DTYPE_INT64},     {"long", WSYNC_DTYPE_INT64},      {"uint8", WSYNC_DTYPE_UINT8},
-    {"float16", WSYNC_DTYPE_FLOAT16}, {"half", WSYNC_DTYPE_FLOAT16},    {"bfloat16", WSYNC_DTYPE_BFLOAT16},
-    {"float32", WSYNC_DTYPE_FLOAT32}, {"float", WSYNC_DTYPE_FLOAT32},   {"float64", WSYNC_DTYPE_FLOAT64},
-    {"double", WSYNC_DTYPE_FLOAT64},  {"float8_e4m3fn", WSYNC_DTYPE_FLOAT8_E4M3},
-    {"float8_e5m2", WSYNC_DTYPE_FLOAT8_E5M2}};
+#define REFENG_DTYPE(code, name, size) {name, code},
+    WSYNC_DTYPE_TABLE(REFENG_DTYPE)
+#undef REFENG_DTYPE
+    {"short", WSYNC_DTYPE_INT16}, {"int", WSYNC_DTYPE_INT32},   {"long", WSYNC_DTYPE_INT64},
+    {"half", WSYNC_DTYPE_FLOAT16}, {"float", WSYNC_DTYPE_FLOAT32}, {"double", WSYNC_DTYPE_FLOAT64}};
 
 }  // namespace
 

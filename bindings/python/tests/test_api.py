@@ -430,3 +430,53 @@ def test_wsync_log_level_chooses_the_routed_level(monkeypatch):
                        ("trace", logging.DEBUG - 5), ("", logging.INFO), ("bogus", logging.INFO)):
         monkeypatch.setenv("WSYNC_LOG_LEVEL", text)
         assert _log.env_level() == want, text
+
+
+def test_no_wait_polls_and_the_receiver_stays_usable(tmp_path):
+    """wsync.h's one timeout rule: NO_WAIT makes next() answer TimeoutError at once (the receiver
+    stays usable), TIMEOUT_DEFAULT is its timeout_ms option; send() and finalize() cannot skip the
+    wait for a receiver, so NO_WAIT there is the default."""
+    from conftest import read_addr
+    tr = Trainer(tmp_path)
+    seen = {"kinds": []}
+
+    def receive():
+        try:
+            with wsync.Receiver(1, read_addr(tr.addr_file), group_name=tr.group_name, timeout_ms=TIMEOUT_MS) as rx:
+                t0 = time.monotonic()
+                try:
+                    rx.next(wsync.NO_WAIT)
+                except wsync.TimeoutError:
+                    seen["polled_s"] = time.monotonic() - t0
+                while True:
+                    ev = rx.next(wsync.TIMEOUT_DEFAULT)
+                    seen["kinds"].append(ev.kind)
+                    if ev.kind == wsync.EventKind.COMMIT:
+                        rx.commit(ev.version)
+                    if ev.kind == wsync.EventKind.CLOSED:
+                        return
+        except Exception as e:  # reported below
+            seen["error"] = e
+
+    t = threading.Thread(target=receive, daemon=True)
+    t.start()
+    with tr.group() as g:
+        g.send({"w": np.arange(10, dtype=np.float32)}, timeout_ms=wsync.NO_WAIT)
+        g.finalize(1, timeout_ms=wsync.TIMEOUT_DEFAULT)
+    t.join(10)
+    assert "error" not in seen, seen.get("error")
+    assert seen.get("polled_s", 99) < 1.0, seen
+    assert wsync.EventKind.COMMIT in seen["kinds"] and seen["kinds"][-1] == wsync.EventKind.CLOSED
+
+
+def test_the_dtype_table_is_the_librarys_and_torchs():
+    """One dtype table: the binding reads wsync.h's table through the library, and every name is
+    torch's attribute of the same item size."""
+    from wsync import _tensors
+    assert len(_tensors.DTYPES) == 12
+    for name, code in _tensors.DTYPES.items():
+        assert wsync.lib.wsync_dtype_name(code).decode() == name
+        assert _tensors.ITEMSIZE[code] == wsync.lib.wsync_dtype_size(code)
+    torch = pytest.importorskip("torch")
+    for name, code in _tensors.DTYPES.items():
+        assert getattr(torch, name).itemsize == _tensors.ITEMSIZE[code], name

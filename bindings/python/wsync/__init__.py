@@ -15,6 +15,14 @@ from .receiver import Buffers, Event, EventKind, ReceiveMode, Receiver, Receiver
 
 __version__ = lib.wsync_version_string().decode()
 
+# The timeout rule of wsync.h, the same in every binding (a timeout_ms argument): TIMEOUT_DEFAULT
+# (None, or any negative number) is the group's or receiver's timeout_ms option, 60000 unless set;
+# NO_WAIT (0) asks the call not to block: next() and SendHandle.wait() answer "not yet" at once,
+# send_async() does not wait for room; a wait for a receiver's answer cannot be skipped, so send()
+# and finalize() take the default.
+TIMEOUT_DEFAULT = None
+NO_WAIT = 0
+
 
 def abi_version():
     """(major, minor) of the loaded libwsync."""
@@ -64,4 +72,5 @@ __all__ = ["Group", "GroupStats", "SendHandle", "Receiver", "ReceiverState", "Re
            "InvalidArgumentError", "NotFoundError", "VersionMismatchError", "UnsupportedError",
            "AbortedError", "ProtocolError", "PeerFailedError", "OutOfMemoryError", "InvalidStateError",
            "EngineError", "InternalError", "NoDeviceError", "RejectedError", "abi_version", "status_name",
-           "plugin_dirs", "list_plugins", "info", "route_logs", "restore_default_logging", "library_path"]
+           "plugin_dirs", "list_plugins", "info", "route_logs", "restore_default_logging", "library_path",
+           "TIMEOUT_DEFAULT", "NO_WAIT"]

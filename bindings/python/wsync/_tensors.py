@@ -6,11 +6,24 @@ import ctypes
 from . import _ffi
 from .errors import InvalidArgumentError
 
-# WSYNC_DTYPE_* by torch's dtype name (str(torch.float32) is "torch.float32").
-DTYPES = {"bool": 1, "int8": 2, "int16": 3, "int32": 4, "int64": 5, "uint8": 6, "float16": 7, "bfloat16": 8,
-          "float32": 9, "float64": 10, "float8_e4m3fn": 11, "float8_e5m2": 12}
-DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
-ITEMSIZE = {1: 1, 2: 1, 3: 2, 4: 4, 5: 8, 6: 1, 7: 2, 8: 2, 9: 4, 10: 8, 11: 1, 12: 1}
+
+
+def _dtype_table():
+    """The library's one dtype table (wsync.h's WSYNC_DTYPE_TABLE), read through wsync_dtype_name
+    and wsync_dtype_size: {code: (torch's name, bytes per element)} for every valid code."""
+    table, code = {}, 1
+    while _ffi.lib.wsync_dtype_size(code) != 0:
+        table[code] = (_ffi.lib.wsync_dtype_name(code).decode(), _ffi.lib.wsync_dtype_size(code))
+        code += 1
+    return table
+
+
+# WSYNC_DTYPE_* by torch's dtype name (str(torch.float32) is "torch.float32"), and back; bytes per
+# element by code.
+_TABLE = _dtype_table()
+DTYPES = {name: code for code, (name, _) in _TABLE.items()}
+DTYPE_NAMES = {code: name for code, (name, _) in _TABLE.items()}
+ITEMSIZE = {code: size for code, (_, size) in _TABLE.items()}
 # numpy's names where they differ ("half" is float16's alias; ml_dtypes gives "bfloat16", "float8_e4m3fn").
 NUMPY_NAMES = {"bool_": "bool"}
 CPU, CUDA = 1, 2

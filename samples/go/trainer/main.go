@@ -102,18 +102,18 @@ func run() int {
 			}
 			// At most two batches are in flight (option staging_buckets): a third start first
 			// waits for the oldest. The default timeout is the option timeout_ms.
-			if last, err = g.SendStart(tensors[off:end], 0); err != nil {
+			if last, err = g.SendStart(tensors[off:end], wsync.DefaultTimeout); err != nil {
 				return die(err)
 			}
 		}
 		// Every batch delivered (the last one finishes after the others)...
 		for done := false; !done; {
-			if done, err = last.Wait(0); err != nil {
+			if done, err = last.Wait(wsync.DefaultTimeout); err != nil {
 				return die(err)
 			}
 		}
 		// ...then every engine commits version v.
-		if err := g.Finalize(v, 0); err != nil {
+		if err := g.Finalize(v, wsync.DefaultTimeout); err != nil {
 			return die(err)
 		}
 		dt := time.Since(t0).Seconds()

@@ -15,6 +15,13 @@ pub const WSYNC_ABI_VERSION_MAJOR: u32 = 1;
 pub const WSYNC_ABI_VERSION_MINOR: u32 = 4;
 pub const WSYNC_ABI_VERSION: u32 = (WSYNC_ABI_VERSION_MAJOR << 16) | WSYNC_ABI_VERSION_MINOR;
 
+// ---- Timeouts (wsync.h's one rule) -----------------------------------------------------------
+
+/// The group's or receiver's "timeout_ms" option (any negative value).
+pub const WSYNC_TIMEOUT_DEFAULT: i32 = -1;
+/// Do not block where the call can answer "not yet"; elsewhere the default.
+pub const WSYNC_TIMEOUT_NO_WAIT: i32 = 0;
+
 // ---- Status codes ----------------------------------------------------------------------------
 
 pub type wsync_status_t = i32;

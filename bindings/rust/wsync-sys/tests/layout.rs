@@ -151,6 +151,8 @@ fn rust_constants() -> Vec<(&'static str, i64)> {
         WSYNC_ABI_VERSION_MAJOR,
         WSYNC_ABI_VERSION_MINOR,
         WSYNC_ABI_VERSION,
+        WSYNC_TIMEOUT_DEFAULT,
+        WSYNC_TIMEOUT_NO_WAIT,
         WSYNC_OK,
         WSYNC_ERR_INVALID_ARGUMENT,
         WSYNC_ERR_NOT_FOUND,

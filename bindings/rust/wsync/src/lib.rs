@@ -37,6 +37,14 @@ pub use receiver::{Buffers, Event, ReceiveMode, Receiver, ReceiverBuilder, Recei
 pub use tensor::{as_bytes, as_bytes_mut, Device, Dtype, Element, Pod, ReceivedTensor, Tensor};
 pub use wsync_sys as sys;
 
+/// The timeout rule of wsync.h, the same in every binding: the group's or receiver's `timeout_ms`
+/// option (60 s unless set).
+pub const DEFAULT_TIMEOUT: Option<std::time::Duration> = None;
+/// Do not block: `Receiver::next` and `SendHandle::wait` answer "not yet" at once,
+/// `Pipeline::start` does not wait for room; a wait for a receiver's answer cannot be skipped, so
+/// `send` and `finalize` take the default.
+pub const NO_WAIT: Option<std::time::Duration> = Some(std::time::Duration::ZERO);
+
 /// The loaded library's ABI, (major, minor).
 pub fn abi_version() -> (u32, u32) {
     // SAFETY: thread-safe, never fails.

@@ -15,7 +15,7 @@ pub(crate) fn c_string(what: &str, s: &str) -> Result<CString> {
 /// milliseconds, so a non-zero wait never becomes "do not block".
 pub(crate) fn timeout_ms(t: Option<Duration>) -> i64 {
     match t {
-        None => -1,
+        None => i64::from(sys::WSYNC_TIMEOUT_DEFAULT),
         Some(d) => {
             let ms = d.as_millis() + u128::from(d.subsec_nanos() % 1_000_000 != 0);
             i64::try_from(ms).unwrap_or(i64::MAX)

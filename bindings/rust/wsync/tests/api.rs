@@ -357,3 +357,22 @@ fn a_killed_receiver_process_gives_a_named_error() {
     assert!(t0.elapsed() < Duration::from_secs(4), "took {:?}", t0.elapsed());
     let _ = std::fs::remove_file(path);
 }
+
+/// The timeout rule of wsync.h: NO_WAIT polls (`next` answers Timeout at once and the receiver
+/// stays usable), DEFAULT_TIMEOUT is the receiver's timeout_ms option.
+#[test]
+fn no_wait_polls_and_the_receiver_stays_usable() {
+    let (g, rx) = group_with(1, &[], |_, mut r| {
+        let t0 = Instant::now();
+        let polled = r.next(wsync::NO_WAIT).err();
+        let took = t0.elapsed();
+        let later = matches!(r.next(wsync::DEFAULT_TIMEOUT), Ok(Event::Closed));
+        (polled, took, later)
+    });
+    thread::sleep(Duration::from_millis(200));
+    drop(g); // closes the group: the receiver's default wait ends with Closed
+    let (polled, took, later) = rx.into_iter().next().unwrap().join().unwrap();
+    assert!(matches!(polled, Some(Error::Timeout(_))), "{polled:?}");
+    assert!(took < Duration::from_secs(1), "NO_WAIT blocked for {took:?}");
+    assert!(later, "after a poll the receiver must still hear the group close");
+}
