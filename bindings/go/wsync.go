@@ -58,7 +58,7 @@ func ABIVersion() (major, minor int) {
 	return int(v >> 16), int(v & 0xffff)
 }
 
-// Version returns the release of the libwsync loaded, e.g. "0.6.0".
+// Version returns the release of the libwsync loaded, e.g. "0.7.0".
 func Version() string {
 	return C.GoString(C.wsync_version_string())
 }

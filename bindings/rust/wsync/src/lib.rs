@@ -52,7 +52,7 @@ pub fn abi_version() -> (u32, u32) {
     (v >> 16, v & 0xffff)
 }
 
-/// The loaded library's release, e.g. "0.6.0".
+/// The loaded library's release, e.g. "0.7.0".
 pub fn version() -> &'static str {
     // SAFETY: static storage.
     unsafe { error::static_str(sys::wsync_version_string()) }
