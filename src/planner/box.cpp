@@ -1,0 +1,175 @@
+// box.cpp — boxes of a tensor and their byte runs (see box.h).
+#include "planner/box.h"
+
+#include <cstdio>
+
+#include "common/error.h"
+
+namespace wsync {
+namespace {
+
+// A box may cut a buffer into at most this many runs (a column slice of a tall matrix makes one
+// run per row): beyond it the list alone would take gigabytes, so a peer's or a user's box that
+// asks for it is refused rather than trusted.
+constexpr uint64_t kMaxBoxRuns = 1ull << 24;
+
+bool mul_ok(int64_t a, int64_t b, int64_t* out) { return !__builtin_mul_overflow(a, b, out); }
+
+// A box's ndim may come from the wire: loops never go past the arrays.
+bool dims_ok(const Box& b) { return b.ndim >= 0 && b.ndim <= WSYNC_MAX_NDIM; }
+
+}  // namespace
+
+Box full_box(int32_t ndim, const int64_t* shape) {
+  Box b;
+  b.ndim = ndim < 0 ? 0 : (ndim > WSYNC_MAX_NDIM ? WSYNC_MAX_NDIM : ndim);
+  for (int32_t i = 0; i < b.ndim; ++i) b.extent[i] = shape[i];
+  return b;
+}
+
+wsync_status_t chunk_box(int32_t ndim, const int64_t* shape, int32_t dim, uint32_t chunks, uint32_t index,
+                         Box* out) {
+  if (out == nullptr) return fail(WSYNC_ERR_INVALID_ARGUMENT, "chunk_box: out is NULL");
+  if (ndim < 1 || ndim > WSYNC_MAX_NDIM)
+    return fail(WSYNC_ERR_INVALID_ARGUMENT, "a chunk needs a tensor of 1..%d dimensions, not %d", WSYNC_MAX_NDIM,
+                ndim);
+  if (dim < 0 || dim >= ndim)
+    return fail(WSYNC_ERR_INVALID_ARGUMENT, "chunk dimension %d is not one of the tensor's %d", dim, ndim);
+  if (chunks == 0) return fail(WSYNC_ERR_INVALID_ARGUMENT, "a tensor cannot be cut into 0 chunks");
+  if (index >= chunks)
+    return fail(WSYNC_ERR_INVALID_ARGUMENT, "chunk %u of %u does not exist (chunks count from 0)", index, chunks);
+  for (int32_t i = 0; i < ndim; ++i)
+    if (shape[i] < 0) return fail(WSYNC_ERR_INVALID_ARGUMENT, "dimension %d of the shape is negative (%lld)", i,
+                                  static_cast<long long>(shape[i]));
+  Box b = full_box(ndim, shape);
+  const int64_t n = shape[dim];
+  const int64_t size = n / chunks + (n % chunks != 0 ? 1 : 0);  // ceil, as torch.chunk
+  const int64_t begin = size * static_cast<int64_t>(index);     // <= n + size: no overflow
+  b.offset[dim] = begin < n ? begin : n;
+  b.extent[dim] = begin >= n ? 0 : (n - begin < size ? n - begin : size);
+  *out = b;
+  return WSYNC_OK;
+}
+
+bool box_elements(const Box& b, int64_t* out) {
+  if (!dims_ok(b)) return false;
+  int64_t n = 1;
+  for (int32_t i = 0; i < b.ndim; ++i)
+    if (b.extent[i] < 0 || !mul_ok(n, b.extent[i], &n)) return false;
+  *out = n;
+  return true;
+}
+
+bool box_within(const Box& b, int32_t ndim, const int64_t* shape, std::string* why) {
+  char msg[160];
+  if (!dims_ok(b) || b.ndim != ndim) {
+    std::snprintf(msg, sizeof msg, "has %d dimensions, the tensor %d", b.ndim, ndim);
+    *why = msg;
+    return false;
+  }
+  for (int32_t i = 0; i < ndim; ++i) {
+    int64_t end = 0;
+    if (b.offset[i] < 0 || b.extent[i] < 0 || __builtin_add_overflow(b.offset[i], b.extent[i], &end) ||
+        end > shape[i]) {
+      std::snprintf(msg, sizeof msg, "dimension %d spans [%lld, %lld + %lld) outside [0, %lld)", i,
+                    static_cast<long long>(b.offset[i]), static_cast<long long>(b.offset[i]),
+                    static_cast<long long>(b.extent[i]), static_cast<long long>(shape[i]));
+      *why = msg;
+      return false;
+    }
+  }
+  int64_t n = 0;
+  if (!box_elements(b, &n)) {
+    *why = "has more elements than an int64 counts";
+    return false;
+  }
+  return true;
+}
+
+bool box_intersect(const Box& a, const Box& b, Box* out) {
+  if (!dims_ok(a) || a.ndim != b.ndim) return false;
+  Box r;
+  r.ndim = a.ndim;
+  for (int32_t i = 0; i < a.ndim; ++i) {
+    const int64_t lo = a.offset[i] > b.offset[i] ? a.offset[i] : b.offset[i];
+    const int64_t ea = a.offset[i] + a.extent[i], eb = b.offset[i] + b.extent[i];
+    const int64_t hi = ea < eb ? ea : eb;
+    if (hi <= lo) return false;
+    r.offset[i] = lo;
+    r.extent[i] = hi - lo;
+  }
+  *out = r;
+  return true;
+}
+
+bool box_equal(const Box& a, const Box& b) {
+  if (!dims_ok(a) || a.ndim != b.ndim) return false;
+  for (int32_t i = 0; i < a.ndim; ++i)
+    if (a.offset[i] != b.offset[i] || a.extent[i] != b.extent[i]) return false;
+  return true;
+}
+
+std::string box_str(const Box& b) {
+  if (!dims_ok(b)) return "(a box of " + std::to_string(b.ndim) + " dimensions)";
+  std::string s = "[";
+  for (int32_t i = 0; i < b.ndim; ++i) {
+    if (i > 0) s += ", ";
+    s += std::to_string(b.offset[i]) + ":" + std::to_string(b.offset[i] + b.extent[i]);
+  }
+  return s + "]";
+}
+
+wsync_status_t box_runs(const Box& inner, const Box& outer, uint32_t elem_size, std::vector<ByteRun>* out) {
+  out->clear();
+  if (elem_size == 0) return fail(WSYNC_ERR_INVALID_ARGUMENT, "box runs of an element of 0 bytes");
+  if (inner.ndim != outer.ndim || inner.ndim < 0 || inner.ndim > WSYNC_MAX_NDIM)
+    return fail(WSYNC_ERR_INVALID_ARGUMENT, "box %s has %d dimensions, the buffer's box %s %d",
+                box_str(inner).c_str(), inner.ndim, box_str(outer).c_str(), outer.ndim);
+  const int32_t d = inner.ndim;
+  for (int32_t i = 0; i < d; ++i)
+    if (inner.offset[i] < outer.offset[i] || inner.extent[i] < 0 || outer.extent[i] < 0 ||
+        inner.offset[i] - outer.offset[i] > outer.extent[i] - inner.extent[i])
+      return fail(WSYNC_ERR_INVALID_ARGUMENT, "box %s is not inside the buffer's box %s (dimension %d)",
+                  box_str(inner).c_str(), box_str(outer).c_str(), i);
+  int64_t n = 0, outer_n = 0, outer_bytes = 0;
+  if (!box_elements(inner, &n) || !box_elements(outer, &outer_n) ||
+      !mul_ok(outer_n, static_cast<int64_t>(elem_size), &outer_bytes))
+    return fail(WSYNC_ERR_INVALID_ARGUMENT, "box %s of a buffer %s: its byte count overflows", box_str(inner).c_str(),
+                box_str(outer).c_str());
+  if (n == 0) return WSYNC_OK;
+  // Strides of the buffer, in elements (they fit: the buffer's element count fits).
+  int64_t stride[WSYNC_MAX_NDIM] = {0};
+  int64_t s = 1;
+  for (int32_t i = d - 1; i >= 0; --i) {
+    stride[i] = s;
+    s *= outer.extent[i];
+  }
+  // j: the innermost dimension the box does not span whole; everything inside it is one run.
+  int32_t j = d - 1;
+  while (j >= 0 && inner.extent[j] == outer.extent[j]) --j;
+  const int64_t run_elems = j < 0 ? n : inner.extent[j] * stride[j];
+  uint64_t runs = 1;
+  for (int32_t i = 0; i < j; ++i) runs *= static_cast<uint64_t>(inner.extent[i]);  // <= n: no overflow
+  if (runs > kMaxBoxRuns)
+    return fail(WSYNC_ERR_INVALID_ARGUMENT, "box %s of a buffer %s cuts it into %llu runs (at most %llu)",
+                box_str(inner).c_str(), box_str(outer).c_str(), static_cast<unsigned long long>(runs),
+                static_cast<unsigned long long>(kMaxBoxRuns));
+  out->reserve(runs);
+  int64_t idx[WSYNC_MAX_NDIM] = {0};  // position over dimensions [0, j)
+  for (uint64_t r = 0; r < runs; ++r) {
+    int64_t at = 0;
+    for (int32_t i = 0; i < d && i <= j; ++i) at += (inner.offset[i] - outer.offset[i] + (i < j ? idx[i] : 0)) * stride[i];
+    const ByteRun run{static_cast<uint64_t>(at) * elem_size, static_cast<uint64_t>(run_elems) * elem_size};
+    if (!out->empty() && out->back().offset + out->back().length == run.offset)
+      out->back().length += run.length;
+    else
+      out->push_back(run);
+    for (int32_t i = j - 1; i >= 0; --i) {  // next position, row-major
+      if (++idx[i] < inner.extent[i]) break;
+      idx[i] = 0;
+    }
+  }
+  return WSYNC_OK;
+}
+
+}  // namespace wsync

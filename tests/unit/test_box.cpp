@@ -1,0 +1,199 @@
+// Boxes: torch.chunk's rounding, bounds that refuse hostile values without overflow, and byte
+// runs checked element by element (a buffer of element ids, packed out of one box and compared
+// with the ids the box must hold) on hand-worked and random boxes.
+#include <gtest/gtest.h>
+
+#include <climits>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "common/error.h"
+#include "planner/box.h"
+
+namespace wsync {
+namespace {
+
+Box box(std::vector<int64_t> off, std::vector<int64_t> ext) {
+  Box b;
+  b.ndim = static_cast<int32_t>(off.size());
+  for (size_t i = 0; i < off.size(); ++i) {
+    b.offset[i] = off[i];
+    b.extent[i] = ext[i];
+  }
+  return b;
+}
+
+std::vector<int64_t> chunk_rows(int64_t n, uint32_t chunks) {
+  std::vector<int64_t> rows;
+  const int64_t shape[2] = {n, 4};
+  for (uint32_t i = 0; i < chunks; ++i) {
+    Box b;
+    EXPECT_EQ(WSYNC_OK, chunk_box(2, shape, 0, chunks, i, &b)) << last_error();
+    EXPECT_EQ(b.extent[1], 4);
+    rows.push_back(b.extent[0]);
+  }
+  return rows;
+}
+
+// torch.chunk (and DTensor's Shard): ceil(n / chunks) per chunk, the rest in the last, empty after.
+TEST(Box, ChunkRoundsAsTorchChunk) {
+  EXPECT_EQ(chunk_rows(10, 4), (std::vector<int64_t>{3, 3, 3, 1}));
+  EXPECT_EQ(chunk_rows(8, 4), (std::vector<int64_t>{2, 2, 2, 2}));
+  EXPECT_EQ(chunk_rows(2, 4), (std::vector<int64_t>{1, 1, 0, 0}));
+  EXPECT_EQ(chunk_rows(5, 3), (std::vector<int64_t>{2, 2, 1}));
+  EXPECT_EQ(chunk_rows(0, 2), (std::vector<int64_t>{0, 0}));
+  EXPECT_EQ(chunk_rows(7, 1), (std::vector<int64_t>{7}));
+  const int64_t shape[2] = {2, 4};
+  Box b;
+  ASSERT_EQ(WSYNC_OK, chunk_box(2, shape, 0, 4, 3, &b));
+  EXPECT_EQ(b.offset[0], 2);  // an empty chunk sits at the end, inside the tensor
+  const int64_t cols[2] = {3, 10};
+  ASSERT_EQ(WSYNC_OK, chunk_box(2, cols, 1, 4, 2, &b));
+  EXPECT_EQ(box_str(b), "[0:3, 6:9]");
+}
+
+TEST(Box, ChunkRefusesBadArgumentsNamingThem) {
+  const int64_t shape[2] = {10, 4}, neg[2] = {-1, 4};
+  Box b;
+  EXPECT_EQ(WSYNC_ERR_INVALID_ARGUMENT, chunk_box(2, shape, 2, 4, 0, &b));
+  EXPECT_NE(std::string::npos, last_error().find("dimension 2")) << last_error();
+  EXPECT_EQ(WSYNC_ERR_INVALID_ARGUMENT, chunk_box(2, shape, 0, 0, 0, &b));
+  EXPECT_NE(std::string::npos, last_error().find("0 chunks")) << last_error();
+  EXPECT_EQ(WSYNC_ERR_INVALID_ARGUMENT, chunk_box(2, shape, 0, 4, 4, &b));
+  EXPECT_NE(std::string::npos, last_error().find("chunk 4 of 4")) << last_error();
+  EXPECT_EQ(WSYNC_ERR_INVALID_ARGUMENT, chunk_box(2, neg, 0, 4, 0, &b));
+  EXPECT_EQ(WSYNC_ERR_INVALID_ARGUMENT, chunk_box(0, shape, 0, 1, 0, &b));
+  EXPECT_EQ(WSYNC_ERR_INVALID_ARGUMENT, chunk_box(9, shape, 0, 1, 0, &b));
+}
+
+TEST(Box, WithinRefusesHostileValuesWithoutOverflow) {
+  const int64_t shape[2] = {10, 4};
+  std::string why;
+  EXPECT_TRUE(box_within(box({3, 0}, {7, 4}), 2, shape, &why)) << why;
+  EXPECT_FALSE(box_within(box({3, 0}, {8, 4}), 2, shape, &why));
+  EXPECT_NE(std::string::npos, why.find("dimension 0")) << why;
+  EXPECT_FALSE(box_within(box({INT64_MAX, 0}, {1, 4}), 2, shape, &why));
+  EXPECT_FALSE(box_within(box({1, 0}, {INT64_MAX, 4}), 2, shape, &why));
+  EXPECT_FALSE(box_within(box({-1, 0}, {2, 4}), 2, shape, &why));
+  EXPECT_FALSE(box_within(box({0, 0}, {-2, 4}), 2, shape, &why));
+  EXPECT_FALSE(box_within(box({0}, {10}), 2, shape, &why));
+  Box wild;
+  wild.ndim = 100;  // from the wire: nothing reads past the arrays
+  EXPECT_FALSE(box_within(wild, 2, shape, &why));
+  EXPECT_EQ("(a box of 100 dimensions)", box_str(wild));
+  int64_t n = 0;
+  EXPECT_FALSE(box_elements(wild, &n));
+  EXPECT_FALSE(box_elements(box({0, 0, 0}, {INT64_MAX, 4, 4}), &n));
+}
+
+TEST(Box, IntersectAndEqual) {
+  Box c;
+  ASSERT_TRUE(box_intersect(box({0, 0}, {5, 4}), box({3, 2}, {7, 2}), &c));
+  EXPECT_EQ("[3:5, 2:4]", box_str(c));
+  EXPECT_FALSE(box_intersect(box({0, 0}, {3, 4}), box({3, 0}, {7, 4}), &c));  // touching is not common
+  EXPECT_FALSE(box_intersect(box({0}, {3}), box({0, 0}, {3, 4}), &c));
+  EXPECT_TRUE(box_equal(box({1, 2}, {3, 4}), box({1, 2}, {3, 4})));
+  EXPECT_FALSE(box_equal(box({1, 2}, {3, 4}), box({1, 2}, {3, 5})));
+}
+
+// The element ids a box holds, in its own row-major order, in a tensor of `outer` whose element
+// at (i0, i1, ...) has the id of its row-major position in the full tensor `full`.
+std::vector<uint32_t> ids_of(const Box& inner, const Box& full) {
+  std::vector<uint32_t> ids;
+  int64_t n = 0;
+  box_elements(inner, &n);
+  std::vector<int64_t> idx(inner.ndim, 0);
+  for (int64_t e = 0; e < n; ++e) {
+    int64_t id = 0;
+    for (int32_t i = 0; i < inner.ndim; ++i) id = id * full.extent[i] + inner.offset[i] + idx[i];
+    ids.push_back(static_cast<uint32_t>(id));
+    for (int32_t i = inner.ndim - 1; i >= 0; --i) {
+      if (++idx[i] < inner.extent[i]) break;
+      idx[i] = 0;
+    }
+  }
+  return ids;
+}
+
+// Packs `inner` out of a buffer holding `outer` (ids as above) with box_runs.
+std::vector<uint32_t> pack(const Box& inner, const Box& outer, const Box& full) {
+  const std::vector<uint32_t> buffer = ids_of(outer, full);
+  std::vector<ByteRun> runs;
+  EXPECT_EQ(WSYNC_OK, box_runs(inner, outer, sizeof(uint32_t), &runs)) << last_error();
+  std::vector<uint32_t> out;
+  for (const ByteRun& r : runs) {
+    EXPECT_EQ(0u, r.offset % 4);
+    EXPECT_LE(r.offset + r.length, buffer.size() * 4);
+    const size_t first = r.offset / 4;
+    out.insert(out.end(), buffer.begin() + first, buffer.begin() + first + r.length / 4);
+  }
+  return out;
+}
+
+TEST(Box, RunsOfHandWorkedBoxes) {
+  const Box full = box({0, 0}, {4, 6});
+  std::vector<ByteRun> runs;
+  ASSERT_EQ(WSYNC_OK, box_runs(full, full, 2, &runs));
+  ASSERT_EQ(1u, runs.size());
+  EXPECT_EQ(48u, runs[0].length);
+  ASSERT_EQ(WSYNC_OK, box_runs(box({1, 0}, {2, 6}), full, 2, &runs));  // a slab of rows: one run
+  ASSERT_EQ(1u, runs.size());
+  EXPECT_EQ(12u, runs[0].offset);
+  EXPECT_EQ(24u, runs[0].length);
+  ASSERT_EQ(WSYNC_OK, box_runs(box({0, 2}, {4, 2}), full, 2, &runs));  // columns: a run per row
+  ASSERT_EQ(4u, runs.size());
+  for (size_t r = 0; r < 4; ++r) {
+    EXPECT_EQ((r * 6 + 2) * 2, runs[r].offset);
+    EXPECT_EQ(4u, runs[r].length);
+  }
+  ASSERT_EQ(WSYNC_OK, box_runs(box({0, 0}, {0, 6}), full, 2, &runs));  // empty: nothing to move
+  EXPECT_TRUE(runs.empty());
+  Box scalar;
+  ASSERT_EQ(WSYNC_OK, box_runs(scalar, scalar, 8, &runs));
+  ASSERT_EQ(1u, runs.size());
+  EXPECT_EQ(8u, runs[0].length);
+  EXPECT_EQ(pack(box({1, 3}, {2, 2}), box({1, 2}, {3, 4}), full), (std::vector<uint32_t>{9, 10, 15, 16}));
+}
+
+TEST(Box, RunsRefuseABoxOutsideItsBufferAndTooManyRuns) {
+  std::vector<ByteRun> runs;
+  EXPECT_EQ(WSYNC_ERR_INVALID_ARGUMENT, box_runs(box({0, 0}, {5, 6}), box({0, 0}, {4, 6}), 2, &runs));
+  EXPECT_NE(std::string::npos, last_error().find("not inside")) << last_error();
+  EXPECT_EQ(WSYNC_ERR_INVALID_ARGUMENT, box_runs(box({0, 0}, {4, 6}), box({1, 0}, {4, 6}), 2, &runs));
+  EXPECT_EQ(WSYNC_ERR_INVALID_ARGUMENT, box_runs(box({0, 0}, {4, 6}), box({0, 0}, {4, 6}), 0, &runs));
+  EXPECT_EQ(WSYNC_ERR_INVALID_ARGUMENT, box_runs(box({0}, {4}), box({0, 0}, {4, 6}), 2, &runs));
+  // One column of a very tall matrix: a run per row, 2^25 of them, is refused, not allocated.
+  EXPECT_EQ(WSYNC_ERR_INVALID_ARGUMENT, box_runs(box({0, 0}, {1 << 25, 1}), box({0, 0}, {1 << 25, 2}), 2, &runs));
+  EXPECT_NE(std::string::npos, last_error().find("runs")) << last_error();
+  EXPECT_TRUE(runs.empty());
+  // A byte count past int64 is refused before any arithmetic on it.
+  EXPECT_EQ(WSYNC_ERR_INVALID_ARGUMENT,
+            box_runs(box({0, 0}, {1, 1}), box({0, 0}, {INT64_MAX / 2, 4}), 8, &runs));
+}
+
+// Random tensors, random outer boxes and random boxes inside them: the packed ids are exactly the
+// ids the inner box holds, in its row-major order.
+TEST(Box, RunsPackEveryElementOfRandomBoxes) {
+  std::mt19937 rng(20261126);
+  for (int iter = 0; iter < 2000; ++iter) {
+    const int32_t nd = static_cast<int32_t>(rng() % 4) + 1;
+    Box full;
+    full.ndim = nd;
+    for (int32_t i = 0; i < nd; ++i) full.extent[i] = static_cast<int64_t>(rng() % 6) + 1;
+    Box outer, inner;
+    outer.ndim = inner.ndim = nd;
+    for (int32_t i = 0; i < nd; ++i) {
+      outer.offset[i] = static_cast<int64_t>(rng() % full.extent[i]);
+      outer.extent[i] = static_cast<int64_t>(rng() % (full.extent[i] - outer.offset[i])) + 1;
+      inner.offset[i] = outer.offset[i] + static_cast<int64_t>(rng() % outer.extent[i]);
+      inner.extent[i] = static_cast<int64_t>(rng() % (outer.offset[i] + outer.extent[i] - inner.offset[i])) + 1;
+    }
+    ASSERT_EQ(ids_of(inner, full), pack(inner, outer, full))
+        << "inner " << box_str(inner) << " outer " << box_str(outer) << " full " << box_str(full);
+  }
+}
+
+}  // namespace
+}  // namespace wsync
