@@ -15,6 +15,7 @@
 #include "control/frames.h"
 #include "control/group_info.h"
 #include "manifest/manifest.h"
+#include "planner/ownership_record.h"
 #include "../common/manifest_entry.h"
 #include "wsync_plugin.h"
 
@@ -196,6 +197,42 @@ void receiver_chunks() {
       cat({Bytes{32 | 8 | 16, 0, 128}, le(64, 8), le(~0ull - 10, 8), chunk(0, 128, 0, 128)}));
 }
 
+// Many-sender records: the first byte picks the decoder (0 a sender record, 1 a receiver's needs).
+void ownership_records() {
+  wsync::SenderRecord r;
+  r.rank = 1;
+  wsync::OwnedTensor w;
+  w.name = "layers.0.w";
+  w.dtype = WSYNC_DTYPE_BFLOAT16;
+  w.ndim = 2;
+  w.shape[0] = 10;
+  w.shape[1] = 4;
+  wsync::chunk_box(2, w.shape, 0, 4, 1, &w.box);
+  r.tensors.push_back(w);
+  wsync::OwnedTensor norm;
+  norm.name = "norm";
+  norm.dtype = WSYNC_DTYPE_FLOAT32;
+  norm.ndim = 1;
+  norm.shape[0] = 4;
+  norm.box = wsync::full_box(1, norm.shape);
+  norm.replica = true;
+  r.tensors.push_back(norm);
+  put("ownership_record", "sender", cat({Bytes{0}, wsync::encode_sender_record(r, 3)}));
+  wsync::SenderRecord whole;
+  whole.rank = 0;
+  w.box = wsync::full_box(2, w.shape);
+  whole.tensors.push_back(w);
+  put("ownership_record", "sender_whole", cat({Bytes{0}, wsync::encode_sender_record(whole, 1)}));
+  wsync::Need tp;
+  tp.name = "w";
+  tp.full = false;
+  tp.box.ndim = 2;
+  tp.box.extent[0] = 10;
+  tp.box.offset[1] = 2;
+  tp.box.extent[1] = 2;
+  put("ownership_record", "needs", cat({Bytes{1}, wsync::encode_needs(2, 3, {tp, wsync::Need{"b", true, wsync::Box{}}})}));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -211,5 +248,6 @@ int main(int argc, char** argv) {
   group_infos();
   frames();
   receiver_chunks();
+  ownership_records();
   return 0;
 }
