@@ -27,7 +27,7 @@ uint64_t load_le(const uint8_t* p, size_t n) {
 #define WSYNC_MF_SHORT(what, idx) \
   fail(WSYNC_ERR_PROTOCOL, "manifest entry %u: record ends inside %s", static_cast<unsigned>(idx), what)
 
-wsync_status_t decode_entry(ByteReader& r, uint32_t i, uint64_t bucket_bytes, ManifestEntry* e) {
+wsync_status_t decode_entry(ByteReader& r, uint32_t i, uint64_t bucket_bytes, bool boxes, ManifestEntry* e) {
   uint16_t name_len = 0;
   if (!r.u16(&name_len)) return WSYNC_MF_SHORT("name_len", i);
   if (name_len == 0)
@@ -74,9 +74,23 @@ wsync_status_t decode_entry(ByteReader& r, uint32_t i, uint64_t bucket_bytes, Ma
   uint64_t shape_bytes = 0;
   if (!shape_nbytes(e->dtype, e->ndim, e->shape, &shape_bytes))
     return fail(WSYNC_ERR_PROTOCOL, "manifest entry %u ('%s'): shape byte size overflows 64 bits", i, name);
+  e->box = full_box(e->ndim, e->shape);
+  if (boxes) {
+    for (int d = 0; d < ndim; ++d)
+      if (!r.i64(&e->box.offset[d])) return WSYNC_MF_SHORT("box offset", i);
+    for (int d = 0; d < ndim; ++d)
+      if (!r.i64(&e->box.extent[d])) return WSYNC_MF_SHORT("box extent", i);
+    std::string why;
+    if (!box_within(e->box, e->ndim, e->shape, &why))
+      return fail(WSYNC_ERR_PROTOCOL, "manifest entry %u ('%s'): box %s of shape %s %s", i, name,
+                  box_str(e->box).c_str(), box_str(full_box(e->ndim, e->shape)).c_str(), why.c_str());
+    int64_t elems = 0;
+    box_elements(e->box, &elems);  // inside a shape whose bytes fit 64 bits
+    shape_bytes = static_cast<uint64_t>(elems) * esize;
+  }
   if (shape_bytes != e->tensor_bytes)
-    return fail(WSYNC_ERR_PROTOCOL, "manifest entry %u ('%s'): tensor_bytes %llu but shape and dtype give %llu", i,
-                name, static_cast<unsigned long long>(e->tensor_bytes),
+    return fail(WSYNC_ERR_PROTOCOL, "manifest entry %u ('%s'): tensor_bytes %llu but %s and dtype give %llu", i,
+                name, static_cast<unsigned long long>(e->tensor_bytes), boxes ? "box" : "shape",
                 static_cast<unsigned long long>(shape_bytes));
   if (e->length % esize != 0 || e->tensor_offset % esize != 0)
     return fail(WSYNC_ERR_PROTOCOL,
@@ -126,6 +140,10 @@ std::vector<uint8_t> encode_manifest(const Manifest& m) {
     w.u64(e.length);
     w.u64(e.tensor_bytes);
     w.u64(e.tensor_offset);
+    if (m.flags & kManifestFlagBoxes) {
+      for (int d = 0; d < ndim; ++d) w.i64(e.box.offset[d]);
+      for (int d = 0; d < ndim; ++d) w.i64(e.box.extent[d]);
+    }
   }
   w.patch_u32(total_len_at, static_cast<uint32_t>(w.size() + kManifestTrailerBytes));
   w.u64(checksum64(w.data().data(), w.size()));
@@ -194,7 +212,7 @@ wsync_status_t decode_manifest(const uint8_t* data, size_t len, Manifest* out) {
   uint64_t prev_end = 0;
   for (uint32_t i = 0; i < num_entries; ++i) {
     ManifestEntry& e = m.entries[i];
-    wsync_status_t st = decode_entry(r, i, m.bucket_bytes, &e);
+    wsync_status_t st = decode_entry(r, i, m.bucket_bytes, (m.flags & kManifestFlagBoxes) != 0, &e);
     if (st != WSYNC_OK) return st;
     if (e.bucket_offset < prev_end)
       return fail(WSYNC_ERR_PROTOCOL,

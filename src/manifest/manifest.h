@@ -8,7 +8,13 @@
 //            | num_entries u32                                                    (48 bytes)
 //   entry    name_len u16 | name bytes | dtype u8 | ndim u8 | shape i64 x ndim
 //            | bucket_offset u64 | length u64 | tensor_bytes u64 | tensor_offset u64
+//            | (flag kManifestFlagBoxes) box offset i64 x ndim | box extent i64 x ndim
 //   trailer  XXH3-64 u64 of every preceding byte                                   (8 bytes)
+//
+// Boxes (many senders, issue 24): with kManifestFlagBoxes every entry carries the box of the
+// full tensor (`shape`) it holds bytes of, and tensor_bytes / tensor_offset count in the box's
+// own packed bytes (its elements in row-major order of the box, planner/box.h): tensor_bytes is
+// the box's byte size, and a box cut across buckets comes in chunks of that packed form.
 #pragma once
 
 #include <cstddef>
@@ -16,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "planner/box.h"
 #include "wsync.h"
 
 namespace wsync {
@@ -27,8 +34,12 @@ constexpr uint32_t kManifestFlagPayloadChecksum = 1u << 0;
 // Since wsync 0.7, with kManifestFlagPayloadChecksum: payload_checksum is 0 here and the checksum
 // comes in a BUCKET_SUM frame once the bytes are moving (the sender hashes while they travel).
 constexpr uint32_t kManifestFlagChecksumFollows = 1u << 1;
+// Since wsync 0.8 (many senders): every entry carries a box (see the layout above). A receiver
+// that cannot scatter boxes refuses such a manifest.
+constexpr uint32_t kManifestFlagBoxes = 1u << 2;
 // Flags this version knows; a record with any other bit is refused (a flag may change meaning).
-constexpr uint32_t kManifestKnownFlags = kManifestFlagPayloadChecksum | kManifestFlagChecksumFollows;
+constexpr uint32_t kManifestKnownFlags =
+    kManifestFlagPayloadChecksum | kManifestFlagChecksumFollows | kManifestFlagBoxes;
 
 constexpr size_t kManifestHeaderBytes = 48;
 constexpr size_t kManifestTrailerBytes = 8;
@@ -43,6 +54,8 @@ struct ManifestEntry {
   uint64_t length = 0;                  // bytes of this entry in the bucket
   uint64_t tensor_bytes = 0;            // the whole tensor's bytes (= length unless split)
   uint64_t tensor_offset = 0;           // where this chunk starts inside the tensor (0 unless split)
+  Box box;                              // kManifestFlagBoxes: the box of `shape` this entry's bytes are
+                                        // from (tensor_bytes and tensor_offset count in its packed bytes)
 };
 
 struct Manifest {
@@ -68,7 +81,8 @@ std::vector<uint8_t> encode_manifest(const Manifest& m);
 // common/names.h, and unique in the record), dtype, ndim, dims >= 0, shape bytes ==
 // tensor_bytes, length and tensor_offset multiples of the dtype size, tensor_offset + length <=
 // tensor_bytes, bucket_offset + length <= bucket_bytes, entries in increasing, non-overlapping
-// offset order (empty entries may share an offset), no trailing bytes.
+// offset order (empty entries may share an offset), no trailing bytes. With kManifestFlagBoxes:
+// each box inside its shape, and tensor_bytes the box's bytes instead of the shape's.
 wsync_status_t decode_manifest(const uint8_t* data, size_t len, Manifest* out);
 
 // XXH3-64 of `len` bytes (seed 0). `data` may be NULL when len is 0.

@@ -1,7 +1,9 @@
 // box.cpp — boxes of a tensor and their byte runs (see box.h).
 #include "planner/box.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <utility>
 
 #include "common/error.h"
 
@@ -168,6 +170,32 @@ wsync_status_t box_runs(const Box& inner, const Box& outer, uint32_t elem_size, 
       if (++idx[i] < inner.extent[i]) break;
       idx[i] = 0;
     }
+  }
+  return WSYNC_OK;
+}
+
+PackedRuns::PackedRuns(std::vector<ByteRun> runs) : runs_(std::move(runs)) {
+  start_.reserve(runs_.size());
+  for (const ByteRun& r : runs_) {
+    start_.push_back(total_);
+    total_ += r.length;
+  }
+}
+
+wsync_status_t PackedRuns::window(uint64_t begin, uint64_t end, std::vector<ByteRun>* out) const {
+  out->clear();
+  if (begin > end || end > total_)
+    return fail(WSYNC_ERR_INVALID_ARGUMENT, "bytes [%llu, %llu) of a box of %llu packed bytes",
+                static_cast<unsigned long long>(begin), static_cast<unsigned long long>(end),
+                static_cast<unsigned long long>(total_));
+  if (begin == end) return WSYNC_OK;
+  // The last run starting at or before `begin`.
+  size_t i = static_cast<size_t>(std::upper_bound(start_.begin(), start_.end(), begin) - start_.begin()) - 1;
+  for (uint64_t at = begin; at < end; ++i) {
+    const uint64_t skip = at - start_[i];
+    const uint64_t take = std::min(runs_[i].length - skip, end - at);
+    out->push_back(ByteRun{runs_[i].offset + skip, take});
+    at += take;
   }
   return WSYNC_OK;
 }

@@ -62,4 +62,21 @@ std::string box_str(const Box& b);
 // over a receiver's runs of the same inner box moves every element to its place.
 wsync_status_t box_runs(const Box& inner, const Box& outer, uint32_t elem_size, std::vector<ByteRun>* out);
 
+// The runs of a box's packed bytes, for taking them a window at a time: a box cut across buckets
+// arrives as chunks [begin, end) of its packed form, each scattered over the part of the runs it
+// covers. window() finds that part by binary search (a column slice has a run per row).
+class PackedRuns {
+ public:
+  explicit PackedRuns(std::vector<ByteRun> runs);
+  uint64_t bytes() const { return total_; }
+  // The buffer runs that packed bytes [begin, end) land in, in order (INVALID_ARGUMENT when the
+  // window is empty-ended or past bytes()).
+  wsync_status_t window(uint64_t begin, uint64_t end, std::vector<ByteRun>* out) const;
+
+ private:
+  std::vector<ByteRun> runs_;
+  std::vector<uint64_t> start_;  // packed offset where each run starts
+  uint64_t total_ = 0;
+};
+
 }  // namespace wsync

@@ -197,3 +197,53 @@ TEST(Box, RunsPackEveryElementOfRandomBoxes) {
 
 }  // namespace
 }  // namespace wsync
+
+namespace wsync {
+namespace {
+
+// A box cut into chunks of its packed bytes at random places: each chunk's window scatters exactly
+// the elements of that part of the box, in order.
+TEST(Box, PackedWindowsCoverTheBoxInOrder) {
+  std::mt19937 rng(11);
+  for (int iter = 0; iter < 500; ++iter) {
+    const Box full = box({0, 0, 0}, {static_cast<int64_t>(1 + rng() % 5), static_cast<int64_t>(1 + rng() % 5),
+                                     static_cast<int64_t>(1 + rng() % 5)});
+    Box inner;
+    inner.ndim = 3;
+    for (int32_t i = 0; i < 3; ++i) {
+      inner.offset[i] = static_cast<int64_t>(rng() % full.extent[i]);
+      inner.extent[i] = static_cast<int64_t>(1 + rng() % (full.extent[i] - inner.offset[i]));
+    }
+    std::vector<ByteRun> runs;
+    ASSERT_EQ(WSYNC_OK, box_runs(inner, full, 4, &runs));
+    const PackedRuns packed(runs);
+    const std::vector<uint32_t> buffer = ids_of(full, full), want = ids_of(inner, full);
+    ASSERT_EQ(want.size() * 4, packed.bytes());
+    std::vector<uint32_t> got;
+    for (uint64_t at = 0; at < packed.bytes();) {
+      const uint64_t end = std::min<uint64_t>(packed.bytes(), at + 4 * (1 + rng() % 7));
+      std::vector<ByteRun> w;
+      ASSERT_EQ(WSYNC_OK, packed.window(at, end, &w)) << last_error();
+      uint64_t n = 0;
+      for (const ByteRun& r : w) {
+        n += r.length;
+        for (uint64_t k = r.offset / 4; k < (r.offset + r.length) / 4; ++k) got.push_back(buffer[k]);
+      }
+      ASSERT_EQ(end - at, n);
+      at = end;
+    }
+    ASSERT_EQ(want, got) << box_str(inner) << " of " << box_str(full);
+  }
+  const PackedRuns p({{0, 8}, {16, 8}});
+  std::vector<ByteRun> w;
+  EXPECT_EQ(WSYNC_ERR_INVALID_ARGUMENT, p.window(4, 17, &w));
+  EXPECT_EQ(WSYNC_ERR_INVALID_ARGUMENT, p.window(5, 4, &w));
+  ASSERT_EQ(WSYNC_OK, p.window(4, 12, &w));
+  ASSERT_EQ(2u, w.size());
+  EXPECT_EQ(4u, w[0].offset);
+  EXPECT_EQ(16u, w[1].offset);
+  EXPECT_EQ(4u, w[1].length);
+}
+
+}  // namespace
+}  // namespace wsync

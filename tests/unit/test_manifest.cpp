@@ -575,5 +575,85 @@ TEST(ManifestDamage, MutatedResealedRecordsDecodeCanonicallyOrFail) {
   EXPECT_LT(accepted, 3000);
 }
 
+// Boxes (many senders): every entry names the box of the full tensor its bytes are from, and
+// tensor_bytes / tensor_offset count in the box's packed bytes.
+Manifest BoxSample() {
+  Manifest m;
+  m.update_id = 4;
+  m.bucket_index = 1;
+  m.flags = kManifestFlagBoxes | kManifestFlagPayloadChecksum;
+  ManifestEntry rows = entry("w", WSYNC_DTYPE_FLOAT32, {10, 4}, 0, 48);
+  rows.box.ndim = 2;
+  rows.box.offset[0] = 3;
+  rows.box.extent[0] = 3;
+  rows.box.extent[1] = 4;
+  rows.tensor_bytes = 48;
+  ManifestEntry cols = entry("q", WSYNC_DTYPE_BFLOAT16, {8, 6}, 48, 16, 32);  // a chunk of a box
+  cols.box.ndim = 2;
+  cols.box.extent[0] = 8;
+  cols.box.offset[1] = 3;
+  cols.box.extent[1] = 3;
+  cols.tensor_bytes = 8 * 3 * 2;
+  m.entries = {rows, cols};
+  m.bucket_bytes = 64;
+  return m;
+}
+
+TEST(ManifestBoxes, RoundTripAndRefusals) {
+  const Manifest m = BoxSample();
+  const std::vector<uint8_t> b = encode_manifest(m);
+  Manifest out;
+  ASSERT_EQ(WSYNC_OK, decode_manifest(b.data(), b.size(), &out)) << last_error();
+  ASSERT_EQ(2u, out.entries.size());
+  EXPECT_EQ("[3:6, 0:4]", box_str(out.entries[0].box));
+  EXPECT_EQ("[0:8, 3:6]", box_str(out.entries[1].box));
+  EXPECT_EQ(48u, out.entries[1].tensor_bytes);
+  EXPECT_EQ(encode_manifest(out), b);
+  // Without the flag every entry's box is its whole tensor.
+  const std::vector<uint8_t> plain = encode_manifest(Sample());
+  ASSERT_EQ(WSYNC_OK, decode_manifest(plain.data(), plain.size(), &out));
+  for (const auto& e : out.entries) EXPECT_TRUE(box_equal(e.box, full_box(e.ndim, e.shape))) << e.name;
+
+  Manifest bad = BoxSample();
+  bad.entries[0].box.extent[0] = 8;  // rows 3..11 of 10
+  bad.entries[0].tensor_bytes = 8 * 4 * 4;
+  std::vector<uint8_t> v = encode_manifest(bad);
+  ExpectProtocol(v, "box [3:11, 0:4] of shape [0:10, 0:4]");
+  bad = BoxSample();
+  bad.entries[0].tensor_bytes = 160;  // the whole tensor's bytes, not the box's
+  bad.entries[0].length = 48;
+  ExpectProtocol(encode_manifest(bad), "tensor_bytes 160 but box and dtype give 48");
+  bad = BoxSample();
+  bad.entries[1].box.offset[1] = -1;
+  ExpectProtocol(encode_manifest(bad), "entry 1 ('q'): box");
+  v = encode_manifest(BoxSample());
+  v.resize(v.size() - 8 - 8);  // cut inside the last box extent, keep a trailer's room
+  v.resize(v.size() + 8);
+  Reseal(v);
+  ExpectProtocol(v, "box extent");
+}
+
+TEST(ManifestBoxes, MutatedResealedRecordsDecodeCanonicallyOrFail) {
+  const std::vector<uint8_t> good = encode_manifest(BoxSample());
+  std::mt19937_64 rng(7);
+  for (int iter = 0; iter < 3000; ++iter) {
+    std::vector<uint8_t> v = good;
+    const size_t body = v.size() - kManifestTrailerBytes;
+    const size_t at = 12 + rng() % (body - 12);
+    v[at] = static_cast<uint8_t>(rng());
+    Reseal(v);
+    Manifest out;
+    const wsync_status_t st = decode_manifest(v.data(), v.size(), &out);
+    ASSERT_TRUE(st == WSYNC_ERR_PROTOCOL || st == WSYNC_OK) << st << " " << last_error();
+    if (st == WSYNC_OK) {
+      EXPECT_EQ(encode_manifest(out), v);
+      for (const auto& e : out.entries) {
+        std::string why;
+        EXPECT_TRUE(box_within(e.box, e.ndim, e.shape, &why)) << why;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace wsync
