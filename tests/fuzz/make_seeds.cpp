@@ -76,6 +76,19 @@ void manifests() {
   u.bucket_bytes = 64;
   u.entries.push_back(entry("model.\xe5\xb1\x82.0", WSYNC_DTYPE_FLOAT8_E4M3, {2, 2, 2, 2, 2, 2, 2, 2}, 0, 64));
   put("manifest", "utf8_eight_dims", wsync::encode_manifest(u));
+  wsync::Manifest b;  // many senders: a row slab, and a chunk of a column box
+  b.update_id = 2;
+  b.bucket_bytes = 64;
+  b.flags = wsync::kManifestFlagBoxes;
+  wsync::ManifestEntry rows = entry("w", WSYNC_DTYPE_FLOAT32, {10, 4}, 0, 48);
+  const int64_t w_shape[2] = {10, 4}, q_shape[2] = {8, 6};
+  wsync::chunk_box(2, w_shape, 0, 4, 1, &rows.box);
+  rows.tensor_bytes = 48;
+  wsync::ManifestEntry cols = entry("q", WSYNC_DTYPE_BFLOAT16, {8, 6}, 48, 16, 32);
+  wsync::chunk_box(2, q_shape, 1, 2, 1, &cols.box);
+  cols.tensor_bytes = 48;
+  b.entries = {rows, cols};
+  put("manifest", "boxes", wsync::encode_manifest(b));
 }
 
 // fuzz_http_reply: outcome u8 | reply kind u8 | status u16 | flags u8 | excerpt max u8 | body
