@@ -2,6 +2,7 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
 #include <unordered_set>
 #include <utility>
 
@@ -148,6 +149,45 @@ std::vector<uint8_t> encode_manifest(const Manifest& m) {
   w.patch_u32(total_len_at, static_cast<uint32_t>(w.size() + kManifestTrailerBytes));
   w.u64(checksum64(w.data().data(), w.size()));
   return std::move(w.data());
+}
+
+wsync_status_t expand_boxes(Manifest* m, size_t max_entries) {
+  if (!(m->flags & kManifestFlagBoxes)) return WSYNC_OK;
+  std::vector<ManifestEntry> out;
+  for (size_t i = 0; i < m->entries.size(); ++i) {
+    const ManifestEntry& e = m->entries[i];
+    const Box whole = full_box(e.ndim, e.shape);
+    if (box_equal(e.box, whole)) {
+      out.push_back(e);
+    } else {
+      std::vector<ByteRun> runs, window;
+      const uint32_t esize = wsync_dtype_size(e.dtype);
+      if (box_runs(e.box, whole, esize, &runs) != WSYNC_OK)
+        return fail(WSYNC_ERR_PROTOCOL, "manifest entry %zu ('%s'): %s", i, e.name.c_str(), last_error().c_str());
+      const PackedRuns packed(std::move(runs));
+      if (packed.window(e.tensor_offset, e.tensor_offset + e.length, &window) != WSYNC_OK)
+        return fail(WSYNC_ERR_PROTOCOL, "manifest entry %zu ('%s'): %s", i, e.name.c_str(), last_error().c_str());
+      uint64_t shape_bytes = 0;
+      shape_nbytes(e.dtype, e.ndim, e.shape, &shape_bytes);  // checked by the decoder
+      uint64_t at = e.bucket_offset;
+      if (window.size() > max_entries - std::min(max_entries, out.size()))
+        return fail(WSYNC_ERR_PROTOCOL, "manifest entry %zu ('%s'): its box makes more than %zu chunks in one bucket", i,
+                    e.name.c_str(), max_entries);
+      for (const ByteRun& w : window) {
+        ManifestEntry c = e;
+        c.box = whole;
+        c.tensor_bytes = shape_bytes;
+        c.tensor_offset = w.offset;
+        c.length = w.length;
+        c.bucket_offset = at;
+        at += w.length;
+        out.push_back(std::move(c));
+      }
+    }
+  }
+  m->entries = std::move(out);
+  m->flags &= ~kManifestFlagBoxes;
+  return WSYNC_OK;
 }
 
 wsync_status_t decode_manifest(const uint8_t* data, size_t len, Manifest* out) {

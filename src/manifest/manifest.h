@@ -35,7 +35,7 @@ constexpr uint32_t kManifestFlagPayloadChecksum = 1u << 0;
 // comes in a BUCKET_SUM frame once the bytes are moving (the sender hashes while they travel).
 constexpr uint32_t kManifestFlagChecksumFollows = 1u << 1;
 // Since wsync 0.8 (many senders): every entry carries a box (see the layout above). A receiver
-// that cannot scatter boxes refuses such a manifest.
+// places them through expand_boxes; a 0.7 receiver refuses the record ("unknown flags 0x0004").
 constexpr uint32_t kManifestFlagBoxes = 1u << 2;
 // Flags this version knows; a record with any other bit is refused (a flag may change meaning).
 constexpr uint32_t kManifestKnownFlags =
@@ -84,6 +84,15 @@ std::vector<uint8_t> encode_manifest(const Manifest& m);
 // offset order (empty entries may share an offset), no trailing bytes. With kManifestFlagBoxes:
 // each box inside its shape, and tensor_bytes the box's bytes instead of the shape's.
 wsync_status_t decode_manifest(const uint8_t* data, size_t len, Manifest* out);
+
+// A manifest with boxes as the chunks of whole tensors it amounts to: every entry whose box is
+// not its whole tensor becomes one chunk per run of the box its bytes cover (planner/box.h), in
+// the same bucket order, with tensor_bytes and tensor_offset counting in the whole tensor; the
+// flag is cleared. A receiver then places, checks and completes them as split tensors: bytes
+// that overlap are refused, and a tensor is complete when its boxes tile it. WSYNC_ERR_PROTOCOL
+// (naming the entry) when the chunks would number more than max_entries. No-op without the flag.
+constexpr size_t kManifestMaxExpandedEntries = 1u << 20;
+wsync_status_t expand_boxes(Manifest* m, size_t max_entries = kManifestMaxExpandedEntries);
 
 // XXH3-64 of `len` bytes (seed 0). `data` may be NULL when len is 0.
 uint64_t checksum64(const void* data, size_t len);

@@ -92,9 +92,8 @@ wsync_status_t read_manifest(wsync_receiver_t* rx, const Frame& f, Incoming* in)
   if (m.bucket_bytes > kMaxBucketBytes)
     return fail(WSYNC_ERR_PROTOCOL, "%s claims %llu bytes, more than the %llu a bucket may hold", in->what.c_str(),
                 static_cast<unsigned long long>(m.bucket_bytes), static_cast<unsigned long long>(kMaxBucketBytes));
-  if (m.flags & kManifestFlagBoxes)
-    return fail(WSYNC_ERR_UNSUPPORTED, "%s holds boxes of tensors (a many-sender group), which this receiver "
-                "does not take yet", in->what.c_str());
+  // Boxes (many senders): placed, checked and completed as the chunks of whole tensors they are.
+  if ((st = expand_boxes(&in->m)) != WSYNC_OK) return fail_msg(st, in->what + ": " + last_error());
   if ((m.flags & kManifestFlagChecksumFollows) && !(m.flags & kManifestFlagPayloadChecksum))
     return fail(WSYNC_ERR_PROTOCOL, "%s announces a checksum to follow without asking for one", in->what.c_str());
   in->sum_known = (m.flags & kManifestFlagChecksumFollows) == 0;

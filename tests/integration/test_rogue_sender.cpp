@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -494,6 +495,193 @@ TEST_F(RogueSender, OverlappingChunksOfASplitTensorAreRefusedAndNeverCommitted) 
 
 TEST_F(RogueSender, ADuplicateChunkIsRefusedAndNeverCommitted) {
   overlapping_chunks_case(0, "tensor 'x': chunk [0, 512) overlaps bytes [0, 512) already received in this update");
+}
+
+// ---- Boxes: the hand-written sender sends what a many-sender group's senders will ------------
+// w float32 [6, 4] comes as two row boxes, q bfloat16 [4, 6] as two column boxes, the first cut
+// across two buckets; boxes of one tensor never share a bucket (names are unique in a manifest).
+// The real receiver (staged, w registered, q not) must report w once it is whole, q once whole
+// and exact (a view), and commit w's bytes exactly.
+constexpr int64_t kWRows = 6, kWCols = 4, kQRows = 4, kQCols = 6;
+
+std::vector<uint8_t> pattern(size_t n, int salt) {
+  std::vector<uint8_t> b(n);
+  for (size_t i = 0; i < n; ++i) b[i] = static_cast<uint8_t>(i * 7 + salt);
+  return b;
+}
+
+// The packed bytes of `box` (its elements in its own row-major order) out of the whole tensor.
+std::vector<uint8_t> packed(const std::vector<uint8_t>& whole, const Box& box, int64_t cols, uint32_t esize) {
+  std::vector<uint8_t> out;
+  for (int64_t r = box.offset[0]; r < box.offset[0] + box.extent[0]; ++r) {
+    const size_t at = static_cast<size_t>((r * cols + box.offset[1]) * esize);
+    out.insert(out.end(), whole.begin() + at, whole.begin() + at + box.extent[1] * esize);
+  }
+  return out;
+}
+
+ManifestEntry box_entry(const std::string& name, int32_t dtype, int64_t rows, int64_t cols, const Box& box,
+                        uint64_t bucket_offset, uint64_t tensor_offset, uint64_t length) {
+  ManifestEntry e;
+  e.name = name;
+  e.dtype = dtype;
+  e.ndim = 2;
+  e.shape[0] = rows;
+  e.shape[1] = cols;
+  e.box = box;
+  e.tensor_bytes = static_cast<uint64_t>(box.extent[0] * box.extent[1]) * wsync_dtype_size(dtype);
+  e.bucket_offset = bucket_offset;
+  e.tensor_offset = tensor_offset;
+  e.length = length;
+  return e;
+}
+
+Box rows_of(int64_t r0, int64_t r1, int64_t cols) {
+  Box b;
+  b.ndim = 2;
+  b.offset[0] = r0;
+  b.extent[0] = r1 - r0;
+  b.extent[1] = cols;
+  return b;
+}
+
+Box cols_of(int64_t rows, int64_t c0, int64_t c1) {
+  Box b;
+  b.ndim = 2;
+  b.extent[0] = rows;
+  b.offset[1] = c0;
+  b.extent[1] = c1 - c0;
+  return b;
+}
+
+Manifest box_bucket(uint64_t bucket, std::vector<ManifestEntry> entries) {
+  Manifest m;
+  m.update_id = 1;
+  m.bucket_index = bucket;
+  m.flags = kManifestFlagBoxes;
+  for (const auto& e : entries) m.bucket_bytes = std::max(m.bucket_bytes, e.bucket_offset + e.length);
+  m.entries = std::move(entries);
+  return m;
+}
+
+// A staged receiver with w registered: exits 0 when q was reported once, whole and exact, w
+// became whole, version 1 committed and w's buffer holds its bytes exactly; with `needle`, when
+// next() instead failed with WSYNC_ERR_PROTOCOL naming it and w's buffer was left untouched.
+pid_t box_receiver(const std::string& addr_file, const std::string& needle) {
+  return spawn([=] {
+    const std::string addr = read_addr_file(addr_file, 10000);
+    wsync_option_t opts[] = {WSYNC_OPTION("receive_mode", "staged")};
+    wsync_receiver_config_t cfg = WSYNC_RECEIVER_CONFIG_INIT;
+    cfg.rank = 1;
+    cfg.store_addr = addr.c_str();
+    cfg.group_name = "rogue";
+    cfg.timeout_ms = 10000;
+    cfg.options = opts;
+    cfg.num_options = 1;
+    wsync_receiver_t* rx = nullptr;
+    if (wsync_receiver_init(&cfg, &rx) != WSYNC_OK) return 1;
+    std::vector<uint8_t> w(kWRows * kWCols * 4, 0x5A);
+    wsync_tensor_t d = WSYNC_TENSOR_INIT;
+    d.name = "w";
+    d.dtype = WSYNC_DTYPE_FLOAT32;
+    d.ndim = 2;
+    d.shape[0] = kWRows;
+    d.shape[1] = kWCols;
+    d.data = w.data();
+    d.nbytes = w.size();
+    if (wsync_receiver_register(rx, &d, 1) != WSYNC_OK) return 1;
+    int w_seen = 0, q_seen = 0;
+    bool q_exact = false;
+    wsync_receiver_event_t ev = WSYNC_RECEIVER_EVENT_INIT;
+    wsync_status_t st;
+    while ((st = wsync_receiver_next(rx, &ev, 10000)) == WSYNC_OK) {
+      if (ev.kind == WSYNC_EVENT_BUCKET)
+        for (uint64_t i = 0; i < ev.num_tensors; ++i) {
+          const wsync_tensor_t& t = ev.tensors[i];
+          if (std::string(t.name) == "w") ++w_seen;
+          if (std::string(t.name) == "q") {
+            ++q_seen;
+            const std::vector<uint8_t> want = pattern(kQRows * kQCols * 2, 5);
+            q_exact = t.nbytes == want.size() && std::memcmp(t.data, want.data(), want.size()) == 0;
+          }
+        }
+      if (ev.kind == WSYNC_EVENT_COMMIT && wsync_receiver_commit(rx, ev.version) != WSYNC_OK) break;
+      if (ev.kind == WSYNC_EVENT_COMMIT || ev.kind == WSYNC_EVENT_CLOSED) break;
+    }
+    const std::string msg = wsync_last_error();
+    const uint64_t committed = wsync_receiver_committed_version(rx);
+    wsync_receiver_destroy(rx);
+    bool ok;
+    if (needle.empty()) {
+      ok = st == WSYNC_OK && w_seen == 1 && q_seen == 1 && q_exact && committed == 1 && w == pattern(w.size(), 3);
+    } else {
+      bool untouched = true;
+      for (uint8_t b : w) untouched &= b == 0x5A;
+      ok = st == WSYNC_ERR_PROTOCOL && msg.find(needle) != std::string::npos && untouched && committed == 0;
+    }
+    if (!ok)
+      std::fprintf(stderr, "box receiver: %s: %s; w seen %d, q seen %d (exact %d), committed %llu\n",
+                   wsync_status_name(st), msg.c_str(), w_seen, q_seen, q_exact, static_cast<unsigned long long>(committed));
+    return ok ? 0 : 2;
+  });
+}
+
+void send_expecting(Rogue& rogue, const Manifest& m, const std::vector<uint8_t>& payload, uint64_t seq, MsgType want) {
+  uint16_t type = 0;
+  int32_t code = 0;
+  std::string why;
+  rogue.send_bucket(m, payload, seq, &type, &code, &why);
+  EXPECT_EQ(static_cast<uint16_t>(want), type) << "bucket " << m.bucket_index << ": " << why;
+}
+
+std::vector<uint8_t> cat2(std::vector<uint8_t> a, const std::vector<uint8_t>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+TEST_F(RogueSender, BoxesFromSeveralOwnersAssembleWholeTensorsOnAStagedReceiver) {
+  std::string addr_file = temp_dir() + "/store.addr";
+  Rogue rogue;
+  rogue.start(addr_file);
+  pid_t rx = box_receiver(addr_file, "");
+  rogue.admit();
+  const std::vector<uint8_t> w = pattern(kWRows * kWCols * 4, 3), q = pattern(kQRows * kQCols * 2, 5);
+  const Box w0 = rows_of(0, 3, kWCols), w1 = rows_of(3, 6, kWCols), q0 = cols_of(kQRows, 3, 6), q1 = cols_of(kQRows, 0, 3);
+  const std::vector<uint8_t> pw0 = packed(w, w0, kWCols, 4), pw1 = packed(w, w1, kWCols, 4);
+  const std::vector<uint8_t> pq0 = packed(q, q0, kQCols, 2), pq1 = packed(q, q1, kQCols, 2);
+  const std::vector<uint8_t> pq0a(pq0.begin(), pq0.begin() + 10), pq0b(pq0.begin() + 10, pq0.end());
+  send_expecting(rogue,
+                 box_bucket(0, {box_entry("w", WSYNC_DTYPE_FLOAT32, kWRows, kWCols, w0, 0, 0, pw0.size()),
+                                box_entry("q", WSYNC_DTYPE_BFLOAT16, kQRows, kQCols, q0, pw0.size(), 0, pq0a.size())}),
+                 cat2(pw0, pq0a), 1, MsgType::kAck);
+  send_expecting(rogue,
+                 box_bucket(1, {box_entry("w", WSYNC_DTYPE_FLOAT32, kWRows, kWCols, w1, 0, 0, pw1.size()),
+                                box_entry("q", WSYNC_DTYPE_BFLOAT16, kQRows, kQCols, q0, pw1.size(), pq0a.size(),
+                                          pq0b.size())}),
+                 cat2(pw1, pq0b), 2, MsgType::kAck);
+  send_expecting(rogue, box_bucket(2, {box_entry("q", WSYNC_DTYPE_BFLOAT16, kQRows, kQCols, q1, 0, 0, pq1.size())}),
+                 pq1, 3, MsgType::kAck);
+  EXPECT_EQ(static_cast<uint16_t>(MsgType::kCommitted), rogue.end_update(1, 1, 3));
+  rogue.conn.close();
+  EXPECT_EQ(0, wait_child(rx, 15000));
+}
+
+TEST_F(RogueSender, OverlappingBoxesAreRefusedNamingTheBytesAndNeverWritten) {
+  std::string addr_file = temp_dir() + "/store.addr";
+  Rogue rogue;
+  rogue.start(addr_file);
+  // Rows 0..4 then rows 3..6 of w: row 3 (bytes [48, 64) of the whole tensor) twice.
+  pid_t rx = box_receiver(addr_file, "tensor 'w': chunk [48, 96) overlaps bytes [0, 64) already received");
+  rogue.admit();
+  const std::vector<uint8_t> w = pattern(kWRows * kWCols * 4, 3);
+  const Box a = rows_of(0, 4, kWCols), b = rows_of(3, 6, kWCols);
+  const std::vector<uint8_t> pa = packed(w, a, kWCols, 4), pb = packed(w, b, kWCols, 4);
+  send_expecting(rogue, box_bucket(0, {box_entry("w", WSYNC_DTYPE_FLOAT32, kWRows, kWCols, a, 0, 0, pa.size())}), pa, 1,
+                 MsgType::kAck);
+  send_expecting(rogue, box_bucket(1, {box_entry("w", WSYNC_DTYPE_FLOAT32, kWRows, kWCols, b, 0, 0, pb.size())}), pb, 2,
+                 MsgType::kNack);
+  rogue.conn.close();
+  EXPECT_EQ(0, wait_child(rx, 15000));
 }
 
 }  // namespace

@@ -633,6 +633,37 @@ TEST(ManifestBoxes, RoundTripAndRefusals) {
   ExpectProtocol(v, "box extent");
 }
 
+// What a receiver places: each box as the chunks of its whole tensor, in bucket order.
+TEST(ManifestBoxes, ExpandIntoChunksOfWholeTensors) {
+  Manifest m = BoxSample();
+  ASSERT_EQ(WSYNC_OK, expand_boxes(&m)) << last_error();
+  EXPECT_EQ(0u, m.flags & kManifestFlagBoxes);
+  ASSERT_EQ(4u, m.entries.size());
+  const ManifestEntry& w = m.entries[0];  // rows 3..6 of float32 [10, 4]: one run
+  EXPECT_EQ("w", w.name);
+  EXPECT_EQ(160u, w.tensor_bytes);
+  EXPECT_EQ(48u, w.tensor_offset);
+  EXPECT_EQ(48u, w.length);
+  // Bytes [32, 48) of q's packed column box [0:8, 3:6] (bfloat16 [8, 6], 6 bytes a row): the last
+  // 4 bytes of row 5's part, then rows 6 and 7's, at their places in the whole tensor.
+  const uint64_t want[3][3] = {{68, 4, 48}, {78, 6, 52}, {90, 6, 58}};  // tensor_offset, length, bucket_offset
+  for (int k = 0; k < 3; ++k) {
+    const ManifestEntry& q = m.entries[1 + k];
+    EXPECT_EQ("q", q.name);
+    EXPECT_EQ(96u, q.tensor_bytes);
+    EXPECT_EQ(want[k][0], q.tensor_offset) << k;
+    EXPECT_EQ(want[k][1], q.length) << k;
+    EXPECT_EQ(want[k][2], q.bucket_offset) << k;
+  }
+  Manifest small = BoxSample();
+  EXPECT_EQ(WSYNC_ERR_PROTOCOL, expand_boxes(&small, 2));
+  EXPECT_NE(std::string::npos, last_error().find("more than 2 chunks")) << last_error();
+  Manifest plain = Sample();
+  const size_t n = plain.entries.size();
+  ASSERT_EQ(WSYNC_OK, expand_boxes(&plain));
+  EXPECT_EQ(n, plain.entries.size());
+}
+
 TEST(ManifestBoxes, MutatedResealedRecordsDecodeCanonicallyOrFail) {
   const std::vector<uint8_t> good = encode_manifest(BoxSample());
   std::mt19937_64 rng(7);
