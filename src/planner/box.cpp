@@ -2,6 +2,7 @@
 #include "planner/box.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <utility>
 
@@ -94,7 +95,9 @@ bool box_intersect(const Box& a, const Box& b, Box* out) {
   r.ndim = a.ndim;
   for (int32_t i = 0; i < a.ndim; ++i) {
     const int64_t lo = a.offset[i] > b.offset[i] ? a.offset[i] : b.offset[i];
-    const int64_t ea = a.offset[i] + a.extent[i], eb = b.offset[i] + b.extent[i];
+    int64_t ea = 0, eb = 0;  // ends saturate: boxes that were not checked may not overflow here
+    if (__builtin_add_overflow(a.offset[i], a.extent[i], &ea)) ea = INT64_MAX;
+    if (__builtin_add_overflow(b.offset[i], b.extent[i], &eb)) eb = INT64_MAX;
     const int64_t hi = ea < eb ? ea : eb;
     if (hi <= lo) return false;
     r.offset[i] = lo;
@@ -116,7 +119,11 @@ std::string box_str(const Box& b) {
   std::string s = "[";
   for (int32_t i = 0; i < b.ndim; ++i) {
     if (i > 0) s += ", ";
-    s += std::to_string(b.offset[i]) + ":" + std::to_string(b.offset[i] + b.extent[i]);
+    int64_t end = 0;  // a hostile box's end may not fit: then it is printed as a sum
+    s += std::to_string(b.offset[i]) + ":" +
+         (__builtin_add_overflow(b.offset[i], b.extent[i], &end) ? std::to_string(b.offset[i]) + "+" +
+                                                                       std::to_string(b.extent[i])
+                                                                 : std::to_string(end));
   }
   return s + "]";
 }

@@ -247,3 +247,18 @@ TEST(Box, PackedWindowsCoverTheBoxInOrder) {
 
 }  // namespace
 }  // namespace wsync
+
+namespace wsync {
+namespace {
+
+// Found by fuzz.manifest: a hostile box printed in a refusal overflowed offset + extent.
+TEST(Box, HostileBoxesPrintAndIntersectWithoutOverflow) {
+  const Box b = box({INT64_MAX - 1, 0}, {INT64_MAX, 4});
+  EXPECT_EQ("[9223372036854775806:9223372036854775806+9223372036854775807, 0:4]", box_str(b));
+  Box c;
+  EXPECT_TRUE(box_intersect(b, box({INT64_MAX - 1, 0}, {1, 4}), &c));
+  EXPECT_EQ("[9223372036854775806:9223372036854775807, 0:4]", box_str(c));
+}
+
+}  // namespace
+}  // namespace wsync
