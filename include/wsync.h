@@ -68,11 +68,13 @@ extern "C" {
  *   WSYNC_TIMEOUT_NO_WAIT (0)                    do not block. A call that can answer "not yet"
  *                                                does so at once with WSYNC_ERR_TIMEOUT
  *                                                (wsync_receiver_next, wsync_group_send_wait, the
- *                                                wait for room in wsync_group_send_start). A wait
- *                                                for a peer's answer cannot be skipped (a peer
- *                                                cannot answer in no time): there 0 is the default
- *                                                (wsync_group_send_batch, wsync_group_finalize,
- *                                                and the waits of a started batch)
+ *                                                wait for room in the pipeline of
+ *                                                wsync_group_send_start and _send_batch: a full
+ *                                                pipeline starts nothing). A wait for a peer's
+ *                                                answer cannot be skipped (a peer cannot answer in
+ *                                                no time): there 0 is the default (each wait for a
+ *                                                receiver inside send_batch, a started batch or
+ *                                                wsync_group_finalize, and wsync_group_init)
  *   positive                                     at most that many milliseconds (on the sender:
  *                                                for each wait for a receiver, not the whole call)
  * A timeout_ms field of a config struct is 0 or negative for the default (zero means default).
@@ -308,7 +310,8 @@ WSYNC_API const char* wsync_group_store_addr(const wsync_group_t* group);
  * here and later, as from send_wait (since 1.4; before, WSYNC_ERR_TIMEOUT here).
  * timeout_ms bounds each wait for a receiver, not the whole call (WSYNC_TIMEOUT_NO_WAIT or
  * WSYNC_TIMEOUT_DEFAULT: the group's timeout_ms option; a receiver cannot be waited for in no
- * time).
+ * time), and, as in send_start, the wait for room when staging_buckets batches are in flight
+ * (WSYNC_TIMEOUT_NO_WAIT: none; WSYNC_ERR_TIMEOUT then, nothing started).
  * Since 1.2 this is wsync_group_send_start followed by waiting for that batch; while it waits
  * the calling thread sleeps (no core is spun). */
 WSYNC_API wsync_status_t wsync_group_send_batch(wsync_group_t* group, const wsync_tensor_t* tensors,

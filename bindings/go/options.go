@@ -53,9 +53,9 @@ func cString(a *arena, s, field, op string) (*C.char, error) {
 
 // The timeout rule of wsync.h, the same in every binding: DefaultTimeout (any negative duration)
 // is the group's or receiver's "timeout_ms" option (60 s unless set); NoWait (0) asks the call not
-// to block (Receiver.Next and Send.Wait answer "not yet" at once, SendStart does not wait for
-// room; a wait for a receiver's answer cannot be skipped, so SendBatch and Finalize take the
-// default); a positive duration is a bound, rounded up to whole milliseconds. In a GroupConfig
+// to block (Receiver.Next and Send.Wait answer "not yet" at once, SendStart and SendBatch do not
+// wait for room in a full pipeline; a wait for a receiver's answer cannot be skipped, so inside
+// SendBatch and Finalize it takes the default); a positive duration is a bound, rounded up to whole milliseconds. In a GroupConfig
 // or ReceiverConfig, 0 is the default too (the zero value works).
 const (
 	DefaultTimeout time.Duration = -1

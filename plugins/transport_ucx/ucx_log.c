@@ -8,7 +8,10 @@
  * step below UCX's: UCX reports the failures it returns, which the plugin turns into a named wsync
  * error already, so its own line is detail (FATAL -> ERROR, ERROR -> WARN, WARN -> INFO, the rest
  * -> DEBUG). While an instance is being destroyed, UCX's complaints about peers that are gone are
- * expected and logged at DEBUG. UCX_LOG_LEVEL still chooses what UCX produces.
+ * expected and logged at DEBUG. UCX_LOG_LEVEL still chooses what UCX produces, and with
+ * UCX_LOG_FILE set nothing is routed (UCX writes its file, as asked). The handler is the
+ * process's: UCX lines of other UCX users in the process (NIXL, UCC) go to wsync's sink too, and
+ * while any wsync instance is being destroyed their errors are logged at DEBUG as well.
  *
  * The plugin is never unloaded while the handler is installed (the core loads plugins with
  * RTLD_NODELETE, and the library is linked with -z nodelete for any other loader). */
@@ -16,6 +19,7 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include <ucs/config/types.h>
 #include <ucs/debug/log_def.h>
@@ -52,6 +56,7 @@ static ucs_log_func_rc_t route(const char* file, unsigned line, const char* func
   (void)function;
   (void)comp;
   if (level == UCS_LOG_LEVEL_PRINT) return UCS_LOG_FUNC_RC_CONTINUE; /* ucs_print: UCX's own output, as it was */
+  if (wsp_host() == NULL || wsp_host()->log == NULL) return UCS_LOG_FUNC_RC_CONTINUE; /* nowhere to route: UCX prints */
   for (const char* p = file; p != NULL && *p != '\0'; ++p)
     if (*p == '/') base = p + 1;
   snprintf(prefix, sizeof prefix, "transport 'ucx': UCX %s %s:%u: ", level_name(level), base != NULL ? base : "?",
@@ -61,7 +66,11 @@ static ucs_log_func_rc_t route(const char* file, unsigned line, const char* func
 }
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
-static void push(void) { ucs_log_push_handler(route); }
+/* A user who points UCX's log at a file (UCX_LOG_FILE) keeps it there: nothing is routed. */
+static void push(void) {
+  const char* file = getenv("UCX_LOG_FILE");
+  if (file == NULL || file[0] == '\0') ucs_log_push_handler(route);
+}
 
 void ucx_log_route(void) { pthread_once(&g_once, push); }
 

@@ -33,18 +33,20 @@ struct DtypeInfo {
   uint32_t size;
 };
 
-// Rows in code order from the header's one table (the static_assert keeps them so).
+// Rows in code order from the header's one table (the static_assert below keeps them so).
 #define WSYNC_DTYPE_ROW(code, name, size) {name, size},
 const DtypeInfo kDtype[WSYNC_DTYPE_COUNT] = {{"invalid", 0}, WSYNC_DTYPE_TABLE(WSYNC_DTYPE_ROW)};
 #undef WSYNC_DTYPE_ROW
-#define WSYNC_DTYPE_IN_ORDER(code, name, size) static_assert(code >= 1 && code < WSYNC_DTYPE_COUNT, name);
-WSYNC_DTYPE_TABLE(WSYNC_DTYPE_IN_ORDER)
-#undef WSYNC_DTYPE_IN_ORDER
-constexpr int kDtypeRows = 0
-#define WSYNC_DTYPE_ONE(code, name, size) +1
-    WSYNC_DTYPE_TABLE(WSYNC_DTYPE_ONE);
-#undef WSYNC_DTYPE_ONE
-static_assert(kDtypeRows == WSYNC_DTYPE_COUNT - 1, "WSYNC_DTYPE_TABLE has a row per code");
+// kDtype is indexed by code: row i of the table must be code i + 1, every code once.
+#define WSYNC_DTYPE_CODE(code, name, size) code,
+constexpr int32_t kDtypeCodes[] = {WSYNC_DTYPE_TABLE(WSYNC_DTYPE_CODE)};
+#undef WSYNC_DTYPE_CODE
+constexpr bool dtype_rows_in_code_order() {
+  for (size_t i = 0; i < sizeof kDtypeCodes / sizeof kDtypeCodes[0]; ++i)
+    if (kDtypeCodes[i] != static_cast<int32_t>(i + 1)) return false;
+  return sizeof kDtypeCodes / sizeof kDtypeCodes[0] == WSYNC_DTYPE_COUNT - 1;
+}
+static_assert(dtype_rows_in_code_order(), "WSYNC_DTYPE_TABLE: one row per code, in code order from 1");
 
 }  // namespace
 

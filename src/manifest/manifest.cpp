@@ -160,19 +160,17 @@ wsync_status_t expand_boxes(Manifest* m, size_t max_entries) {
     if (box_equal(e.box, whole)) {
       out.push_back(e);
     } else {
-      std::vector<ByteRun> runs, window;
-      const uint32_t esize = wsync_dtype_size(e.dtype);
-      if (box_runs(e.box, whole, esize, &runs) != WSYNC_OK)
-        return fail(WSYNC_ERR_PROTOCOL, "manifest entry %zu ('%s'): %s", i, e.name.c_str(), last_error().c_str());
-      const PackedRuns packed(std::move(runs));
-      if (packed.window(e.tensor_offset, e.tensor_offset + e.length, &window) != WSYNC_OK)
-        return fail(WSYNC_ERR_PROTOCOL, "manifest entry %zu ('%s'): %s", i, e.name.c_str(), last_error().c_str());
+      // Only the runs this entry's bytes reach are computed (a forged tall column box costs its
+      // window, not a run per row), and no more than the bucket may still hold.
+      std::vector<ByteRun> window;
+      const uint64_t room = max_entries - std::min(max_entries, out.size());
+      if (box_window(e.box, whole, wsync_dtype_size(e.dtype), e.tensor_offset, e.tensor_offset + e.length, room,
+                     &window) != WSYNC_OK)
+        return fail(WSYNC_ERR_PROTOCOL, "manifest entry %zu ('%s'): %s (at most %zu chunks in one bucket)", i,
+                    e.name.c_str(), last_error().c_str(), max_entries);
       uint64_t shape_bytes = 0;
       shape_nbytes(e.dtype, e.ndim, e.shape, &shape_bytes);  // checked by the decoder
       uint64_t at = e.bucket_offset;
-      if (window.size() > max_entries - std::min(max_entries, out.size()))
-        return fail(WSYNC_ERR_PROTOCOL, "manifest entry %zu ('%s'): its box makes more than %zu chunks in one bucket", i,
-                    e.name.c_str(), max_entries);
       for (const ByteRun& w : window) {
         ManifestEntry c = e;
         c.box = whole;

@@ -47,8 +47,9 @@ wsync_status_t chunk_box(int32_t ndim, const int64_t* shape, int32_t dim, uint32
   Box b = full_box(ndim, shape);
   const int64_t n = shape[dim];
   const int64_t size = n / chunks + (n % chunks != 0 ? 1 : 0);  // ceil, as torch.chunk
-  const int64_t begin = size * static_cast<int64_t>(index);     // <= n + size: no overflow
-  b.offset[dim] = begin < n ? begin : n;
+  int64_t begin = 0;  // size * index may not fit when chunks is near 2^32: past n, the chunk is empty
+  if (__builtin_mul_overflow(size, static_cast<int64_t>(index), &begin) || begin > n) begin = n;
+  b.offset[dim] = begin;
   b.extent[dim] = begin >= n ? 0 : (n - begin < size ? n - begin : size);
   *out = b;
   return WSYNC_OK;
@@ -128,15 +129,26 @@ std::string box_str(const Box& b) {
   return s + "]";
 }
 
-wsync_status_t box_runs(const Box& inner, const Box& outer, uint32_t elem_size, std::vector<ByteRun>* out) {
-  out->clear();
+namespace {
+
+// How a box lies in a buffer: everything box_runs and box_window need, checked once.
+struct Layout {
+  int64_t elems = 0;                          // of the box
+  int64_t stride[WSYNC_MAX_NDIM] = {0};        // of the buffer, in elements
+  int32_t j = -1;                             // the innermost dimension the box does not span whole
+  uint64_t run_bytes = 0;                     // every run's length
+  uint64_t runs = 0;                          // how many
+};
+
+wsync_status_t layout_of(const Box& inner, const Box& outer, uint32_t elem_size, Layout* l) {
   if (elem_size == 0) return fail(WSYNC_ERR_INVALID_ARGUMENT, "box runs of an element of 0 bytes");
   if (inner.ndim != outer.ndim || inner.ndim < 0 || inner.ndim > WSYNC_MAX_NDIM)
     return fail(WSYNC_ERR_INVALID_ARGUMENT, "box %s has %d dimensions, the buffer's box %s %d",
                 box_str(inner).c_str(), inner.ndim, box_str(outer).c_str(), outer.ndim);
   const int32_t d = inner.ndim;
   for (int32_t i = 0; i < d; ++i)
-    if (inner.offset[i] < outer.offset[i] || inner.extent[i] < 0 || outer.extent[i] < 0 ||
+    if (inner.offset[i] < 0 || outer.offset[i] < 0 || inner.offset[i] < outer.offset[i] || inner.extent[i] < 0 ||
+        outer.extent[i] < 0 ||
         inner.offset[i] - outer.offset[i] > outer.extent[i] - inner.extent[i])
       return fail(WSYNC_ERR_INVALID_ARGUMENT, "box %s is not inside the buffer's box %s (dimension %d)",
                   box_str(inner).c_str(), box_str(outer).c_str(), i);
@@ -145,64 +157,77 @@ wsync_status_t box_runs(const Box& inner, const Box& outer, uint32_t elem_size, 
       !mul_ok(outer_n, static_cast<int64_t>(elem_size), &outer_bytes))
     return fail(WSYNC_ERR_INVALID_ARGUMENT, "box %s of a buffer %s: its byte count overflows", box_str(inner).c_str(),
                 box_str(outer).c_str());
+  l->elems = n;
   if (n == 0) return WSYNC_OK;
   // Strides of the buffer, in elements (they fit: the buffer's element count fits).
-  int64_t stride[WSYNC_MAX_NDIM] = {0};
   int64_t s = 1;
   for (int32_t i = d - 1; i >= 0; --i) {
-    stride[i] = s;
+    l->stride[i] = s;
     s *= outer.extent[i];
   }
-  // j: the innermost dimension the box does not span whole; everything inside it is one run.
-  int32_t j = d - 1;
-  while (j >= 0 && inner.extent[j] == outer.extent[j]) --j;
-  const int64_t run_elems = j < 0 ? n : inner.extent[j] * stride[j];
-  uint64_t runs = 1;
-  for (int32_t i = 0; i < j; ++i) runs *= static_cast<uint64_t>(inner.extent[i]);  // <= n: no overflow
-  if (runs > kMaxBoxRuns)
-    return fail(WSYNC_ERR_INVALID_ARGUMENT, "box %s of a buffer %s cuts it into %llu runs (at most %llu)",
-                box_str(inner).c_str(), box_str(outer).c_str(), static_cast<unsigned long long>(runs),
-                static_cast<unsigned long long>(kMaxBoxRuns));
-  out->reserve(runs);
-  int64_t idx[WSYNC_MAX_NDIM] = {0};  // position over dimensions [0, j)
-  for (uint64_t r = 0; r < runs; ++r) {
-    int64_t at = 0;
-    for (int32_t i = 0; i < d && i <= j; ++i) at += (inner.offset[i] - outer.offset[i] + (i < j ? idx[i] : 0)) * stride[i];
-    const ByteRun run{static_cast<uint64_t>(at) * elem_size, static_cast<uint64_t>(run_elems) * elem_size};
-    if (!out->empty() && out->back().offset + out->back().length == run.offset)
-      out->back().length += run.length;
-    else
-      out->push_back(run);
-    for (int32_t i = j - 1; i >= 0; --i) {  // next position, row-major
-      if (++idx[i] < inner.extent[i]) break;
-      idx[i] = 0;
-    }
-  }
+  // Everything inside dimension j is one run.
+  l->j = d - 1;
+  while (l->j >= 0 && inner.extent[l->j] == outer.extent[l->j]) --l->j;
+  const int64_t run_elems = l->j < 0 ? n : inner.extent[l->j] * l->stride[l->j];
+  l->run_bytes = static_cast<uint64_t>(run_elems) * elem_size;  // <= the buffer's bytes
+  l->runs = 1;
+  for (int32_t i = 0; i < l->j; ++i) l->runs *= static_cast<uint64_t>(inner.extent[i]);  // <= n: no overflow
   return WSYNC_OK;
 }
 
-PackedRuns::PackedRuns(std::vector<ByteRun> runs) : runs_(std::move(runs)) {
-  start_.reserve(runs_.size());
-  for (const ByteRun& r : runs_) {
-    start_.push_back(total_);
-    total_ += r.length;
+// Where run k of the box starts in the buffer, in bytes.
+uint64_t run_start(const Box& inner, const Box& outer, const Layout& l, uint64_t k, uint32_t elem_size) {
+  int64_t at = l.j >= 0 ? (inner.offset[l.j] - outer.offset[l.j]) * l.stride[l.j] : 0;
+  for (int32_t i = l.j - 1; i >= 0; --i) {  // k's position over dimensions [0, j), row-major
+    const int64_t idx = static_cast<int64_t>(k % static_cast<uint64_t>(inner.extent[i]));
+    k /= static_cast<uint64_t>(inner.extent[i]);
+    at += (inner.offset[i] - outer.offset[i] + idx) * l.stride[i];
   }
+  return static_cast<uint64_t>(at) * elem_size;
 }
 
-wsync_status_t PackedRuns::window(uint64_t begin, uint64_t end, std::vector<ByteRun>* out) const {
+void push_run(std::vector<ByteRun>* out, ByteRun run) {
+  if (!out->empty() && out->back().offset + out->back().length == run.offset)
+    out->back().length += run.length;
+  else
+    out->push_back(run);
+}
+
+}  // namespace
+
+wsync_status_t box_runs(const Box& inner, const Box& outer, uint32_t elem_size, std::vector<ByteRun>* out) {
   out->clear();
-  if (begin > end || end > total_)
-    return fail(WSYNC_ERR_INVALID_ARGUMENT, "bytes [%llu, %llu) of a box of %llu packed bytes",
-                static_cast<unsigned long long>(begin), static_cast<unsigned long long>(end),
-                static_cast<unsigned long long>(total_));
+  Layout l;
+  wsync_status_t st = layout_of(inner, outer, elem_size, &l);
+  if (st != WSYNC_OK || l.elems == 0) return st;
+  if (l.runs > kMaxBoxRuns)
+    return fail(WSYNC_ERR_INVALID_ARGUMENT, "box %s of a buffer %s cuts it into %llu runs (at most %llu)",
+                box_str(inner).c_str(), box_str(outer).c_str(), static_cast<unsigned long long>(l.runs),
+                static_cast<unsigned long long>(kMaxBoxRuns));
+  out->reserve(l.runs);
+  for (uint64_t k = 0; k < l.runs; ++k) push_run(out, ByteRun{run_start(inner, outer, l, k, elem_size), l.run_bytes});
+  return WSYNC_OK;
+}
+
+wsync_status_t box_window(const Box& inner, const Box& outer, uint32_t elem_size, uint64_t begin, uint64_t end,
+                          uint64_t max_runs, std::vector<ByteRun>* out) {
+  out->clear();
+  Layout l;
+  wsync_status_t st = layout_of(inner, outer, elem_size, &l);
+  if (st != WSYNC_OK) return st;
+  const uint64_t total = static_cast<uint64_t>(l.elems) * elem_size;  // <= the buffer's bytes
+  if (begin > end || end > total)
+    return fail(WSYNC_ERR_INVALID_ARGUMENT, "bytes [%llu, %llu) of box %s, which has %llu", static_cast<unsigned long long>(begin),
+                static_cast<unsigned long long>(end), box_str(inner).c_str(), static_cast<unsigned long long>(total));
   if (begin == end) return WSYNC_OK;
-  // The last run starting at or before `begin`.
-  size_t i = static_cast<size_t>(std::upper_bound(start_.begin(), start_.end(), begin) - start_.begin()) - 1;
-  for (uint64_t at = begin; at < end; ++i) {
-    const uint64_t skip = at - start_[i];
-    const uint64_t take = std::min(runs_[i].length - skip, end - at);
-    out->push_back(ByteRun{runs_[i].offset + skip, take});
-    at += take;
+  const uint64_t first = begin / l.run_bytes, last = (end - 1) / l.run_bytes;
+  if (last - first >= max_runs)
+    return fail(WSYNC_ERR_INVALID_ARGUMENT, "bytes [%llu, %llu) of box %s cross %llu runs (at most %llu)",
+                static_cast<unsigned long long>(begin), static_cast<unsigned long long>(end), box_str(inner).c_str(),
+                static_cast<unsigned long long>(last - first + 1), static_cast<unsigned long long>(max_runs));
+  for (uint64_t k = first; k <= last; ++k) {
+    const uint64_t lo = std::max(begin, k * l.run_bytes), hi = std::min(end, (k + 1) * l.run_bytes);
+    push_run(out, ByteRun{run_start(inner, outer, l, k, elem_size) + (lo - k * l.run_bytes), hi - lo});
   }
   return WSYNC_OK;
 }

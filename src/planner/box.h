@@ -62,21 +62,13 @@ std::string box_str(const Box& b);
 // over a receiver's runs of the same inner box moves every element to its place.
 wsync_status_t box_runs(const Box& inner, const Box& outer, uint32_t elem_size, std::vector<ByteRun>* out);
 
-// The runs of a box's packed bytes, for taking them a window at a time: a box cut across buckets
-// arrives as chunks [begin, end) of its packed form, each scattered over the part of the runs it
-// covers. window() finds that part by binary search (a column slice has a run per row).
-class PackedRuns {
- public:
-  explicit PackedRuns(std::vector<ByteRun> runs);
-  uint64_t bytes() const { return total_; }
-  // The buffer runs that packed bytes [begin, end) land in, in order (INVALID_ARGUMENT when the
-  // window is empty-ended or past bytes()).
-  wsync_status_t window(uint64_t begin, uint64_t end, std::vector<ByteRun>* out) const;
-
- private:
-  std::vector<ByteRun> runs_;
-  std::vector<uint64_t> start_;  // packed offset where each run starts
-  uint64_t total_ = 0;
-};
+// The runs that packed bytes [begin, end) of `inner` (its elements in its own row-major order)
+// land in, inside a buffer that holds `outer`: a box cut across buckets arrives as such windows.
+// Computed from the window alone (run k of a box starts at packed byte k * run length), so a
+// chunk of 4 bytes of a column of a tall matrix costs a run or two, not the list of every row's.
+// INVALID_ARGUMENT for a window past the box's bytes, for the cases box_runs refuses, and when the
+// window would need more than max_runs runs.
+wsync_status_t box_window(const Box& inner, const Box& outer, uint32_t elem_size, uint64_t begin, uint64_t end,
+                          uint64_t max_runs, std::vector<ByteRun>* out);
 
 }  // namespace wsync

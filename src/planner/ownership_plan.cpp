@@ -162,9 +162,12 @@ bool box_before(const Box& a, const Box& b) {
 
 void put_u64(std::string* s, uint64_t v) { s->append(reinterpret_cast<const char*>(&v), sizeof v); }
 
+// A record's ndim is not checked yet when it is encoded: the loops never go past the arrays.
+int32_t clamp_ndim(int32_t n) { return n < 0 ? 0 : (n > WSYNC_MAX_NDIM ? WSYNC_MAX_NDIM : n); }
+
 void put_box(std::string* s, const Box& b) {
   put_u64(s, static_cast<uint64_t>(b.ndim));
-  for (int32_t i = 0; i < b.ndim; ++i) {
+  for (int32_t i = 0; i < clamp_ndim(b.ndim); ++i) {
     put_u64(s, static_cast<uint64_t>(b.offset[i]));
     put_u64(s, static_cast<uint64_t>(b.extent[i]));
   }
@@ -175,7 +178,7 @@ void put_tensor_head(std::string* s, const std::string& name, int32_t dtype, int
   s->append(name);
   put_u64(s, static_cast<uint64_t>(dtype));
   put_u64(s, static_cast<uint64_t>(ndim));
-  for (int32_t i = 0; i < ndim; ++i) put_u64(s, static_cast<uint64_t>(shape[i]));
+  for (int32_t i = 0; i < clamp_ndim(ndim); ++i) put_u64(s, static_cast<uint64_t>(shape[i]));
 }
 
 uint64_t digest_of(const OwnershipPlan& p) {
@@ -258,6 +261,9 @@ wsync_status_t plan_ownership(const std::vector<SenderRecord>& senders, Ownershi
     if (owned != total)
       return fail(WSYNC_ERR_INVALID_ARGUMENT, "tensor '%s' %s: %s owned by no sender", t.name.c_str(),
                   what_of(t.dtype, t.ndim, t.shape).c_str(), gap_of(t, kept, total - owned).c_str());
+    // An empty tensor (a 0 in its shape) still has to reach every receiver, as an empty tensor:
+    // the lowest sender naming it owns it.
+    if (total == 0) kept = {Held{held[t.name].front().sender, full_box(t.ndim, t.shape), false}};
     std::sort(kept.begin(), kept.end(), [](const Held& a, const Held& b) { return box_before(a.box, b.box); });
     for (const Held& h : kept) t.owners.push_back(Owner{h.sender, h.box});
     plan.tensors.push_back(std::move(t));
@@ -285,10 +291,13 @@ wsync_status_t plan_transfers(const OwnershipPlan& plan, const std::vector<Need>
       return fail(WSYNC_ERR_INVALID_ARGUMENT, "a receiver asks for %s of tensor '%s' %s, which %s",
                   box_str(want).c_str(), n.name.c_str(), shape_str(t->ndim, t->shape).c_str(), why.c_str());
     const uint32_t ti = static_cast<uint32_t>(t - plan.tensors.data());
+    int64_t elements = 0;
+    box_elements(full_box(t->ndim, t->shape), &elements);
     for (const Owner& o : t->owners) {
       Box common;
       if (box_intersect(o.box, want, &common)) all.push_back(Transfer{o.sender, ti, i, common});
     }
+    if (elements == 0 && !t->owners.empty()) all.push_back(Transfer{t->owners[0].sender, ti, i, want});
   }
   std::stable_sort(all.begin(), all.end(), [](const Transfer& a, const Transfer& b) { return a.sender < b.sender; });
   *out = std::move(all);

@@ -61,7 +61,8 @@ struct TensorPlan {
   int32_t dtype = WSYNC_DTYPE_INVALID;
   int32_t ndim = 0;
   int64_t shape[WSYNC_MAX_NDIM] = {0};
-  std::vector<Owner> owners;  // disjoint, covering the tensor; in order of their boxes' offsets
+  std::vector<Owner> owners;  // disjoint, covering the tensor; in order of their boxes' offsets. An
+                              // empty tensor (a 0 in its shape) has one: the lowest sender naming it
 };
 
 struct OwnershipPlan {

@@ -174,14 +174,15 @@ wsync_status_t read_entries(const uint8_t* data, size_t len, uint32_t count, con
 
 std::vector<uint8_t> encode_sender_record(const SenderRecord& rec, uint64_t update_id) {
   ByteWriter w = header(kKindSender, rec.rank, update_id, static_cast<uint32_t>(rec.tensors.size()));
-  for (const OwnedTensor& t : rec.tensors) {
+  for (const OwnedTensor& t : rec.tensors) {  // unchecked records: loops stay inside the arrays
+    const int32_t nd = t.ndim < 0 ? 0 : (t.ndim > WSYNC_MAX_NDIM ? WSYNC_MAX_NDIM : t.ndim);
     put_name(w, t.name);
     w.u8(static_cast<uint8_t>(t.dtype));
-    w.u8(static_cast<uint8_t>(t.ndim));
+    w.u8(static_cast<uint8_t>(nd));
     w.u8(t.replica ? kFlagReplica : 0);
-    for (int32_t d = 0; d < t.ndim; ++d) w.i64(t.shape[d]);
-    for (int32_t d = 0; d < t.ndim; ++d) w.i64(t.box.offset[d]);
-    for (int32_t d = 0; d < t.ndim; ++d) w.i64(t.box.extent[d]);
+    for (int32_t d = 0; d < nd; ++d) w.i64(t.shape[d]);
+    for (int32_t d = 0; d < nd; ++d) w.i64(t.box.offset[d]);
+    for (int32_t d = 0; d < nd; ++d) w.i64(t.box.extent[d]);
   }
   return close(w);
 }
@@ -189,12 +190,13 @@ std::vector<uint8_t> encode_sender_record(const SenderRecord& rec, uint64_t upda
 std::vector<uint8_t> encode_needs(uint32_t rank, uint64_t update_id, const std::vector<Need>& needs) {
   ByteWriter w = header(kKindNeeds, rank, update_id, static_cast<uint32_t>(needs.size()));
   for (const Need& n : needs) {
+    const int32_t nd = n.full || n.box.ndim < 0 ? 0 : (n.box.ndim > WSYNC_MAX_NDIM ? WSYNC_MAX_NDIM : n.box.ndim);
     put_name(w, n.name);
-    w.u8(static_cast<uint8_t>(n.full ? 0 : n.box.ndim));
+    w.u8(static_cast<uint8_t>(nd));
     w.u8(n.full ? kFlagFull : 0);
     if (n.full) continue;
-    for (int32_t d = 0; d < n.box.ndim; ++d) w.i64(n.box.offset[d]);
-    for (int32_t d = 0; d < n.box.ndim; ++d) w.i64(n.box.extent[d]);
+    for (int32_t d = 0; d < nd; ++d) w.i64(n.box.offset[d]);
+    for (int32_t d = 0; d < nd; ++d) w.i64(n.box.extent[d]);
   }
   return close(w);
 }

@@ -214,16 +214,13 @@ TEST(Box, PackedWindowsCoverTheBoxInOrder) {
       inner.offset[i] = static_cast<int64_t>(rng() % full.extent[i]);
       inner.extent[i] = static_cast<int64_t>(1 + rng() % (full.extent[i] - inner.offset[i]));
     }
-    std::vector<ByteRun> runs;
-    ASSERT_EQ(WSYNC_OK, box_runs(inner, full, 4, &runs));
-    const PackedRuns packed(runs);
     const std::vector<uint32_t> buffer = ids_of(full, full), want = ids_of(inner, full);
-    ASSERT_EQ(want.size() * 4, packed.bytes());
+    const uint64_t bytes = want.size() * 4;
     std::vector<uint32_t> got;
-    for (uint64_t at = 0; at < packed.bytes();) {
-      const uint64_t end = std::min<uint64_t>(packed.bytes(), at + 4 * (1 + rng() % 7));
+    for (uint64_t at = 0; at < bytes;) {
+      const uint64_t end = std::min<uint64_t>(bytes, at + 4 * (1 + rng() % 7));
       std::vector<ByteRun> w;
-      ASSERT_EQ(WSYNC_OK, packed.window(at, end, &w)) << last_error();
+      ASSERT_EQ(WSYNC_OK, box_window(inner, full, 4, at, end, 1000, &w)) << last_error();
       uint64_t n = 0;
       for (const ByteRun& r : w) {
         n += r.length;
@@ -234,15 +231,46 @@ TEST(Box, PackedWindowsCoverTheBoxInOrder) {
     }
     ASSERT_EQ(want, got) << box_str(inner) << " of " << box_str(full);
   }
-  const PackedRuns p({{0, 8}, {16, 8}});
   std::vector<ByteRun> w;
-  EXPECT_EQ(WSYNC_ERR_INVALID_ARGUMENT, p.window(4, 17, &w));
-  EXPECT_EQ(WSYNC_ERR_INVALID_ARGUMENT, p.window(5, 4, &w));
-  ASSERT_EQ(WSYNC_OK, p.window(4, 12, &w));
-  ASSERT_EQ(2u, w.size());
-  EXPECT_EQ(4u, w[0].offset);
+  const Box rows = box({0, 0}, {4, 6}), cols = box({0, 2}, {4, 2});
+  EXPECT_EQ(WSYNC_ERR_INVALID_ARGUMENT, box_window(cols, rows, 2, 4, 17, 100, &w));  // past its 16 bytes
+  EXPECT_EQ(WSYNC_ERR_INVALID_ARGUMENT, box_window(cols, rows, 2, 5, 4, 100, &w));
+  EXPECT_EQ(WSYNC_ERR_INVALID_ARGUMENT, box_window(cols, rows, 2, 0, 16, 3, &w));  // 4 runs, 3 allowed
+  ASSERT_EQ(WSYNC_OK, box_window(cols, rows, 2, 2, 10, 100, &w));
+  ASSERT_EQ(3u, w.size());  // the end of row 0's part, row 1's, the start of row 2's
+  EXPECT_EQ(6u, w[0].offset);
+  EXPECT_EQ(2u, w[0].length);
   EXPECT_EQ(16u, w[1].offset);
-  EXPECT_EQ(4u, w[1].length);
+  EXPECT_EQ(28u, w[2].offset);
+  EXPECT_EQ(2u, w[2].length);
+}
+
+// Found in review: placing 4 bytes of a forged column box of a tall matrix built every row's run
+// first (16 M of them, half a second per manifest entry). A window costs only its own runs now.
+TEST(Box, AWindowOfAHugeColumnBoxCostsOnlyItsRuns) {
+  const Box tall = box({0, 0}, {int64_t{1} << 40, 2}), column = box({0, 1}, {int64_t{1} << 40, 1});
+  std::vector<ByteRun> w;
+  EXPECT_EQ(WSYNC_ERR_INVALID_ARGUMENT, box_runs(column, tall, 4, &w));  // every run: too many
+  ASSERT_EQ(WSYNC_OK, box_window(column, tall, 4, 4, 8, 1, &w)) << last_error();
+  ASSERT_EQ(1u, w.size());
+  EXPECT_EQ(12u, w[0].offset);  // row 1's second element
+  EXPECT_EQ(4u, w[0].length);
+  ASSERT_EQ(WSYNC_OK, box_window(column, tall, 4, (uint64_t{1} << 42) - 4, uint64_t{1} << 42, 1, &w));
+  EXPECT_EQ((uint64_t{1} << 43) - 4, w[0].offset);  // the last row's
+}
+
+// chunk_box's begin = size * index overflowed int64 for a huge dimension and ~2^32 chunks.
+TEST(Box, ChunkOfAHugeDimensionDoesNotOverflow) {
+  const int64_t shape[1] = {INT64_MAX};
+  Box b;
+  ASSERT_EQ(WSYNC_OK, chunk_box(1, shape, 0, 4294967294u, 4294967293u, &b)) << last_error();
+  EXPECT_EQ(INT64_MAX, b.offset[0]);  // past the end: empty, at the end
+  EXPECT_EQ(0, b.extent[0]);
+  for (uint32_t k : {0u, 1u, 4294967293u}) {
+    ASSERT_EQ(WSYNC_OK, chunk_box(1, shape, 0, 4294967294u, k, &b));
+    EXPECT_GE(b.offset[0], 0);
+    EXPECT_LE(b.offset[0], INT64_MAX - b.extent[0]);
+  }
 }
 
 }  // namespace

@@ -657,7 +657,7 @@ TEST(ManifestBoxes, ExpandIntoChunksOfWholeTensors) {
   }
   Manifest small = BoxSample();
   EXPECT_EQ(WSYNC_ERR_PROTOCOL, expand_boxes(&small, 2));
-  EXPECT_NE(std::string::npos, last_error().find("more than 2 chunks")) << last_error();
+  EXPECT_NE(std::string::npos, last_error().find("at most 2 chunks")) << last_error();
   Manifest plain = Sample();
   const size_t n = plain.entries.size();
   ASSERT_EQ(WSYNC_OK, expand_boxes(&plain));

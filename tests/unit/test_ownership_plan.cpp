@@ -190,7 +190,18 @@ TEST(OwnershipPlan, EmptyAndScalarTensors) {
   OwnershipPlan p;
   ASSERT_EQ(WSYNC_OK, plan_ownership(recs, &p)) << last_error();
   ASSERT_EQ(1u, p.find("step")->owners.size());
-  EXPECT_TRUE(p.find("empty")->owners.empty());
+  // An empty tensor still reaches a receiver that asks for it, from the lowest sender naming it
+  // (found in review: it had no owner, so no transfer, so no event on the receiver).
+  ASSERT_EQ(1u, p.find("empty")->owners.size());
+  EXPECT_EQ(1u, p.find("empty")->owners[0].sender);
+  std::vector<Transfer> ts;
+  ASSERT_EQ(WSYNC_OK, plan_transfers(p, {{"empty", true, Box{}}, {"step", true, Box{}}}, &ts)) << last_error();
+  ASSERT_EQ(2u, ts.size());
+  EXPECT_EQ(0u, ts[0].sender);  // step
+  EXPECT_EQ(1u, ts[1].sender);  // empty, as an empty box
+  int64_t n = -1;
+  EXPECT_TRUE(box_elements(ts[1].box, &n));
+  EXPECT_EQ(0, n);
 }
 
 // Element ids of the full tensor; a box's elements in its own row-major order.

@@ -18,8 +18,8 @@ __version__ = lib.wsync_version_string().decode()
 # The timeout rule of wsync.h, the same in every binding (a timeout_ms argument): TIMEOUT_DEFAULT
 # (None, or any negative number) is the group's or receiver's timeout_ms option, 60000 unless set;
 # NO_WAIT (0) asks the call not to block: next() and SendHandle.wait() answer "not yet" at once,
-# send_async() does not wait for room; a wait for a receiver's answer cannot be skipped, so send()
-# and finalize() take the default.
+# send_async() and send() do not wait for room in a full pipeline; a wait for a receiver's answer
+# cannot be skipped, so inside send() and finalize() it takes the default.
 TIMEOUT_DEFAULT = None
 NO_WAIT = 0
 
