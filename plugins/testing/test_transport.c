@@ -130,6 +130,7 @@ static const wsync_transport_v1_t kTable = {
     NULL, /* describe_recv */
     NULL, /* peer_blob */
     NULL, /* runtime_info */
+    NULL, /* progress (plugin ABI 1.4): nothing to move along between waits */
 };
 
 #ifdef TP_NO_ENTRY

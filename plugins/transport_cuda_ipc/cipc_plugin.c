@@ -140,6 +140,7 @@ static const wsync_transport_v1_t kCudaIpcTransport = {
     cipc_describe_recv,
     cipc_peer_blob,
     cipc_runtime_info,
+    NULL, /* progress (plugin ABI 1.4): nothing to move along between waits */
 };
 
 __attribute__((visibility("default"))) const wsync_transport_v1_t* wsync_transport_entry_v1(

@@ -249,6 +249,7 @@ static const wsync_transport_v1_t kNcclTransport = {
     NULL, /* describe_recv */
     NULL, /* peer_blob */
     tp_runtime_info,
+    NULL, /* progress (plugin ABI 1.4): nothing to move along between waits */
 };
 
 __attribute__((visibility("default"))) const wsync_transport_v1_t* wsync_transport_entry_v1(
