@@ -439,15 +439,17 @@ def test_no_wait_polls_and_the_receiver_stays_usable(tmp_path):
     from conftest import read_addr
     tr = Trainer(tmp_path)
     seen = {"kinds": []}
+    polled = threading.Event()  # the trainer sends only after the poll (else the poll may find the bucket)
 
     def receive():
         try:
             with wsync.Receiver(1, read_addr(tr.addr_file), group_name=tr.group_name, timeout_ms=TIMEOUT_MS) as rx:
                 t0 = time.monotonic()
                 try:
-                    rx.next(wsync.NO_WAIT)
+                    seen["kinds"].append(rx.next(wsync.NO_WAIT).kind)  # an event here fails the test below
                 except wsync.TimeoutError:
                     seen["polled_s"] = time.monotonic() - t0
+                polled.set()
                 while True:
                     ev = rx.next(wsync.TIMEOUT_DEFAULT)
                     seen["kinds"].append(ev.kind)
@@ -461,12 +463,14 @@ def test_no_wait_polls_and_the_receiver_stays_usable(tmp_path):
     t = threading.Thread(target=receive, daemon=True)
     t.start()
     with tr.group() as g:
+        assert polled.wait(20)
         g.send({"w": np.arange(10, dtype=np.float32)}, timeout_ms=wsync.NO_WAIT)
         g.finalize(1, timeout_ms=wsync.TIMEOUT_DEFAULT)
     t.join(10)
     assert "error" not in seen, seen.get("error")
     assert seen.get("polled_s", 99) < 1.0, seen
-    assert wsync.EventKind.COMMIT in seen["kinds"] and seen["kinds"][-1] == wsync.EventKind.CLOSED
+    assert seen["kinds"][0] == wsync.EventKind.BUCKET and wsync.EventKind.COMMIT in seen["kinds"], seen
+    assert seen["kinds"][-1] == wsync.EventKind.CLOSED, seen
 
 
 def test_the_dtype_table_is_the_librarys_and_torchs():

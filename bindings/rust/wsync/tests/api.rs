@@ -362,14 +362,18 @@ fn a_killed_receiver_process_gives_a_named_error() {
 /// stays usable), DEFAULT_TIMEOUT is the receiver's timeout_ms option.
 #[test]
 fn no_wait_polls_and_the_receiver_stays_usable() {
-    let (g, rx) = group_with(1, &[], |_, mut r| {
+    // The group closes only after the poll (a poll after the close would find the Closed event).
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let done_tx = Arc::new(Mutex::new(done_tx));
+    let (g, rx) = group_with(1, &[], move |_, mut r| {
         let t0 = Instant::now();
         let polled = r.next(wsync::NO_WAIT).err();
         let took = t0.elapsed();
+        let _ = done_tx.lock().unwrap().send(());
         let later = matches!(r.next(wsync::DEFAULT_TIMEOUT), Ok(Event::Closed));
         (polled, took, later)
     });
-    thread::sleep(Duration::from_millis(200));
+    done_rx.recv_timeout(Duration::from_secs(20)).expect("the receiver polled");
     drop(g); // closes the group: the receiver's default wait ends with Closed
     let (polled, took, later) = rx.into_iter().next().unwrap().join().unwrap();
     assert!(matches!(polled, Some(Error::Timeout(_))), "{polled:?}");
