@@ -56,7 +56,7 @@ extern "C" {
  * wsync_receiver_state_t, wsync_receiver_get_state, wsync_receiver_touched_name and the
  * WSYNC_PLACED_* values). */
 #define WSYNC_ABI_VERSION_MAJOR 1
-#define WSYNC_ABI_VERSION_MINOR 4
+#define WSYNC_ABI_VERSION_MINOR 5
 #define WSYNC_ABI_VERSION ((WSYNC_ABI_VERSION_MAJOR << 16) | WSYNC_ABI_VERSION_MINOR)
 
 /* ---------------------------------------------------------------------------------------------
@@ -255,11 +255,26 @@ typedef struct wsync_tensor_t {
   int32_t device_index; /* CUDA ordinal in the calling process; ignored for CPU */
   int32_t reserved0;
   int64_t shape[WSYNC_MAX_NDIM];
+  /* Since 1.5 (many senders, docs/ABI.md "Many senders"). A caller built against 1.4 or older
+   * passes a smaller struct_size and gets flags 0: a whole tensor. */
+  uint32_t flags;       /* WSYNC_TENSOR_SLICE, WSYNC_TENSOR_REPLICA */
+  uint32_t reserved1;
+  /* With WSYNC_TENSOR_SLICE: `shape` is the slice's extent (data holds its elements, dense, in
+   * row-major order), full_shape the whole tensor's shape and box_offset where the slice starts
+   * in it, per dimension. Without it both are ignored. */
+  int64_t full_shape[WSYNC_MAX_NDIM];
+  int64_t box_offset[WSYNC_MAX_NDIM];
 } wsync_tensor_t;
 
-#define WSYNC_TENSOR_STRUCT_SIZE WSYNC_STRUCT_SIZE(wsync_tensor_t, shape)
+/* wsync_tensor_t.flags (since 1.5) */
+#define WSYNC_TENSOR_SLICE 1u   /* the descriptor holds a box of the full tensor (above) */
+#define WSYNC_TENSOR_REPLICA 2u /* a sender: other senders hold the same box (data parallel); it
+                                   moves once, from the lowest sender rank that holds it */
+
+#define WSYNC_TENSOR_STRUCT_SIZE WSYNC_STRUCT_SIZE(wsync_tensor_t, box_offset)
 #define WSYNC_TENSOR_INIT \
-  {(uint32_t)WSYNC_TENSOR_STRUCT_SIZE, WSYNC_DTYPE_INVALID, NULL, NULL, 0u, 0, WSYNC_DEVICE_CPU, 0, 0, {0}}
+  {(uint32_t)WSYNC_TENSOR_STRUCT_SIZE, WSYNC_DTYPE_INVALID, NULL, NULL, 0u, 0, WSYNC_DEVICE_CPU, 0, 0, {0}, 0u, 0u, \
+   {0}, {0}}
 
 /* ---------------------------------------------------------------------------------------------
  * Sender half: the trainer
@@ -400,10 +415,13 @@ typedef struct wsync_group_stats_t {
   double send_seconds;        /* wall time batches were in flight (from a start to its delivery;
                                  overlapping batches count once) */
   uint64_t device_staging_bytes; /* since 1.1: CUDA staging memory held by the group */
+  uint64_t plans_computed;       /* since 1.5, many senders: ownership plans this sender computed; a
+                                    batch whose senders' records repeat the previous batch's reuses
+                                    its plan and does not count */
 } wsync_group_stats_t;
 
-#define WSYNC_GROUP_STATS_STRUCT_SIZE WSYNC_STRUCT_SIZE(wsync_group_stats_t, device_staging_bytes)
-#define WSYNC_GROUP_STATS_INIT {(uint32_t)WSYNC_GROUP_STATS_STRUCT_SIZE, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0.0, 0u}
+#define WSYNC_GROUP_STATS_STRUCT_SIZE WSYNC_STRUCT_SIZE(wsync_group_stats_t, plans_computed)
+#define WSYNC_GROUP_STATS_INIT {(uint32_t)WSYNC_GROUP_STATS_STRUCT_SIZE, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0.0, 0u, 0u}
 
 /* Fill *stats (honouring stats->struct_size). Since 1.2 safe while batches are in flight (the
  * counters then include what has been delivered so far). */

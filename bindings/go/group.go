@@ -259,6 +259,7 @@ type GroupStats struct {
 	StagingBytes       uint64        // host staging memory held by the group
 	SendTime           time.Duration // wall time batches were in flight (overlapping batches count once)
 	DeviceStagingBytes uint64        // CUDA staging memory held by the group
+	PlansComputed      uint64        // many senders: ownership plans computed (a repeated plan is reused)
 }
 
 // Stats returns the group's counters. Safe while batches are in flight (they then include what
@@ -285,6 +286,7 @@ func (grp *Group) Stats() (GroupStats, error) {
 		StagingBytes:       uint64(s.staging_bytes),
 		SendTime:           time.Duration(float64(s.send_seconds) * float64(time.Second)),
 		DeviceStagingBytes: uint64(s.device_staging_bytes),
+		PlansComputed:      uint64(s.plans_computed),
 	}, nil
 }
 

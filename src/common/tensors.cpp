@@ -1,5 +1,6 @@
 #include "common/tensors.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/error.h"
@@ -26,7 +27,11 @@ wsync_status_t copy_tensor_descs(const wsync_tensor_t* tensors, uint64_t count, 
   const char* base = reinterpret_cast<const char*>(tensors);
   for (uint64_t i = 0; i < count; ++i) {
     wsync_tensor_t& t = (*out)[i];
-    std::memcpy(&t, base + i * stride, sizeof t);
+    // A caller built against an older header passes a shorter struct: the fields it does not know
+    // keep their defaults (flags 0, a whole tensor); a newer, longer one has its tail ignored.
+    const wsync_tensor_t defaults = WSYNC_TENSOR_INIT;
+    t = defaults;
+    std::memcpy(&t, base + i * stride, std::min<size_t>(stride, sizeof t));
     if (t.struct_size != stride)
       return fail(WSYNC_ERR_INVALID_ARGUMENT, "%s[%llu].struct_size is %u but %s[0] has %u; all must be equal",
                   what, static_cast<unsigned long long>(i), t.struct_size, what, stride);

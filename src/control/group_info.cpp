@@ -14,6 +14,8 @@ std::vector<uint8_t> encode_group_info(const GroupInfo& g) {
   if (g.piece_bytes) s += "piece_bytes=" + std::to_string(g.piece_bytes) + "\n";
   if (g.window > 1) s += "window=" + std::to_string(g.window) + "\n";
   if (g.route != "star") s += "route=" + g.route + "\n";
+  if (g.num_senders > 1)
+    s += "senders=" + std::to_string(g.num_senders) + "\nsender_rank=" + std::to_string(g.sender_rank) + "\n";
   for (const auto& kv : g.transport_options) s += "transport." + kv.first + "=" + kv.second + "\n";
   return std::vector<uint8_t>(s.begin(), s.end());
 }
@@ -85,11 +87,21 @@ wsync_status_t decode_group_info(const std::vector<uint8_t>& data, GroupInfo* ou
       if (!parse_uint(v, kMaxWindow, &n) || n == 0)
         return fail(WSYNC_ERR_PROTOCOL, "group info window '%s' is invalid (1..%u)", shown(v).c_str(), kMaxWindow);
       g.window = static_cast<uint32_t>(n);
+    } else if (k == "senders") {
+      if (!parse_uint(v, kMaxSenders, &n) || n == 0)
+        return fail(WSYNC_ERR_PROTOCOL, "group info senders '%s' is invalid (1..%u)", shown(v).c_str(), kMaxSenders);
+      g.num_senders = static_cast<uint32_t>(n);
+    } else if (k == "sender_rank") {
+      if (!parse_uint(v, kMaxSenders - 1, &n))
+        return fail(WSYNC_ERR_PROTOCOL, "group info sender_rank '%s' is invalid", shown(v).c_str());
+      g.sender_rank = static_cast<uint32_t>(n);
     } else if (k.compare(0, 10, "transport.") == 0 && k.size() > 10) {
       g.transport_options.emplace_back(k.substr(10), v);
     }  // unknown keys: written by a newer sender; ignored
   }
   if (seen != 63) return fail(WSYNC_ERR_PROTOCOL, "group info is missing fields (have mask 0x%x of 0x3f)", seen);
+  if (g.sender_rank >= g.num_senders)
+    return fail(WSYNC_ERR_PROTOCOL, "group info sender_rank %u is not below senders %u", g.sender_rank, g.num_senders);
   *out = g;
   return WSYNC_OK;
 }

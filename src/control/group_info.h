@@ -30,7 +30,13 @@ struct GroupInfo {
   // Since wsync 0.7 (absent: "star"): the group option route. Anything but star: every receiver
   // waits for a ROUTE frame after its JOINED.
   std::string route = "star";
+  // Since wsync 0.8 (absent: 1 and 0): the group has num_senders senders and this store is sender
+  // sender_rank's; a receiver joins every sender (sender 0's store lists the others).
+  uint32_t num_senders = 1;
+  uint32_t sender_rank = 0;
 };
+
+constexpr uint32_t kMaxSenders = 4096;
 
 // Bounds of the pipeline fields a receiver accepts (a sender refuses options outside them).
 constexpr uint64_t kMinPieceBytes = 64u << 10;

@@ -29,6 +29,7 @@
 #include "http/http_client.h"
 #include "loader/plugin_loader.h"
 #include "planner/bucket_planner.h"
+#include "planner/ownership_plan.h"
 #include "planner/route_planner.h"
 #include "store/store_handle.h"
 #include "store/tcp_store_server.h"
@@ -60,6 +61,9 @@ struct Batch {
   std::vector<wsync_tensor_t> tensors;
   std::vector<std::string> names;  // tensors[i].name points here
   std::vector<PlanBucket> plan;
+  // Many senders: per tensor, the full tensor's shape and the box of it this sender sends (only the
+  // boxes the ownership plan gives this sender are left in `tensors`).
+  std::vector<OwnedTensor> owned;
   int64_t timeout_ms = 0;          // per wait for a receiver
   void* cuda_event = nullptr;      // recorded on the caller's stream at start (CUDA tensors only)
   size_t prepared = 0;             // buckets packed (or taken from the caller's memory) so far
@@ -170,6 +174,19 @@ struct wsync_group {
   std::atomic<void*> copy_stream{nullptr};  // packs buckets; made at init or by the first CUDA batch
   std::mutex event_mu;
   std::vector<void*> free_events;  // recycled per-batch events
+
+  // Many senders (group_senders.cpp; options num_senders, sender_rank, sender0_store)
+  uint32_t num_senders = 1;
+  uint32_t sender_rank = 0;
+  std::string sender0_store;                              // "host:port" of sender 0's store
+  std::unique_ptr<wsync::TcpStoreClient> senders_client;  // sender 0's store (sender 0: its own)
+  std::vector<std::string> sender_addrs;                  // each sender's store address, for messages
+  // caller thread only: one planner per batch position in an update (batch i of every update is
+  // usually the same tensors: its plan is reused), and that position
+  std::vector<std::unique_ptr<wsync::OwnershipPlanner>> planners;
+  size_t batch_in_update = 0;
+  uint64_t plans_agreed = 0;                              // batches whose plan was agreed
+  std::atomic<uint64_t> plans_computed{0};                // planner.computed(), for get_stats
 
   // HTTP engines (group_engines.cpp); only for an adapter with WSYNC_ADAPTER_CAP_HTTP
   bool http_engines = false;

@@ -86,6 +86,7 @@ WSYNC_API wsync_status_t wsync_group_get_stats(const wsync_group_t* group, wsync
     }
     s.staging_bytes = g->staging_bytes.load();
     s.device_staging_bytes = g->device_staging_bytes.load();
+    s.plans_computed = g->plans_computed.load();
     s.struct_size = size < sizeof s ? size : static_cast<uint32_t>(sizeof s);
     std::memcpy(stats, &s, s.struct_size);
     return WSYNC_OK;

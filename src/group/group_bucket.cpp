@@ -43,6 +43,12 @@ std::vector<uint8_t> encode_bucket_manifest(wsync_group_t* g, const InflightBuck
     me.dtype = x.dtype;
     me.ndim = x.ndim;
     for (int d = 0; d < x.ndim && d < WSYNC_MAX_NDIM; ++d) me.shape[d] = x.shape[d];
+    if (!b.batch->owned.empty()) {  // many senders: the full tensor's shape and this sender's box of it
+      const OwnedTensor& o = b.batch->owned[e.tensor_index];
+      m.flags |= kManifestFlagBoxes;
+      for (int d = 0; d < o.ndim && d < WSYNC_MAX_NDIM; ++d) me.shape[d] = o.shape[d];
+      me.box = o.box;
+    }
     me.bucket_offset = e.bucket_offset;
     me.length = e.length;
     me.tensor_bytes = x.nbytes;

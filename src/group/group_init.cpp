@@ -43,6 +43,7 @@ wsync_status_t read_config(const wsync_group_config_t* config, wsync_group_t* g,
                 g->group_name.c_str());
   if ((st = copy_options(a->cfg.options, a->cfg.num_options, &a->opts)) != WSYNC_OK) return st;
   if ((st = apply_group_options(g, a->opts, &a->addr_file)) != WSYNC_OK) return st;
+  if ((st = senders_check_options(g)) != WSYNC_OK) return st;
   // Zero means default: config->timeout_ms 0 or < 0 takes the option timeout_ms. It bounds init
   // only; later calls default to the option.
   a->deadline = deadline_after(a->cfg.timeout_ms > 0 ? a->cfg.timeout_ms : g->timeout_ms);
@@ -183,7 +184,8 @@ wsync_status_t open_rendezvous(wsync_group_t* g, const InitArgs& a) {
   StoreServerOptions so;
   so.secret = g->secret.value;
   so.torch_clients = g->torch_clients;
-  so.members = g->num_receivers + 1;  // the receivers and this process's own client
+  // the receivers and this process's own clients; sender 0's store also serves the other senders
+  so.members = g->num_receivers + 2 + (g->sender_rank == 0 ? g->num_senders - 1 : 0);
   if ((st = TcpStoreServer::start(a.host, a.port, so, &g->store_server)) != WSYNC_OK) return st;
   g->store_addr = g->store_server->address();
   std::string s_host;
@@ -202,6 +204,8 @@ wsync_status_t open_rendezvous(wsync_group_t* g, const InitArgs& a) {
   info.piece_bytes = g->piece_bytes;
   info.window = g->window;
   info.route = route_spec_text(g->route_spec);
+  info.num_senders = g->num_senders;
+  info.sender_rank = g->sender_rank;
   for (const auto& kv : options_with_prefix(a.opts, "transport.")) {
     if (kv.first.find_first_of("=\n") != std::string::npos || kv.second.find('\n') != std::string::npos)
       return fail(WSYNC_ERR_INVALID_ARGUMENT, "option 'transport.%s' may not contain '=' in its key or a newline",
@@ -367,6 +371,7 @@ wsync_status_t group_init(const wsync_group_config_t* config, wsync_group_t* g) 
   if (st == WSYNC_OK) st = choose_staging(g);
   if (st == WSYNC_OK) st = choose_pipeline(g);
   if (st == WSYNC_OK) st = open_rendezvous(g, a);
+  if (st == WSYNC_OK) st = senders_open(g, a.deadline);
   if (st == WSYNC_OK) st = create_transport(g, a);
   if (st == WSYNC_OK) st = join(g, a.deadline);
   if (st == WSYNC_OK) st = route_members(g, a.deadline);
@@ -419,6 +424,7 @@ void group_teardown(wsync_group_t* g) {
   g->peers.clear();
   g->listener.close();
   g->store_client.reset();
+  g->senders_client.reset();
   if (g->store_server) g->store_server->stop();
   g->store_server.reset();
   device_teardown(g);

@@ -76,6 +76,17 @@ bool relays_to_others(const wsync_group_t* g, uint32_t rank);
 // failed; the others only wait behind them.
 std::vector<Peer*> upstream_of_set(const wsync_group_t* g, const std::vector<Peer*>& set);
 
+// ---- group_senders.cpp (many senders)
+// Options num_senders, sender_rank and sender0_store agree with each other (after the options).
+wsync_status_t senders_check_options(wsync_group_t* g);
+// After the store is up: sender 0 lists itself in its store; another sender connects to sender
+// 0's store and lists itself there (its own store's address, where receivers find it).
+wsync_status_t senders_open(wsync_group_t* g, int64_t deadline);
+// A batch of a many-sender group (or with slices): publish this sender's record of it, wait for
+// every sender's, agree on the ownership plan (refusals name the tensor, the senders and the
+// range; a digest every sender compares) and keep in `b` only what this sender owns.
+wsync_status_t senders_plan_batch(wsync_group_t* g, Batch* b, int64_t timeout_ms);
+
 // ---- group_wait.cpp (pipeline thread)
 // What a wait is waiting for: frames from some receivers, and/or a transport send to complete.
 struct WaitSet {

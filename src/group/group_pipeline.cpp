@@ -207,6 +207,8 @@ wsync_status_t take_committed(wsync_group_t* g, Peer* p, uint64_t version, const
   return WSYNC_OK;
 }
 
+constexpr int64_t kSendersGraceMs = 2000;
+
 wsync_status_t commit(wsync_group_t* g, const FinalizeJob& job) {
   const std::string what = "the commit of version " + std::to_string(job.version);
   wsync_status_t st = WSYNC_OK;
@@ -219,7 +221,10 @@ wsync_status_t commit(wsync_group_t* g, const FinalizeJob& job) {
   for (auto& p : g->peers)
     if ((st = p->conn.send(MsgType::kEndUpdate, body, job.timeout_ms)) != WSYNC_OK)
       return st == WSYNC_ERR_PEER_FAILED ? peer_lost(g, p.get(), what.c_str()) : st;
-  const int64_t deadline = deadline_after(job.timeout_ms);
+  // Many senders: a receiver commits once every sender finalized, and names a sender that did not
+  // within timeout_ms of the first; we wait a little longer, so its NACK says who it was.
+  const int64_t wait_ms = job.timeout_ms + (g->num_senders > 1 ? kSendersGraceMs : 0);
+  const int64_t deadline = deadline_after(wait_ms);
   WaitSet ws;
   for (auto& p : g->peers) ws.peers.push_back(p.get());
   while (!ws.peers.empty()) {
@@ -235,7 +240,7 @@ wsync_status_t commit(wsync_group_t* g, const FinalizeJob& job) {
     if (g->aborted.load()) return fail(WSYNC_ERR_ABORTED, "group '%s' was aborted during %s", g->group_name.c_str(), what.c_str());
     if (now_ms() >= deadline)
       return fail(WSYNC_ERR_TIMEOUT, "%s did not answer COMMITTED of %s within %lld ms", peer_names(ws.peers).c_str(),
-                  what.c_str(), static_cast<long long>(job.timeout_ms));
+                  what.c_str(), static_cast<long long>(wait_ms));
     wait_for_progress(g, ws, deadline);
   }
   if (g->http_engines && g->update_open) {

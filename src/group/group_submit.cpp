@@ -98,6 +98,8 @@ wsync_status_t group_send_start(wsync_group_t* g, const wsync_tensor_t* tensors,
   b->timeout_ms = receiver_timeout(g, timeout_ms);
   const int64_t room_ms = effective_timeout(g, timeout_ms);
   wsync_status_t st = copy_batch(tensors, n, b.get());
+  // Many senders: every sender's part of this batch agreed before anything is queued.
+  if (st == WSYNC_OK) st = senders_plan_batch(g, b.get(), b->timeout_ms);
   if (st == WSYNC_OK) st = plan_batch(g, b.get());
   if (st == WSYNC_OK) st = device_check_batch(g, b->tensors);
   if (st != WSYNC_OK) return st;
@@ -187,6 +189,7 @@ wsync_status_t group_finalize(wsync_group_t* g, uint64_t version, int64_t timeou
   while (!s.finalize_done && s.failed == WSYNC_OK) s.cv.wait_for(lk, std::chrono::milliseconds(100));
   if (s.finalize_done && s.finalize_status == WSYNC_OK) {
     g->names_in_update.clear();
+    g->batch_in_update = 0;
     return WSYNC_OK;
   }
   fail_msg(s.failed != WSYNC_OK ? s.failed : s.finalize_status, s.failed_why);

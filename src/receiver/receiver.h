@@ -70,11 +70,50 @@ struct Incoming {
   bool posted = false;                  // recv_post was called for its pieces
   MemBlock relay_block;                 // a relay receives the bucket here whole, forwards and places it
   std::vector<uint64_t> forwarding;     // pieces forwarded to the children, not yet sent
+  int64_t deadline = 0;                 // for its bytes, from the first look at it (0: not yet)
+};
+
+// What the links of a receiver share (receiver_links.cpp): a receiver of a many-sender group joins
+// every sender with a link of its own (control connection, transport, buckets on the wire), and
+// the links place bytes into the same registered buffers, assemblies and staged blocks, so a
+// tensor whose boxes come from several senders completes once and commits once. A receiver of a
+// one-sender group is one link and owns its RxShared alone.
+struct RxShared {
+  std::unordered_map<std::string, Registered> registry;
+  std::unordered_map<std::string, Assembly> assembling;
+  Arrivals arrived, claimed;  // see wsync_receiver
+  std::vector<MemBlock> graveyard;
+  bool staged = false;
+  std::vector<std::string> touched;
+  std::unordered_set<std::string> touched_set;
+  std::unordered_map<std::string, MemBlock> staged_blocks;
+  uint64_t staged_retired_bytes = 0;
+  bool late_writes = false;
+  bool apply_failed = false;
+  std::string update_void;
+  uint64_t committed = 0;
+  uint64_t update = 0;  // the update the shared state holds bytes of (its first manifest's update id)
+  // Many senders: every link, link 0 (the receiver the caller holds, joined to sender 0) first.
+  std::vector<wsync_receiver*> links;
+  int64_t first_end_ms = 0;  // when the first link of the current update asked for its commit
+  std::string link_failed;   // a link failed: the receiver cannot take updates any more
+  wsync_status_t link_status = WSYNC_OK;
 };
 
 }  // namespace wsync
 
 struct wsync_receiver {
+  // The state the links share (above): its own for link 0, link 0's for the others. The members
+  // below that are references name the shared copies.
+  wsync_receiver() : own_shared(new wsync::RxShared), sh(own_shared.get()) {}
+  explicit wsync_receiver(wsync::RxShared* shared) : sh(shared) {}
+  std::unique_ptr<wsync::RxShared> own_shared;
+  wsync::RxShared* sh;
+  uint32_t sender = 0;       // which sender this link is joined to
+  uint32_t num_senders = 1;  // as the group info says
+  std::string sender_addr;   // that sender's store, for messages
+  std::vector<std::unique_ptr<wsync_receiver>> extra_links;  // link 0 only: links to senders 1..M-1
+
   uint32_t rank = 0;
   uint32_t world_size = 0;
   std::string group_name;
@@ -96,38 +135,38 @@ struct wsync_receiver {
   std::vector<uint32_t> children;
   wsync::ControlConn conn;
 
-  std::unordered_map<std::string, wsync::Registered> registry;
-  std::unordered_map<std::string, wsync::Assembly> assembling;
+  std::unordered_map<std::string, wsync::Registered>& registry = sh->registry;
+  std::unordered_map<std::string, wsync::Assembly>& assembling = sh->assembling;
   // Which bytes of which tensor (whole or split) arrived in this update: a tensor is complete, and
   // its staged bytes may be applied, only when its chunks tile it exactly. Cleared when the
   // update commits or is dropped.
-  wsync::Arrivals arrived;
+  wsync::Arrivals& arrived = sh->arrived;
   // Which bytes buckets on the wire will bring (planned, not yet arrived): with `arrived`, what a
   // later manifest may not overlap.
-  wsync::Arrivals claimed;
+  wsync::Arrivals& claimed = sh->claimed;
   // Buffers a receive was posted into when the transport gave up on it: UCX (for one) may still
   // write into them until the transport is destroyed, so they are freed only then.
-  std::vector<wsync::MemBlock> graveyard;
+  std::vector<wsync::MemBlock>& graveyard = sh->graveyard;
 
   // Receiver option receive_mode: false = in_place (bytes of registered tensors are written
   // straight into the registered buffers), true = staged (they land in `staged_blocks` and are
   // copied into the registered buffers by wsync_receiver_commit only).
-  bool staged = false;
+  bool& staged = sh->staged;
   // Registered tensors this update wrote into (in place) or staged (staged mode), in the order of
   // their first bytes; `touched_set` holds the same names. In place, cleared by a commit only: after
   // a failure they name the buffers that may hold a mix. Staged, cleared by a commit (after the copy)
   // and by a failure (the staged bytes are dropped).
-  std::vector<std::string> touched;
-  std::unordered_set<std::string> touched_set;
+  std::vector<std::string>& touched = sh->touched;
+  std::unordered_set<std::string>& touched_set = sh->touched_set;
   // Staged mode: one block per registered tensor (its size), reused by later updates; freed at
   // destroy (or moved to the graveyard when the transport gave up on a receive into it).
-  std::unordered_map<std::string, wsync::MemBlock> staged_blocks;
-  uint64_t staged_retired_bytes = 0;  // of staged blocks moved to the graveyard (freed at destroy)
+  std::unordered_map<std::string, wsync::MemBlock>& staged_blocks = sh->staged_blocks;
+  uint64_t& staged_retired_bytes = sh->staged_retired_bytes;  // of staged blocks moved to the graveyard (freed at destroy)
   // In place: the transport gave up on a receive posted into registered buffers, and may still
   // write into them until it is destroyed (wsync_receiver_destroy).
-  bool late_writes = false;
+  bool& late_writes = sh->late_writes;
   // A staged copy at commit failed midway (CUDA error): the registered buffers hold a mix.
-  bool apply_failed = false;
+  bool& apply_failed = sh->apply_failed;
 
   // Where unregistered bytes land: host memory, or CUDA memory on `device` when the transport
   // moves device memory only (views then point into device memory).
@@ -160,8 +199,8 @@ struct wsync_receiver {
   // Why the current update may not commit here (empty: it may): ABORT_UPDATE came, or a bucket or
   // END_UPDATE was refused or failed here. Cleared when a later update starts (RELIABILITY.md: the
   // next update can start); today the sender breaks its group on a failure anyway.
-  std::string update_void;
-  uint64_t committed = 0;
+  std::string& update_void = sh->update_void;
+  uint64_t& committed = sh->committed;
   bool closed = false;
   std::string broken;
   // Last: destroyed first, so its thread stops before any memory it may read goes.
@@ -174,12 +213,28 @@ namespace wsync {
 wsync_status_t receiver_init(const wsync_receiver_config_t* config, wsync_receiver_t* rx);
 // receiver_events.cpp
 wsync_status_t receiver_next(wsync_receiver_t* rx, wsync_receiver_event_t* ev, int64_t timeout_ms);
+// The last event's storage goes back (its views' staging to the pool).
+void release_event(wsync_receiver_t* rx);
+// One control frame from the link's sender: a MANIFEST is accepted (its bucket goes on the wire,
+// no event yet), END_UPDATE becomes COMMIT, ABORT_UPDATE ABORTED, CLOSE CLOSED.
+wsync_status_t handle_frame(wsync_receiver_t* rx, const Frame& f, wsync_receiver_event_t* ev);
+// receiver_links.cpp (many senders)
+// After link 0 joined sender 0: join senders 1..M-1 (their stores are listed in sender 0's).
+wsync_status_t links_join(const wsync_receiver_config_t* config, wsync_receiver_t* rx);
+// wsync_receiver_next of a many-sender receiver: every link looked at in turn, COMMIT once every
+// sender finalized the same version and every tensor is whole.
+wsync_status_t links_next(wsync_receiver_t* rx, wsync_receiver_event_t* ev, int64_t timeout_ms);
+// wsync_receiver_commit of a many-sender receiver: COMMITTED on every link, applied once.
+wsync_status_t links_commit(wsync_receiver_t* rx, uint64_t version);
 // receiver_bucket.cpp
 // A MANIFEST: check it, post the receive of its pieces, READY; the bucket joins rx->flight.
 wsync_status_t accept_manifest(wsync_receiver_t* rx, const Frame& f);
 // The oldest bucket in flight: wait for its pieces (taking the next MANIFESTs and BUCKET_SUMs
 // meanwhile), verify, ACK, and report it as the BUCKET event.
 wsync_status_t complete_bucket(wsync_receiver_t* rx, wsync_receiver_event_t* ev);
+// One non-blocking look at the oldest bucket in flight (many senders: every link is looked at in
+// turn): *ready when it was reported as the BUCKET event; a failure is complete_bucket's.
+wsync_status_t bucket_step(wsync_receiver_t* rx, wsync_receiver_event_t* ev, bool* ready);
 // Refuse: tell the sender (NACK seq) and return the same error to the engine.
 wsync_status_t refuse(wsync_receiver_t* rx, uint64_t seq, wsync_status_t st);
 // Send a status frame (NACK or ACK) with an optional transport blob.

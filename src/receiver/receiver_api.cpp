@@ -69,7 +69,11 @@ extern "C" {
 WSYNC_API wsync_status_t wsync_receiver_init(const wsync_receiver_config_t* config, wsync_receiver_t** out) {
   return api_call("wsync_receiver_init", [&] {
     return create_object(
-        "wsync_receiver_init", "a receiver", out, [&](wsync_receiver_t* rx) { return receiver_init(config, rx); },
+        "wsync_receiver_init", "a receiver", out,
+        [&](wsync_receiver_t* rx) {
+          wsync_status_t st = receiver_init(config, rx);
+          return st == WSYNC_OK ? links_join(config, rx) : st;  // many senders: join the others too
+        },
         [](wsync_receiver_t* rx) { wsync_receiver_destroy(rx); });
   });
 }
@@ -104,6 +108,7 @@ WSYNC_API wsync_status_t wsync_receiver_commit(wsync_receiver_t* rx, uint64_t ve
     if (version != rx->pending_commit)
       return fail(WSYNC_ERR_INVALID_ARGUMENT, "version %llu does not match the version %llu the sender finalized",
                   static_cast<unsigned long long>(version), static_cast<unsigned long long>(rx->pending_commit));
+    if (rx->sh->links.size() > 1) return links_commit(rx, version);
     // END_UPDATE checked it; asked again where the copy happens. Refused, nothing is applied and
     // the sender hears why instead of COMMITTED.
     wsync_status_t st = check_staged_arrived(rx);
@@ -147,6 +152,15 @@ WSYNC_API const char* wsync_receiver_touched_name(const wsync_receiver_t* rx, ui
 WSYNC_API void wsync_receiver_destroy(wsync_receiver_t* rx) {
   if (rx == nullptr) return;
   guard_void("wsync_receiver_destroy", [&] {
+    // The other senders' links first (their memory and transports; the shared state is ours).
+    for (auto& l : rx->extra_links) {
+      if (l->transport_self) l->transport.table->destroy(l->transport_self);
+      l->transport_self = nullptr;
+      l->conn.close();
+      l->store_client.reset();
+    }
+    rx->extra_links.clear();
+    rx->sh->links.clear();
     // The transport first: it may still be writing into staging and the graveyard.
     if (rx->relay_self) rx->transport.table->destroy(rx->relay_self);
     if (rx->recv_self && rx->recv_self != rx->transport_self) rx->transport.table->destroy(rx->recv_self);

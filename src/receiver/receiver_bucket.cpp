@@ -71,16 +71,20 @@ wsync_status_t read_manifest(wsync_receiver_t* rx, const Frame& f, Incoming* in)
     if (!rx->flight.empty())
       return fail(WSYNC_ERR_PROTOCOL, "update %llu started while %s was still on the wire",
                   static_cast<unsigned long long>(m.update_id), rx->flight.front()->what.c_str());
-    if (!rx->assembling.empty())
-      return fail(WSYNC_ERR_PROTOCOL, "update %llu started while tensor '%s' of update %llu was incomplete",
-                  static_cast<unsigned long long>(m.update_id), rx->assembling.begin()->first.c_str(),
-                  static_cast<unsigned long long>(rx->current_update));
     // Bytes an unfinished update left behind never count for, or commit with, this one; and what
-    // voided that one does not void this one.
-    rx->arrived.clear();
-    rx->claimed.clear();
-    drop_staged(rx);
-    rx->update_void.clear();
+    // voided that one does not void this one. With many senders the first link to see the
+    // update's first bucket does this; the others join it.
+    if (m.update_id != rx->sh->update || rx->sh->links.size() <= 1) {
+      if (!rx->assembling.empty())
+        return fail(WSYNC_ERR_PROTOCOL, "update %llu started while tensor '%s' of update %llu was incomplete",
+                    static_cast<unsigned long long>(m.update_id), rx->assembling.begin()->first.c_str(),
+                    static_cast<unsigned long long>(rx->sh->update));
+      rx->arrived.clear();
+      rx->claimed.clear();
+      drop_staged(rx);
+      rx->update_void.clear();
+      rx->sh->update = m.update_id;
+    }
     rx->current_update = m.update_id;
     rx->expected_bucket = 0;
     rx->accepted_bucket = 0;
@@ -440,35 +444,55 @@ wsync_status_t take_frames(wsync_receiver_t* rx, bool* other) {
   return WSYNC_OK;
 }
 
-wsync_status_t wait_bytes(wsync_receiver_t* rx, Incoming* in) {
-  const int64_t deadline = deadline_after(rx->timeout_ms + abort_grace_ms(rx->timeout_ms));
-  const bool has_fd = rx->recv_fd >= 0;
-  for (;;) {
-    wsync_status_t st;
-    std::string why;
-    const bool all = take_landed(rx, &st, &why);
-    if (st != WSYNC_OK && st != WSYNC_ERR_TIMEOUT) {
-      const std::string from = rx->parent == 0 ? "" : " (this receiver takes the bytes from receiver rank " +
-                                                           std::to_string(rx->parent) + ", a relay)";
-      fail(st, "transport '%s' failed during %s%s: %s", tp(rx)->name, in->what.c_str(), from.c_str(), why.c_str());
-      return give_up(rx, "the transport failed during " + in->what);
-    }
-    bool other = false;
-    const wsync_status_t fst = take_frames(rx, &other);
-    if (fst != WSYNC_OK) return fst;  // a later bucket refused, or a malformed frame: the caller gives up
-    if (all && in->sum_known) return WSYNC_OK;
-    if (rx->conn.closed() || other) {  // (the sender never stops between the last piece and its sum)
-      const bool vanished = rx->conn.closed();
-      fail(vanished ? WSYNC_ERR_PEER_FAILED : WSYNC_ERR_ABORTED, "the sender %s during %s",
-           vanished ? "vanished" : "abandoned the bucket", in->what.c_str());
-      return give_up(rx, "the sender stopped during " + in->what);
-    }
-    if (now_ms() >= deadline) {
+// One look at the oldest bucket (never sleeps): *done when its bytes are in place and its sum is
+// known; *landed when its pieces are (the caller then sleeps on the fds even without an event fd).
+wsync_status_t bytes_step(wsync_receiver_t* rx, Incoming* in, bool* done, bool* landed) {
+  *done = false;
+  // With many senders nobody else can say why a sender stopped: no grace beyond timeout_ms.
+  if (in->deadline == 0)
+    in->deadline = deadline_after(rx->timeout_ms + (rx->sh->links.size() > 1 ? 0 : abort_grace_ms(rx->timeout_ms)));
+  wsync_status_t st;
+  std::string why;
+  const bool all = take_landed(rx, &st, &why);
+  *landed = all;
+  if (st != WSYNC_OK && st != WSYNC_ERR_TIMEOUT) {
+    const std::string from = rx->parent == 0 ? "" : " (this receiver takes the bytes from receiver rank " +
+                                                         std::to_string(rx->parent) + ", a relay)";
+    fail(st, "transport '%s' failed during %s%s: %s", tp(rx)->name, in->what.c_str(), from.c_str(), why.c_str());
+    return give_up(rx, "the transport failed during " + in->what);
+  }
+  bool other = false;
+  const wsync_status_t fst = take_frames(rx, &other);
+  if (fst != WSYNC_OK) return fst;  // a later bucket refused, or a malformed frame: the caller gives up
+  if (all && in->sum_known) {
+    *done = true;
+    return WSYNC_OK;
+  }
+  if (rx->conn.closed() || other) {  // (the sender never stops between the last piece and its sum)
+    const bool vanished = rx->conn.closed();
+    fail(vanished ? WSYNC_ERR_PEER_FAILED : WSYNC_ERR_ABORTED, "the sender %s during %s",
+         vanished ? "vanished" : "abandoned the bucket", in->what.c_str());
+    return give_up(rx, "the sender stopped during " + in->what);
+  }
+  if (now_ms() >= in->deadline) {
+    if (rx->sh->links.size() > 1)
+      fail(WSYNC_ERR_TIMEOUT, "%s did not arrive within %lld ms (timeout_ms)", in->what.c_str(),
+           static_cast<long long>(rx->timeout_ms));
+    else
       fail(WSYNC_ERR_TIMEOUT, "%s did not arrive within %lld ms (timeout_ms, plus %lld ms for the sender to say why)",
            in->what.c_str(), static_cast<long long>(rx->timeout_ms), static_cast<long long>(abort_grace_ms(rx->timeout_ms)));
-      return give_up(rx, "the transport failed during " + in->what);
-    }
-    if (has_fd || all) sleep_on_fds(rx, deadline);
+    return give_up(rx, "the transport failed during " + in->what);
+  }
+  return WSYNC_OK;
+}
+
+wsync_status_t wait_bytes(wsync_receiver_t* rx, Incoming* in) {
+  const bool has_fd = rx->recv_fd >= 0;
+  for (;;) {
+    bool done = false, landed = false;
+    const wsync_status_t st = bytes_step(rx, in, &done, &landed);
+    if (st != WSYNC_OK || done) return st;
+    if (has_fd || landed) sleep_on_fds(rx, in->deadline);
   }
 }
 
@@ -584,6 +608,9 @@ void send_status(wsync_receiver_t* rx, MsgType type, uint64_t seq, wsync_status_
 
 void drop_update(wsync_receiver_t* rx, const std::string& why) {
   if (!rx->flight.empty()) abandon_flight(rx, why);
+  // Many senders: the other links' buckets on the wire land in the same assemblies, which go now.
+  for (wsync_receiver_t* l : rx->sh->links)
+    if (l != rx && !l->flight.empty()) abandon_flight(l, why);
   if (rx->update_void.empty()) rx->update_void = why;
   rx->arrived.clear();
   rx->claimed.clear();
@@ -625,6 +652,21 @@ wsync_status_t accept_manifest(wsync_receiver_t* rx, const Frame& f) {
     return refuse(rx, seq, st);
   }
   rx->accepted_bucket++;
+  return WSYNC_OK;
+}
+
+wsync_status_t bucket_step(wsync_receiver_t* rx, wsync_receiver_event_t* ev, bool* ready) {
+  *ready = false;
+  Incoming* in = rx->flight.front().get();
+  const uint64_t seq = in->seq;
+  bool done = false, landed = false;
+  wsync_status_t st = bytes_step(rx, in, &done, &landed);
+  if (st == WSYNC_OK && !done) return WSYNC_OK;
+  if (st == WSYNC_OK) st = finish_bucket(rx, in);
+  if (st != WSYNC_OK) return fail_bucket(rx, seq, st, MsgType::kAck);
+  fill_event(rx, in, ev);
+  rx->flight.pop_front();
+  *ready = true;
   return WSYNC_OK;
 }
 

@@ -6,7 +6,6 @@
 #include "receiver/receiver.h"
 
 namespace wsync {
-namespace {
 
 void release_event(wsync_receiver_t* rx) {
   rx->ev_tensors.clear();
@@ -16,20 +15,26 @@ void release_event(wsync_receiver_t* rx) {
   if (rx->ev_staging.data()) rx->staging_pool.push_back(std::move(rx->ev_staging));
 }
 
+namespace {
+
 // The update is complete on our side (no half-assembled tensor, every bucket arrived): COMMIT.
 wsync_status_t end_update(wsync_receiver_t* rx, const Frame& f, wsync_receiver_event_t* ev) {
   EndUpdateBody end;
   if (decode_end_update(f.body, &end) != WSYNC_OK)
     return refuse(rx, 0, fail(WSYNC_ERR_PROTOCOL, "END_UPDATE message is malformed: %s", last_error().c_str()));
   const uint64_t version = end.version, update = end.update_id, buckets = end.buckets;
-  if (update != rx->current_update) rx->update_void.clear();  // a later update, none of whose buckets came
+  if (update != rx->sh->update && update != rx->current_update)
+    rx->update_void.clear();  // a later update, none of whose buckets came
   if (!rx->update_void.empty())  // what arrived of it may be incomplete: never commit it
     return refuse(rx, 0, fail(WSYNC_ERR_PROTOCOL, "the sender finalized version %llu of an update that cannot commit "
                               "here (%s)", static_cast<unsigned long long>(version), rx->update_void.c_str()));
-  if (!rx->assembling.empty())
+  // With many senders the other senders' boxes may still be coming: links_next checks the whole
+  // update once every sender finalized it.
+  const bool alone = rx->sh->links.size() <= 1;
+  if (alone && !rx->assembling.empty())
     return refuse(rx, 0, fail(WSYNC_ERR_PROTOCOL, "the sender finalized version %llu while tensor '%s' was incomplete",
                               static_cast<unsigned long long>(version), rx->assembling.begin()->first.c_str()));
-  if (check_staged_arrived(rx) != WSYNC_OK) return refuse(rx, 0, last_status());
+  if (alone && check_staged_arrived(rx) != WSYNC_OK) return refuse(rx, 0, last_status());
   const uint64_t got = update == rx->current_update ? rx->expected_bucket : 0;
   if (got != buckets)
     return refuse(rx, 0, fail(WSYNC_ERR_PROTOCOL, "the sender finalized version %llu after %llu buckets but this receiver "
@@ -66,6 +71,7 @@ wsync_status_t wait_frame(wsync_receiver_t* rx, Frame* f, int64_t timeout_ms) {
 }  // namespace
 
 wsync_status_t receiver_next(wsync_receiver_t* rx, wsync_receiver_event_t* ev, int64_t timeout_ms) {
+  if (rx->sh->links.size() > 1) return links_next(rx, ev, timeout_ms);
   release_event(rx);
   if (rx->closed) {
     ev->kind = WSYNC_EVENT_CLOSED;
@@ -85,10 +91,15 @@ wsync_status_t receiver_next(wsync_receiver_t* rx, wsync_receiver_event_t* ev, i
     drop_update(rx, why);
     return fail_msg(st, why);
   }
+  if ((st = handle_frame(rx, f, ev)) != WSYNC_OK) return st;
+  // A MANIFEST: the bucket is on the wire; report it once its bytes are in.
+  return ev->kind == WSYNC_EVENT_NONE && !rx->flight.empty() ? complete_bucket(rx, ev) : WSYNC_OK;
+}
+
+wsync_status_t handle_frame(wsync_receiver_t* rx, const Frame& f, wsync_receiver_event_t* ev) {
   switch (static_cast<MsgType>(f.type)) {
     case MsgType::kManifest:
-      if ((st = accept_manifest(rx, f)) != WSYNC_OK) return st;
-      return complete_bucket(rx, ev);
+      return accept_manifest(rx, f);
     case MsgType::kEndUpdate:
       return end_update(rx, f, ev);
     case MsgType::kAbortUpdate: {

@@ -107,6 +107,9 @@ wsync_status_t read_group_info(wsync_receiver_t* rx, JoinArgs* a) {
     return fail(WSYNC_ERR_REJECTED, "rank %u is out of range: group '%s' has receivers 1..%u", a->cfg.rank,
                 rx->group_name.c_str(), a->info.world_size - 1);
   rx->world_size = a->info.world_size;
+  rx->num_senders = a->info.num_senders;
+  rx->sender = a->info.sender_rank;
+  rx->sender_addr = addr;
   rx->piece_bytes = a->info.piece_bytes;
   rx->window = a->info.window;
   return WSYNC_OK;

@@ -37,7 +37,7 @@
   C(wsync_option_t, WSYNC_OPTION_STRUCT_SIZE, 24, value) \
   I(wsync_option_t, WSYNC_OPTION("k", "v")) \
   \
-  S(wsync_tensor_t, 112) \
+  S(wsync_tensor_t, 248) \
   F(wsync_tensor_t, struct_size, 0, 4) \
   F(wsync_tensor_t, dtype, 4, 4) \
   F(wsync_tensor_t, name, 8, 8) \
@@ -48,7 +48,11 @@
   F(wsync_tensor_t, device_index, 40, 4) \
   F(wsync_tensor_t, reserved0, 44, 4) \
   F(wsync_tensor_t, shape, 48, 64) \
-  C(wsync_tensor_t, WSYNC_TENSOR_STRUCT_SIZE, 112, shape) \
+  F(wsync_tensor_t, flags, 112, 4) \
+  F(wsync_tensor_t, reserved1, 116, 4) \
+  F(wsync_tensor_t, full_shape, 120, 64) \
+  F(wsync_tensor_t, box_offset, 184, 64) \
+  C(wsync_tensor_t, WSYNC_TENSOR_STRUCT_SIZE, 248, box_offset) \
   I(wsync_tensor_t, WSYNC_TENSOR_INIT) \
   \
   S(wsync_group_config_t, 64) \
@@ -64,7 +68,7 @@
   C(wsync_group_config_t, WSYNC_GROUP_CONFIG_STRUCT_SIZE, 64, timeout_ms) \
   I(wsync_group_config_t, WSYNC_GROUP_CONFIG_INIT) \
   \
-  S(wsync_group_stats_t, 80) \
+  S(wsync_group_stats_t, 88) \
   F(wsync_group_stats_t, struct_size, 0, 4) \
   F(wsync_group_stats_t, num_receivers, 4, 4) \
   F(wsync_group_stats_t, committed_version, 8, 8) \
@@ -76,7 +80,8 @@
   F(wsync_group_stats_t, staging_bytes, 56, 8) \
   F(wsync_group_stats_t, send_seconds, 64, 8) \
   F(wsync_group_stats_t, device_staging_bytes, 72, 8) \
-  C(wsync_group_stats_t, WSYNC_GROUP_STATS_STRUCT_SIZE, 80, device_staging_bytes) \
+  F(wsync_group_stats_t, plans_computed, 80, 8) \
+  C(wsync_group_stats_t, WSYNC_GROUP_STATS_STRUCT_SIZE, 88, plans_computed) \
   I(wsync_group_stats_t, WSYNC_GROUP_STATS_INIT) \
   \
   S(wsync_receiver_config_t, 56) \

@@ -33,7 +33,14 @@ class Tensor(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_uint32), ("dtype", ctypes.c_int32), ("name", ctypes.c_char_p),
                 ("data", ctypes.c_void_p), ("nbytes", ctypes.c_uint64), ("ndim", ctypes.c_int32),
                 ("device_type", ctypes.c_int32), ("device_index", ctypes.c_int32), ("reserved0", ctypes.c_int32),
-                ("shape", ctypes.c_int64 * MAX_NDIM)]
+                ("shape", ctypes.c_int64 * MAX_NDIM),
+                # since ABI 1.5 (many senders)
+                ("flags", ctypes.c_uint32), ("reserved1", ctypes.c_uint32),
+                ("full_shape", ctypes.c_int64 * MAX_NDIM), ("box_offset", ctypes.c_int64 * MAX_NDIM)]
+
+
+TENSOR_SLICE = 1
+TENSOR_REPLICA = 2
 
 
 class GroupConfig(ctypes.Structure):
@@ -48,7 +55,7 @@ class GroupStats(ctypes.Structure):
                 ("committed_version", ctypes.c_uint64), ("updates", ctypes.c_uint64), ("batches", ctypes.c_uint64),
                 ("buckets", ctypes.c_uint64), ("tensors", ctypes.c_uint64), ("bytes", ctypes.c_uint64),
                 ("staging_bytes", ctypes.c_uint64), ("send_seconds", ctypes.c_double),
-                ("device_staging_bytes", ctypes.c_uint64)]
+                ("device_staging_bytes", ctypes.c_uint64), ("plans_computed", ctypes.c_uint64)]
 
 
 class ReceiverConfig(ctypes.Structure):
@@ -81,9 +88,9 @@ class PluginInfo(ctypes.Structure):
 
 STRUCT_SIZES = {
     Option: _struct_size(Option, "value"),
-    Tensor: _struct_size(Tensor, "shape"),
+    Tensor: _struct_size(Tensor, "box_offset"),
     GroupConfig: _struct_size(GroupConfig, "timeout_ms"),
-    GroupStats: _struct_size(GroupStats, "device_staging_bytes"),
+    GroupStats: _struct_size(GroupStats, "plans_computed"),
     ReceiverConfig: _struct_size(ReceiverConfig, "timeout_ms"),
     ReceiverEvent: _struct_size(ReceiverEvent, "bytes"),
     ReceiverState: _struct_size(ReceiverState, "staged_bytes"),

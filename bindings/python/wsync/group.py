@@ -23,6 +23,7 @@ class GroupStats:
     staging_bytes: int
     send_seconds: float
     device_staging_bytes: int
+    plans_computed: int  # many senders: ownership plans computed (a repeated plan is reused)
 
 
 class SendHandle:

@@ -1,4 +1,4 @@
-//! Raw declarations of wsync's C ABI, `include/wsync.h` at ABI 1.4, written by hand (no bindgen:
+//! Raw declarations of wsync's C ABI, `include/wsync.h` at ABI 1.5, written by hand (no bindgen:
 //! the crate builds with std only). `tests/layout.rs` compiles a C program against the header and
 //! checks every struct's size and field offsets, every constant and the list of functions
 //! against these declarations. Everything here is `unsafe` to use; the `wsync` crate is the safe
@@ -103,8 +103,18 @@ pub struct wsync_tensor_t {
     pub device_index: i32,
     pub reserved0: i32,
     pub shape: [i64; WSYNC_MAX_NDIM],
+    /// Since ABI 1.5: WSYNC_TENSOR_SLICE, WSYNC_TENSOR_REPLICA.
+    pub flags: u32,
+    pub reserved1: u32,
+    /// Since ABI 1.5, with WSYNC_TENSOR_SLICE: the whole tensor's shape and the slice's offset in it.
+    pub full_shape: [i64; WSYNC_MAX_NDIM],
+    pub box_offset: [i64; WSYNC_MAX_NDIM],
 }
-pub const WSYNC_TENSOR_STRUCT_SIZE: u32 = 112;
+pub const WSYNC_TENSOR_STRUCT_SIZE: u32 = 248;
+/// Since ABI 1.5 (wsync_tensor_t.flags): the descriptor holds a box of the full tensor.
+pub const WSYNC_TENSOR_SLICE: u32 = 1;
+/// Since ABI 1.5: other senders hold the same box; it moves once, from the lowest sender rank.
+pub const WSYNC_TENSOR_REPLICA: u32 = 2;
 
 // ---- Sender half -----------------------------------------------------------------------------
 
@@ -144,8 +154,10 @@ pub struct wsync_group_stats_t {
     pub staging_bytes: u64,
     pub send_seconds: f64,
     pub device_staging_bytes: u64,
+    /// Since ABI 1.5: ownership plans computed (many senders).
+    pub plans_computed: u64,
 }
-pub const WSYNC_GROUP_STATS_STRUCT_SIZE: u32 = 80;
+pub const WSYNC_GROUP_STATS_STRUCT_SIZE: u32 = 88;
 
 // ---- Receiver half ---------------------------------------------------------------------------
 
@@ -264,6 +276,10 @@ impl Default for wsync_tensor_t {
             device_index: 0,
             reserved0: 0,
             shape: [0; WSYNC_MAX_NDIM],
+            flags: 0,
+            reserved1: 0,
+            full_shape: [0; WSYNC_MAX_NDIM],
+            box_offset: [0; WSYNC_MAX_NDIM],
         }
     }
 }
@@ -300,6 +316,7 @@ impl Default for wsync_group_stats_t {
             staging_bytes: 0,
             send_seconds: 0.0,
             device_staging_bytes: 0,
+            plans_computed: 0,
         }
     }
 }

@@ -50,7 +50,11 @@ fn rust_layout() -> Layout {
             device_type,
             device_index,
             reserved0,
-            shape
+            shape,
+            flags,
+            reserved1,
+            full_shape,
+            box_offset
         }
     );
     layout!(
@@ -80,7 +84,8 @@ fn rust_layout() -> Layout {
             bytes,
             staging_bytes,
             send_seconds,
-            device_staging_bytes
+            device_staging_bytes,
+            plans_computed
         }
     );
     layout!(
@@ -208,6 +213,8 @@ fn rust_constants() -> Vec<(&'static str, i64)> {
         WSYNC_PLUGIN_KIND_ADAPTER,
         WSYNC_OPTION_STRUCT_SIZE,
         WSYNC_TENSOR_STRUCT_SIZE,
+        WSYNC_TENSOR_SLICE,
+        WSYNC_TENSOR_REPLICA,
         WSYNC_GROUP_CONFIG_STRUCT_SIZE,
         WSYNC_GROUP_STATS_STRUCT_SIZE,
         WSYNC_RECEIVER_CONFIG_STRUCT_SIZE,

@@ -139,6 +139,8 @@ pub struct GroupStats {
     pub send_seconds: f64,
     /// CUDA staging memory held by the group.
     pub device_staging_bytes: u64,
+    /// Many senders: ownership plans computed (a batch whose plan repeats reuses it).
+    pub plans_computed: u64,
 }
 
 impl Group {
@@ -247,6 +249,7 @@ impl Group {
             staging_bytes: s.staging_bytes,
             send_seconds: s.send_seconds,
             device_staging_bytes: s.device_staging_bytes,
+            plans_computed: s.plans_computed,
         })
     }
 

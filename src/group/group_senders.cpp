@@ -1,0 +1,249 @@
+// Many senders (docs/ARCHITECTURE.md, "Many senders"): a trainer rank that is one of M senders.
+// Each sender keeps its own store, control listener and transport world for its receivers (the
+// single-sender group, unchanged); what they share goes through sender 0's store:
+//
+//   wsync/senders/<k>                    sender k's own store address (receivers join it there)
+//   wsync/<group>/plan/<slot>/<k>        sender k's record of a batch (ownership_record.h)
+//   wsync/<group>/plan_digest/<slot>/<k> the digest of the plan sender k computed from all records
+//
+// A batch's records go in slot (batch number mod 4) and carry the batch number: a sender that
+// writes batch s has seen every record of batch s-1, so every sender is done with s-4's slot.
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "common/error.h"
+#include "group/group_internal.h"
+#include "planner/ownership_record.h"
+#include "store/host_port.h"
+
+namespace wsync {
+namespace {
+
+constexpr uint64_t kSlots = 4;
+
+std::string sender_key(uint32_t k) { return "wsync/senders/" + std::to_string(k); }
+std::string slot_key(const wsync_group_t* g, const char* what, uint64_t seq, uint32_t k) {
+  return "wsync/" + g->group_name + "/" + what + "/" + std::to_string(seq % kSlots) + "/" + std::to_string(k);
+}
+
+std::string sender_name(const wsync_group_t* g, uint32_t k) {
+  std::string s = "sender " + std::to_string(k);
+  if (k < g->sender_addrs.size() && !g->sender_addrs[k].empty()) s += " (store at " + g->sender_addrs[k] + ")";
+  return s;
+}
+
+// This sender's record of a batch: per tensor its full shape and box (the whole tensor unless the
+// descriptor is a slice).
+wsync_status_t own_record(wsync_group_t* g, const Batch& b, SenderRecord* r) {
+  r->rank = g->sender_rank;
+  r->tensors.resize(b.tensors.size());
+  for (size_t i = 0; i < b.tensors.size(); ++i) {
+    const wsync_tensor_t& t = b.tensors[i];
+    OwnedTensor& o = r->tensors[i];
+    o.name = b.names[i];
+    o.dtype = t.dtype;
+    o.ndim = t.ndim;
+    o.replica = (t.flags & WSYNC_TENSOR_REPLICA) != 0;
+    if (t.flags & ~(WSYNC_TENSOR_SLICE | WSYNC_TENSOR_REPLICA))
+      return fail(WSYNC_ERR_INVALID_ARGUMENT, "tensor '%s' has unknown flags 0x%x", t.name, t.flags);
+    if (t.flags & WSYNC_TENSOR_SLICE) {
+      std::memcpy(o.shape, t.full_shape, sizeof o.shape);
+      o.box.ndim = t.ndim;
+      for (int d = 0; d < t.ndim; ++d) {
+        o.box.offset[d] = t.box_offset[d];
+        o.box.extent[d] = t.shape[d];
+      }
+    } else {
+      std::memcpy(o.shape, t.shape, sizeof o.shape);
+      o.box = full_box(t.ndim, t.shape);
+    }
+  }
+  return WSYNC_OK;
+}
+
+// Sender k's record of batch `seq`, waiting for it until `deadline` (a slot holding an older
+// batch's record is polled until the new one replaces it).
+wsync_status_t read_record(wsync_group_t* g, uint64_t seq, uint32_t k, int64_t deadline, int64_t timeout_ms,
+                           SenderRecord* out) {
+  const std::string key = slot_key(g, "plan", seq, k);
+  for (;;) {
+    std::vector<uint8_t> v;
+    wsync_status_t st = g->senders_client->get(key, &v, std::max<int64_t>(remaining_ms(deadline), 1));
+    uint64_t got = 0;
+    if (st == WSYNC_OK) {
+      if ((st = decode_sender_record(v.data(), v.size(), out, &got)) != WSYNC_OK)
+        return fail_msg(st, "the record of " + sender_name(g, k) + " for batch " + std::to_string(seq) + ": " +
+                                last_error());
+      if (got == seq && out->rank == k) return WSYNC_OK;
+      if (got > seq || out->rank != k)
+        return fail(WSYNC_ERR_PROTOCOL, "%s published batch %llu as rank %u where batch %llu was expected: the senders "
+                    "disagree on how many batches this update has", sender_name(g, k).c_str(),
+                    static_cast<unsigned long long>(got), out->rank, static_cast<unsigned long long>(seq));
+    } else if (st != WSYNC_ERR_TIMEOUT) {
+      return fail_msg(st, "reading the record of " + sender_name(g, k) + " from sender 0's store: " + last_error());
+    }
+    if (now_ms() >= deadline)
+      return fail(WSYNC_ERR_PEER_FAILED, "%s did not publish its part of batch %llu within %lld ms (it died, hangs, is "
+                  "cut off, or sends fewer batches)", sender_name(g, k).c_str(), static_cast<unsigned long long>(seq),
+                  static_cast<long long>(timeout_ms));
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
+// Every sender computed the same digest from the same records.
+wsync_status_t agree_digest(wsync_group_t* g, uint64_t seq, uint64_t digest, int64_t deadline, int64_t timeout_ms) {
+  uint8_t mine[16];
+  std::memcpy(mine, &seq, 8);
+  std::memcpy(mine + 8, &digest, 8);
+  wsync_status_t st = g->senders_client->set(slot_key(g, "plan_digest", seq, g->sender_rank), mine, sizeof mine);
+  if (st != WSYNC_OK) return st;
+  for (uint32_t k = 0; k < g->num_senders; ++k) {
+    if (k == g->sender_rank) continue;
+    for (;;) {
+      std::vector<uint8_t> v;
+      st = g->senders_client->get(slot_key(g, "plan_digest", seq, k), &v, std::max<int64_t>(remaining_ms(deadline), 1));
+      uint64_t got_seq = 0, got = 0;
+      if (st == WSYNC_OK && v.size() == 16) {
+        std::memcpy(&got_seq, v.data(), 8);
+        std::memcpy(&got, v.data() + 8, 8);
+        if (got_seq == seq) {
+          if (got != digest)
+            return fail(WSYNC_ERR_PROTOCOL, "the ownership plan of batch %llu differs between sender %u (digest "
+                        "%016llx) and %s (digest %016llx); nothing was sent", static_cast<unsigned long long>(seq),
+                        g->sender_rank, static_cast<unsigned long long>(digest), sender_name(g, k).c_str(),
+                        static_cast<unsigned long long>(got));
+          break;
+        }
+      } else if (st != WSYNC_OK && st != WSYNC_ERR_TIMEOUT) {
+        return st;
+      }
+      if (now_ms() >= deadline)
+        return fail(WSYNC_ERR_PEER_FAILED, "%s did not confirm the plan of batch %llu within %lld ms",
+                    sender_name(g, k).c_str(), static_cast<unsigned long long>(seq), static_cast<long long>(timeout_ms));
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  }
+  return WSYNC_OK;
+}
+
+// Keep in `b` only the boxes the plan gives this sender (a replica box moves from the lowest
+// sender holding it), each with its full shape.
+void keep_owned(wsync_group_t* g, const OwnershipPlan& plan, const SenderRecord& mine, Batch* b) {
+  std::vector<wsync_tensor_t> tensors;
+  std::vector<std::string> names;
+  b->owned.clear();
+  for (size_t i = 0; i < mine.tensors.size(); ++i) {
+    const TensorPlan* tp = plan.find(mine.tensors[i].name);
+    bool owner = false;
+    for (const Owner& o : tp ? tp->owners : std::vector<Owner>{})
+      owner |= o.sender == g->sender_rank && box_equal(o.box, mine.tensors[i].box);
+    if (!owner) continue;
+    tensors.push_back(b->tensors[i]);
+    names.push_back(b->names[i]);
+    b->owned.push_back(mine.tensors[i]);
+  }
+  b->tensors = std::move(tensors);
+  b->names = std::move(names);
+  for (size_t i = 0; i < b->tensors.size(); ++i) b->tensors[i].name = b->names[i].c_str();
+}
+
+}  // namespace
+
+wsync_status_t senders_check_options(wsync_group_t* g) {
+  if (g->sender_rank >= g->num_senders)
+    return fail(WSYNC_ERR_INVALID_ARGUMENT, "option 'sender_rank' is %u but the group has %u sender(s) (option "
+                "'num_senders'): ranks are 0..%u", g->sender_rank, g->num_senders, g->num_senders - 1);
+  if (g->sender_rank > 0 && g->sender0_store.empty())
+    return fail(WSYNC_ERR_INVALID_ARGUMENT, "sender rank %u needs option 'sender0_store' (\"host:port\" of sender 0's "
+                "store, where the senders agree on each batch)", g->sender_rank);
+  if (g->sender_rank == 0 && !g->sender0_store.empty())
+    return fail(WSYNC_ERR_INVALID_ARGUMENT, "option 'sender0_store' is for senders 1..%u; sender 0 hosts that store "
+                "itself (config->store_addr)", g->num_senders - 1);
+  if (g->num_senders > 1 && g->route_set && g->route_spec.shape != RouteShape::kStar)
+    return fail(WSYNC_ERR_INVALID_ARGUMENT, "option 'route' must be star in a group of %u senders (each sender's NIC "
+                "already carries only its share)", g->num_senders);
+  if (g->num_senders > 1) g->route_spec.shape = RouteShape::kStar;
+  return WSYNC_OK;
+}
+
+wsync_status_t senders_open(wsync_group_t* g, int64_t deadline) {
+  if (g->num_senders == 1) return WSYNC_OK;
+  g->sender_addrs.assign(g->num_senders, "");
+  g->sender_addrs[g->sender_rank] = g->store_addr;
+  wsync_status_t st;
+  if (g->sender_rank == 0) {
+    g->senders_client.reset();  // sender 0's own client does the work (g->store_client)
+  } else {
+    std::string host;
+    uint16_t port = 0;
+    if ((st = parse_host_port(g->sender0_store, &host, &port)) != WSYNC_OK) return st;
+    if (port == 0)
+      return fail(WSYNC_ERR_INVALID_ARGUMENT, "option 'sender0_store' is '%s'; it needs sender 0's real port",
+                  g->sender0_store.c_str());
+    if ((st = TcpStoreClient::connect(host, port, std::max<int64_t>(remaining_ms(deadline), 1), g->secret.value,
+                                      &g->senders_client)) != WSYNC_OK)
+      return fail_msg(st, "sender " + std::to_string(g->sender_rank) + " cannot reach sender 0's store at " +
+                              g->sender0_store + ": " + last_error());
+  }
+  TcpStoreClient* c = g->senders_client ? g->senders_client.get() : g->store_client.get();
+  if ((st = c->set(sender_key(g->sender_rank), g->store_addr.data(), g->store_addr.size())) != WSYNC_OK) return st;
+  WSYNC_LOGI("group '%s': sender %u of %u, its receivers join its store at %s", g->group_name.c_str(), g->sender_rank,
+             g->num_senders, g->store_addr.c_str());
+  return WSYNC_OK;
+}
+
+wsync_status_t senders_plan_batch(wsync_group_t* g, Batch* b, int64_t timeout_ms) {
+  bool slices = false;
+  for (const auto& t : b->tensors) slices |= (t.flags & WSYNC_TENSOR_SLICE) != 0;
+  if (g->num_senders == 1) {
+    if (!slices) return WSYNC_OK;
+    for (const auto& t : b->tensors)
+      if (t.flags & WSYNC_TENSOR_SLICE)
+        return fail(WSYNC_ERR_INVALID_ARGUMENT, "tensor '%s' is a slice (WSYNC_TENSOR_SLICE) but group '%s' has one "
+                    "sender, which must send whole tensors (option num_senders)", t.name, g->group_name.c_str());
+  }
+  if (g->senders_client == nullptr && g->sender_rank == 0) {
+    // Sender 0 talks to its own store through a second client: the group's own one is used by the
+    // pipeline thread's transport, and a client serves one request at a time.
+    std::string host;
+    uint16_t port = 0;
+    wsync_status_t st = parse_host_port(g->store_addr, &host, &port);
+    if (st == WSYNC_OK) st = TcpStoreClient::connect(host, port, 5000, g->secret.value, &g->senders_client);
+    if (st != WSYNC_OK) return st;
+  }
+  SenderRecord mine;
+  wsync_status_t st = own_record(g, *b, &mine);
+  if (st != WSYNC_OK) return st;
+  const uint64_t seq = ++g->plans_agreed;
+  const std::vector<uint8_t> rec = encode_sender_record(mine, seq);
+  if ((st = g->senders_client->set(slot_key(g, "plan", seq, g->sender_rank), rec.data(), rec.size())) != WSYNC_OK)
+    return fail_msg(st, "publishing this sender's record in sender 0's store: " + last_error());
+  const int64_t deadline = deadline_after(timeout_ms);
+  std::vector<SenderRecord> all(g->num_senders);
+  for (uint32_t k = 0; k < g->num_senders; ++k) {
+    if (k == g->sender_rank) {
+      all[k] = mine;
+      continue;
+    }
+    if (g->sender_addrs[k].empty()) {  // for messages: where sender k is
+      std::vector<uint8_t> v;
+      if (g->senders_client->get(sender_key(k), &v, 1) == WSYNC_OK) g->sender_addrs[k].assign(v.begin(), v.end());
+      clear_error();
+    }
+    if ((st = read_record(g, seq, k, deadline, timeout_ms, &all[k])) != WSYNC_OK) return st;
+  }
+  const size_t at = g->batch_in_update++;
+  if (g->planners.size() <= at) g->planners.push_back(std::make_unique<OwnershipPlanner>());
+  const uint64_t before = g->planners[at]->computed();
+  const OwnershipPlan* plan = nullptr;
+  if ((st = g->planners[at]->plan(all, &plan)) != WSYNC_OK)
+    return fail_msg(st, "the senders' batch " + std::to_string(seq) + " cannot be planned, nothing was sent: " +
+                            last_error());
+  g->plans_computed += g->planners[at]->computed() - before;
+  if ((st = agree_digest(g, seq, plan->digest, deadline, timeout_ms)) != WSYNC_OK) return st;
+  keep_owned(g, *plan, mine, b);
+  return WSYNC_OK;
+}
+
+}  // namespace wsync

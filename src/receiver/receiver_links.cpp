@@ -1,0 +1,238 @@
+// A receiver of a many-sender group (docs/ARCHITECTURE.md, "Many senders"): one link per sender,
+// each the single-sender receiver (its control connection, transport world, buckets on the
+// wire), sharing the registry, assemblies, arrivals and staged blocks (RxShared). next() looks
+// at every link in turn without blocking on any: a link's buckets are accepted and land while
+// another's are reported. The update commits once every sender finalized the same version and
+// every tensor is whole; a link that fails voids the update on every link and tells the other
+// senders (a NACK naming the failed sender), so none of them waits for a commit that cannot come.
+#include <poll.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/error.h"
+#include "control/frames.h"
+#include "receiver/receiver.h"
+
+namespace wsync {
+namespace {
+
+std::string sender_key(uint32_t k) { return "wsync/senders/" + std::to_string(k); }
+
+std::string link_name(const wsync_receiver_t* l) {
+  return "sender " + std::to_string(l->sender) + " (store at " + l->sender_addr + ")";
+}
+
+// Link `l` failed with `st`: the update is void on every link, the other senders are told (each
+// as a NACK naming the failed sender), and the receiver takes no more updates.
+wsync_status_t link_failed(wsync_receiver_t* rx, wsync_receiver_t* l, wsync_status_t st) {
+  RxShared* sh = rx->sh;
+  const std::string why = link_name(l) + " failed: " + last_error();
+  drop_update(l, why);
+  for (wsync_receiver_t* o : sh->links)
+    if (o != l && o->conn.open()) send_status(o, MsgType::kNack, 0, WSYNC_ERR_PEER_FAILED, why);
+  sh->link_status = st == WSYNC_ERR_TIMEOUT ? WSYNC_ERR_PEER_FAILED : st;
+  sh->link_failed = why;
+  WSYNC_LOGW("receiver rank %u: %s", rx->rank, why.c_str());
+  return fail_msg(sh->link_status, why);
+}
+
+// Every link's commit is refused for `why` (a NACK to each sender); the update is void.
+wsync_status_t refuse_all(wsync_receiver_t* rx, wsync_status_t st, const std::string& why) {
+  for (wsync_receiver_t* l : rx->sh->links) {
+    l->pending_commit = 0;
+    if (l->conn.open()) send_status(l, MsgType::kNack, 0, st, why);
+  }
+  rx->sh->first_end_ms = 0;
+  drop_update(rx, why);
+  return fail_msg(st, why);
+}
+
+// Every sender finalized: the same version, and every tensor whole.
+wsync_status_t merge_commit(wsync_receiver_t* rx, wsync_receiver_event_t* ev) {
+  const std::vector<wsync_receiver_t*>& links = rx->sh->links;
+  const uint64_t v = links[0]->pending_commit;
+  for (wsync_receiver_t* l : links)
+    if (l->pending_commit != v)
+      return refuse_all(rx, WSYNC_ERR_PROTOCOL,
+                        "the senders disagree on the version: " + link_name(links[0]) + " finalized " +
+                            std::to_string(v) + " but " + link_name(l) + " finalized " +
+                            std::to_string(l->pending_commit) + "; nothing commits");
+  if (!rx->assembling.empty())
+    return refuse_all(rx, WSYNC_ERR_PROTOCOL,
+                      "every sender finalized version " + std::to_string(v) + " but tensor '" +
+                          rx->assembling.begin()->first + "' is incomplete (" +
+                          rx->arrived.missing(rx->assembling.begin()->first) + " missing): no sender sent it");
+  if (check_staged_arrived(rx) != WSYNC_OK) return refuse_all(rx, last_status(), last_error());
+  rx->sh->first_end_ms = 0;
+  ev->kind = WSYNC_EVENT_COMMIT;
+  ev->version = v;
+  return WSYNC_OK;
+}
+
+// A sender finalized and another has not within timeout_ms: name the one that did not.
+wsync_status_t check_stragglers(wsync_receiver_t* rx) {
+  RxShared* sh = rx->sh;
+  if (sh->first_end_ms == 0 || now_ms() < sh->first_end_ms + rx->timeout_ms) return WSYNC_OK;
+  wsync_receiver_t* done = nullptr;
+  for (wsync_receiver_t* l : sh->links)
+    if (l->pending_commit) done = l;
+  for (wsync_receiver_t* l : sh->links)
+    if (!l->pending_commit) {
+      fail(WSYNC_ERR_PEER_FAILED, "it did not finalize within %lld ms (timeout_ms) of %s finalizing version %llu",
+           static_cast<long long>(rx->timeout_ms), done ? link_name(done).c_str() : "another sender",
+           static_cast<unsigned long long>(done ? done->pending_commit : 0));
+      return link_failed(rx, l, WSYNC_ERR_PEER_FAILED);
+    }
+  return WSYNC_OK;
+}
+
+// Sleep until a link's control socket or transport has something, or 20 ms (transports without
+// an event fd are polled in slices by their waits).
+void sleep_on_links(wsync_receiver_t* rx, int64_t deadline) {
+  std::vector<pollfd> fds;
+  for (wsync_receiver_t* l : rx->sh->links) {
+    progress_transports(l, true);
+    fds.push_back(pollfd{l->conn.fd(), POLLIN, 0});
+    const wsync_transport_v1_t* t = l->transport.table;
+    auto arm = WSYNC_HAS_FIELD(t, wsync_transport_v1_t, arm) ? t->arm : nullptr;
+    if (l->recv_self == nullptr || l->recv_fd < 0) continue;
+    int32_t armed = 1;
+    if (arm != nullptr && arm(l->recv_self, &armed) != WSYNC_OK) armed = 0;
+    if (!armed) return;  // work now
+    fds.push_back(pollfd{l->recv_fd, POLLIN, 0});
+  }
+  ::poll(fds.data(), fds.size(), remaining_ms(deadline, 20));
+}
+
+// One look at link `l`: its oldest bucket, else its next control frame. *ready: `ev` is an event
+// to report; *busy: something happened.
+wsync_status_t look_at(wsync_receiver_t* rx, wsync_receiver_t* l, wsync_receiver_event_t* ev, bool* ready, bool* busy) {
+  *ready = false;
+  *busy = false;
+  if (l->pending_commit) return WSYNC_OK;
+  wsync_status_t st;
+  if (!l->flight.empty()) {  // its frames (the next MANIFESTs, BUCKET_SUMs) are taken meanwhile
+    if ((st = bucket_step(l, ev, ready)) != WSYNC_OK) return link_failed(rx, l, st);
+    return WSYNC_OK;
+  }
+  Frame f;
+  st = l->conn.recv(&f, 0);
+  if (st == WSYNC_ERR_TIMEOUT) return WSYNC_OK;
+  if (st != WSYNC_OK) return link_failed(rx, l, st);
+  *busy = true;
+  wsync_receiver_event_t lev = WSYNC_RECEIVER_EVENT_INIT;
+  if ((st = handle_frame(l, f, &lev)) != WSYNC_OK) return link_failed(rx, l, st);
+  switch (lev.kind) {
+    case WSYNC_EVENT_COMMIT:  // this sender finalized; the others may still be sending
+      if (rx->sh->first_end_ms == 0) rx->sh->first_end_ms = now_ms();
+      return WSYNC_OK;
+    case WSYNC_EVENT_ABORTED:
+      *ev = lev;
+      *ready = true;
+      WSYNC_LOGW("receiver rank %u: %s aborted the update", rx->rank, link_name(l).c_str());
+      return WSYNC_OK;
+    case WSYNC_EVENT_CLOSED:  // one sender closing ends the group for this receiver
+      for (wsync_receiver_t* o : rx->sh->links) o->closed = true;
+      *ev = lev;
+      *ready = true;
+      return WSYNC_OK;
+    default:  // a MANIFEST: its bucket is on the wire now
+      return WSYNC_OK;
+  }
+}
+
+}  // namespace
+
+wsync_status_t links_join(const wsync_receiver_config_t* config, wsync_receiver_t* rx) {
+  if (rx->num_senders <= 1) return WSYNC_OK;
+  if (rx->sender != 0)
+    return fail(WSYNC_ERR_INVALID_ARGUMENT, "the store at %s is sender %u's of group '%s' (%u senders); a receiver "
+                "joins through sender 0's store", rx->sender_addr.c_str(), rx->sender, rx->group_name.c_str(),
+                rx->num_senders);
+  wsync_receiver_config_t c = WSYNC_RECEIVER_CONFIG_INIT;
+  std::memcpy(&c, config, std::min<size_t>(config->struct_size, sizeof c));
+  c.struct_size = sizeof c;
+  const int64_t timeout = c.timeout_ms > 0 ? c.timeout_ms : rx->timeout_ms;
+  const int64_t deadline = deadline_after(timeout);
+  rx->sh->links.assign(1, rx);
+  for (uint32_t k = 1; k < rx->num_senders; ++k) {
+    std::vector<uint8_t> v;
+    wsync_status_t st = rx->store_client->get(sender_key(k), &v, std::max<int64_t>(remaining_ms(deadline), 1));
+    if (st != WSYNC_OK)
+      return fail_msg(st, "sender " + std::to_string(k) + " of " + std::to_string(rx->num_senders) +
+                              " never listed its store in sender 0's: " + last_error());
+    const std::string addr(v.begin(), v.end());
+    c.store_addr = addr.c_str();
+    c.timeout_ms = std::max<int64_t>(remaining_ms(deadline), 1);
+    auto link = std::make_unique<wsync_receiver>(rx->sh);
+    st = receiver_init(&c, link.get());
+    wsync_receiver_t* l = link.get();
+    rx->extra_links.push_back(std::move(link));  // destroyed with the receiver, also after a failure
+    if (st != WSYNC_OK) return fail_msg(st, "joining sender " + std::to_string(k) + " at " + addr + ": " + last_error());
+    if (l->sender != k || l->num_senders != rx->num_senders || l->world_size != rx->world_size)
+      return fail(WSYNC_ERR_PROTOCOL, "the store sender 0 lists for sender %u (%s) is sender %u of %u with %u "
+                  "receivers; sender 0 announced %u senders and %u receivers", k, addr.c_str(), l->sender,
+                  l->num_senders, l->world_size - 1, rx->num_senders, rx->world_size - 1);
+    rx->sh->links.push_back(l);
+  }
+  WSYNC_LOGI("receiver rank %u joined all %u senders of group '%s'", rx->rank, rx->num_senders, rx->group_name.c_str());
+  return WSYNC_OK;
+}
+
+wsync_status_t links_next(wsync_receiver_t* rx, wsync_receiver_event_t* ev, int64_t timeout_ms) {
+  RxShared* sh = rx->sh;
+  for (wsync_receiver_t* l : sh->links) release_event(l);
+  if (!sh->link_failed.empty())
+    return fail(sh->link_status, "receiver rank %u takes no more updates: %s", rx->rank, sh->link_failed.c_str());
+  if (rx->closed) {
+    ev->kind = WSYNC_EVENT_CLOSED;
+    return WSYNC_OK;
+  }
+  bool all_ended = true;
+  for (wsync_receiver_t* l : sh->links) all_ended &= l->pending_commit != 0;
+  if (all_ended)
+    return fail(WSYNC_ERR_INVALID_STATE, "version %llu is waiting for wsync_receiver_commit",
+                static_cast<unsigned long long>(rx->pending_commit));
+  const int64_t tmo = timeout_ms < 0 ? rx->timeout_ms : timeout_ms;
+  const int64_t deadline = deadline_after(tmo);
+  size_t start = 0;
+  for (;;) {
+    bool any = false;
+    const size_t n = sh->links.size();
+    for (size_t i = 0; i < n; ++i) {
+      wsync_receiver_t* l = sh->links[(start + i) % n];
+      bool ready = false, busy = false;
+      wsync_status_t st = look_at(rx, l, ev, &ready, &busy);
+      if (st != WSYNC_OK || ready) return st;
+      any |= busy;
+    }
+    start = (start + 1) % n;  // no link starves the others
+    all_ended = true;
+    for (wsync_receiver_t* l : sh->links) all_ended &= l->pending_commit != 0;
+    if (all_ended) return merge_commit(rx, ev);
+    wsync_status_t st = check_stragglers(rx);
+    if (st != WSYNC_OK) return st;
+    bool flying = false;
+    for (wsync_receiver_t* l : sh->links) flying |= !l->flight.empty();
+    if (!flying && now_ms() >= deadline)
+      return fail(WSYNC_ERR_TIMEOUT, "no message from the %zu senders within %lld ms", n, static_cast<long long>(tmo));
+    if (!any) sleep_on_links(rx, flying ? deadline_after(20) : deadline);
+  }
+}
+
+wsync_status_t links_commit(wsync_receiver_t* rx, uint64_t version) {
+  wsync_status_t st = check_staged_arrived(rx);
+  if (st != WSYNC_OK) return refuse_all(rx, st, last_error());
+  // Every sender first: one that cannot be told means nothing is applied here (the others were
+  // told; their finalize returned) and the receiver takes no more updates.
+  for (wsync_receiver_t* l : rx->sh->links) {
+    l->pending_commit = 0;
+    if ((st = l->conn.send(MsgType::kCommitted, encode_committed({version}), rx->timeout_ms)) != WSYNC_OK)
+      return link_failed(rx, l, st);
+  }
+  rx->committed = version;
+  return apply_commit(rx);
+}
+
+}  // namespace wsync

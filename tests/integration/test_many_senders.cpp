@@ -1,0 +1,425 @@
+// Many senders (ABI 1.5, issue 24) over the public ABI, every member a process on loopback with
+// the real store, control channel and UCX: M trainer ranks each publish the slices they own
+// (rows, columns, replicas), N receivers register full tensors (in place or staged) or take views,
+// and every byte of every version is checked. Then the plan refusals, the reuse of a repeated
+// plan, and a sender that dies or hangs mid-update.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "harness.h"
+#include "wsync.h"
+
+using namespace harness;
+
+namespace {
+
+constexpr const char* kGroup = "many";
+
+double secs_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// How a tensor is split over the senders: rows (dim 0, torch.chunk), columns (dim 1), or every
+// sender holds all of it (a replica).
+enum class Split { kRows, kCols, kReplica };
+
+struct Spec {
+  synth_tensor_t t;
+  Split split;
+};
+
+std::vector<Spec> model() {
+  return {{tensor_of("embed.weight", WSYNC_DTYPE_FLOAT32, {1000, 96}), Split::kRows},
+          {tensor_of("layer.0.qkv", WSYNC_DTYPE_BFLOAT16, {64, 300}), Split::kCols},
+          {tensor_of("layer.0.bias", WSYNC_DTYPE_INT64, {10}), Split::kRows},  // 3,3,3,1 over 4
+          {tensor_of("norm.weight", WSYNC_DTYPE_FLOAT32, {96}), Split::kReplica},
+          {tensor_of("layer.1.w", WSYNC_DTYPE_FLOAT16, {2, 3, 257}), Split::kRows}};
+}
+
+// torch.chunk of n over m: chunk k's [begin, end).
+void chunk(int64_t n, uint32_t m, uint32_t k, int64_t* begin, int64_t* end) {
+  const int64_t size = (n + m - 1) / m;
+  *begin = std::min<int64_t>(n, size * k);
+  *end = std::min<int64_t>(n, *begin + size);
+}
+
+// Sender k's slice of `s` at `version`: its bytes (packed) and its descriptor.
+struct Slice {
+  std::vector<uint8_t> bytes;
+  wsync_tensor_t desc = WSYNC_TENSOR_INIT;
+};
+
+Slice slice_of(const Spec& s, uint32_t m, uint32_t k, uint64_t version) {
+  std::vector<uint8_t> full(s.t.nbytes);
+  synth_fill(&s.t, version, full.data());
+  Slice out;
+  wsync_tensor_t& d = out.desc;
+  d.name = s.t.name;
+  d.dtype = s.t.dtype;
+  d.ndim = s.t.ndim;
+  std::memcpy(d.full_shape, s.t.shape, sizeof d.full_shape);
+  std::memcpy(d.shape, s.t.shape, sizeof d.shape);
+  const uint64_t esize = wsync_dtype_size(s.t.dtype);
+  if (s.split == Split::kReplica) {
+    out.bytes = full;
+    d.flags = WSYNC_TENSOR_REPLICA;
+  } else {
+    const int dim = s.split == Split::kRows ? 0 : 1;
+    int64_t b = 0, e = 0;
+    chunk(s.t.shape[dim], m, k, &b, &e);
+    d.flags = WSYNC_TENSOR_SLICE;
+    d.box_offset[dim] = b;
+    d.shape[dim] = e - b;
+    // rows of the outer dims, each a run of the inner ones
+    int64_t outer = 1, inner = 1;
+    for (int i = 0; i < dim; ++i) outer *= s.t.shape[i];
+    for (int i = dim + 1; i < s.t.ndim; ++i) inner *= s.t.shape[i];
+    for (int64_t o = 0; o < outer; ++o) {
+      const uint8_t* from = full.data() + ((o * s.t.shape[dim] + b) * inner) * esize;
+      out.bytes.insert(out.bytes.end(), from, from + (e - b) * inner * esize);
+    }
+  }
+  uint64_t n = esize;
+  for (int i = 0; i < d.ndim; ++i) n *= static_cast<uint64_t>(d.shape[i]);
+  d.nbytes = n;
+  return out;
+}
+
+struct SenderPlan {
+  uint32_t m = 2, k = 0, receivers = 3;
+  std::string dir;  // addr files: <dir>/s<k>.addr
+  uint64_t versions = 2;
+  int64_t timeout_ms = 20000;
+  uint64_t bucket_bytes = 64 << 10;
+  // Faults: before finalizing this version, die (SIGKILL) or hang (SIGSTOP).
+  uint64_t die_at = 0, hang_at = 0;
+  // A plan refusal: this sender claims rows [0, 6) of embed.weight whatever its rank (overlap),
+  // or claims no part of layer.0.bias (gap), or gives norm.weight another shape (disagreement).
+  enum class Lie { kNone, kOverlap, kGap, kShape } lie = Lie::kNone;
+  std::string expect_error;  // the lie's refusal must name this (exit 0 when it does)
+};
+
+std::string addr_file(const std::string& dir, uint32_t k) { return dir + "/s" + std::to_string(k) + ".addr"; }
+
+// A sender process: exit 0 after every version was finalized (or, with a lie, after the batch was
+// refused with the expected message); 3 on a failure, printed.
+int run_sender(const SenderPlan& p) {
+  std::string s0;
+  if (p.k > 0 && (s0 = read_addr_file(addr_file(p.dir, 0), 20000)).empty()) return 5;
+  const std::string af = addr_file(p.dir, p.k), m = std::to_string(p.m), k = std::to_string(p.k),
+                    tm = std::to_string(p.timeout_ms), bb = std::to_string(p.bucket_bytes);
+  std::vector<wsync_option_t> opts = {WSYNC_OPTION("store_addr_file", af.c_str()), WSYNC_OPTION("num_senders", m.c_str()),
+                                      WSYNC_OPTION("sender_rank", k.c_str()), WSYNC_OPTION("timeout_ms", tm.c_str()),
+                                      WSYNC_OPTION("bucket_bytes", bb.c_str())};
+  if (p.k > 0) opts.push_back(WSYNC_OPTION("sender0_store", s0.c_str()));
+  wsync_group_config_t cfg = WSYNC_GROUP_CONFIG_INIT;
+  cfg.num_receivers = p.receivers;
+  cfg.group_name = kGroup;
+  cfg.options = opts.data();
+  cfg.num_options = opts.size();
+  wsync_group_t* g = nullptr;
+  wsync_status_t st = wsync_group_init(&cfg, &g);
+  if (st != WSYNC_OK) {
+    std::fprintf(stderr, "sender %u: init: %s: %s\n", p.k, wsync_status_name(st), wsync_last_error());
+    return 3;
+  }
+  const std::vector<Spec> specs = model();
+  for (uint64_t v = 1; v <= p.versions && st == WSYNC_OK; ++v) {
+    std::vector<Slice> slices;
+    for (const auto& s : specs) slices.push_back(slice_of(s, p.m, p.k, v));
+    std::vector<wsync_tensor_t> descs;
+    for (auto& sl : slices) {
+      sl.desc.data = sl.bytes.data();
+      if (p.lie == SenderPlan::Lie::kOverlap && std::strcmp(sl.desc.name, "embed.weight") == 0) {
+        sl.desc.box_offset[0] = 0;
+        sl.desc.shape[0] = 6;
+        sl.desc.nbytes = 6 * 96 * 4;
+      }
+      if (p.lie == SenderPlan::Lie::kShape && std::strcmp(sl.desc.name, "norm.weight") == 0) {
+        sl.desc.shape[0] = sl.desc.full_shape[0] = 95;
+        sl.desc.nbytes = 95 * 4;
+      }
+      if (p.lie == SenderPlan::Lie::kGap && std::strcmp(sl.desc.name, "layer.0.bias") == 0) continue;
+      descs.push_back(sl.desc);
+    }
+    // Two batches per version: the boxes of one tensor never straddle them.
+    const size_t half = descs.size() / 2;
+    st = wsync_group_send_batch(g, descs.data(), half, -1);
+    if (st == WSYNC_OK) st = wsync_group_send_batch(g, descs.data() + half, descs.size() - half, -1);
+    if (st != WSYNC_OK) break;
+    if (v == p.die_at) raise(SIGKILL);
+    if (v == p.hang_at) raise(SIGSTOP);
+    st = wsync_group_finalize(g, v, -1);
+  }
+  const std::string why = st == WSYNC_OK ? "" : wsync_last_error();
+  if (st != WSYNC_OK) std::fprintf(stderr, "sender %u: %s: %s\n", p.k, wsync_status_name(st), why.c_str());
+  int rc = st == WSYNC_OK ? 0 : 3;
+  if (!p.expect_error.empty())
+    rc = st == WSYNC_ERR_INVALID_ARGUMENT && why.find(p.expect_error) != std::string::npos ? 0 : 4;
+  if (st == WSYNC_OK) {
+    wsync_group_stats_t stats = WSYNC_GROUP_STATS_INIT;
+    wsync_group_get_stats(g, &stats);
+    std::printf("sender %u: batches %llu, plans computed %llu\n", p.k, static_cast<unsigned long long>(stats.batches),
+                static_cast<unsigned long long>(stats.plans_computed));
+    // Two batches per version, each the same every version: two plans, then reused.
+    if (stats.plans_computed != std::min<uint64_t>(2, 2 * p.versions)) rc = 6;
+  }
+  wsync_group_destroy(g);
+  return rc;
+}
+
+// How a receiver takes the bytes.
+enum class Take { kInPlace, kStaged, kViews };
+
+struct RxPlan {
+  uint32_t rank = 1;
+  std::string dir;
+  Take take = Take::kInPlace;
+  uint64_t versions = 2;
+  int64_t timeout_ms = 20000;
+  // A fault test: the update after `versions` must fail naming `expect_error`; the registered
+  // buffers must then still hold version `versions`, bit for bit.
+  std::string expect_error;
+  double max_seconds = 0;  // the failure must be reported within this many seconds of the commit
+};
+
+bool equal_full(const synth_tensor_t& t, uint64_t version, const void* data, uint64_t nbytes) {
+  if (nbytes != t.nbytes) return false;
+  std::vector<uint8_t> want(t.nbytes);
+  synth_fill(&t, version, want.data());
+  return std::memcmp(want.data(), data, t.nbytes) == 0;
+}
+
+// A receiver process: exit 0 when every version committed with every byte right (and, for a
+// fault, the next update failed as expected with the buffers intact); 1 otherwise, printed.
+int run_receiver_of(const RxPlan& p) {
+  const std::string addr = read_addr_file(addr_file(p.dir, 0), 20000);
+  wsync_receiver_t* rx = nullptr;
+  const std::string tm = std::to_string(p.timeout_ms);
+  wsync_option_t opts[] = {WSYNC_OPTION("receive_mode", p.take == Take::kStaged ? "staged" : "in_place"),
+                           WSYNC_OPTION("timeout_ms", tm.c_str())};
+  wsync_receiver_config_t cfg = WSYNC_RECEIVER_CONFIG_INIT;
+  cfg.rank = p.rank;
+  cfg.store_addr = addr.c_str();
+  cfg.group_name = kGroup;
+  cfg.options = opts;
+  cfg.num_options = 2;
+  wsync_status_t st = wsync_receiver_init(&cfg, &rx);
+  if (st != WSYNC_OK) {
+    std::fprintf(stderr, "receiver %u: init: %s\n", p.rank, wsync_last_error());
+    return 1;
+  }
+  const std::vector<Spec> specs = model();
+  std::vector<std::vector<uint8_t>> bufs;
+  if (p.take != Take::kViews) {
+    std::vector<wsync_tensor_t> descs;
+    for (const auto& s : specs) bufs.emplace_back(s.t.nbytes);
+    for (size_t i = 0; i < specs.size(); ++i) descs.push_back(desc_of(specs[i].t, bufs[i].data()));
+    if (wsync_receiver_register(rx, descs.data(), descs.size()) != WSYNC_OK) return 1;
+  }
+  int bad = 0;
+  uint64_t committed = 0;
+  std::vector<int> seen(specs.size());
+  auto t_commit = std::chrono::steady_clock::now();
+  wsync_receiver_event_t ev = WSYNC_RECEIVER_EVENT_INIT;
+  while ((st = wsync_receiver_next(rx, &ev, p.timeout_ms + 5000)) == WSYNC_OK && ev.kind != WSYNC_EVENT_CLOSED) {
+    if (ev.kind == WSYNC_EVENT_BUCKET) {
+      for (uint64_t i = 0; i < ev.num_tensors; ++i) {
+        const wsync_tensor_t* t = reinterpret_cast<const wsync_tensor_t*>(reinterpret_cast<const char*>(ev.tensors) +
+                                                                           i * ev.tensors[0].struct_size);
+        for (size_t j = 0; j < specs.size(); ++j)
+          if (std::strcmp(specs[j].t.name, t->name) == 0) {
+            seen[j]++;
+            if (p.take == Take::kViews && !equal_full(specs[j].t, committed + 1, t->data, t->nbytes)) {
+              std::fprintf(stderr, "receiver %u: view of %s differs in version %llu\n", p.rank, t->name,
+                           static_cast<unsigned long long>(committed + 1));
+              bad = 1;
+            }
+          }
+      }
+    } else if (ev.kind == WSYNC_EVENT_COMMIT) {
+      for (size_t j = 0; j < specs.size(); ++j) {
+        if (seen[j] != 1) {
+          std::fprintf(stderr, "receiver %u: %s reported %d times in version %llu\n", p.rank, specs[j].t.name,
+                       seen[j], static_cast<unsigned long long>(ev.version));
+          bad = 1;
+        }
+        seen[j] = 0;
+      }
+      if ((st = wsync_receiver_commit(rx, ev.version)) != WSYNC_OK) break;
+      committed = ev.version;
+      t_commit = std::chrono::steady_clock::now();
+      for (size_t j = 0; j < bufs.size(); ++j)
+        if (!equal_full(specs[j].t, committed, bufs[j].data(), bufs[j].size())) {
+          std::fprintf(stderr, "receiver %u: %s differs after commit %llu\n", p.rank, specs[j].t.name,
+                       static_cast<unsigned long long>(committed));
+          bad = 1;
+        }
+    }
+  }
+  const std::string why = st == WSYNC_OK ? "" : wsync_last_error();
+  if (p.expect_error.empty()) {
+    if (st != WSYNC_OK) std::fprintf(stderr, "receiver %u: %s: %s\n", p.rank, wsync_status_name(st), why.c_str());
+    bad |= st != WSYNC_OK || committed != p.versions;
+  } else {
+    const double took = secs_since(t_commit);
+    std::fprintf(stderr, "receiver %u: failed after %.2f s: %s: %s\n", p.rank, took, wsync_status_name(st), why.c_str());
+    bad |= st == WSYNC_OK || why.find(p.expect_error) == std::string::npos || committed != p.versions;
+    if (p.max_seconds > 0 && took > p.max_seconds) bad = 1;
+    if (p.take == Take::kStaged)  // staged: the failed update left the buffers at the last version
+      for (size_t j = 0; j < bufs.size(); ++j)
+        if (!equal_full(specs[j].t, committed, bufs[j].data(), bufs[j].size())) {
+          std::fprintf(stderr, "receiver %u: %s lost version %llu\n", p.rank, specs[j].t.name,
+                       static_cast<unsigned long long>(committed));
+          bad = 1;
+        }
+  }
+  wsync_receiver_destroy(rx);
+  return bad;
+}
+
+struct Cluster {
+  std::string dir = temp_dir();
+  std::vector<pid_t> senders, receivers;
+  ~Cluster() {
+    for (pid_t p : senders) kill(p, SIGKILL);
+    for (pid_t p : receivers) kill(p, SIGKILL);
+  }
+};
+
+}  // namespace
+
+// 2 senders (rows, columns, a replica, a 3,3,3,1-style uneven split) × 3 receivers: in place,
+// staged, and views. Every byte of both versions arrives, every tensor is reported once per
+// version, and each sender computed two plans (one per batch) and reused them for version 2.
+TEST(ManySenders, TwoSendersThreeReceiversGetEveryByteOfEveryVersion) {
+  Cluster c;
+  for (uint32_t k = 0; k < 2; ++k) {
+    SenderPlan p;
+    p.k = k;
+    p.dir = c.dir;
+    c.senders.push_back(spawn([p] { return run_sender(p); }));
+  }
+  const Take takes[] = {Take::kInPlace, Take::kStaged, Take::kViews};
+  for (uint32_t r = 1; r <= 3; ++r) {
+    RxPlan p;
+    p.rank = r;
+    p.dir = c.dir;
+    p.take = takes[r - 1];
+    c.receivers.push_back(spawn([p] { return run_receiver_of(p); }));
+  }
+  for (pid_t p : c.senders) EXPECT_EQ(wait_child(p, 60000), 0);
+  for (pid_t p : c.receivers) EXPECT_EQ(wait_child(p, 60000), 0);
+  c.senders.clear();
+  c.receivers.clear();
+}
+
+// Four senders, one receiver: the uneven split (10 rows over 4 are 3,3,3,1) and a sender owning
+// nothing of a tensor (2 rows of layer.1.w over 4).
+TEST(ManySenders, FourSendersSplitUnevenly) {
+  Cluster c;
+  for (uint32_t k = 0; k < 4; ++k) {
+    SenderPlan p;
+    p.m = 4;
+    p.k = k;
+    p.receivers = 1;
+    p.dir = c.dir;
+    c.senders.push_back(spawn([p] { return run_sender(p); }));
+  }
+  RxPlan r;
+  r.dir = c.dir;
+  c.receivers.push_back(spawn([r] { return run_receiver_of(r); }));
+  for (pid_t p : c.senders) EXPECT_EQ(wait_child(p, 60000), 0);
+  for (pid_t p : c.receivers) EXPECT_EQ(wait_child(p, 60000), 0);
+  c.senders.clear();
+  c.receivers.clear();
+}
+
+namespace {
+
+// Sender 1 lies; both senders' first batch is refused with INVALID_ARGUMENT naming `what`, before
+// any byte moved (the receiver sees the group close without an update).
+void expect_refusal(SenderPlan::Lie lie, const std::string& what) {
+  Cluster c;
+  for (uint32_t k = 0; k < 2; ++k) {
+    SenderPlan p;
+    p.k = k;
+    p.receivers = 1;
+    p.dir = c.dir;
+    p.expect_error = what;
+    if (k == 1) p.lie = lie;
+    c.senders.push_back(spawn([p] { return run_sender(p); }));
+  }
+  RxPlan r;
+  r.dir = c.dir;
+  r.versions = 0;
+  c.receivers.push_back(spawn([r] { return run_receiver_of(r); }));
+  for (pid_t p : c.senders) EXPECT_EQ(wait_child(p, 60000), 0) << "the refusal must name: " << what;
+  for (pid_t p : c.receivers) EXPECT_EQ(wait_child(p, 60000), 0);
+  c.senders.clear();
+  c.receivers.clear();
+}
+
+}  // namespace
+
+TEST(ManySenders, OverlappingSlicesAreRefusedNamingTheTensorSendersAndRange) {
+  expect_refusal(SenderPlan::Lie::kOverlap, "embed.weight");
+}
+
+TEST(ManySenders, AGapIsRefusedNamingTheTensorAndTheRangeNobodyOwns) {
+  expect_refusal(SenderPlan::Lie::kGap, "layer.0.bias");
+}
+
+TEST(ManySenders, SendersThatDisagreeOnAShapeAreRefused) { expect_refusal(SenderPlan::Lie::kShape, "norm.weight"); }
+
+namespace {
+
+// Version 1 commits; sender 1 then dies or hangs before finalizing version 2. Sender 0's finalize
+// and every receiver fail naming sender 1 within timeout_ms + 1 s; staged receivers keep version 1.
+void sender_fault(bool hang) {
+  Cluster c;
+  const int64_t timeout_ms = 3000;
+  for (uint32_t k = 0; k < 2; ++k) {
+    SenderPlan p;
+    p.k = k;
+    p.dir = c.dir;
+    p.timeout_ms = timeout_ms;
+    if (k == 1) (hang ? p.hang_at : p.die_at) = 2;
+    c.senders.push_back(spawn([p] { return run_sender(p); }));
+  }
+  const Take takes[] = {Take::kStaged, Take::kStaged, Take::kInPlace};
+  for (uint32_t r = 1; r <= 3; ++r) {
+    RxPlan p;
+    p.rank = r;
+    p.dir = c.dir;
+    p.take = takes[r - 1];
+    p.versions = 1;
+    p.timeout_ms = timeout_ms;
+    p.expect_error = "sender 1";
+    // from version 1's commit: sender 1's second version, then timeout_ms (hung) + 1 s
+    p.max_seconds = (timeout_ms + 1000) / 1000.0 + 1.0;
+    c.receivers.push_back(spawn([p] { return run_receiver_of(p); }));
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(wait_child(c.senders[0], 30000), 3) << "sender 0's finalize must fail";
+  std::printf("sender 0 failed after %.2f s\n", secs_since(t0));
+  for (pid_t p : c.receivers) EXPECT_EQ(wait_child(p, 30000), 0);
+  if (hang) kill(c.senders[1], SIGKILL);
+  wait_child(c.senders[1], 5000);
+  c.senders.clear();
+  c.receivers.clear();
+}
+
+}  // namespace
+
+TEST(ManySenders, ASenderKilledMidUpdateIsNamedAndNothingCommits) { sender_fault(false); }
+
+TEST(ManySenders, ASenderHungMidUpdateIsNamedWithinItsTimeoutAndNothingCommits) { sender_fault(true); }
