@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs the Python samples together: one trainer, two engines, three versions; fails if any fails.
+# Runs the Python samples: one trainer and two engines, three versions; then the sharded trainer
+# (four ranks, many senders) and its two engines. Fails if any fails.
 # Usage: samples/python/run.sh [python]   (a Python where `import wsync, torch` works)
 set -u
 py=${1:-python3}
@@ -18,5 +19,7 @@ export WSYNC_GROUP_SECRET="${WSYNC_GROUP_SECRET:-$(od -An -tx1 -N32 /dev/urandom
 "$py" trainer.py --engines 2 --store-file "$dir/store"; rc=$?
 wait $e1 || rc=1
 wait $e2 || rc=1
+# Many senders: four trainer ranks (gloo) publish their DTensor shards to two engines.
+"$py" sharded_trainer.py --ranks 4 --engines 2 --steps 3 || rc=1
 [ $rc -eq 0 ] && echo "python samples: OK" || echo "python samples: FAILED"
 exit $rc

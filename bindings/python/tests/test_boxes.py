@@ -95,3 +95,26 @@ def test_real_dtensors_on_a_gloo_world_of_four(tmp_path):
     assert [results[r][2][1] for r in range(4)] == [True] * 4
     assert [results[r][1][1] for r in range(4)] == [False] * 4
     assert results[3][3][0] == "[9:11, 0:7]"  # Shard(0) twice: chunk 1 of chunk 1
+
+
+def test_a_slice_becomes_a_descriptor_with_its_box_and_full_shape():
+    from wsync._tensors import Descriptors
+    local = torch.arange(12, dtype=torch.float32).reshape(3, 4)
+    d = Descriptors({"w": wsync.Slice(local, (10, 4), boxes.chunk((10, 4), 0, 4, 1)),
+                     "b": wsync.Slice(torch.zeros(4), (4,), boxes.full((4,)), replica=True),
+                     "whole": torch.zeros(2, 2)})
+    arr, n = d.tensors()
+    assert n == 3
+    w, b, whole = arr[0], arr[1], arr[2]
+    assert w.flags == 1 and list(w.shape[:2]) == [3, 4] and list(w.full_shape[:2]) == [10, 4]
+    assert list(w.box_offset[:2]) == [3, 0] and w.nbytes == 48
+    assert b.flags == 1 | 2  # a slice that other senders hold too
+    assert whole.flags == 0
+    assert w.struct_size == 248  # the ABI 1.5 descriptor
+
+
+def test_a_slice_that_does_not_fit_its_box_is_refused():
+    with pytest.raises(wsync.InvalidArgumentError, match="extent"):
+        wsync.Slice(torch.zeros(2, 4), (10, 4), boxes.chunk((10, 4), 0, 4, 1))
+    with pytest.raises(wsync.InvalidArgumentError, match="dimensions"):
+        wsync.Slice(torch.zeros(3), (10, 4), boxes.Box((0,), (3,)))

@@ -10,6 +10,7 @@ from ._log import restore_default_logging, route_logs
 from .errors import (AbortedError, EngineError, InternalError, InvalidArgumentError, InvalidStateError, IOError,
                      NoDeviceError, NotFoundError, OutOfMemoryError, PeerFailedError, ProtocolError, RejectedError,
                      TimeoutError, UnsupportedError, VersionMismatchError, WsyncError, check)
+from .boxes import Slice
 from .group import Group, GroupStats, SendHandle
 from .receiver import Buffers, Event, EventKind, ReceiveMode, Receiver, ReceiverState, TensorView
 
@@ -67,7 +68,7 @@ route_logs()
 
 # TimeoutError and IOError are left out: `from wsync import *` must not shadow the builtins (use
 # wsync.TimeoutError, wsync.IOError).
-__all__ = ["Group", "GroupStats", "SendHandle", "Receiver", "ReceiverState", "ReceiveMode", "Buffers", "Event",
+__all__ = ["Group", "Slice", "GroupStats", "SendHandle", "Receiver", "ReceiverState", "ReceiveMode", "Buffers", "Event",
            "EventKind", "TensorView", "WsyncError",
            "InvalidArgumentError", "NotFoundError", "VersionMismatchError", "UnsupportedError",
            "AbortedError", "ProtocolError", "PeerFailedError", "OutOfMemoryError", "InvalidStateError",

@@ -3,7 +3,7 @@ __dlpack__, and bytes-like objects (as uint8) are described to the C ABI by thei
 else is refused with the tensor's name."""
 import ctypes
 
-from . import _ffi
+from . import _ffi, boxes
 from .errors import InvalidArgumentError
 
 
@@ -34,6 +34,16 @@ DLPACK_DTYPES = {(0, 8): 2, (0, 16): 3, (0, 32): 4, (0, 64): 5, (1, 8): 6, (2, 1
 
 def _refuse(name, why):
     raise InvalidArgumentError("tensor '%s': %s" % (name, why))
+
+
+def _mark_slice(t, name, piece):
+    """A Slice: the descriptor's shape is its extent; flags, full shape and offset say where it is."""
+    if len(piece.full_shape) != t.ndim:
+        _refuse(name, "a slice of %d dimensions of a tensor of %d" % (t.ndim, len(piece.full_shape)))
+    t.flags = _ffi.TENSOR_SLICE | (_ffi.TENSOR_REPLICA if piece.replica else 0)
+    for i, (d, o) in enumerate(zip(piece.full_shape, piece.box.offset)):
+        t.full_shape[i] = int(d)
+        t.box_offset[i] = int(o)
 
 
 def _fill(t, name, dtype, data, shape, device_type, device_index):
@@ -222,6 +232,10 @@ class Descriptors:
         for i, (name, x) in enumerate(items):
             t = self.array[i]
             t.struct_size = _ffi.STRUCT_SIZES[_ffi.Tensor]
+            piece = None
+            if isinstance(x, boxes.Slice) or boxes.is_dtensor(x):
+                piece = x if isinstance(x, boxes.Slice) else boxes.dtensor_slice(x)
+                x = piece.local
             fill = _kind(x)
             if fill is None:
                 _refuse(name, "a %s is neither a torch tensor, a numpy array, a bytes-like object nor has __dlpack__" %
@@ -229,6 +243,8 @@ class Descriptors:
             encoded = name.encode("utf-8")
             t.name = encoded
             extra = fill(t, name, x, writable)
+            if piece is not None:
+                _mark_slice(t, name, piece)
             self.keep.append((encoded, x, extra))
 
     def tensors(self):

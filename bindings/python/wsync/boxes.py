@@ -12,6 +12,11 @@ checks). Built from the shardings trainers already have, without gathering anyth
   dimension to divide evenly (Megatron refuses otherwise, and so does this).
 
 A `Box` indexes a full tensor: `full[box.slices()]` is the slice it names.
+
+Publishing (a group of many senders, ABI 1.5): `Group.send` takes, per name, a whole tensor, a
+DTensor (its local shard is sent with the box its placements give; `full_tensor()` is never
+called) or a `Slice(local, full_shape, box, replica)` for shardings DTensor does not describe
+(Megatron's TP slices: `Slice(w_local, w_shape, tp_slice(w_shape, 0, tp, rank))`).
 """
 from collections import namedtuple
 
@@ -115,6 +120,37 @@ def from_placements(shape, mesh_shape, coordinate, placements):
             raise InvalidArgumentError("placement %r cannot be published: wsync takes Shard(dim) and "
                                        "Replicate() (a Partial tensor must be reduced first)" % (p,))
     return Box(tuple(offset), tuple(extent)), replica
+
+
+class Slice(namedtuple("Slice", ["local", "full_shape", "box", "replica"])):
+    """What a sender publishes of one tensor: `local` (a dense tensor, its elements those of `box`
+    in row-major order) is `box` of a tensor of `full_shape`; `replica`: other senders hold the same
+    box on purpose (data-parallel copies); it moves once, from the lowest sender rank."""
+    __slots__ = ()
+
+    def __new__(cls, local, full_shape, box, replica=False):
+        full_shape = _shape(full_shape)
+        if not isinstance(box, Box):
+            raise InvalidArgumentError("Slice: box must be a wsync.boxes.Box, not %s" % type(box).__name__)
+        if len(box.offset) != len(full_shape) or len(box.extent) != len(full_shape):
+            raise InvalidArgumentError("Slice: box %s has %d dimensions, the full shape %s has %d"
+                                       % (box, len(box.extent), full_shape, len(full_shape)))
+        local_shape = tuple(getattr(local, "shape", box.extent))
+        if tuple(int(d) for d in local_shape) != tuple(box.extent):
+            raise InvalidArgumentError("Slice: the local tensor has shape %s but box %s has extent %s"
+                                       % (tuple(local_shape), box, tuple(box.extent)))
+        return super().__new__(cls, local, full_shape, box, bool(replica))
+
+
+def is_dtensor(x):
+    """A torch DTensor (without importing torch when x is something else)."""
+    return type(x).__module__.startswith("torch.distributed") and hasattr(x, "placements") and hasattr(x, "to_local")
+
+
+def dtensor_slice(dt):
+    """The Slice a rank publishes of a DTensor: its local shard, never the full tensor."""
+    shape, box, replica = from_dtensor(dt)
+    return Slice(dt.to_local(), shape, box, replica)
 
 
 def from_dtensor(dt):
