@@ -206,6 +206,10 @@ func arrayStride(structSize uint32, reads uintptr) (uintptr, bool) {
 	return uintptr(structSize), true
 }
 
+// tensorReads: of a descriptor the library fills, the binding reads the fields up to shape (ABI
+// 1.0's 112 bytes), so a 1.4 library's descriptors are as readable as 1.5's.
+var tensorReads = unsafe.Offsetof(C.wsync_tensor_t{}.shape) + unsafe.Sizeof(C.wsync_tensor_t{}.shape)
+
 // maxEventTensors bounds the tensors of one event read from the library.
 const maxEventTensors = 1 << 24
 
@@ -236,7 +240,7 @@ func (r *Receiver) Next(timeout time.Duration) (Event, error) {
 		return Event{}, newError(StatusInternal, op, "the library returned %d tensors at %p (placed at %p)",
 			n, ev.tensors, ev.placed)
 	}
-	stride, ok := arrayStride(uint32(ev.tensors.struct_size), unsafe.Sizeof(C.wsync_tensor_t{}))
+	stride, ok := arrayStride(uint32(ev.tensors.struct_size), tensorReads)
 	if !ok {
 		return Event{}, newError(StatusVersionMismatch, op, "the library's tensor descriptors have struct_size %d: "+
 			"this binding reads %d and steps by a multiple of 8", ev.tensors.struct_size, unsafe.Sizeof(C.wsync_tensor_t{}))

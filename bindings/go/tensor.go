@@ -50,6 +50,50 @@ type Tensor struct {
 	Data        *Buffer // host memory, or nil with DevicePtr or for an empty tensor
 	DevicePtr   uintptr // CUDA device memory (a CUdeviceptr); 0 for host memory
 	DeviceIndex int     // the CUDA ordinal of DevicePtr in this process
+
+	// Many senders (ABI 1.5): with FullShape set, this tensor is the box of a tensor of FullShape
+	// that starts at Offset (one per dimension); Shape is the box's extent and Data its elements,
+	// dense in C order. Replica: other senders hold the same box on purpose; it moves once, from
+	// the lowest sender rank that holds it.
+	FullShape []int64
+	Offset    []int64
+	Replica   bool
+}
+
+// markSlice sets the ABI 1.5 fields of c from t's FullShape, Offset and Replica.
+func (t *Tensor) markSlice(op string, c *C.wsync_tensor_t) error {
+	if t.FullShape == nil {
+		if t.Offset != nil {
+			return newError(StatusInvalidArgument, op, "tensor '%s' has an Offset but no FullShape", t.Name)
+		}
+		if t.Replica {
+			c.flags = C.WSYNC_TENSOR_REPLICA
+		}
+		return nil
+	}
+	if len(t.FullShape) != len(t.Shape) || len(t.Offset) != len(t.Shape) {
+		return newError(StatusInvalidArgument, op, "tensor '%s': a slice of %d dimensions needs a FullShape and an Offset of %d, got %d and %d",
+			t.Name, len(t.Shape), len(t.Shape), len(t.FullShape), len(t.Offset))
+	}
+	for i := range t.Shape {
+		if t.Offset[i] < 0 || t.Offset[i] > t.FullShape[i]-t.Shape[i] {
+			return newError(StatusInvalidArgument, op, "tensor '%s': the slice at offset %v of extent %v does not fit in shape %v",
+				t.Name, t.Offset, t.Shape, t.FullShape)
+		}
+	}
+	if v := uint32(C.wsync_abi_version()); v&0xFFFF < 5 {
+		return newError(StatusVersionMismatch, op, "tensor '%s': slices need libwsync ABI 1.5; the library loaded has ABI %d.%d",
+			t.Name, v>>16, v&0xFFFF)
+	}
+	c.flags = C.WSYNC_TENSOR_SLICE
+	if t.Replica {
+		c.flags |= C.WSYNC_TENSOR_REPLICA
+	}
+	for j := range t.Shape {
+		c.full_shape[j] = C.int64_t(t.FullShape[j])
+		c.box_offset[j] = C.int64_t(t.Offset[j])
+	}
+	return nil
 }
 
 // nbytes checks the descriptor, whose Data holds `have` bytes, and returns
@@ -145,6 +189,10 @@ func buildDescs(tensors []Tensor, op string) (*descs, error) {
 		c.ndim = C.int32_t(len(t.Shape))
 		for j, s := range t.Shape {
 			c.shape[j] = C.int64_t(s)
+		}
+		if err := t.markSlice(op, c); err != nil {
+			d.abandon()
+			return nil, err
 		}
 		if t.DevicePtr != 0 {
 			c.device_type = C.WSYNC_DEVICE_CUDA

@@ -9,6 +9,11 @@
 //   wsync-cluster-bench --role receiver --rank R --store HOST:PORT [--mib 256] [--tensor-mib 32]
 //                       [--timeout-ms 120000]
 //
+// Many senders (scripts/senders-bench.sh): --senders M --sender-rank K on each of M senders, the
+// others than 0 with --sender0-store HOST:PORT (sender 0's --store). Sender K publishes its
+// torch.chunk of every tensor (a slice; WSYNC_TENSOR_SLICE) and hosts its own store at --store;
+// receivers give sender 0's store and take the full tensors as before.
+//
 // An iteration is send_batch of every tensor plus finalize: every manifest, READY, ACK and commit
 // round trip is inside it. The sender ends with one line for scripts:
 //   cluster-bench: receivers=N mib=M iters=K median_s=S min_s=S max_s=S cpu_s=C
@@ -36,6 +41,7 @@ const char kUsage[] =
     "                           [--iters 3] [--warmup 1] [--timeout-ms 120000] [--option key=value ...]\n"
     "       wsync-cluster-bench --role receiver --rank R --store HOST:PORT [--mib 256] [--tensor-mib 32]\n"
     "                           [--timeout-ms 120000]\n"
+    "       many senders: --senders M --sender-rank K [--sender0-store HOST:PORT] on each sender\n"
     "One side of a whole-update benchmark across hosts; scripts/cluster-bench.sh runs both on an emulated\n"
     "cluster (docs/CLUSTER.md). The sender hosts the store at HOST:PORT (an address of its host). Every member\n"
     "needs the group secret in WSYNC_GROUP_SECRET or WSYNC_GROUP_SECRET_FILE.\n";
@@ -43,8 +49,9 @@ const char kUsage[] =
 const char kGroup[] = "cluster-bench";
 
 struct Options {
-  std::string role, store;
+  std::string role, store, sender0_store;
   uint64_t receivers = 0, rank = 0, mib = 256, tensor_mib = 32, iters = 3, warmup = 1, timeout_ms = 120000;
+  uint64_t senders = 1, sender_rank = 0;
   std::vector<std::pair<std::string, std::string>> options;  // --option key=value, in order
 };
 
@@ -83,7 +90,8 @@ std::string take_flag(const std::string& a, const std::string& v, Options* o) {
   } const numbers[] = {{"--receivers", &o->receivers, 1, 4096}, {"--rank", &o->rank, 1, 4096},
                        {"--mib", &o->mib, 1, 1 << 20},          {"--tensor-mib", &o->tensor_mib, 1, 1 << 20},
                        {"--iters", &o->iters, 1, 1000},        {"--warmup", &o->warmup, 0, 100},
-                       {"--timeout-ms", &o->timeout_ms, 1, 24ull * 3600 * 1000}};
+                       {"--timeout-ms", &o->timeout_ms, 1, 24ull * 3600 * 1000},
+                       {"--senders", &o->senders, 1, 4096}, {"--sender-rank", &o->sender_rank, 0, 4095}};
   for (const Number& n : numbers) {
     if (a != n.flag) continue;
     if (whole_number(v, n.min, n.max, n.field)) return "";
@@ -95,6 +103,10 @@ std::string take_flag(const std::string& a, const std::string& v, Options* o) {
   }
   if (a == "--store") {
     o->store = v;
+    return "";
+  }
+  if (a == "--sender0-store") {
+    o->sender0_store = v;
     return "";
   }
   if (a == "--option") {
@@ -125,18 +137,29 @@ int parse_options(int argc, char** argv, Options* o) {
   if (o->role == "receiver" && o->rank == 0) return usage_error("a receiver needs --rank R (1..N)");
   if (o->role == "receiver" && !o->options.empty()) return usage_error("--option is the sender's (group options)");
   if (o->tensor_mib > o->mib) o->tensor_mib = o->mib;
+  if (o->sender_rank >= o->senders) return usage_error("--sender-rank must be below --senders");
+  if ((o->sender_rank > 0) != !o->sender0_store.empty())
+    return usage_error("senders 1..M-1, and only they, need --sender0-store HOST:PORT");
   return -1;
 }
 
 // The model: tensors of tensor_mib MiB (the last one may be smaller), mib MiB in all.
+// Sender K of M holds chunk K of each (torch.chunk rounding) and describes it as a slice.
 struct Model {
   std::vector<std::string> names;
   std::vector<std::vector<uint8_t>> bytes;
+  std::vector<int64_t> full, offset;  // per tensor: its full length and where this chunk starts
+  bool slices = false;
 
-  Model(uint64_t mib, uint64_t tensor_mib) {
+  Model(uint64_t mib, uint64_t tensor_mib, uint64_t senders = 1, uint64_t rank = 0) : slices(senders > 1) {
     for (uint64_t off = 0; off < mib; off += tensor_mib) {
       names.push_back("layers." + std::to_string(names.size()) + ".weight");
-      bytes.emplace_back(std::min(tensor_mib, mib - off) << 20);
+      const int64_t n = static_cast<int64_t>(std::min(tensor_mib, mib - off) << 20);
+      const int64_t size = (n + static_cast<int64_t>(senders) - 1) / static_cast<int64_t>(senders);
+      const int64_t b = std::min<int64_t>(n, size * static_cast<int64_t>(rank)), e = std::min<int64_t>(n, b + size);
+      full.push_back(n);
+      offset.push_back(b);
+      bytes.emplace_back(static_cast<size_t>(e - b));
     }
   }
   // Descriptors of every tensor (they point into this model).
@@ -150,6 +173,11 @@ struct Model {
       t.shape[0] = static_cast<int64_t>(bytes[i].size());
       t.data = bytes[i].data();
       t.nbytes = bytes[i].size();
+      if (slices) {
+        t.flags = WSYNC_TENSOR_SLICE;
+        t.full_shape[0] = full[i];
+        t.box_offset[0] = offset[i];
+      }
       out.push_back(t);
     }
     return out;
@@ -181,10 +209,16 @@ double timed_update(wsync_group_t* g, std::vector<wsync_tensor_t>& tensors, uint
 }
 
 int run_sender(const Options& o) {
-  Model model(o.mib, o.tensor_mib);
+  Model model(o.mib, o.tensor_mib, o.senders, o.sender_rank);
   std::vector<wsync_tensor_t> tensors = model.tensors();
-  const std::string timeout = std::to_string(o.timeout_ms);
+  const std::string timeout = std::to_string(o.timeout_ms), m = std::to_string(o.senders),
+                    k = std::to_string(o.sender_rank);
   std::vector<wsync_option_t> opts = {WSYNC_OPTION("timeout_ms", timeout.c_str())};
+  if (o.senders > 1) {
+    opts.push_back(WSYNC_OPTION("num_senders", m.c_str()));
+    opts.push_back(WSYNC_OPTION("sender_rank", k.c_str()));
+  }
+  if (!o.sender0_store.empty()) opts.push_back(WSYNC_OPTION("sender0_store", o.sender0_store.c_str()));
   for (const auto& kv : o.options) opts.push_back(WSYNC_OPTION(kv.first.c_str(), kv.second.c_str()));
   wsync_group_config_t cfg = WSYNC_GROUP_CONFIG_INIT;
   cfg.num_receivers = static_cast<uint32_t>(o.receivers);

@@ -12,7 +12,7 @@ import os
 import pathlib
 
 ABI_MAJOR = 1  # the header this table was written against: include/wsync.h, ABI 1.4
-ABI_MINOR = 4
+ABI_MINOR = 5
 MAX_NDIM = 8
 
 c_status = ctypes.c_int32
@@ -98,14 +98,19 @@ STRUCT_SIZES = {
 }
 
 
+# Of a descriptor the library fills, this binding reads the fields up to `shape` (ABI 1.0's 112
+# bytes): a 1.4 library's descriptors are as readable as 1.5's.
+READ_SIZES = {Tensor: _struct_size(Tensor, "shape")}
+
+
 def array_step(first, cls, what):
     """The step of an array the library filled (wsync.h: by its first element's struct_size,
     exactly; a multiple of 8, at least the fields this binding reads)."""
-    size = first.struct_size
-    if size < STRUCT_SIZES[cls] or size % 8:
+    size, reads = first.struct_size, READ_SIZES.get(cls, STRUCT_SIZES[cls])
+    if size < reads or size % 8:
         from .errors import VersionMismatchError
         raise VersionMismatchError("%s of %d bytes: this binding reads %d and steps by a multiple of 8" %
-                                   (what, size, STRUCT_SIZES[cls]))
+                                   (what, size, reads))
     return size
 
 

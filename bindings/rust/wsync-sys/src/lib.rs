@@ -12,7 +12,7 @@ use std::ptr;
 // ---- Versions --------------------------------------------------------------------------------
 
 pub const WSYNC_ABI_VERSION_MAJOR: u32 = 1;
-pub const WSYNC_ABI_VERSION_MINOR: u32 = 4;
+pub const WSYNC_ABI_VERSION_MINOR: u32 = 5;
 pub const WSYNC_ABI_VERSION: u32 = (WSYNC_ABI_VERSION_MAJOR << 16) | WSYNC_ABI_VERSION_MINOR;
 
 // ---- Timeouts (wsync.h's one rule) -----------------------------------------------------------

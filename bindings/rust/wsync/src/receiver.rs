@@ -384,7 +384,10 @@ fn ev_step(ev: &sys::wsync_receiver_event_t) -> Result<usize> {
 }
 
 fn array_step(size: usize) -> Result<usize> {
-    let reads = sys::WSYNC_TENSOR_STRUCT_SIZE as usize;
+    // The fields this crate reads of a received descriptor end with `shape` (the 1.0 layout):
+    // a 1.4 library's 112-byte descriptors and 1.5's 248-byte ones are both fine.
+    // (offset of `shape`, 48, plus its 64 bytes; `offset_of!` is newer than this crate's MSRV)
+    let reads = 48 + 8 * sys::WSYNC_MAX_NDIM;
     if size < reads || size % 8 != 0 {
         return Err(Error::VersionMismatch(format!(
             "tensor descriptors of {size} bytes; this crate reads {reads} and steps by a multiple of 8"
@@ -397,8 +400,9 @@ fn array_step(size: usize) -> Result<usize> {
 mod stride_tests {
     #[test]
     fn arrays_step_by_the_struct_size_exactly() {
-        assert_eq!(super::array_step(112).unwrap(), 112);
+        assert_eq!(super::array_step(112).unwrap(), 112); // ABI 1.4's descriptor
         assert_eq!(super::array_step(120).unwrap(), 120);
+        assert_eq!(super::array_step(248).unwrap(), 248); // ABI 1.5's
         assert!(super::array_step(104).is_err());
         assert!(super::array_step(116).is_err());
     }

@@ -229,6 +229,51 @@ impl<'a> Tensor<'a> {
         Ok(Tensor { name: cname, raw, _data: PhantomData })
     }
 
+    /// Since ABI 1.5 (many senders): this tensor is the box of a tensor of `full_shape` that
+    /// starts at `offset` (one per dimension); its own shape is the box's extent and its memory
+    /// the box's elements, dense in C order. Refused when the box does not fit, or when the
+    /// library loaded is older than ABI 1.5 (it would send the slice as a whole tensor).
+    pub fn slice(mut self, full_shape: &[i64], offset: &[i64]) -> Result<Tensor<'a>> {
+        let name = self.name().to_string();
+        let ndim = self.raw.ndim as usize;
+        if full_shape.len() != ndim || offset.len() != ndim {
+            return Err(Error::InvalidArgument(format!(
+                "tensor '{name}': a slice of {ndim} dimensions needs a full shape and an offset of {ndim}, got {} and {}",
+                full_shape.len(),
+                offset.len()
+            )));
+        }
+        for d in 0..ndim {
+            let end = offset[d].checked_add(self.raw.shape[d]);
+            if offset[d] < 0 || end.map_or(true, |e| e > full_shape[d]) {
+                return Err(Error::InvalidArgument(format!(
+                    "tensor '{name}': the slice at offset {offset:?} of extent {:?} does not fit in shape {full_shape:?}",
+                    &self.raw.shape[..ndim]
+                )));
+            }
+        }
+        // SAFETY: a plain query with no arguments.
+        let abi = unsafe { sys::wsync_abi_version() };
+        if abi & 0xFFFF < 5 {
+            return Err(Error::VersionMismatch(format!(
+                "tensor '{name}': slices need libwsync ABI 1.5; the library loaded has ABI {}.{}",
+                abi >> 16,
+                abi & 0xFFFF
+            )));
+        }
+        self.raw.flags |= sys::WSYNC_TENSOR_SLICE;
+        self.raw.full_shape[..ndim].copy_from_slice(full_shape);
+        self.raw.box_offset[..ndim].copy_from_slice(offset);
+        Ok(self)
+    }
+
+    /// Since ABI 1.5: other senders hold the same box on purpose (data-parallel copies); it moves
+    /// once, from the lowest sender rank that holds it.
+    pub fn replica(mut self) -> Tensor<'a> {
+        self.raw.flags |= sys::WSYNC_TENSOR_REPLICA;
+        self
+    }
+
     /// The name.
     pub fn name(&self) -> &str {
         self.name.to_str().unwrap_or("")

@@ -1,0 +1,169 @@
+#!/usr/bin/env bash
+# The many-senders bench: whole updates from M = 1, 2, 4 sender hosts (each holding 1/M of every
+# tensor, torch.chunk rows, sent as slices) to N = 2 and 8 receiver hosts that take full tensors, on
+# an emulated cluster (scripts/cluster.sh: network namespaces, NICs shaped with tc tbf both ways).
+# Senders are on h0..h(M-1), receivers on h4..h(3+N): the same hosts in every row. One invocation
+# makes the cluster, runs every row with wsync-cluster-bench, removes the cluster and prints:
+#
+#   senders receivers seconds aggregate_GB/s floor_s ratio_to_floor speedup_vs_1
+#   senders_4_speedup: time with 1 sender over time with 4 (8 receivers, or the most asked)
+#
+# seconds: the slowest sender's median over --iters of one whole update (send_batch + finalize:
+# a version commits only when every sender finalized it). floor_s: the larger of the busiest
+# sender NIC's time (N receivers x its 1/M share) and a receiver NIC's time (the whole update):
+# ratio_to_floor = floor_s / seconds (<= 1). aggregate: bytes delivered to all receivers per second.
+# One sender is a star (route=star): the baseline every sender of a many-sender group is.
+#
+# Usage: scripts/senders-bench.sh [--rate 200mbit] [--mib 64] [--iters 3] [--warmup 1]
+#          [--senders 1,2,4] [--receivers 2,8] [--build build] [--name senders] [--smoke]
+#   --smoke: senders 1,2, receivers 2, 4 MiB, 1 iteration, no warm-up (the suite's cluster.senders_smoke).
+# Needs root (network namespaces); exits 77 where an emulated cluster cannot be made, 2 on a bad
+# command line, 1 when a row fails or a figure is impossible (faster than the NICs allow).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+readonly REPO=$PWD
+RATE=200mbit MIB=64 ITERS=3 WARMUP=1 SENDERS=1,2,4 RECEIVERS=2,8 BUILD=build NAME=senders
+readonly PORT_BASE=29700 RX_BASE=4
+
+usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
+bad_usage() { echo "senders-bench.sh: $*" >&2; echo "(scripts/senders-bench.sh --help prints the usage)" >&2; exit 2; }
+die() { echo "senders-bench.sh: $*" >&2; exit 1; }
+
+parse_args() {
+  while [ $# -gt 0 ]; do
+    case $1 in
+      -h|--help) usage; exit 0 ;;
+      --smoke) SENDERS=1,2 RECEIVERS=2 MIB=4 ITERS=1 WARMUP=0; shift; continue ;;
+      --inside) INSIDE=1; shift; continue ;;
+      --rate|--mib|--iters|--warmup|--senders|--receivers|--build|--name) [ $# -ge 2 ] || bad_usage "$1 needs a value" ;;
+      *) bad_usage "unknown flag $1" ;;
+    esac
+    case $1 in
+      --rate) RATE=$2 ;;
+      --mib) MIB=$2 ;;
+      --iters) ITERS=$2 ;;
+      --warmup) WARMUP=$2 ;;
+      --senders) SENDERS=$2 ;;
+      --receivers) RECEIVERS=$2 ;;
+      --build) BUILD=$2 ;;
+      --name) NAME=$2 ;;
+    esac
+    shift 2
+  done
+  [[ $MIB =~ ^[1-9][0-9]*$ ]] || bad_usage "--mib takes a whole number >= 1"
+  [[ $ITERS =~ ^[1-9][0-9]*$ ]] || bad_usage "--iters takes a whole number >= 1"
+  [[ $WARMUP =~ ^[0-9]+$ ]] || bad_usage "--warmup takes a whole number >= 0"
+  [[ $SENDERS =~ ^[1-4](,[1-4])*$ ]] || bad_usage "--senders takes a list of 1..4 like 1,2,4"
+  [[ $RECEIVERS =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || bad_usage "--receivers takes a list like 2,8"
+  [[ ,$SENDERS, == *,1,* ]] || SENDERS=1,$SENDERS  # the speedup needs the row of 1
+}
+
+max_of() { echo "${1//,/$'\n'}" | sort -n | tail -1; }
+bench_bin() { echo "$BUILD_DIR/bin/wsync-cluster-bench"; }
+
+# wait_bounded SECONDS PID...: true once every PID ended; false (and every PID killed) after SECONDS.
+wait_bounded() {
+  local until=$((SECONDS + $1)) p running
+  shift
+  while :; do
+    running=0
+    for p in "$@"; do ! kill -0 "$p" 2>/dev/null || running=1; done
+    [ $running -eq 1 ] || return 0
+    [ $SECONDS -lt $until ] || break
+    sleep 0.2
+  done
+  for p in "$@"; do kill -KILL "$p" 2>/dev/null || true; done
+  return 1
+}
+
+row_failed() {
+  echo "senders-bench.sh: row senders=$1 receivers=$2 failed: $3" >&2
+  local f
+  for f in "$ROW_DIR"/*.out; do echo "--- $(basename "$f")"; grep -v "^\[wsync info" "$f" | tail -n 5; done >&2
+  exit 1
+}
+
+# run_row M N PORT: senders on h0..h(M-1), receivers on h4..h(3+N); prints the slowest sender's median.
+run_row() {
+  local m=$1 n=$2 port=$3 pids=() k i p rc=0 s0 limit secs="" s
+  rm -rf "$ROW_DIR" && mkdir -p "$ROW_DIR"
+  s0="$WSC_ADDR_0:$port"
+  for ((k = 0; k < m; k++)); do
+    local addr_var="WSC_ADDR_$k" extra=()
+    [ "$k" -eq 0 ] || extra=(--sender0-store "$s0")
+    "$WSC_CLUSTER" exec "h$k" "$(bench_bin)" --role sender --receivers "$n" --store "${!addr_var}:$port" \
+      --senders "$m" --sender-rank "$k" "${extra[@]}" --mib "$MIB" --tensor-mib 8 --iters "$ITERS" \
+      --warmup "$WARMUP" --option route=star >"$ROW_DIR/sender$k.out" 2>&1 &
+    pids+=($!)
+  done
+  for ((i = 1; i <= n; i++)); do
+    "$WSC_CLUSTER" exec "h$((RX_BASE + i - 1))" "$(bench_bin)" --role receiver --rank "$i" --store "$s0" \
+      --mib "$MIB" --tensor-mib 8 >"$ROW_DIR/receiver$i.out" 2>&1 &
+    pids+=($!)
+  done
+  limit=$(awk -v n="$n" -v m="$MIB" -v k="$((ITERS + WARMUP))" -v r="$WSC_RATE_BPS" \
+    'BEGIN { printf "%d", 60 + 4 * k * n * m * 8388608 / r }')
+  wait_bounded "$limit" "${pids[@]}" || row_failed "$m" "$n" "still running after $limit s (killed)"
+  for p in "${pids[@]}"; do { wait "$p"; } 2>/dev/null || rc=1; done
+  [ $rc -eq 0 ] || row_failed "$m" "$n" "a process failed"
+  for ((k = 0; k < m; k++)); do
+    s=$(sed -n 's/^cluster-bench: .*median_s=\([0-9.]*\).*/\1/p' "$ROW_DIR/sender$k.out")
+    [ -n "$s" ] || row_failed "$m" "$n" "sender $k printed no figures"
+    secs=$(awk -v a="$secs" -v b="$s" 'BEGIN { print (a == "" || b > a) ? b : a }')
+  done
+  echo "$secs"
+}
+
+# floor_s M N: the busiest NIC's time: a sender's N copies of its 1/M, or a receiver's whole update.
+floor_s() {
+  awk -v m="$1" -v n="$2" -v b="$MIB" -v r="$WSC_RATE_BPS" \
+    'BEGIN { s = n * b / m; if (s < b) s = b; print s * 8388608 / r }'
+}
+
+declare -A SECS
+
+inside() {
+  BUILD_DIR=$(cd "$BUILD" && pwd)
+  ROW_DIR=$(mktemp -d)
+  trap 'rm -rf "$ROW_DIR"' EXIT
+  echo "senders-bench: wsync-cluster-bench on an emulated cluster of $WSC_HOSTS hosts, NICs $WSC_RATE each way" \
+    "(tc tbf), MTU $WSC_MTU; update $MIB MiB (8 MiB tensors), median of $ITERS after $WARMUP warm-up; this machine:" \
+    "$(nproc) cores"
+  printf '%-8s %9s %9s %15s %9s %15s %13s\n' senders receivers seconds aggregate_GB/s floor_s ratio_to_floor speedup_vs_1
+  local m n port=$PORT_BASE s f
+  for n in ${RECEIVERS//,/ }; do
+    for m in ${SENDERS//,/ }; do
+      s=$(run_row "$m" "$n" "$port")  # (a subshell: the port moves on out here)
+      port=$((port + 1))
+      SECS["$m $n"]=$s
+      f=$(floor_s "$m" "$n")
+      awk -v m="$m" -v n="$n" -v s="$s" -v b="$MIB" -v f="$f" -v one="${SECS["1 $n"]}" \
+        'BEGIN { printf "%-8d %9d %9.3f %15.3f %9.3f %15.3f %13.2f\n", m, n, s, n * b * 1048576 / 1e9 / s, f, f / s, one / s }'
+      # tbf passes its bucket at once: a row may beat its floor by that much, never by more than 10%
+      awk -v f="$f" -v s="$s" -v burst="${WSC_BURST_BYTES:-0}" -v r="$WSC_RATE_BPS" \
+        'BEGIN { exit !(s < 0.9 * (f - burst * 8 / r)) }' &&
+        die "senders=$m receivers=$n took $s s, less than its NICs allow ($f s): the bytes did not cross the emulated network"
+    done
+  done
+  local top
+  top=$(max_of "$RECEIVERS")
+  local most
+  most=$(max_of "$SENDERS")
+  awk -v a="${SECS["1 $top"]}" -v b="${SECS["$most $top"]}" -v m="$most" -v n="$top" \
+    'BEGIN { printf "senders_%d_speedup: %.2f (%d receivers, full tensors)\n", m, a / b, n }'
+  echo "NIC rate: $WSC_RATE each way per host"
+}
+
+INSIDE=0
+parse_args "$@"
+if [ $INSIDE -eq 1 ]; then
+  inside
+  exit 0
+fi
+[ -x "$BUILD/bin/wsync-cluster-bench" ] ||
+  die "$BUILD/bin/wsync-cluster-bench is missing: build it (scripts/setup.sh, or cmake --build $BUILD --target wsync-cluster-bench wsync_transport_ucx wsync_adapter_native)"
+[ -n "${WSYNC_GROUP_SECRET:-}${WSYNC_GROUP_SECRET_FILE:-}" ] ||
+  export WSYNC_GROUP_SECRET="$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')"
+export UCX_WARN_UNUSED_ENV_VARS=n
+exec "$REPO/scripts/cluster.sh" run $((RX_BASE + $(max_of "$RECEIVERS"))) "$RATE" --name "$NAME" -- \
+  "$REPO/scripts/senders-bench.sh" --inside "$@"

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# cluster.senders_smoke: scripts/senders-bench.sh --smoke as docs/PERFORMANCE.md tells a user to run
+# it (with this build and a cluster name of its own): every row runs (1 and 2 senders to 2
+# receivers), the table and the summary line come out with figures the NICs allow, and the cluster
+# is gone afterwards. Its command line refuses an unknown flag (exit 2) and prints its usage.
+#
+# Usage: senders_smoke.sh <build dir>
+set -uo pipefail
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+BUILD=$(cd "$1" && pwd)
+NAME=senderssmoke
+fail() { echo "senders_smoke: FAILED: $*" >&2; exit 1; }
+
+"$REPO/scripts/senders-bench.sh" --help | grep -q "^Usage: scripts/senders-bench.sh" || fail "--help printed no usage"
+"$REPO/scripts/senders-bench.sh" --no-such-flag >/dev/null 2>&1
+rc=$?
+[ $rc -eq 2 ] || fail "an unknown flag gave exit $rc, not 2"
+
+out=$("$REPO/scripts/senders-bench.sh" --smoke --build "$BUILD" --name "$NAME" 2>&1)
+rc=$?
+echo "$out"
+[ $rc -ne 77 ] || exit 77
+left=$(ip netns list 2>/dev/null | awk '{print $1}' | grep "^wsc-$NAME-" || true)
+[ -z "$left" ] || fail "namespaces left behind: $left"
+[ $rc -eq 0 ] || fail "scripts/senders-bench.sh --smoke exited with $rc"
+rows=$(echo "$out" | grep -cE '^[12] +2 +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$')
+[ "$rows" -eq 2 ] || fail "$rows rows, 2 expected (1 and 2 senders to 2 receivers)"
+echo "$out" | grep -qE "^senders_2_speedup: [0-9.]+ \(2 receivers, full tensors\)" || fail "no senders_2_speedup line"
+echo "$out" | grep -q "^NIC rate: 200mbit" || fail "no NIC rate line"
+echo "senders_smoke: OK"
