@@ -38,6 +38,7 @@ namespace wsync {
 
 struct Peer {
   uint32_t rank = 0;
+  uint64_t buckets = 0;  // sent to it in the current update (many senders: not every bucket goes to all)
   uint32_t pid = 0;  // as the receiver claims it (nothing checks it)
   ControlConn conn;
   bool alive = true;
@@ -64,6 +65,16 @@ struct Batch {
   // Many senders: per tensor, the full tensor's shape and the box of it this sender sends (only the
   // boxes the ownership plan gives this sender are left in `tensors`).
   std::vector<OwnedTensor> owned;
+  // Many senders whose receivers need different boxes: `tensors` are cut in segments, each for
+  // the receivers (ranks) that need exactly those boxes, planned into buckets of their own
+  // (bucket i goes to segments[bucket_segment[i]].ranks); empty: every bucket to every receiver.
+  struct Segment {
+    size_t begin = 0, end = 0;
+    std::vector<uint32_t> ranks;
+  };
+  std::vector<Segment> segments;
+  std::vector<uint32_t> bucket_segment;
+  std::vector<std::vector<uint8_t>> packed;  // boxes cut out of the caller's slice (several runs)
   int64_t timeout_ms = 0;          // per wait for a receiver
   void* cuda_event = nullptr;      // recorded on the caller's stream at start (CUDA tensors only)
   size_t prepared = 0;             // buckets packed (or taken from the caller's memory) so far

@@ -24,6 +24,14 @@ namespace {
 
 const wsync_transport_v1_t* tp(wsync_group_t* g) { return g->transport.table; }
 
+// The receivers bucket `b` goes to: every one, or (many senders) those of its segment.
+bool in_audience(const InflightBucket& b, const Peer* p) {
+  const Batch& batch = *b.batch;
+  if (batch.segments.empty()) return true;
+  const std::vector<uint32_t>& ranks = batch.segments[batch.bucket_segment[b.index]].ranks;
+  return std::find(ranks.begin(), ranks.end(), p->rank) != ranks.end();
+}
+
 std::vector<uint8_t> encode_bucket_manifest(wsync_group_t* g, const InflightBucket& b) {
   const PlanBucket& pb = b.batch->plan[b.index];
   Manifest m;
@@ -238,6 +246,8 @@ constexpr size_t kPiecesOnTheWire = 8;
 
 wsync_status_t post_more(wsync_group_t* g, InflightBucket* b) {
   std::vector<uint32_t> ranks = direct_ranks(g);  // relays forward to the others
+  if (!b->batch->segments.empty())  // many senders (a star): the receivers of its segment
+    ranks = b->batch->segments[b->batch->bucket_segment[b->index]].ranks;
   if (g->peers.empty())  // unmodified HTTP engines: every engine rank, no control channel
     for (uint32_t r = 1; r <= g->num_receivers; ++r) ranks.push_back(r);
   for (; b->next_piece < b->pieces.size() && b->unsent.size() < kPiecesOnTheWire; ++b->next_piece) {
@@ -326,6 +336,8 @@ wsync_status_t await(wsync_group_t* g, Flight* flight, const std::function<bool(
 wsync_status_t send_manifest(wsync_group_t* g, const InflightBucket& b, const std::vector<uint8_t>& blob) {
   const std::vector<uint8_t> body = encode_manifest_frame({b.seq, encode_bucket_manifest(g, b), blob});
   for (auto& p : g->peers) {
+    if (!in_audience(b, p.get())) continue;
+    p->buckets++;  // END_UPDATE tells each receiver how many it was sent
     wsync_status_t st = p->conn.send(MsgType::kManifest, body, b.batch->timeout_ms);
     if (st == WSYNC_ERR_PEER_FAILED) return peer_lost(g, p.get(), b.what.c_str());
     if (st != WSYNC_OK) return st;
@@ -360,6 +372,7 @@ wsync_status_t send_sum(wsync_group_t* g, InflightBucket* b, Flight* flight) {
   b->checksum = h.digest();
   const std::vector<uint8_t> body = encode_bucket_sum({b->seq, b->checksum});
   for (auto& p : g->peers) {
+    if (!in_audience(*b, p.get())) continue;
     if ((st = p->conn.send(MsgType::kBucketSum, body, b->batch->timeout_ms)) == WSYNC_ERR_PEER_FAILED)
       return peer_lost(g, p.get(), b->what.c_str());
     if (st != WSYNC_OK) return st;
@@ -427,7 +440,7 @@ wsync_status_t bucket_send(wsync_group_t* g, Flight* flight) {
   std::vector<uint8_t> blob;
   if ((st = describe_send(g, *b, &blob)) != WSYNC_OK) return st;
   for (auto& p : g->peers)
-    if (p->alive) b->want_ready.push_back(p.get());
+    if (p->alive && in_audience(*b, p.get())) b->want_ready.push_back(p.get());
   b->want_ack = b->want_ready;
   b->deadline = deadline_after(b->batch->timeout_ms);
   if ((st = send_manifest(g, *b, blob)) != WSYNC_OK) return st;

@@ -217,10 +217,13 @@ wsync_status_t commit(wsync_group_t* g, const FinalizeJob& job) {
   // session, vLLM's start_weight_update).
   if (g->http_engines && (st = open_update(g)) != WSYNC_OK) return st;
   if (g->http_engines && (st = engines_step(g, WSYNC_STEP_FINALIZE, job.version)) != WSYNC_OK) return st;
-  const std::vector<uint8_t> body = encode_end_update({job.version, g->update_id, g->bucket_in_update});
-  for (auto& p : g->peers)
+  for (auto& p : g->peers) {
+    // Many senders: each receiver was sent only the buckets of the boxes it needs.
+    const uint64_t buckets = g->num_senders > 1 ? p->buckets : g->bucket_in_update;
+    const std::vector<uint8_t> body = encode_end_update({job.version, g->update_id, buckets});
     if ((st = p->conn.send(MsgType::kEndUpdate, body, job.timeout_ms)) != WSYNC_OK)
       return st == WSYNC_ERR_PEER_FAILED ? peer_lost(g, p.get(), what.c_str()) : st;
+  }
   // Many senders: a receiver commits once every sender finalized, and names a sender that did not
   // within timeout_ms of the first; we wait a little longer, so its NACK says who it was.
   const int64_t wait_ms = job.timeout_ms + (g->num_senders > 1 ? kSendersGraceMs : 0);
@@ -270,6 +273,7 @@ void run_finalize(wsync_group_t* g, const FinalizeJob& job) {
   } else {
     g->update_id++;
     g->bucket_in_update = 0;
+    for (auto& p : g->peers) p->buckets = 0;
     WSYNC_LOGI("group '%s': version %llu committed on %u receiver(s)", g->group_name.c_str(),
                static_cast<unsigned long long>(job.version), g->num_receivers);
   }

@@ -10,7 +10,9 @@
 // writes batch s has seen every record of batch s-1, so every sender is done with s-4's slot.
 #include <chrono>
 #include <cstring>
+#include <map>
 #include <thread>
+#include <unordered_map>
 
 #include "common/error.h"
 #include "group/group_internal.h"
@@ -127,25 +129,133 @@ wsync_status_t agree_digest(wsync_group_t* g, uint64_t seq, uint64_t digest, int
   return WSYNC_OK;
 }
 
-// Keep in `b` only the boxes the plan gives this sender (a replica box moves from the lowest
-// sender holding it), each with its full shape.
-void keep_owned(wsync_group_t* g, const OwnershipPlan& plan, const SenderRecord& mine, Batch* b) {
-  std::vector<wsync_tensor_t> tensors;
-  std::vector<std::string> names;
-  b->owned.clear();
+using NeedMap = std::unordered_map<std::string, Box>;  // tensor -> the box a receiver asked for
+
+// Every receiver's needs, from sender 0's store (a receiver says them when it registers, or at its
+// first wsync_receiver_next): the slices it asked for; every other tensor it takes whole.
+wsync_status_t read_needs(wsync_group_t* g, int64_t deadline, int64_t timeout_ms, std::vector<NeedMap>* out) {
+  out->assign(g->num_receivers, NeedMap());
+  for (uint32_t r = 1; r <= g->num_receivers; ++r) {
+    std::vector<uint8_t> v;
+    wsync_status_t st = g->senders_client->get(needs_key(g->group_name, r), &v, std::max<int64_t>(remaining_ms(deadline), 1));
+    if (st == WSYNC_ERR_TIMEOUT)
+      return fail(WSYNC_ERR_PEER_FAILED, "receiver rank %u did not say what it needs within %lld ms (a receiver says it "
+                  "when it registers its buffers or first calls wsync_receiver_next)", r, static_cast<long long>(timeout_ms));
+    if (st != WSYNC_OK) return st;
+    uint32_t rank = 0;
+    uint64_t version = 0;
+    std::vector<Need> needs;
+    if ((st = decode_needs(v.data(), v.size(), &rank, &version, &needs)) != WSYNC_OK || rank != r)
+      return fail(WSYNC_ERR_PROTOCOL, "the needs of receiver rank %u in sender 0's store are not its own: %s", r,
+                  st != WSYNC_OK ? last_error().c_str() : ("they name rank " + std::to_string(rank)).c_str());
+    for (const Need& n : needs)
+      if (!n.full) (*out)[r - 1][n.name] = n.box;
+  }
+  return WSYNC_OK;
+}
+
+// One box this sender sends: of tensor `tensor` (an index into the batch as the caller gave it).
+struct Part {
+  size_t tensor = 0;
+  Box box;
+};
+
+// The descriptor of `part` of the caller's slice `t` (whose box is `owned`): a pointer into it when
+// the part is one run of its bytes, else a copy packed into `b->packed`.
+wsync_status_t cut_part(const wsync_tensor_t& t, const Box& owned, const Box& part, Batch* b, wsync_tensor_t* out) {
+  *out = t;
+  if (box_equal(part, owned)) return WSYNC_OK;
+  std::vector<ByteRun> runs;
+  wsync_status_t st = box_runs(part, owned, wsync_dtype_size(t.dtype), &runs);
+  if (st != WSYNC_OK) return st;
+  for (int d = 0; d < t.ndim; ++d) out->shape[d] = part.extent[d];
+  uint64_t n = 0;
+  for (const ByteRun& r : runs) n += r.length;
+  out->nbytes = n;
+  const uint8_t* base = static_cast<const uint8_t*>(t.data);
+  if (runs.size() == 1) {
+    out->data = const_cast<uint8_t*>(base + runs[0].offset);
+    return WSYNC_OK;
+  }
+  if (t.device_type == WSYNC_DEVICE_CUDA)
+    return fail(WSYNC_ERR_UNSUPPORTED, "tensor '%s': a receiver needs %s of it, which is not one run of this sender's "
+                "slice %s; cutting it out of CUDA memory is not supported yet", t.name, box_str(part).c_str(),
+                box_str(owned).c_str());
+  b->packed.emplace_back(n);
+  uint8_t* dst = b->packed.back().data();
+  for (const ByteRun& r : runs) {
+    std::memcpy(dst, base + r.offset, r.length);
+    dst += r.length;
+  }
+  out->data = b->packed.back().data();
+  return WSYNC_OK;
+}
+
+// What each receiver gets from this sender: the boxes the plan gives this sender, each cut to what
+// the receiver asked for. Receivers that get the same boxes share a segment (its buckets go to
+// them only); when all get all, the batch stays one broadcast.
+wsync_status_t split_by_needs(wsync_group_t* g, const OwnershipPlan& plan, const SenderRecord& mine,
+                              const std::vector<NeedMap>& needs, Batch* b) {
+  std::vector<size_t> owned;  // the tensors of the caller's batch this sender sends
   for (size_t i = 0; i < mine.tensors.size(); ++i) {
     const TensorPlan* tp = plan.find(mine.tensors[i].name);
     bool owner = false;
     for (const Owner& o : tp ? tp->owners : std::vector<Owner>{})
       owner |= o.sender == g->sender_rank && box_equal(o.box, mine.tensors[i].box);
-    if (!owner) continue;
-    tensors.push_back(b->tensors[i]);
-    names.push_back(b->names[i]);
-    b->owned.push_back(mine.tensors[i]);
+    if (owner) owned.push_back(i);
+  }
+  std::map<std::string, std::pair<std::vector<uint32_t>, std::vector<Part>>> groups;  // by what they get
+  bool all_whole = true;
+  for (uint32_t r = 1; r <= g->num_receivers; ++r) {
+    std::vector<Part> parts;
+    std::string key;
+    for (size_t i : owned) {
+      const OwnedTensor& o = mine.tensors[i];
+      Part p{i, o.box};
+      auto it = needs[r - 1].find(o.name);
+      if (it != needs[r - 1].end()) {
+        std::string why;
+        if (!box_within(it->second, o.ndim, o.shape, &why))
+          return fail(WSYNC_ERR_INVALID_ARGUMENT, "receiver rank %u asks for %s of tensor '%s', which does not fit its "
+                      "full shape: %s", r, box_str(it->second).c_str(), o.name.c_str(), why.c_str());
+        if (!box_intersect(o.box, it->second, &p.box)) continue;  // nothing of what it needs is ours
+        all_whole &= box_equal(p.box, o.box);
+      }
+      key += std::to_string(i) + box_str(p.box) + ";";
+      parts.push_back(p);
+    }
+    auto& grp = groups[key];
+    grp.first.push_back(r);
+    grp.second = std::move(parts);
+  }
+  std::vector<wsync_tensor_t> tensors;
+  std::vector<std::string> names;
+  std::vector<OwnedTensor> boxes;
+  std::vector<Batch::Segment> segments;
+  for (auto& kv : groups) {
+    Batch::Segment seg;
+    seg.begin = tensors.size();
+    seg.ranks = kv.second.first;
+    for (const Part& p : kv.second.second) {
+      wsync_tensor_t t;
+      wsync_status_t st = cut_part(b->tensors[p.tensor], mine.tensors[p.tensor].box, p.box, b, &t);
+      if (st != WSYNC_OK) return st;
+      tensors.push_back(t);
+      names.push_back(b->names[p.tensor]);
+      OwnedTensor o = mine.tensors[p.tensor];
+      o.box = p.box;
+      boxes.push_back(o);
+    }
+    seg.end = tensors.size();
+    segments.push_back(std::move(seg));
   }
   b->tensors = std::move(tensors);
   b->names = std::move(names);
+  b->owned = std::move(boxes);
   for (size_t i = 0; i < b->tensors.size(); ++i) b->tensors[i].name = b->names[i].c_str();
+  // One segment for every receiver with every box whole: today's broadcast.
+  if (!(all_whole && segments.size() == 1)) b->segments = std::move(segments);
+  return WSYNC_OK;
 }
 
 }  // namespace
@@ -242,8 +352,9 @@ wsync_status_t senders_plan_batch(wsync_group_t* g, Batch* b, int64_t timeout_ms
                             last_error());
   g->plans_computed += g->planners[at]->computed() - before;
   if ((st = agree_digest(g, seq, plan->digest, deadline, timeout_ms)) != WSYNC_OK) return st;
-  keep_owned(g, *plan, mine, b);
-  return WSYNC_OK;
+  std::vector<NeedMap> needs;
+  if ((st = read_needs(g, deadline, timeout_ms, &needs)) != WSYNC_OK) return st;
+  return split_by_needs(g, *plan, mine, needs, b);
 }
 
 }  // namespace wsync

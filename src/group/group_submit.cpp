@@ -62,7 +62,24 @@ wsync_status_t plan_batch(wsync_group_t* g, Batch* b) {
     std::memcpy(pt[i].shape, t.shape, sizeof pt[i].shape);
     pt[i].nbytes = t.nbytes;
   }
-  return plan_buckets(g->rule, pt, &b->plan);
+  if (b->segments.empty()) return plan_buckets(g->rule, pt, &b->plan);
+  // Many senders, receivers that need different boxes: each segment is planned on its own, its
+  // buckets for its receivers only.
+  b->plan.clear();
+  for (size_t s = 0; s < b->segments.size(); ++s) {
+    const Batch::Segment& seg = b->segments[s];
+    std::vector<PlanTensor> part(pt.begin() + static_cast<std::ptrdiff_t>(seg.begin),
+                                 pt.begin() + static_cast<std::ptrdiff_t>(seg.end));
+    std::vector<PlanBucket> plan;
+    wsync_status_t st = plan_buckets(g->rule, part, &plan);
+    if (st != WSYNC_OK) return st;
+    for (PlanBucket& pb : plan) {
+      for (PlanEntry& e : pb.entries) e.tensor_index += static_cast<uint32_t>(seg.begin);
+      b->plan.push_back(std::move(pb));
+      b->bucket_segment.push_back(static_cast<uint32_t>(s));
+    }
+  }
+  return WSYNC_OK;
 }
 
 // Wait (up to the deadline) until fewer than staging_buckets batches are in flight.

@@ -151,12 +151,24 @@ std::vector<uint8_t> encode_manifest(const Manifest& m) {
   return std::move(w.data());
 }
 
-wsync_status_t expand_boxes(Manifest* m, size_t max_entries) {
+wsync_status_t expand_boxes(Manifest* m, size_t max_entries, BoxFrame frame, const void* ctx) {
   if (!(m->flags & kManifestFlagBoxes)) return WSYNC_OK;
   std::vector<ManifestEntry> out;
   for (size_t i = 0; i < m->entries.size(); ++i) {
-    const ManifestEntry& e = m->entries[i];
-    const Box whole = full_box(e.ndim, e.shape);
+    ManifestEntry e = m->entries[i];
+    Box whole = full_box(e.ndim, e.shape);
+    const Box* held = frame != nullptr ? frame(ctx, e.name) : nullptr;
+    if (held != nullptr) {  // this receiver holds a slice: the slice is the tensor here
+      Box common;
+      if (held->ndim != e.ndim || !box_intersect(e.box, *held, &common) || !box_equal(common, e.box))
+        return fail(WSYNC_ERR_PROTOCOL, "manifest entry %zu: the sender sends %s of tensor '%s', but this receiver holds "
+                    "only %s of it", i, box_str(e.box).c_str(), e.name.c_str(), box_str(*held).c_str());
+      for (int d = 0; d < e.ndim; ++d) {
+        e.box.offset[d] -= held->offset[d];
+        e.shape[d] = held->extent[d];
+      }
+      whole = full_box(e.ndim, e.shape);
+    }
     if (box_equal(e.box, whole)) {
       out.push_back(e);
     } else {

@@ -91,8 +91,13 @@ wsync_status_t decode_manifest(const uint8_t* data, size_t len, Manifest* out);
 // flag is cleared. A receiver then places, checks and completes them as split tensors: bytes
 // that overlap are refused, and a tensor is complete when its boxes tile it. WSYNC_ERR_PROTOCOL
 // (naming the entry) when the chunks would number more than max_entries. No-op without the flag.
+// `frame`, when given, names the box of a tensor this receiver holds (a slice it registered), or
+// nullptr for the whole tensor: an entry of such a tensor becomes chunks of the slice (shape: its
+// extent; offsets in its packed bytes), and an entry reaching outside it is refused naming both.
 constexpr size_t kManifestMaxExpandedEntries = 1u << 20;
-wsync_status_t expand_boxes(Manifest* m, size_t max_entries = kManifestMaxExpandedEntries);
+using BoxFrame = const Box* (*)(const void* ctx, const std::string& name);
+wsync_status_t expand_boxes(Manifest* m, size_t max_entries = kManifestMaxExpandedEntries, BoxFrame frame = nullptr,
+                            const void* ctx = nullptr);
 
 // XXH3-64 of `len` bytes (seed 0). `data` may be NULL when len is 0.
 uint64_t checksum64(const void* data, size_t len);

@@ -34,6 +34,10 @@ constexpr uint32_t kOwnershipRecordMaxTensors = 1u << 20;
 
 std::vector<uint8_t> encode_sender_record(const SenderRecord& r, uint64_t update_id);
 std::vector<uint8_t> encode_needs(uint32_t rank, uint64_t update_id, const std::vector<Need>& needs);
+// Where receiver `rank` of `group` keeps its needs in sender 0's store (every sender reads them).
+inline std::string needs_key(const std::string& group, uint32_t rank) {
+  return "wsync/" + group + "/needs/" + std::to_string(rank);
+}
 
 // On success replace *out (and *update_id); on failure leave them untouched and return
 // WSYNC_ERR_PROTOCOL (WSYNC_ERR_VERSION_MISMATCH for another format version).

@@ -36,6 +36,11 @@ struct Registered {
   int64_t shape[WSYNC_MAX_NDIM] = {0};
   int32_t device_type = WSYNC_DEVICE_CPU;
   int32_t device_index = 0;
+  // Many senders (ABI 1.5): registered as a slice (WSYNC_TENSOR_SLICE) of a tensor of full_shape;
+  // `shape` is the slice's extent, and only its bytes are sent here.
+  bool slice = false;
+  Box box;
+  int64_t full_shape[WSYNC_MAX_NDIM] = {0};
 };
 
 // A tensor that arrives in chunks over several buckets.
@@ -96,6 +101,7 @@ struct RxShared {
   // Many senders: every link, link 0 (the receiver the caller holds, joined to sender 0) first.
   std::vector<wsync_receiver*> links;
   int64_t first_end_ms = 0;  // when the first link of the current update asked for its commit
+  uint64_t needs_published = 0;  // versions of this receiver's needs put in sender 0's store
   std::string link_failed;   // a link failed: the receiver cannot take updates any more
   wsync_status_t link_status = WSYNC_OK;
 };
@@ -226,6 +232,9 @@ wsync_status_t links_join(const wsync_receiver_config_t* config, wsync_receiver_
 wsync_status_t links_next(wsync_receiver_t* rx, wsync_receiver_event_t* ev, int64_t timeout_ms);
 // wsync_receiver_commit of a many-sender receiver: COMMITTED on every link, applied once.
 wsync_status_t links_commit(wsync_receiver_t* rx, uint64_t version);
+// What this receiver needs (the slices it registered; every other tensor whole), in sender 0's
+// store, where every sender reads it before it plans a batch.
+wsync_status_t links_publish_needs(wsync_receiver_t* rx);
 // receiver_bucket.cpp
 // A MANIFEST: check it, post the receive of its pieces, READY; the bucket joins rx->flight.
 wsync_status_t accept_manifest(wsync_receiver_t* rx, const Frame& f);

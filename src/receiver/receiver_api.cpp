@@ -24,6 +24,25 @@ wsync_status_t check_buffer(const wsync_receiver_t* rx, const wsync_tensor_t& b)
                 printable_name(b.name, len).c_str(), problem.c_str());
   wsync_status_t st = validate_tensor_shape(b.name, b.dtype, b.ndim, b.shape, b.nbytes);
   if (st != WSYNC_OK) return st;
+  if (b.flags & ~WSYNC_TENSOR_SLICE)
+    return fail(WSYNC_ERR_INVALID_ARGUMENT, "buffer '%s' has flags 0x%x; a receiver takes WSYNC_TENSOR_SLICE only", b.name,
+                b.flags);
+  if (b.flags & WSYNC_TENSOR_SLICE) {
+    if (rx->num_senders <= 1)
+      return fail(WSYNC_ERR_UNSUPPORTED, "buffer '%s' is a slice, but group '%s' has one sender: slices are taken in a "
+                  "group of many senders (option num_senders), where the senders send each receiver what it asked for",
+                  b.name, rx->group_name.c_str());
+    Box box;
+    box.ndim = b.ndim;
+    for (int d = 0; d < b.ndim; ++d) {
+      box.offset[d] = b.box_offset[d];
+      box.extent[d] = b.shape[d];
+    }
+    std::string why;
+    if (!box_within(box, b.ndim, b.full_shape, &why))
+      return fail(WSYNC_ERR_INVALID_ARGUMENT, "buffer '%s': slice %s does not fit its full shape: %s", b.name,
+                  box_str(box).c_str(), why.c_str());
+  }
   const bool cuda = b.device_type == WSYNC_DEVICE_CUDA;
   if (cuda && !rx->device_memory)
     return fail(WSYNC_ERR_UNSUPPORTED, "buffer '%s' is in CUDA memory, but transport '%s' moves host memory only; "
@@ -58,7 +77,20 @@ wsync_status_t register_buffers(wsync_receiver_t* rx, const wsync_tensor_t* buff
     std::memcpy(reg.shape, b.shape, sizeof reg.shape);
     reg.device_type = b.device_type;
     reg.device_index = b.device_type == WSYNC_DEVICE_CUDA ? b.device_index : 0;
+    reg.slice = (b.flags & WSYNC_TENSOR_SLICE) != 0;
+    reg.box = Box();
+    std::memset(reg.full_shape, 0, sizeof reg.full_shape);
+    if (reg.slice) {
+      reg.box.ndim = b.ndim;
+      for (int d = 0; d < b.ndim; ++d) {
+        reg.box.offset[d] = b.box_offset[d];
+        reg.box.extent[d] = b.shape[d];
+      }
+      std::memcpy(reg.full_shape, b.full_shape, sizeof reg.full_shape);
+    }
   }
+  // Many senders: every sender learns what this receiver now needs (a slice, or the whole tensor).
+  if (rx->sh->links.size() > 1) return links_publish_needs(rx);
   return WSYNC_OK;
 }
 

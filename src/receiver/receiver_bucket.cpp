@@ -55,6 +55,13 @@ std::string shape_str(int32_t dtype, int32_t ndim, const int64_t* shape) {
   return s + "]";
 }
 
+// The slice of tensor `name` this receiver registered, or nullptr (the whole tensor).
+const Box* held_box(const void* ctx, const std::string& name) {
+  const wsync_receiver_t* rx = static_cast<const wsync_receiver_t*>(ctx);
+  auto it = rx->registry.find(name);
+  return it != rx->registry.end() && it->second.slice ? &it->second.box : nullptr;
+}
+
 wsync_status_t read_manifest(wsync_receiver_t* rx, const Frame& f, Incoming* in) {
   ManifestFrameBody body;
   if (decode_manifest_frame(f.body, &body) != WSYNC_OK)
@@ -89,15 +96,20 @@ wsync_status_t read_manifest(wsync_receiver_t* rx, const Frame& f, Incoming* in)
     rx->expected_bucket = 0;
     rx->accepted_bucket = 0;
   }
-  if (m.bucket_index != rx->accepted_bucket)
-    return fail(WSYNC_ERR_PROTOCOL, "bucket %llu arrived where bucket %llu was expected",
-                static_cast<unsigned long long>(m.bucket_index), static_cast<unsigned long long>(rx->accepted_bucket));
+  // Many senders: a sender's buckets go to the receivers that need them, so this receiver may see
+  // some of its indexes only (END_UPDATE counts the ones it was sent); they still only grow.
+  const bool boxes = (m.flags & kManifestFlagBoxes) != 0;
+  if (boxes ? m.bucket_index < rx->accepted_bucket : m.bucket_index != rx->accepted_bucket)
+    return fail(WSYNC_ERR_PROTOCOL, "bucket %llu arrived where bucket %s%llu was expected",
+                static_cast<unsigned long long>(m.bucket_index), boxes ? "at least " : "",
+                static_cast<unsigned long long>(rx->accepted_bucket));
   in->what = "bucket " + std::to_string(m.bucket_index) + " of update " + std::to_string(m.update_id);
   if (m.bucket_bytes > kMaxBucketBytes)
     return fail(WSYNC_ERR_PROTOCOL, "%s claims %llu bytes, more than the %llu a bucket may hold", in->what.c_str(),
                 static_cast<unsigned long long>(m.bucket_bytes), static_cast<unsigned long long>(kMaxBucketBytes));
   // Boxes (many senders): placed, checked and completed as the chunks of whole tensors they are.
-  if ((st = expand_boxes(&in->m)) != WSYNC_OK) return fail_msg(st, in->what + ": " + last_error());
+  if ((st = expand_boxes(&in->m, kManifestMaxExpandedEntries, held_box, rx)) != WSYNC_OK)
+    return fail_msg(st, in->what + ": " + last_error());
   if ((m.flags & kManifestFlagChecksumFollows) && !(m.flags & kManifestFlagPayloadChecksum))
     return fail(WSYNC_ERR_PROTOCOL, "%s announces a checksum to follow without asking for one", in->what.c_str());
   in->sum_known = (m.flags & kManifestFlagChecksumFollows) == 0;
@@ -640,7 +652,7 @@ wsync_status_t accept_manifest(wsync_receiver_t* rx, const Frame& f) {
   for (size_t i = 0; i < in->m.entries.size() && st == WSYNC_OK; ++i) st = rx->claimed.record(in->m.entries[i]);
   if (st == WSYNC_OK) st = post_receive(rx, in.get());
   if (in->posted) note_posted(rx, *in);
-  const uint64_t seq = in->seq;
+  const uint64_t seq = in->seq, index = in->m.bucket_index;
   const bool posted = in->posted;
   const std::string what = in->what;
   rx->flight.push_back(std::move(in));  // from here on a failure abandons it with the others
@@ -651,7 +663,7 @@ wsync_status_t accept_manifest(wsync_receiver_t* rx, const Frame& f) {
     restore_error(st, why);
     return refuse(rx, seq, st);
   }
-  rx->accepted_bucket++;
+  rx->accepted_bucket = index + 1;
   return WSYNC_OK;
 }
 

@@ -12,6 +12,7 @@
 
 #include "common/error.h"
 #include "control/frames.h"
+#include "planner/ownership_record.h"
 #include "receiver/receiver.h"
 
 namespace wsync {
@@ -180,9 +181,30 @@ wsync_status_t links_join(const wsync_receiver_config_t* config, wsync_receiver_
   return WSYNC_OK;
 }
 
+wsync_status_t links_publish_needs(wsync_receiver_t* rx) {
+  std::vector<Need> needs;
+  for (const auto& kv : rx->registry)
+    if (kv.second.slice) {
+      Need n;
+      n.name = kv.first;
+      n.full = false;
+      n.box = kv.second.box;
+      needs.push_back(std::move(n));
+    }
+  const std::vector<uint8_t> rec = encode_needs(rx->rank, ++rx->sh->needs_published, needs);
+  wsync_status_t st = rx->store_client->set(needs_key(rx->group_name, rx->rank), rec.data(), rec.size());
+  return st == WSYNC_OK ? st : fail_msg(st, "telling the senders what receiver rank " + std::to_string(rx->rank) +
+                                                " needs (sender 0's store): " + last_error());
+}
+
 wsync_status_t links_next(wsync_receiver_t* rx, wsync_receiver_event_t* ev, int64_t timeout_ms) {
   RxShared* sh = rx->sh;
   for (wsync_receiver_t* l : sh->links) release_event(l);
+  // Nothing registered as a slice by now: every tensor whole (the senders wait for this word).
+  if (sh->needs_published == 0) {
+    wsync_status_t st = links_publish_needs(rx);
+    if (st != WSYNC_OK) return st;
+  }
   if (!sh->link_failed.empty())
     return fail(sh->link_status, "receiver rank %u takes no more updates: %s", rx->rank, sh->link_failed.c_str());
   if (rx->closed) {

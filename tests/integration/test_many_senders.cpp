@@ -189,7 +189,37 @@ struct RxPlan {
   // buffers must then still hold version `versions`, bit for bit.
   std::string expect_error;
   double max_seconds = 0;  // the failure must be reported within this many seconds of the commit
+  // A TP-2 engine worker: -1 takes whole tensors; 0 or 1 registers its half of embed.weight's
+  // columns and of layer.0.qkv's rows (the senders split those by rows and by columns), and the
+  // other tensors whole.
+  int tp = -1;
 };
+
+// The TP-2 half `tp` a receiver holds of tensor `s` (dim 1 of embed.weight, dim 0 of qkv), or false.
+bool tp_half(const Spec& s, int tp, int* dim, int64_t* begin, int64_t* extent) {
+  if (tp < 0) return false;
+  const std::string name = s.t.name;
+  if (name != "embed.weight" && name != "layer.0.qkv") return false;
+  *dim = name == "embed.weight" ? 1 : 0;
+  *extent = s.t.shape[*dim] / 2;
+  *begin = *extent * tp;
+  return true;
+}
+
+// The bytes of that half of the full tensor at `version`, packed.
+std::vector<uint8_t> half_bytes(const Spec& s, int dim, int64_t begin, int64_t extent, uint64_t version) {
+  std::vector<uint8_t> full(s.t.nbytes), out;
+  synth_fill(&s.t, version, full.data());
+  const uint64_t esize = wsync_dtype_size(s.t.dtype);
+  int64_t outer = 1, inner = 1;
+  for (int i = 0; i < dim; ++i) outer *= s.t.shape[i];
+  for (int i = dim + 1; i < s.t.ndim; ++i) inner *= s.t.shape[i];
+  for (int64_t o = 0; o < outer; ++o) {
+    const uint8_t* from = full.data() + ((o * s.t.shape[dim] + begin) * inner) * esize;
+    out.insert(out.end(), from, from + extent * inner * esize);
+  }
+  return out;
+}
 
 bool equal_full(const synth_tensor_t& t, uint64_t version, const void* data, uint64_t nbytes) {
   if (nbytes != t.nbytes) return false;
@@ -219,12 +249,41 @@ int run_receiver_of(const RxPlan& p) {
   }
   const std::vector<Spec> specs = model();
   std::vector<std::vector<uint8_t>> bufs;
+  std::vector<int> half_dim(specs.size(), -1);
+  std::vector<int64_t> half_begin(specs.size()), half_extent(specs.size());
   if (p.take != Take::kViews) {
     std::vector<wsync_tensor_t> descs;
-    for (const auto& s : specs) bufs.emplace_back(s.t.nbytes);
-    for (size_t i = 0; i < specs.size(); ++i) descs.push_back(desc_of(specs[i].t, bufs[i].data()));
-    if (wsync_receiver_register(rx, descs.data(), descs.size()) != WSYNC_OK) return 1;
+    for (size_t i = 0; i < specs.size(); ++i) {
+      int dim = 0;
+      int64_t begin = 0, extent = 0;
+      wsync_tensor_t d = WSYNC_TENSOR_INIT;
+      if (tp_half(specs[i], p.tp, &dim, &begin, &extent)) {
+        half_dim[i] = dim;
+        half_begin[i] = begin;
+        half_extent[i] = extent;
+        bufs.emplace_back(specs[i].t.nbytes / 2);
+        d = desc_of(specs[i].t, bufs[i].data());
+        d.flags = WSYNC_TENSOR_SLICE;
+        std::memcpy(d.full_shape, specs[i].t.shape, sizeof d.full_shape);
+        d.shape[dim] = extent;
+        d.box_offset[dim] = begin;
+        d.nbytes = specs[i].t.nbytes / 2;
+      } else {
+        bufs.emplace_back(specs[i].t.nbytes);
+        d = desc_of(specs[i].t, bufs[i].data());
+      }
+      descs.push_back(d);
+    }
+    if (wsync_receiver_register(rx, descs.data(), descs.size()) != WSYNC_OK) {
+      std::fprintf(stderr, "receiver %u: register: %s\n", p.rank, wsync_last_error());
+      return 1;
+    }
   }
+  // Every registered buffer holds `version` (a half: that half of it).
+  auto holds = [&](size_t j, uint64_t version) {
+    if (half_dim[j] < 0) return equal_full(specs[j].t, version, bufs[j].data(), bufs[j].size());
+    return half_bytes(specs[j], half_dim[j], half_begin[j], half_extent[j], version) == bufs[j];
+  };
   int bad = 0;
   uint64_t committed = 0;
   std::vector<int> seen(specs.size());
@@ -258,7 +317,7 @@ int run_receiver_of(const RxPlan& p) {
       committed = ev.version;
       t_commit = std::chrono::steady_clock::now();
       for (size_t j = 0; j < bufs.size(); ++j)
-        if (!equal_full(specs[j].t, committed, bufs[j].data(), bufs[j].size())) {
+        if (!holds(j, committed)) {
           std::fprintf(stderr, "receiver %u: %s differs after commit %llu\n", p.rank, specs[j].t.name,
                        static_cast<unsigned long long>(committed));
           bad = 1;
@@ -276,7 +335,7 @@ int run_receiver_of(const RxPlan& p) {
     if (p.max_seconds > 0 && took > p.max_seconds) bad = 1;
     if (p.take == Take::kStaged)  // staged: the failed update left the buffers at the last version
       for (size_t j = 0; j < bufs.size(); ++j)
-        if (!equal_full(specs[j].t, committed, bufs[j].data(), bufs[j].size())) {
+        if (!holds(j, committed)) {
           std::fprintf(stderr, "receiver %u: %s lost version %llu\n", p.rank, specs[j].t.name,
                        static_cast<unsigned long long>(committed));
           bad = 1;
@@ -337,6 +396,33 @@ TEST(ManySenders, FourSendersSplitUnevenly) {
   RxPlan r;
   r.dir = c.dir;
   c.receivers.push_back(spawn([r] { return run_receiver_of(r); }));
+  for (pid_t p : c.senders) EXPECT_EQ(wait_child(p, 60000), 0);
+  for (pid_t p : c.receivers) EXPECT_EQ(wait_child(p, 60000), 0);
+  c.senders.clear();
+  c.receivers.clear();
+}
+
+// TP-2 engine workers: 2 senders (embed.weight by rows, qkv by columns) and 4 receivers, two per
+// TP rank, each registering its half of embed.weight's columns and of qkv's rows: every receiver
+// takes a part of each sender's slice (cut out of it: several runs), only its half arrives (a byte
+// outside it would be refused), and one receiver per TP rank is staged.
+TEST(ManySenders, TP2ReceiversGetOnlyTheirHalfFromEverySender) {
+  Cluster c;
+  for (uint32_t k = 0; k < 2; ++k) {
+    SenderPlan p;
+    p.k = k;
+    p.receivers = 4;
+    p.dir = c.dir;
+    c.senders.push_back(spawn([p] { return run_sender(p); }));
+  }
+  for (uint32_t r = 1; r <= 4; ++r) {
+    RxPlan p;
+    p.rank = r;
+    p.dir = c.dir;
+    p.tp = r <= 2 ? 0 : 1;
+    p.take = r % 2 ? Take::kInPlace : Take::kStaged;
+    c.receivers.push_back(spawn([p] { return run_receiver_of(p); }));
+  }
   for (pid_t p : c.senders) EXPECT_EQ(wait_child(p, 60000), 0);
   for (pid_t p : c.receivers) EXPECT_EQ(wait_child(p, 60000), 0);
   c.senders.clear();
