@@ -12,7 +12,8 @@
 // Many senders (scripts/senders-bench.sh): --senders M --sender-rank K on each of M senders, the
 // others than 0 with --sender0-store HOST:PORT (sender 0's --store). Sender K publishes its
 // torch.chunk of every tensor (a slice; WSYNC_TENSOR_SLICE) and hosts its own store at --store;
-// receivers give sender 0's store and take the full tensors as before.
+// receivers give sender 0's store and take the full tensors, or with --tp T (T > 1) their TP
+// shard only: receiver R registers torch.chunk (R - 1) % T of every tensor as a slice.
 //
 // An iteration is send_batch of every tensor plus finalize: every manifest, READY, ACK and commit
 // round trip is inside it. The sender ends with one line for scripts:
@@ -41,7 +42,8 @@ const char kUsage[] =
     "                           [--iters 3] [--warmup 1] [--timeout-ms 120000] [--option key=value ...]\n"
     "       wsync-cluster-bench --role receiver --rank R --store HOST:PORT [--mib 256] [--tensor-mib 32]\n"
     "                           [--timeout-ms 120000]\n"
-    "       many senders: --senders M --sender-rank K [--sender0-store HOST:PORT] on each sender\n"
+    "       many senders: --senders M --sender-rank K [--sender0-store HOST:PORT] on each sender,\n"
+    "                     [--tp T] on each receiver (its TP shard only)\n"
     "One side of a whole-update benchmark across hosts; scripts/cluster-bench.sh runs both on an emulated\n"
     "cluster (docs/CLUSTER.md). The sender hosts the store at HOST:PORT (an address of its host). Every member\n"
     "needs the group secret in WSYNC_GROUP_SECRET or WSYNC_GROUP_SECRET_FILE.\n";
@@ -51,7 +53,7 @@ const char kGroup[] = "cluster-bench";
 struct Options {
   std::string role, store, sender0_store;
   uint64_t receivers = 0, rank = 0, mib = 256, tensor_mib = 32, iters = 3, warmup = 1, timeout_ms = 120000;
-  uint64_t senders = 1, sender_rank = 0;
+  uint64_t senders = 1, sender_rank = 0, tp = 1;
   std::vector<std::pair<std::string, std::string>> options;  // --option key=value, in order
 };
 
@@ -91,7 +93,8 @@ std::string take_flag(const std::string& a, const std::string& v, Options* o) {
                        {"--mib", &o->mib, 1, 1 << 20},          {"--tensor-mib", &o->tensor_mib, 1, 1 << 20},
                        {"--iters", &o->iters, 1, 1000},        {"--warmup", &o->warmup, 0, 100},
                        {"--timeout-ms", &o->timeout_ms, 1, 24ull * 3600 * 1000},
-                       {"--senders", &o->senders, 1, 4096}, {"--sender-rank", &o->sender_rank, 0, 4095}};
+                       {"--senders", &o->senders, 1, 4096}, {"--sender-rank", &o->sender_rank, 0, 4095},
+                       {"--tp", &o->tp, 1, 64}};
   for (const Number& n : numbers) {
     if (a != n.flag) continue;
     if (whole_number(v, n.min, n.max, n.field)) return "";
@@ -144,7 +147,8 @@ int parse_options(int argc, char** argv, Options* o) {
 }
 
 // The model: tensors of tensor_mib MiB (the last one may be smaller), mib MiB in all.
-// Sender K of M holds chunk K of each (torch.chunk rounding) and describes it as a slice.
+// Sender K of M holds chunk K of each (torch.chunk rounding) and describes it as a slice; so does
+// a receiver of a TP shard (chunk R of T) when it registers.
 struct Model {
   std::vector<std::string> names;
   std::vector<std::vector<uint8_t>> bytes;
@@ -262,7 +266,7 @@ int64_t receive_versions(wsync_receiver_t* rx, int64_t timeout_ms) {
 }
 
 int run_receiver(const Options& o) {
-  Model model(o.mib, o.tensor_mib);
+  Model model(o.mib, o.tensor_mib, o.tp, (o.rank - 1) % o.tp);  // --tp: its shard, a slice
   model.fill(0);  // the buffers exist in memory before the first update, as an engine's would
   std::vector<wsync_tensor_t> tensors = model.tensors();
   wsync_receiver_config_t cfg = WSYNC_RECEIVER_CONFIG_INIT;

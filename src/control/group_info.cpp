@@ -14,7 +14,7 @@ std::vector<uint8_t> encode_group_info(const GroupInfo& g) {
   if (g.piece_bytes) s += "piece_bytes=" + std::to_string(g.piece_bytes) + "\n";
   if (g.window > 1) s += "window=" + std::to_string(g.window) + "\n";
   if (g.route != "star") s += "route=" + g.route + "\n";
-  if (g.num_senders > 1)
+  if (g.planned || g.num_senders > 1)
     s += "senders=" + std::to_string(g.num_senders) + "\nsender_rank=" + std::to_string(g.sender_rank) + "\n";
   for (const auto& kv : g.transport_options) s += "transport." + kv.first + "=" + kv.second + "\n";
   return std::vector<uint8_t>(s.begin(), s.end());
@@ -91,6 +91,7 @@ wsync_status_t decode_group_info(const std::vector<uint8_t>& data, GroupInfo* ou
       if (!parse_uint(v, kMaxSenders, &n) || n == 0)
         return fail(WSYNC_ERR_PROTOCOL, "group info senders '%s' is invalid (1..%u)", shown(v).c_str(), kMaxSenders);
       g.num_senders = static_cast<uint32_t>(n);
+      g.planned = true;
     } else if (k == "sender_rank") {
       if (!parse_uint(v, kMaxSenders - 1, &n))
         return fail(WSYNC_ERR_PROTOCOL, "group info sender_rank '%s' is invalid", shown(v).c_str());

@@ -34,6 +34,7 @@ struct GroupInfo {
   // sender_rank's; a receiver joins every sender (sender 0's store lists the others).
   uint32_t num_senders = 1;
   uint32_t sender_rank = 0;
+  bool planned = false;  // "senders=" present: the senders plan (also one): receivers say their needs
 };
 
 constexpr uint32_t kMaxSenders = 4096;

@@ -189,6 +189,9 @@ struct wsync_group {
   // Many senders (group_senders.cpp; options num_senders, sender_rank, sender0_store)
   uint32_t num_senders = 1;
   uint32_t sender_rank = 0;
+  // Option num_senders was given (1 too): the senders plan every batch (records, needs) and send
+  // each receiver the boxes it asked for. Without it, today's one-sender group.
+  bool planned = false;
   std::string sender0_store;                              // "host:port" of sender 0's store
   std::unique_ptr<wsync::TcpStoreClient> senders_client;  // sender 0's store (sender 0: its own)
   std::vector<std::string> sender_addrs;                  // each sender's store address, for messages

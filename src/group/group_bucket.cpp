@@ -194,7 +194,9 @@ wsync_status_t take_replies(wsync_group_t* g, Flight* flight) {
       if (st == WSYNC_ERR_TIMEOUT) break;
       InflightBucket* b = flight->empty() ? nullptr : answered_by(flight, p, f.type);
       StatusBody nack;
-      if (st == WSYNC_OK && f.type == static_cast<uint16_t>(MsgType::kNack) && decode_nack(f.body, &nack) == WSYNC_OK)
+      const bool is_nack =
+          st == WSYNC_OK && f.type == static_cast<uint16_t>(MsgType::kNack) && decode_nack(f.body, &nack) == WSYNC_OK;
+      if (is_nack)
         for (auto& x : *flight)
           if (x->seq == nack.seq) b = x.get();  // a refusal names its bucket
       const char* during = b != nullptr ? b->what.c_str() : flight->empty() ? "an update" : flight->front()->what.c_str();
@@ -206,6 +208,10 @@ wsync_status_t take_replies(wsync_group_t* g, Flight* flight) {
       }
       if (st == WSYNC_ERR_PEER_FAILED) return peer_lost(g, p, during);
       if (st != WSYNC_OK) return st;
+      if (b == nullptr && is_nack && nack.seq == 0)
+        // (many senders: a receiver refuses the whole update when another sender failed)
+        return fail(wire_failure(nack.status, WSYNC_ERR_PROTOCOL), "%s refused %s: %s", p->conn.peer_name().c_str(),
+                    during, nack.reason.c_str());
       if (b == nullptr)
         return fail(WSYNC_ERR_PROTOCOL, "%s sent %s while no bucket on the wire waited for one from it",
                     p->conn.peer_name().c_str(), msg_type_name(f.type));

@@ -205,6 +205,7 @@ wsync_status_t open_rendezvous(wsync_group_t* g, const InitArgs& a) {
   info.window = g->window;
   info.route = route_spec_text(g->route_spec);
   info.num_senders = g->num_senders;
+  info.planned = g->planned;
   info.sender_rank = g->sender_rank;
   for (const auto& kv : options_with_prefix(a.opts, "transport.")) {
     if (kv.first.find_first_of("=\n") != std::string::npos || kv.second.find('\n') != std::string::npos)

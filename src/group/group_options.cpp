@@ -50,6 +50,7 @@ wsync_status_t apply_core_option(wsync_group_t* g, const std::string& k, const s
     st = parse_bool_option(k, v, &g->torch_clients);
   } else if (k == "num_senders") {
     if ((st = parse_u64_option(k, v, 1, 4096, &n)) == WSYNC_OK) g->num_senders = static_cast<uint32_t>(n);
+    g->planned = true;
   } else if (k == "sender_rank") {
     if ((st = parse_u64_option(k, v, 0, 4095, &n)) == WSYNC_OK) g->sender_rank = static_cast<uint32_t>(n);
   } else if (k == "sender0_store") {

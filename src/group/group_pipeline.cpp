@@ -219,7 +219,7 @@ wsync_status_t commit(wsync_group_t* g, const FinalizeJob& job) {
   if (g->http_engines && (st = engines_step(g, WSYNC_STEP_FINALIZE, job.version)) != WSYNC_OK) return st;
   for (auto& p : g->peers) {
     // Many senders: each receiver was sent only the buckets of the boxes it needs.
-    const uint64_t buckets = g->num_senders > 1 ? p->buckets : g->bucket_in_update;
+    const uint64_t buckets = g->planned ? p->buckets : g->bucket_in_update;
     const std::vector<uint8_t> body = encode_end_update({job.version, g->update_id, buckets});
     if ((st = p->conn.send(MsgType::kEndUpdate, body, job.timeout_ms)) != WSYNC_OK)
       return st == WSYNC_ERR_PEER_FAILED ? peer_lost(g, p.get(), what.c_str()) : st;

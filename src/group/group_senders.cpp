@@ -278,7 +278,7 @@ wsync_status_t senders_check_options(wsync_group_t* g) {
 }
 
 wsync_status_t senders_open(wsync_group_t* g, int64_t deadline) {
-  if (g->num_senders == 1) return WSYNC_OK;
+  if (!g->planned) return WSYNC_OK;
   g->sender_addrs.assign(g->num_senders, "");
   g->sender_addrs[g->sender_rank] = g->store_addr;
   wsync_status_t st;
@@ -306,7 +306,7 @@ wsync_status_t senders_open(wsync_group_t* g, int64_t deadline) {
 wsync_status_t senders_plan_batch(wsync_group_t* g, Batch* b, int64_t timeout_ms) {
   bool slices = false;
   for (const auto& t : b->tensors) slices |= (t.flags & WSYNC_TENSOR_SLICE) != 0;
-  if (g->num_senders == 1) {
+  if (!g->planned) {
     if (!slices) return WSYNC_OK;
     for (const auto& t : b->tensors)
       if (t.flags & WSYNC_TENSOR_SLICE)

@@ -117,7 +117,9 @@ struct wsync_receiver {
   wsync::RxShared* sh;
   uint32_t sender = 0;       // which sender this link is joined to
   uint32_t num_senders = 1;  // as the group info says
+  bool planned = false;      // the group info says senders=: this receiver says what it needs
   std::string sender_addr;   // that sender's store, for messages
+  int64_t last_frame_ms = 0;  // when its sender's last control frame came (which went silent first)
   std::vector<std::unique_ptr<wsync_receiver>> extra_links;  // link 0 only: links to senders 1..M-1
 
   uint32_t rank = 0;

@@ -28,10 +28,10 @@ wsync_status_t check_buffer(const wsync_receiver_t* rx, const wsync_tensor_t& b)
     return fail(WSYNC_ERR_INVALID_ARGUMENT, "buffer '%s' has flags 0x%x; a receiver takes WSYNC_TENSOR_SLICE only", b.name,
                 b.flags);
   if (b.flags & WSYNC_TENSOR_SLICE) {
-    if (rx->num_senders <= 1)
-      return fail(WSYNC_ERR_UNSUPPORTED, "buffer '%s' is a slice, but group '%s' has one sender: slices are taken in a "
-                  "group of many senders (option num_senders), where the senders send each receiver what it asked for",
-                  b.name, rx->group_name.c_str());
+    if (!rx->planned)
+      return fail(WSYNC_ERR_UNSUPPORTED, "buffer '%s' is a slice, but the senders of group '%s' do not plan: slices are "
+                  "taken when the senders set the group option num_senders (1 too), and then send each receiver what "
+                  "it asked for", b.name, rx->group_name.c_str());
     Box box;
     box.ndim = b.ndim;
     for (int d = 0; d < b.ndim; ++d) {
@@ -90,7 +90,7 @@ wsync_status_t register_buffers(wsync_receiver_t* rx, const wsync_tensor_t* buff
     }
   }
   // Many senders: every sender learns what this receiver now needs (a slice, or the whole tensor).
-  if (rx->sh->links.size() > 1) return links_publish_needs(rx);
+  if (rx->planned) return links_publish_needs(rx);
   return WSYNC_OK;
 }
 

@@ -451,6 +451,7 @@ wsync_status_t take_frames(wsync_receiver_t* rx, bool* other) {
     Frame f;
     wsync_status_t st = rx->conn.recv(&f, 0);
     if (st != WSYNC_OK) return st;
+    rx->last_frame_ms = now_ms();
     if ((st = manifest ? accept_manifest(rx, f) : note_sum(rx, f)) != WSYNC_OK) return st;
   }
   return WSYNC_OK;

@@ -73,6 +73,11 @@ wsync_status_t wait_frame(wsync_receiver_t* rx, Frame* f, int64_t timeout_ms) {
 wsync_status_t receiver_next(wsync_receiver_t* rx, wsync_receiver_event_t* ev, int64_t timeout_ms) {
   if (rx->sh->links.size() > 1) return links_next(rx, ev, timeout_ms);
   release_event(rx);
+  // One planning sender: it waits for this receiver's needs (none registered: every tensor whole).
+  if (rx->planned && rx->sh->needs_published == 0) {
+    wsync_status_t st = links_publish_needs(rx);
+    if (st != WSYNC_OK) return st;
+  }
   if (rx->closed) {
     ev->kind = WSYNC_EVENT_CLOSED;
     return WSYNC_OK;

@@ -108,6 +108,7 @@ wsync_status_t read_group_info(wsync_receiver_t* rx, JoinArgs* a) {
                 rx->group_name.c_str(), a->info.world_size - 1);
   rx->world_size = a->info.world_size;
   rx->num_senders = a->info.num_senders;
+  rx->planned = a->info.planned;
   rx->sender = a->info.sender_rank;
   rx->sender_addr = addr;
   rx->piece_bytes = a->info.piece_bytes;

@@ -28,7 +28,19 @@ std::string link_name(const wsync_receiver_t* l) {
 // as a NACK naming the failed sender), and the receiver takes no more updates.
 wsync_status_t link_failed(wsync_receiver_t* rx, wsync_receiver_t* l, wsync_status_t st) {
   RxShared* sh = rx->sh;
-  const std::string why = link_name(l) + " failed: " + last_error();
+  std::string cause = last_error();
+  // Several senders gone at once (one died; the others gave up because of it and closed): blame
+  // the one that went silent first, not the one whose close this receiver happened to read first.
+  if (st == WSYNC_ERR_PEER_FAILED && l->conn.closed())
+    for (wsync_receiver_t* o : sh->links) {
+      if (o == l) continue;
+      o->conn.pump();
+      if (o->conn.closed() && !o->conn.has_frame() && o->last_frame_ms < l->last_frame_ms) {
+        l = o;
+        cause = "its connection closed (the process died?), before the others";
+      }
+    }
+  const std::string why = link_name(l) + " failed: " + cause;
   drop_update(l, why);
   for (wsync_receiver_t* o : sh->links)
     if (o != l && o->conn.open()) send_status(o, MsgType::kNack, 0, WSYNC_ERR_PEER_FAILED, why);
@@ -106,6 +118,17 @@ void sleep_on_links(wsync_receiver_t* rx, int64_t deadline) {
   ::poll(fds.data(), fds.size(), remaining_ms(deadline, 20));
 }
 
+// Another link whose sender is gone without a word (its connection closed, no frame left): the
+// cause an ABORT or a CLOSE from `l` most likely answers (the other senders give up because of it).
+wsync_receiver_t* vanished_other(wsync_receiver_t* rx, wsync_receiver_t* l) {
+  for (wsync_receiver_t* o : rx->sh->links) {
+    if (o == l) continue;
+    o->conn.pump();
+    if (o->conn.closed() && !o->conn.has_frame()) return o;
+  }
+  return nullptr;
+}
+
 // One look at link `l`: its oldest bucket, else its next control frame. *ready: `ev` is an event
 // to report; *busy: something happened.
 wsync_status_t look_at(wsync_receiver_t* rx, wsync_receiver_t* l, wsync_receiver_event_t* ev, bool* ready, bool* busy) {
@@ -121,6 +144,7 @@ wsync_status_t look_at(wsync_receiver_t* rx, wsync_receiver_t* l, wsync_receiver
   st = l->conn.recv(&f, 0);
   if (st == WSYNC_ERR_TIMEOUT) return WSYNC_OK;
   if (st != WSYNC_OK) return link_failed(rx, l, st);
+  l->last_frame_ms = now_ms();
   *busy = true;
   wsync_receiver_event_t lev = WSYNC_RECEIVER_EVENT_INIT;
   if ((st = handle_frame(l, f, &lev)) != WSYNC_OK) return link_failed(rx, l, st);
@@ -129,11 +153,15 @@ wsync_status_t look_at(wsync_receiver_t* rx, wsync_receiver_t* l, wsync_receiver
       if (rx->sh->first_end_ms == 0) rx->sh->first_end_ms = now_ms();
       return WSYNC_OK;
     case WSYNC_EVENT_ABORTED:
+      if (wsync_receiver_t* o = vanished_other(rx, l))
+        return link_failed(rx, o, fail(WSYNC_ERR_PEER_FAILED, "its connection closed (the process died?)"));
       *ev = lev;
       *ready = true;
       WSYNC_LOGW("receiver rank %u: %s aborted the update", rx->rank, link_name(l).c_str());
       return WSYNC_OK;
     case WSYNC_EVENT_CLOSED:  // one sender closing ends the group for this receiver
+      if (wsync_receiver_t* o = vanished_other(rx, l))
+        return link_failed(rx, o, fail(WSYNC_ERR_PEER_FAILED, "its connection closed (the process died?)"));
       for (wsync_receiver_t* o : rx->sh->links) o->closed = true;
       *ev = lev;
       *ready = true;

@@ -406,10 +406,11 @@ TEST(ManySenders, FourSendersSplitUnevenly) {
 // TP rank, each registering its half of embed.weight's columns and of qkv's rows: every receiver
 // takes a part of each sender's slice (cut out of it: several runs), only its half arrives (a byte
 // outside it would be refused), and one receiver per TP rank is staged.
-TEST(ManySenders, TP2ReceiversGetOnlyTheirHalfFromEverySender) {
+void tp2(uint32_t m) {
   Cluster c;
-  for (uint32_t k = 0; k < 2; ++k) {
+  for (uint32_t k = 0; k < m; ++k) {
     SenderPlan p;
+    p.m = m;
     p.k = k;
     p.receivers = 4;
     p.dir = c.dir;
@@ -428,6 +429,11 @@ TEST(ManySenders, TP2ReceiversGetOnlyTheirHalfFromEverySender) {
   c.senders.clear();
   c.receivers.clear();
 }
+
+TEST(ManySenders, TP2ReceiversGetOnlyTheirHalfFromEverySender) { tp2(2); }
+
+// One sender that plans (option num_senders=1) serves TP-2 receivers the same way.
+TEST(ManySenders, OneSenderThatPlansSendsTP2ReceiversTheirHalfOnly) { tp2(1); }
 
 namespace {
 
