@@ -187,6 +187,11 @@ typedef struct wsync_option_t {
  *                     it to secret_file when that file does not exist). See docs/SECURITY.md
  *   torch_clients     "1": unmodified torch workers may use the store without the secret, on
  *                     torch's keys only (default "0"; docs/SECURITY.md says what it exposes)
+ *   num_senders       since 1.5: the group's senders, 1..4096 (docs/ABI.md "Many senders");
+ *                     given (1 too), the senders plan every batch and send each receiver the
+ *                     boxes it registered
+ *   sender_rank       since 1.5: this sender's rank, 0..num_senders-1 (default 0)
+ *   sender0_store     since 1.5, senders 1..num_senders-1 only: "host:port" of sender 0's store
  * Unknown keys are refused with WSYNC_ERR_INVALID_ARGUMENT naming the key; keys starting with
  * "transport." or "adapter." are passed to that plugin, which validates them. */
 
@@ -493,7 +498,10 @@ WSYNC_API wsync_status_t wsync_receiver_init(const wsync_receiver_config_t* conf
  * (WSYNC_ERR_INVALID_STATE) until that commit, or the update's failure, is over.
  * Note: in receive_mode in_place, writes are not transactional — a failed update can leave
  * registered buffers partly written (the version is then not committed); wsync_receiver_get_state
- * says so (WSYNC_BUFFERS_MIXED) and wsync_receiver_touched_name names them. */
+ * says so (WSYNC_BUFFERS_MIXED) and wsync_receiver_touched_name names them.
+ * Since 1.5, a buffer with WSYNC_TENSOR_SLICE (shape: the slice's extent; full_shape, box_offset)
+ * holds that slice only, and only its bytes are sent to this receiver, when the senders plan
+ * (group option num_senders); otherwise WSYNC_ERR_UNSUPPORTED. See docs/ABI.md "Many senders". */
 WSYNC_API wsync_status_t wsync_receiver_register(wsync_receiver_t* rx, const wsync_tensor_t* buffers,
                                                  uint64_t num_buffers);
 

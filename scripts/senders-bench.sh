@@ -1,28 +1,32 @@
 #!/usr/bin/env bash
 # The many-senders bench: whole updates from M = 1, 2, 4 sender hosts (each holding 1/M of every
-# tensor, torch.chunk rows, sent as slices) to N = 2 and 8 receiver hosts that take full tensors, on
-# an emulated cluster (scripts/cluster.sh: network namespaces, NICs shaped with tc tbf both ways).
-# Senders are on h0..h(M-1), receivers on h4..h(3+N): the same hosts in every row. One invocation
-# makes the cluster, runs every row with wsync-cluster-bench, removes the cluster and prints:
+# tensor, torch.chunk rows, sent as slices) to N = 2 and 8 receiver hosts that take full tensors
+# (tp 1) or, as TP-2 engine workers, half of every tensor each (tp 2), on an emulated cluster
+# (scripts/cluster.sh: network namespaces, NICs shaped with tc tbf both ways). Senders are on
+# h0..h(M-1), receivers on h4..h(3+N): the same hosts in every row. One invocation makes the
+# cluster, runs every row with wsync-cluster-bench, removes the cluster and prints:
 #
-#   senders receivers seconds aggregate_GB/s floor_s ratio_to_floor speedup_vs_1
-#   senders_4_speedup: time with 1 sender over time with 4 (8 receivers, or the most asked)
+#   tp senders receivers rx_MiB seconds aggregate_GB/s floor_s ratio_to_floor speedup_vs_1
+#   senders_4_speedup: time with 1 sender over time with 4 (8 receivers, or the most asked; tp 1)
+#   tp2_time_ratio: time with TP-2 halves over time with full tensors (the most senders and receivers)
 #
 # seconds: the slowest sender's median over --iters of one whole update (send_batch + finalize:
-# a version commits only when every sender finalized it). floor_s: the larger of the busiest
-# sender NIC's time (N receivers x its 1/M share) and a receiver NIC's time (the whole update):
-# ratio_to_floor = floor_s / seconds (<= 1). aggregate: bytes delivered to all receivers per second.
-# One sender is a star (route=star): the baseline every sender of a many-sender group is.
+# a version commits only when every sender finalized it). rx_MiB: what each receiver takes (the
+# update, or its half). floor_s: the larger of the busiest sender NIC's time (what it sends to all N
+# receivers) and a receiver NIC's time (rx_MiB): ratio_to_floor = floor_s / seconds (<= 1).
+# aggregate: bytes delivered to all receivers per second. One sender to full tensors is today's
+# star (no planning): the baseline; with TP-2 receivers one sender plans (num_senders=1).
 #
 # Usage: scripts/senders-bench.sh [--rate 200mbit] [--mib 64] [--iters 3] [--warmup 1]
-#          [--senders 1,2,4] [--receivers 2,8] [--build build] [--name senders] [--smoke]
+#          [--senders 1,2,4] [--receivers 2,8] [--tp 1,2] [--build build] [--name senders] [--smoke]
+#   --tp: the receivers' modes, a list of 1 (full tensors) and 2 (TP-2 halves; even receiver counts).
 #   --smoke: senders 1,2, receivers 2, 4 MiB, 1 iteration, no warm-up (the suite's cluster.senders_smoke).
 # Needs root (network namespaces); exits 77 where an emulated cluster cannot be made, 2 on a bad
 # command line, 1 when a row fails or a figure is impossible (faster than the NICs allow).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 readonly REPO=$PWD
-RATE=200mbit MIB=64 ITERS=3 WARMUP=1 SENDERS=1,2,4 RECEIVERS=2,8 BUILD=build NAME=senders
+RATE=200mbit MIB=64 ITERS=3 WARMUP=1 SENDERS=1,2,4 RECEIVERS=2,8 TPS=1,2 BUILD=build NAME=senders
 readonly PORT_BASE=29700 RX_BASE=4
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
@@ -35,7 +39,7 @@ parse_args() {
       -h|--help) usage; exit 0 ;;
       --smoke) SENDERS=1,2 RECEIVERS=2 MIB=4 ITERS=1 WARMUP=0; shift; continue ;;
       --inside) INSIDE=1; shift; continue ;;
-      --rate|--mib|--iters|--warmup|--senders|--receivers|--build|--name) [ $# -ge 2 ] || bad_usage "$1 needs a value" ;;
+      --rate|--mib|--iters|--warmup|--senders|--receivers|--tp|--build|--name) [ $# -ge 2 ] || bad_usage "$1 needs a value" ;;
       *) bad_usage "unknown flag $1" ;;
     esac
     case $1 in
@@ -45,6 +49,7 @@ parse_args() {
       --warmup) WARMUP=$2 ;;
       --senders) SENDERS=$2 ;;
       --receivers) RECEIVERS=$2 ;;
+      --tp) TPS=$2 ;;
       --build) BUILD=$2 ;;
       --name) NAME=$2 ;;
     esac
@@ -55,7 +60,13 @@ parse_args() {
   [[ $WARMUP =~ ^[0-9]+$ ]] || bad_usage "--warmup takes a whole number >= 0"
   [[ $SENDERS =~ ^[1-4](,[1-4])*$ ]] || bad_usage "--senders takes a list of 1..4 like 1,2,4"
   [[ $RECEIVERS =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || bad_usage "--receivers takes a list like 2,8"
+  [[ $TPS =~ ^[12](,[12])*$ ]] || bad_usage "--tp takes a list of 1 and 2"
   [[ ,$SENDERS, == *,1,* ]] || SENDERS=1,$SENDERS  # the speedup needs the row of 1
+  [[ ,$TPS, == *,1,* ]] || TPS=1,$TPS              # the TP-2 ratio needs full tensors
+  if [[ ,$TPS, == *,2,* ]]; then
+    local n
+    for n in ${RECEIVERS//,/ }; do [ $((n % 2)) -eq 0 ] || bad_usage "TP-2 rows need even receiver counts, not $n"; done
+  fi
 }
 
 max_of() { echo "${1//,/$'\n'}" | sort -n | tail -1; }
@@ -83,22 +94,26 @@ row_failed() {
   exit 1
 }
 
-# run_row M N PORT: senders on h0..h(M-1), receivers on h4..h(3+N); prints the slowest sender's median.
+# run_row M N PORT TP: senders on h0..h(M-1), receivers on h4..h(3+N); prints the slowest sender's median.
 run_row() {
-  local m=$1 n=$2 port=$3 pids=() k i p rc=0 s0 limit secs="" s
+  local m=$1 n=$2 port=$3 tp=$4 pids=() k i p rc=0 s0 limit secs="" s planned=1 rxflags=()
+  # one sender to full tensors is today's star; every other row plans (--senders)
+  [ "$m" -gt 1 ] || [ "$tp" -gt 1 ] || planned=0
+  [ "$tp" -eq 1 ] || rxflags=(--tp "$tp")
   rm -rf "$ROW_DIR" && mkdir -p "$ROW_DIR"
   s0="$WSC_ADDR_0:$port"
   for ((k = 0; k < m; k++)); do
     local addr_var="WSC_ADDR_$k" extra=()
-    [ "$k" -eq 0 ] || extra=(--sender0-store "$s0")
+    [ "$planned" -eq 0 ] || extra=(--senders "$m" --sender-rank "$k")
+    [ "$k" -eq 0 ] || extra+=(--sender0-store "$s0")
     "$WSC_CLUSTER" exec "h$k" "$(bench_bin)" --role sender --receivers "$n" --store "${!addr_var}:$port" \
-      --senders "$m" --sender-rank "$k" "${extra[@]}" --mib "$MIB" --tensor-mib 8 --iters "$ITERS" \
+      "${extra[@]}" --mib "$MIB" --tensor-mib 8 --iters "$ITERS" \
       --warmup "$WARMUP" --option route=star >"$ROW_DIR/sender$k.out" 2>&1 &
     pids+=($!)
   done
   for ((i = 1; i <= n; i++)); do
     "$WSC_CLUSTER" exec "h$((RX_BASE + i - 1))" "$(bench_bin)" --role receiver --rank "$i" --store "$s0" \
-      --mib "$MIB" --tensor-mib 8 >"$ROW_DIR/receiver$i.out" 2>&1 &
+      --mib "$MIB" --tensor-mib 8 "${rxflags[@]}" >"$ROW_DIR/receiver$i.out" 2>&1 &
     pids+=($!)
   done
   limit=$(awk -v n="$n" -v m="$MIB" -v k="$((ITERS + WARMUP))" -v r="$WSC_RATE_BPS" \
@@ -114,10 +129,24 @@ run_row() {
   echo "$secs"
 }
 
-# floor_s M N: the busiest NIC's time: a sender's N copies of its 1/M, or a receiver's whole update.
+# floor_s M N TP: the busiest NIC's time: what a sender sends (to each receiver, the part of its
+# 1/M that receiver's 1/TP needs), or what a receiver takes (1/TP of the update).
 floor_s() {
-  awk -v m="$1" -v n="$2" -v b="$MIB" -v r="$WSC_RATE_BPS" \
-    'BEGIN { s = n * b / m; if (s < b) s = b; print s * 8388608 / r }'
+  awk -v m="$1" -v n="$2" -v tp="$3" -v b="$MIB" -v r="$WSC_RATE_BPS" 'BEGIN {
+    busiest = 0
+    for (k = 0; k < m; k++) {
+      tot = 0
+      for (c = 0; c < tp; c++) {
+        lo = (k / m > c / tp) ? k / m : c / tp
+        hi = ((k + 1) / m < (c + 1) / tp) ? (k + 1) / m : (c + 1) / tp
+        if (hi > lo) tot += (hi - lo) * n / tp
+      }
+      if (tot > busiest) busiest = tot
+    }
+    s = busiest * b
+    if (s < b / tp) s = b / tp
+    print s * 8388608 / r
+  }'
 }
 
 declare -A SECS
@@ -129,28 +158,34 @@ inside() {
   echo "senders-bench: wsync-cluster-bench on an emulated cluster of $WSC_HOSTS hosts, NICs $WSC_RATE each way" \
     "(tc tbf), MTU $WSC_MTU; update $MIB MiB (8 MiB tensors), median of $ITERS after $WARMUP warm-up; this machine:" \
     "$(nproc) cores"
-  printf '%-8s %9s %9s %15s %9s %15s %13s\n' senders receivers seconds aggregate_GB/s floor_s ratio_to_floor speedup_vs_1
-  local m n port=$PORT_BASE s f
-  for n in ${RECEIVERS//,/ }; do
-    for m in ${SENDERS//,/ }; do
-      s=$(run_row "$m" "$n" "$port")  # (a subshell: the port moves on out here)
-      port=$((port + 1))
-      SECS["$m $n"]=$s
-      f=$(floor_s "$m" "$n")
-      awk -v m="$m" -v n="$n" -v s="$s" -v b="$MIB" -v f="$f" -v one="${SECS["1 $n"]}" \
-        'BEGIN { printf "%-8d %9d %9.3f %15.3f %9.3f %15.3f %13.2f\n", m, n, s, n * b * 1048576 / 1e9 / s, f, f / s, one / s }'
-      # tbf passes its bucket at once: a row may beat its floor by that much, never by more than 10%
-      awk -v f="$f" -v s="$s" -v burst="${WSC_BURST_BYTES:-0}" -v r="$WSC_RATE_BPS" \
-        'BEGIN { exit !(s < 0.9 * (f - burst * 8 / r)) }' &&
-        die "senders=$m receivers=$n took $s s, less than its NICs allow ($f s): the bytes did not cross the emulated network"
+  printf '%-3s %8s %9s %7s %9s %15s %9s %15s %13s\n' tp senders receivers rx_MiB seconds aggregate_GB/s floor_s \
+    ratio_to_floor speedup_vs_1
+  local m n tp port=$PORT_BASE s f
+  for tp in ${TPS//,/ }; do
+    for n in ${RECEIVERS//,/ }; do
+      for m in ${SENDERS//,/ }; do
+        s=$(run_row "$m" "$n" "$port" "$tp")  # (a subshell: the port moves on out here)
+        port=$((port + 1))
+        SECS["$m $n $tp"]=$s
+        f=$(floor_s "$m" "$n" "$tp")
+        awk -v tp="$tp" -v m="$m" -v n="$n" -v s="$s" -v b="$MIB" -v f="$f" -v one="${SECS["1 $n $tp"]}" \
+          'BEGIN { printf "%-3d %8d %9d %7.1f %9.3f %15.3f %9.3f %15.3f %13.2f\n", tp, m, n, b / tp, s,
+                   n * b / tp * 1048576 / 1e9 / s, f, f / s, one / s }'
+        # tbf passes its bucket at once: a row may beat its floor by that much, never by more than 10%
+        awk -v f="$f" -v s="$s" -v burst="${WSC_BURST_BYTES:-0}" -v r="$WSC_RATE_BPS" \
+          'BEGIN { exit !(s < 0.9 * (f - burst * 8 / r)) }' &&
+          die "tp=$tp senders=$m receivers=$n took $s s, less than its NICs allow ($f s): the bytes did not cross the emulated network"
+      done
     done
   done
-  local top
+  local top most
   top=$(max_of "$RECEIVERS")
-  local most
   most=$(max_of "$SENDERS")
-  awk -v a="${SECS["1 $top"]}" -v b="${SECS["$most $top"]}" -v m="$most" -v n="$top" \
+  awk -v a="${SECS["1 $top 1"]}" -v b="${SECS["$most $top 1"]}" -v m="$most" -v n="$top" \
     'BEGIN { printf "senders_%d_speedup: %.2f (%d receivers, full tensors)\n", m, a / b, n }'
+  [ -z "${SECS["$most $top 2"]:-}" ] ||
+    awk -v a="${SECS["$most $top 2"]}" -v b="${SECS["$most $top 1"]}" -v m="$most" -v n="$top" \
+      'BEGIN { printf "tp2_time_ratio: %.2f (%d senders, %d receivers: TP-2 halves against full tensors)\n", a / b, m, n }'
   echo "NIC rate: $WSC_RATE each way per host"
 }
 

@@ -54,6 +54,7 @@ struct Options {
   std::string role, store, sender0_store;
   uint64_t receivers = 0, rank = 0, mib = 256, tensor_mib = 32, iters = 3, warmup = 1, timeout_ms = 120000;
   uint64_t senders = 1, sender_rank = 0, tp = 1;
+  bool senders_given = false;  // --senders on the command line: the senders plan (also one)
   std::vector<std::pair<std::string, std::string>> options;  // --option key=value, in order
 };
 
@@ -97,6 +98,7 @@ std::string take_flag(const std::string& a, const std::string& v, Options* o) {
                        {"--tp", &o->tp, 1, 64}};
   for (const Number& n : numbers) {
     if (a != n.flag) continue;
+    if (a == "--senders") o->senders_given = true;
     if (whole_number(v, n.min, n.max, n.field)) return "";
     return a + " takes a whole number " + std::to_string(n.min) + ".." + std::to_string(n.max) + ", not '" + v + "'";
   }
@@ -218,7 +220,7 @@ int run_sender(const Options& o) {
   const std::string timeout = std::to_string(o.timeout_ms), m = std::to_string(o.senders),
                     k = std::to_string(o.sender_rank);
   std::vector<wsync_option_t> opts = {WSYNC_OPTION("timeout_ms", timeout.c_str())};
-  if (o.senders > 1) {
+  if (o.senders_given) {  // (one sender too: it then sends TP receivers their shard only)
     opts.push_back(WSYNC_OPTION("num_senders", m.c_str()));
     opts.push_back(WSYNC_OPTION("sender_rank", k.c_str()));
   }
@@ -269,7 +271,12 @@ int run_receiver(const Options& o) {
   Model model(o.mib, o.tensor_mib, o.tp, (o.rank - 1) % o.tp);  // --tp: its shard, a slice
   model.fill(0);  // the buffers exist in memory before the first update, as an engine's would
   std::vector<wsync_tensor_t> tensors = model.tensors();
+  // The receiver's own waits (a bucket, a sender that does not finalize) use the same timeout.
+  const std::string timeout = std::to_string(o.timeout_ms);
+  wsync_option_t opts[] = {WSYNC_OPTION("timeout_ms", timeout.c_str())};
   wsync_receiver_config_t cfg = WSYNC_RECEIVER_CONFIG_INIT;
+  cfg.options = opts;
+  cfg.num_options = 1;
   cfg.rank = static_cast<uint32_t>(o.rank);
   cfg.store_addr = o.store.c_str();
   cfg.group_name = kGroup;
@@ -281,7 +288,8 @@ int run_receiver(const Options& o) {
     wsync_receiver_destroy(rx);
     return rc;
   }
-  const int64_t versions = receive_versions(rx, static_cast<int64_t>(o.timeout_ms));
+  // Each event is awaited a little longer than the group's own timeouts, which name the cause.
+  const int64_t versions = receive_versions(rx, static_cast<int64_t>(o.timeout_ms) + 5000);
   const int rc = versions < 0 ? wsync_failed("receiver", "an update") : 0;
   wsync_receiver_destroy(rx);
   if (rc == 0)

@@ -19,7 +19,8 @@ export WSYNC_GROUP_SECRET="${WSYNC_GROUP_SECRET:-$(od -An -tx1 -N32 /dev/urandom
 "$py" trainer.py --engines 2 --store-file "$dir/store"; rc=$?
 wait $e1 || rc=1
 wait $e2 || rc=1
-# Many senders: four trainer ranks (gloo) publish their DTensor shards to two engines.
-"$py" sharded_trainer.py --ranks 4 --engines 2 --steps 3 || rc=1
+# Many senders: four trainer ranks (gloo) publish their DTensor shards to two engines, and to a
+# TP-2 engine whose two workers take only their halves.
+"$py" sharded_trainer.py --ranks 4 --engines 2 --tp 2 --steps 3 || rc=1
 [ $rc -eq 0 ] && echo "python samples: OK" || echo "python samples: FAILED"
 exit $rc

@@ -372,7 +372,7 @@ wsync_status_t group_init(const wsync_group_config_t* config, wsync_group_t* g) 
   if (st == WSYNC_OK) st = choose_staging(g);
   if (st == WSYNC_OK) st = choose_pipeline(g);
   if (st == WSYNC_OK) st = open_rendezvous(g, a);
-  if (st == WSYNC_OK) st = senders_open(g, a.deadline);
+  if (st == WSYNC_OK) st = senders_open(g, a.host, a.deadline);
   if (st == WSYNC_OK) st = create_transport(g, a);
   if (st == WSYNC_OK) st = join(g, a.deadline);
   if (st == WSYNC_OK) st = route_members(g, a.deadline);

@@ -81,11 +81,13 @@ std::vector<Peer*> upstream_of_set(const wsync_group_t* g, const std::vector<Pee
 wsync_status_t senders_check_options(wsync_group_t* g);
 // After the store is up: sender 0 lists itself in its store; another sender connects to sender
 // 0's store and lists itself there (its own store's address, where receivers find it).
-wsync_status_t senders_open(wsync_group_t* g, int64_t deadline);
+wsync_status_t senders_open(wsync_group_t* g, const std::string& bind_host, int64_t deadline);
 // A batch of a many-sender group (or with slices): publish this sender's record of it, wait for
 // every sender's, agree on the ownership plan (refusals name the tensor, the senders and the
 // range; a digest every sender compares) and keep in `b` only what this sender owns.
-wsync_status_t senders_plan_batch(wsync_group_t* g, Batch* b, int64_t timeout_ms);
+// *published: this sender's record went out (a failure after it breaks the group: the other
+// senders count this batch).
+wsync_status_t senders_plan_batch(wsync_group_t* g, Batch* b, int64_t timeout_ms, bool* published);
 
 // ---- group_wait.cpp (pipeline thread)
 // What a wait is waiting for: frames from some receivers, and/or a transport send to complete.

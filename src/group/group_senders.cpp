@@ -14,6 +14,8 @@
 #include <thread>
 #include <unordered_map>
 
+#include <xxhash.h>
+
 #include "common/error.h"
 #include "group/group_internal.h"
 #include "planner/ownership_record.h"
@@ -85,6 +87,7 @@ wsync_status_t read_record(wsync_group_t* g, uint64_t seq, uint32_t k, int64_t d
     } else if (st != WSYNC_ERR_TIMEOUT) {
       return fail_msg(st, "reading the record of " + sender_name(g, k) + " from sender 0's store: " + last_error());
     }
+    if (g->aborted.load()) return fail(WSYNC_ERR_ABORTED, "group '%s' was aborted", g->group_name.c_str());
     if (now_ms() >= deadline)
       return fail(WSYNC_ERR_PEER_FAILED, "%s did not publish its part of batch %llu within %lld ms (it died, hangs, is "
                   "cut off, or sends fewer batches)", sender_name(g, k).c_str(), static_cast<unsigned long long>(seq),
@@ -111,7 +114,8 @@ wsync_status_t agree_digest(wsync_group_t* g, uint64_t seq, uint64_t digest, int
         std::memcpy(&got, v.data() + 8, 8);
         if (got_seq == seq) {
           if (got != digest)
-            return fail(WSYNC_ERR_PROTOCOL, "the ownership plan of batch %llu differs between sender %u (digest "
+            return fail(WSYNC_ERR_PROTOCOL, "the ownership plan of batch %llu, or the receivers' needs it read, "
+                        "differs between sender %u (digest "
                         "%016llx) and %s (digest %016llx); nothing was sent", static_cast<unsigned long long>(seq),
                         g->sender_rank, static_cast<unsigned long long>(digest), sender_name(g, k).c_str(),
                         static_cast<unsigned long long>(got));
@@ -120,6 +124,7 @@ wsync_status_t agree_digest(wsync_group_t* g, uint64_t seq, uint64_t digest, int
       } else if (st != WSYNC_OK && st != WSYNC_ERR_TIMEOUT) {
         return st;
       }
+      if (g->aborted.load()) return fail(WSYNC_ERR_ABORTED, "group '%s' was aborted", g->group_name.c_str());
       if (now_ms() >= deadline)
         return fail(WSYNC_ERR_PEER_FAILED, "%s did not confirm the plan of batch %llu within %lld ms",
                     sender_name(g, k).c_str(), static_cast<unsigned long long>(seq), static_cast<long long>(timeout_ms));
@@ -133,8 +138,10 @@ using NeedMap = std::unordered_map<std::string, Box>;  // tensor -> the box a re
 
 // Every receiver's needs, from sender 0's store (a receiver says them when it registers, or at its
 // first wsync_receiver_next): the slices it asked for; every other tensor it takes whole.
-wsync_status_t read_needs(wsync_group_t* g, int64_t deadline, int64_t timeout_ms, std::vector<NeedMap>* out) {
+wsync_status_t read_needs(wsync_group_t* g, int64_t deadline, int64_t timeout_ms, std::vector<NeedMap>* out,
+                          uint64_t* digest) {
   out->assign(g->num_receivers, NeedMap());
+  *digest = 0;
   for (uint32_t r = 1; r <= g->num_receivers; ++r) {
     std::vector<uint8_t> v;
     wsync_status_t st = g->senders_client->get(needs_key(g->group_name, r), &v, std::max<int64_t>(remaining_ms(deadline), 1));
@@ -150,6 +157,7 @@ wsync_status_t read_needs(wsync_group_t* g, int64_t deadline, int64_t timeout_ms
                   st != WSYNC_OK ? last_error().c_str() : ("they name rank " + std::to_string(rank)).c_str());
     for (const Need& n : needs)
       if (!n.full) (*out)[r - 1][n.name] = n.box;
+    *digest = XXH3_64bits_withSeed(v.data(), v.size(), *digest);  // what this sender read, in rank order
   }
   return WSYNC_OK;
 }
@@ -270,17 +278,24 @@ wsync_status_t senders_check_options(wsync_group_t* g) {
   if (g->sender_rank == 0 && !g->sender0_store.empty())
     return fail(WSYNC_ERR_INVALID_ARGUMENT, "option 'sender0_store' is for senders 1..%u; sender 0 hosts that store "
                 "itself (config->store_addr)", g->num_senders - 1);
-  if (g->num_senders > 1 && g->route_set && g->route_spec.shape != RouteShape::kStar)
-    return fail(WSYNC_ERR_INVALID_ARGUMENT, "option 'route' must be star in a group of %u senders (each sender's NIC "
-                "already carries only its share)", g->num_senders);
-  if (g->num_senders > 1) g->route_spec.shape = RouteShape::kStar;
+  if (g->planned && g->route_set && g->route_spec.shape != RouteShape::kStar)
+    return fail(WSYNC_ERR_INVALID_ARGUMENT, "option 'route' must be star in a group whose senders plan (option "
+                "num_senders; each sender's NIC carries only its share, and each receiver gets only its boxes)");
+  if (g->planned) g->route_spec.shape = RouteShape::kStar;
+  if (g->planned && !g->engines_spec.empty())
+    return fail(WSYNC_ERR_INVALID_ARGUMENT, "option num_senders cannot be used with HTTP engines (option 'engines'): "
+                "their servers cannot say what they need; give their workers wsync receivers instead");
   return WSYNC_OK;
 }
 
-wsync_status_t senders_open(wsync_group_t* g, int64_t deadline) {
+wsync_status_t senders_open(wsync_group_t* g, const std::string& bind_host, int64_t deadline) {
   if (!g->planned) return WSYNC_OK;
   g->sender_addrs.assign(g->num_senders, "");
   g->sender_addrs[g->sender_rank] = g->store_addr;
+  if (g->sender_rank > 0 && (bind_host == "0.0.0.0" || bind_host == "::" || bind_host == "[::]" || bind_host.empty()))
+    return fail(WSYNC_ERR_INVALID_ARGUMENT, "sender %u binds its store to '%s', a wildcard: receivers find a sender at "
+                "its store's address, so give config->store_addr an address of this host they can reach",
+                g->sender_rank, bind_host.c_str());
   wsync_status_t st;
   if (g->sender_rank == 0) {
     g->senders_client.reset();  // sender 0's own client does the work (g->store_client)
@@ -303,7 +318,8 @@ wsync_status_t senders_open(wsync_group_t* g, int64_t deadline) {
   return WSYNC_OK;
 }
 
-wsync_status_t senders_plan_batch(wsync_group_t* g, Batch* b, int64_t timeout_ms) {
+wsync_status_t senders_plan_batch(wsync_group_t* g, Batch* b, int64_t timeout_ms, bool* published) {
+  *published = false;
   bool slices = false;
   for (const auto& t : b->tensors) slices |= (t.flags & WSYNC_TENSOR_SLICE) != 0;
   if (!g->planned) {
@@ -322,9 +338,15 @@ wsync_status_t senders_plan_batch(wsync_group_t* g, Batch* b, int64_t timeout_ms
     if (st == WSYNC_OK) st = TcpStoreClient::connect(host, port, 5000, g->secret.value, &g->senders_client);
     if (st != WSYNC_OK) return st;
   }
+  // Checked before anything is published: the record is built from the descriptors.
+  for (const auto& t : b->tensors) {
+    wsync_status_t st = validate_tensor_shape(t.name, t.dtype, t.ndim, t.shape, t.nbytes);
+    if (st != WSYNC_OK) return st;
+  }
   SenderRecord mine;
   wsync_status_t st = own_record(g, *b, &mine);
   if (st != WSYNC_OK) return st;
+  *published = true;  // from here on a failure leaves the senders out of step: it breaks the group
   const uint64_t seq = ++g->plans_agreed;
   const std::vector<uint8_t> rec = encode_sender_record(mine, seq);
   if ((st = g->senders_client->set(slot_key(g, "plan", seq, g->sender_rank), rec.data(), rec.size())) != WSYNC_OK)
@@ -351,9 +373,11 @@ wsync_status_t senders_plan_batch(wsync_group_t* g, Batch* b, int64_t timeout_ms
     return fail_msg(st, "the senders' batch " + std::to_string(seq) + " cannot be planned, nothing was sent: " +
                             last_error());
   g->plans_computed += g->planners[at]->computed() - before;
-  if ((st = agree_digest(g, seq, plan->digest, deadline, timeout_ms)) != WSYNC_OK) return st;
   std::vector<NeedMap> needs;
-  if ((st = read_needs(g, deadline, timeout_ms, &needs)) != WSYNC_OK) return st;
+  uint64_t needs_digest = 0;
+  if ((st = read_needs(g, deadline, timeout_ms, &needs, &needs_digest)) != WSYNC_OK) return st;
+  // The senders compare the plan and the receivers' needs they read: all cut the same boxes.
+  if ((st = agree_digest(g, seq, plan->digest ^ needs_digest, deadline, timeout_ms)) != WSYNC_OK) return st;
   return split_by_needs(g, *plan, mine, needs, b);
 }
 

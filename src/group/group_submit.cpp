@@ -116,9 +116,20 @@ wsync_status_t group_send_start(wsync_group_t* g, const wsync_tensor_t* tensors,
   const int64_t room_ms = effective_timeout(g, timeout_ms);
   wsync_status_t st = copy_batch(tensors, n, b.get());
   // Many senders: every sender's part of this batch agreed before anything is queued.
-  if (st == WSYNC_OK) st = senders_plan_batch(g, b.get(), b->timeout_ms);
+  bool published = false;
+  if (st == WSYNC_OK) st = senders_plan_batch(g, b.get(), b->timeout_ms, &published);
   if (st == WSYNC_OK) st = plan_batch(g, b.get());
   if (st == WSYNC_OK) st = device_check_batch(g, b->tensors);
+  if (st != WSYNC_OK && published) {
+    // The other senders count this batch: going on would leave every later batch out of step.
+    const std::string why = last_error();
+    Lock lk(g->shared.mu);
+    if (g->shared.failed == WSYNC_OK) {
+      g->shared.failed = st;
+      g->shared.failed_why = why;
+    }
+    return fail_msg(st, why);
+  }
   if (st != WSYNC_OK) return st;
   Lock lk(g->shared.mu);
   if ((st = wait_for_room(g, lk, deadline_after(room_ms), room_ms)) != WSYNC_OK) return st;

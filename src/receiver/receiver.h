@@ -102,6 +102,7 @@ struct RxShared {
   std::vector<wsync_receiver*> links;
   int64_t first_end_ms = 0;  // when the first link of the current update asked for its commit
   uint64_t needs_published = 0;  // versions of this receiver's needs put in sender 0's store
+  uint64_t commit_ready = 0;     // many senders: the version COMMIT reported (every sender finalized it)
   std::string link_failed;   // a link failed: the receiver cannot take updates any more
   wsync_status_t link_status = WSYNC_OK;
 };
@@ -268,6 +269,9 @@ bool sleep_on_transports(wsync_receiver_t* rx, int64_t deadline, int max_ms);
 // The memory the bytes of registered tensor `name` (`bytes` long) land in, in staged mode: its
 // staged block, allocated on first use (host or device memory, like the receiver's staging).
 wsync_status_t staged_block(wsync_receiver_t* rx, const std::string& name, uint64_t bytes, uint8_t** out);
+// A transport of this receiver (any link's, with many senders) gave up on a posted receive: it may
+// still write into what was posted, which therefore goes to the graveyard, never back to use.
+bool may_still_write(const wsync_receiver_t* rx);
 // Bytes of registered tensor `name` were posted for receipt: remember it as touched.
 void note_touched(wsync_receiver_t* rx, const std::string& name);
 // The update failed: staged bytes are dropped (the blocks are kept for reuse unless the transport

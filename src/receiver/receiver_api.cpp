@@ -55,6 +55,9 @@ wsync_status_t check_buffer(const wsync_receiver_t* rx, const wsync_tensor_t& b)
                 "(receiver option 'device')", b.name, b.device_index, rx->device);
   if (rx->assembling.count(b.name))
     return fail(WSYNC_ERR_INVALID_STATE, "tensor '%s' is arriving in chunks right now; register it between updates", b.name);
+  if (rx->planned && (b.flags & WSYNC_TENSOR_SLICE) && (!rx->arrived.empty() || !rx->claimed.empty()))
+    return fail(WSYNC_ERR_INVALID_STATE, "buffer '%s': a slice is registered between updates (the senders cut every "
+                "batch of an update by what this receiver needs)", b.name);
   if (rx->staged && rx->touched_set.count(b.name))
     return fail(WSYNC_ERR_INVALID_STATE, "tensor '%s' has staged bytes waiting for wsync_receiver_commit; register it "
                 "again after the commit", b.name);
@@ -135,12 +138,12 @@ WSYNC_API wsync_status_t wsync_receiver_next(wsync_receiver_t* rx, wsync_receive
 WSYNC_API wsync_status_t wsync_receiver_commit(wsync_receiver_t* rx, uint64_t version) {
   return api_call("wsync_receiver_commit", [&] {
     if (rx == nullptr) return fail(WSYNC_ERR_INVALID_ARGUMENT, "receiver is NULL");
+    if (rx->sh->links.size() > 1) return links_commit(rx, version);
     if (rx->pending_commit == 0)
       return fail(WSYNC_ERR_INVALID_STATE, "no version to commit: wait for a WSYNC_EVENT_COMMIT first");
     if (version != rx->pending_commit)
       return fail(WSYNC_ERR_INVALID_ARGUMENT, "version %llu does not match the version %llu the sender finalized",
                   static_cast<unsigned long long>(version), static_cast<unsigned long long>(rx->pending_commit));
-    if (rx->sh->links.size() > 1) return links_commit(rx, version);
     // END_UPDATE checked it; asked again where the copy happens. Refused, nothing is applied and
     // the sender hears why instead of COMMITTED.
     wsync_status_t st = check_staged_arrived(rx);

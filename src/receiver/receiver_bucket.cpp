@@ -627,7 +627,7 @@ void drop_update(wsync_receiver_t* rx, const std::string& why) {
   if (rx->update_void.empty()) rx->update_void = why;
   rx->arrived.clear();
   rx->claimed.clear();
-  if (!rx->broken.empty())
+  if (may_still_write(rx))  // (many senders: another link's transport may write into these)
     for (auto& kv : rx->assembling)
       if (kv.second.owned.data()) rx->graveyard.push_back(std::move(kv.second.owned));
   rx->assembling.clear();

@@ -44,6 +44,7 @@ wsync_status_t link_failed(wsync_receiver_t* rx, wsync_receiver_t* l, wsync_stat
   drop_update(l, why);
   for (wsync_receiver_t* o : sh->links)
     if (o != l && o->conn.open()) send_status(o, MsgType::kNack, 0, WSYNC_ERR_PEER_FAILED, why);
+  sh->commit_ready = 0;
   sh->link_status = st == WSYNC_ERR_TIMEOUT ? WSYNC_ERR_PEER_FAILED : st;
   sh->link_failed = why;
   WSYNC_LOGW("receiver rank %u: %s", rx->rank, why.c_str());
@@ -57,6 +58,7 @@ wsync_status_t refuse_all(wsync_receiver_t* rx, wsync_status_t st, const std::st
     if (l->conn.open()) send_status(l, MsgType::kNack, 0, st, why);
   }
   rx->sh->first_end_ms = 0;
+  rx->sh->commit_ready = 0;
   drop_update(rx, why);
   return fail_msg(st, why);
 }
@@ -78,6 +80,7 @@ wsync_status_t merge_commit(wsync_receiver_t* rx, wsync_receiver_event_t* ev) {
                           rx->arrived.missing(rx->assembling.begin()->first) + " missing): no sender sent it");
   if (check_staged_arrived(rx) != WSYNC_OK) return refuse_all(rx, last_status(), last_error());
   rx->sh->first_end_ms = 0;
+  rx->sh->commit_ready = v;
   ev->kind = WSYNC_EVENT_COMMIT;
   ev->version = v;
   return WSYNC_OK;
@@ -137,8 +140,12 @@ wsync_status_t look_at(wsync_receiver_t* rx, wsync_receiver_t* l, wsync_receiver
   if (l->pending_commit) return WSYNC_OK;
   wsync_status_t st;
   if (!l->flight.empty()) {  // its frames (the next MANIFESTs, BUCKET_SUMs) are taken meanwhile
-    if ((st = bucket_step(l, ev, ready)) != WSYNC_OK) return link_failed(rx, l, st);
-    return WSYNC_OK;
+    st = bucket_step(l, ev, ready);
+    // The sender abandoned its bucket: its ABORT_UPDATE, next in line, says why (often another
+    // sender's failure, which it names); it is reported as the ABORTED event below.
+    const bool abandoned = st == WSYNC_ERR_ABORTED && l->conn.has_frame();
+    if (st != WSYNC_OK && !abandoned) return link_failed(rx, l, st);
+    if (!abandoned) return WSYNC_OK;
   }
   Frame f;
   st = l->conn.recv(&f, 0);
@@ -158,6 +165,10 @@ wsync_status_t look_at(wsync_receiver_t* rx, wsync_receiver_t* l, wsync_receiver
       *ev = lev;
       *ready = true;
       WSYNC_LOGW("receiver rank %u: %s aborted the update", rx->rank, link_name(l).c_str());
+      // The others' buckets of it were abandoned here: they must not wait for this receiver's ACK.
+      for (wsync_receiver_t* o : rx->sh->links)
+        if (o != l && o->conn.open())
+          send_status(o, MsgType::kNack, 0, WSYNC_ERR_ABORTED, link_name(l) + " aborted the update");
       return WSYNC_OK;
     case WSYNC_EVENT_CLOSED:  // one sender closing ends the group for this receiver
       if (wsync_receiver_t* o = vanished_other(rx, l))
@@ -205,6 +216,7 @@ wsync_status_t links_join(const wsync_receiver_config_t* config, wsync_receiver_
                   l->num_senders, l->world_size - 1, rx->num_senders, rx->world_size - 1);
     rx->sh->links.push_back(l);
   }
+  for (wsync_receiver_t* l : rx->sh->links) l->last_frame_ms = now_ms();
   WSYNC_LOGI("receiver rank %u joined all %u senders of group '%s'", rx->rank, rx->num_senders, rx->group_name.c_str());
   return WSYNC_OK;
 }
@@ -265,13 +277,29 @@ wsync_status_t links_next(wsync_receiver_t* rx, wsync_receiver_event_t* ev, int6
     if (st != WSYNC_OK) return st;
     bool flying = false;
     for (wsync_receiver_t* l : sh->links) flying |= !l->flight.empty();
-    if (!flying && now_ms() >= deadline)
+    if (!flying && now_ms() >= deadline) {
+      std::string waiting;  // a version some senders finalized: name the ones still awaited
+      for (wsync_receiver_t* l : sh->links)
+        if (sh->first_end_ms != 0 && l->pending_commit == 0) waiting += (waiting.empty() ? "" : ", ") + link_name(l);
+      if (!waiting.empty())
+        return fail(WSYNC_ERR_TIMEOUT, "no event within %lld ms: still waiting for %s to finalize the update the "
+                    "others finalized (it fails at timeout_ms after the first)", static_cast<long long>(tmo),
+                    waiting.c_str());
       return fail(WSYNC_ERR_TIMEOUT, "no message from the %zu senders within %lld ms", n, static_cast<long long>(tmo));
+    }
     if (!any) sleep_on_links(rx, flying ? deadline_after(20) : deadline);
   }
 }
 
 wsync_status_t links_commit(wsync_receiver_t* rx, uint64_t version) {
+  // Link 0's sender may have finalized while others still send: only the merged COMMIT counts.
+  if (rx->sh->commit_ready == 0)
+    return fail(WSYNC_ERR_INVALID_STATE, "no version to commit: wait for a WSYNC_EVENT_COMMIT first (every sender "
+                "must finalize it)");
+  if (version != rx->sh->commit_ready)
+    return fail(WSYNC_ERR_INVALID_ARGUMENT, "version %llu does not match the version %llu every sender finalized",
+                static_cast<unsigned long long>(version), static_cast<unsigned long long>(rx->sh->commit_ready));
+  rx->sh->commit_ready = 0;
   wsync_status_t st = check_staged_arrived(rx);
   if (st != WSYNC_OK) return refuse_all(rx, st, last_error());
   // Every sender first: one that cannot be told means nothing is applied here (the others were

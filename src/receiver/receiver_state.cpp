@@ -50,10 +50,17 @@ void note_touched(wsync_receiver_t* rx, const std::string& name) {
   if (rx->touched_set.insert(name).second) rx->touched.push_back(name);
 }
 
+bool may_still_write(const wsync_receiver_t* rx) {
+  if (!rx->broken.empty()) return true;
+  for (const wsync_receiver_t* l : rx->sh->links)
+    if (!l->broken.empty()) return true;
+  return false;
+}
+
 void drop_staged(wsync_receiver_t* rx) {
   // After a copy at commit failed, the touched list names the mixed buffers: keep it.
   if (!rx->staged || rx->apply_failed) return;
-  if (!rx->broken.empty()) {  // the transport gave up on a receive: it may still write there
+  if (may_still_write(rx)) {  // a transport gave up on a receive: it may still write there
     for (auto& kv : rx->staged_blocks) {
       rx->staged_retired_bytes += kv.second.size();
       rx->graveyard.push_back(std::move(kv.second));
@@ -101,7 +108,7 @@ wsync_status_t apply_commit(wsync_receiver_t* rx) {
 void fill_state(const wsync_receiver_t* rx, wsync_receiver_state_t* out) {
   out->receive_mode = rx->staged ? WSYNC_RECEIVE_STAGED : WSYNC_RECEIVE_IN_PLACE;
   out->committed_version = rx->committed;
-  out->pending_version = rx->pending_commit;
+  out->pending_version = rx->sh->links.size() > 1 ? rx->sh->commit_ready : rx->pending_commit;
   const bool mixed = rx->staged ? rx->apply_failed : !rx->touched.empty();
   out->buffers = mixed ? WSYNC_BUFFERS_MIXED : WSYNC_BUFFERS_CLEAN;
   out->late_writes = !rx->staged && rx->late_writes && !rx->touched.empty() ? 1 : 0;

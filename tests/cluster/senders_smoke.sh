@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # cluster.senders_smoke: scripts/senders-bench.sh --smoke as docs/PERFORMANCE.md tells a user to run
 # it (with this build and a cluster name of its own): every row runs (1 and 2 senders to 2
-# receivers), the table and the summary line come out with figures the NICs allow, and the cluster
+# receivers, full tensors and TP-2 halves), the table and the summary lines come out with figures the NICs allow, and the cluster
 # is gone afterwards. Its command line refuses an unknown flag (exit 2) and prints its usage.
 #
 # Usage: senders_smoke.sh <build dir>
@@ -23,8 +23,9 @@ echo "$out"
 left=$(ip netns list 2>/dev/null | awk '{print $1}' | grep "^wsc-$NAME-" || true)
 [ -z "$left" ] || fail "namespaces left behind: $left"
 [ $rc -eq 0 ] || fail "scripts/senders-bench.sh --smoke exited with $rc"
-rows=$(echo "$out" | grep -cE '^[12] +2 +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$')
-[ "$rows" -eq 2 ] || fail "$rows rows, 2 expected (1 and 2 senders to 2 receivers)"
+rows=$(echo "$out" | grep -cE '^[12] +[12] +2 +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$')
+[ "$rows" -eq 4 ] || fail "$rows rows, 4 expected (1 and 2 senders to 2 receivers, full tensors and TP-2 halves)"
 echo "$out" | grep -qE "^senders_2_speedup: [0-9.]+ \(2 receivers, full tensors\)" || fail "no senders_2_speedup line"
+echo "$out" | grep -qE "^tp2_time_ratio: [0-9.]+ \(2 senders, 2 receivers" || fail "no tp2_time_ratio line"
 echo "$out" | grep -q "^NIC rate: 200mbit" || fail "no NIC rate line"
 echo "senders_smoke: OK"
