@@ -285,6 +285,7 @@ int run_receiver_of(const RxPlan& p) {
     return half_bytes(specs[j], half_dim[j], half_begin[j], half_extent[j], version) == bufs[j];
   };
   int bad = 0;
+  bool aborted = false;
   uint64_t committed = 0;
   std::vector<int> seen(specs.size());
   auto t_commit = std::chrono::steady_clock::now();
@@ -304,6 +305,8 @@ int run_receiver_of(const RxPlan& p) {
             }
           }
       }
+    } else if (ev.kind == WSYNC_EVENT_ABORTED) {
+      aborted = true;  // another sender gave up first (its reason, logged, names the failed one)
     } else if (ev.kind == WSYNC_EVENT_COMMIT) {
       for (size_t j = 0; j < specs.size(); ++j) {
         if (seen[j] != 1) {
@@ -331,7 +334,10 @@ int run_receiver_of(const RxPlan& p) {
   } else {
     const double took = secs_since(t_commit);
     std::fprintf(stderr, "receiver %u: failed after %.2f s: %s: %s\n", p.rank, took, wsync_status_name(st), why.c_str());
-    bad |= st == WSYNC_OK || why.find(p.expect_error) == std::string::npos || committed != p.versions;
+    // Either this receiver names the failed sender itself, or it read the abort of a sender that
+    // gave up because of it first, and then the close: the update never committed either way.
+    const bool named = st != WSYNC_OK && why.find(p.expect_error) != std::string::npos;
+    bad |= !(named || (st == WSYNC_OK && aborted)) || committed != p.versions;
     if (p.max_seconds > 0 && took > p.max_seconds) bad = 1;
     if (p.take == Take::kStaged)  // staged: the failed update left the buffers at the last version
       for (size_t j = 0; j < bufs.size(); ++j)
