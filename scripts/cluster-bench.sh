@@ -27,6 +27,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 readonly REPO=$PWD
+. "$REPO/scripts/bench-lib.sh"  # wait_bounded
 RATE=1gbit MIB=256 ITERS=3 WARMUP=1 RECEIVERS=1,2,4,8 SHAPES=auto,star MTU=9000 BUILD=build NAME=bench
 EXTRA_OPTIONS=()
 readonly PORT_BASE=29600
@@ -100,21 +101,6 @@ run_row() {
   wait_bounded "$limit" "${pids[@]}" || row_failed "$shape" "$n" "$verify" "still running after $limit s (killed)"
   for p in "${pids[@]}"; do { wait "$p"; } 2>/dev/null || rc=1; done
   [ $rc -eq 0 ] || row_failed "$shape" "$n" "$verify" "a process failed"
-}
-
-# wait_bounded SECONDS PID...: true once every PID ended; false (and every PID killed) after SECONDS.
-wait_bounded() {
-  local until=$((SECONDS + $1)) p running
-  shift
-  while :; do
-    running=0
-    for p in "$@"; do ! kill -0 "$p" 2>/dev/null || running=1; done
-    [ $running -eq 1 ] || return 0
-    [ $SECONDS -lt $until ] || break
-    sleep 0.2
-  done
-  for p in "$@"; do kill -KILL "$p" 2>/dev/null || true; done
-  return 1
 }
 
 row_failed() {

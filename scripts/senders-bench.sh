@@ -26,6 +26,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 readonly REPO=$PWD
+. "$REPO/scripts/bench-lib.sh"  # wait_bounded
 RATE=200mbit MIB=64 ITERS=3 WARMUP=1 SENDERS=1,2,4 RECEIVERS=2,8 TPS=1,2 BUILD=build NAME=senders
 readonly PORT_BASE=29700 RX_BASE=4
 
@@ -71,21 +72,6 @@ parse_args() {
 
 max_of() { echo "${1//,/$'\n'}" | sort -n | tail -1; }
 bench_bin() { echo "$BUILD_DIR/bin/wsync-cluster-bench"; }
-
-# wait_bounded SECONDS PID...: true once every PID ended; false (and every PID killed) after SECONDS.
-wait_bounded() {
-  local until=$((SECONDS + $1)) p running
-  shift
-  while :; do
-    running=0
-    for p in "$@"; do ! kill -0 "$p" 2>/dev/null || running=1; done
-    [ $running -eq 1 ] || return 0
-    [ $SECONDS -lt $until ] || break
-    sleep 0.2
-  done
-  for p in "$@"; do kill -KILL "$p" 2>/dev/null || true; done
-  return 1
-}
 
 row_failed() {
   echo "senders-bench.sh: row senders=$1 receivers=$2 failed: $3" >&2

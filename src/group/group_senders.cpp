@@ -26,7 +26,6 @@ namespace {
 
 constexpr uint64_t kSlots = 4;
 
-std::string sender_key(uint32_t k) { return "wsync/senders/" + std::to_string(k); }
 std::string slot_key(const wsync_group_t* g, const char* what, uint64_t seq, uint32_t k) {
   return "wsync/" + g->group_name + "/" + what + "/" + std::to_string(seq % kSlots) + "/" + std::to_string(k);
 }

@@ -34,6 +34,8 @@ constexpr uint32_t kOwnershipRecordMaxTensors = 1u << 20;
 
 std::vector<uint8_t> encode_sender_record(const SenderRecord& r, uint64_t update_id);
 std::vector<uint8_t> encode_needs(uint32_t rank, uint64_t update_id, const std::vector<Need>& needs);
+// Where sender k lists its store's address in sender 0's store (receivers join it there).
+inline std::string sender_key(uint32_t k) { return "wsync/senders/" + std::to_string(k); }
 // Where receiver `rank` of `group` keeps its needs in sender 0's store (every sender reads them).
 inline std::string needs_key(const std::string& group, uint32_t rank) {
   return "wsync/" + group + "/needs/" + std::to_string(rank);

@@ -18,8 +18,6 @@
 namespace wsync {
 namespace {
 
-std::string sender_key(uint32_t k) { return "wsync/senders/" + std::to_string(k); }
-
 std::string link_name(const wsync_receiver_t* l) {
   return "sender " + std::to_string(l->sender) + " (store at " + l->sender_addr + ")";
 }
