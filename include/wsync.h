@@ -501,7 +501,11 @@ WSYNC_API wsync_status_t wsync_receiver_init(const wsync_receiver_config_t* conf
  * says so (WSYNC_BUFFERS_MIXED) and wsync_receiver_touched_name names them.
  * Since 1.5, a buffer with WSYNC_TENSOR_SLICE (shape: the slice's extent; full_shape, box_offset)
  * holds that slice only, and only its bytes are sent to this receiver, when the senders plan
- * (group option num_senders); otherwise WSYNC_ERR_UNSUPPORTED. See docs/ABI.md "Many senders". */
+ * (group option num_senders); otherwise WSYNC_ERR_UNSUPPORTED. See docs/ABI.md "Many senders".
+ * When the senders plan they wait, at each batch, for every receiver's needs: a receiver says them
+ * here, or at its first wsync_receiver_next. One that first calls next only once an update began
+ * (an engine answering the update's HTTP request) calls this with no buffers (num_buffers 0)
+ * after init: every tensor it has not registered as a slice comes whole. */
 WSYNC_API wsync_status_t wsync_receiver_register(wsync_receiver_t* rx, const wsync_tensor_t* buffers,
                                                  uint64_t num_buffers);
 
@@ -621,10 +625,17 @@ typedef struct wsync_receiver_state_t {
   uint64_t staged_bytes;      /* staging memory staged mode holds for registered tensors (host or
                                  CUDA memory, like the registered buffers), kept for later updates
                                  until wsync_receiver_destroy; 0 in place */
+  uint32_t num_senders;       /* since 1.5: the senders this receiver joined (1, or the group's
+                                 num_senders: docs/ABI.md "Many senders"); a caller built against
+                                 1.4 does not see it (struct_size) */
+  uint32_t planned;           /* since 1.5: 1 when the senders plan (option num_senders, also 1):
+                                 they wait for this receiver's needs, which it says when it
+                                 registers (wsync_receiver_register, also with no buffers) or
+                                 first calls wsync_receiver_next */
 } wsync_receiver_state_t;
 
-#define WSYNC_RECEIVER_STATE_STRUCT_SIZE WSYNC_STRUCT_SIZE(wsync_receiver_state_t, staged_bytes)
-#define WSYNC_RECEIVER_STATE_INIT {(uint32_t)WSYNC_RECEIVER_STATE_STRUCT_SIZE, 0, 0u, 0u, 0, 0, 0u, 0u}
+#define WSYNC_RECEIVER_STATE_STRUCT_SIZE WSYNC_STRUCT_SIZE(wsync_receiver_state_t, planned)
+#define WSYNC_RECEIVER_STATE_INIT {(uint32_t)WSYNC_RECEIVER_STATE_STRUCT_SIZE, 0, 0u, 0u, 0, 0, 0u, 0u, 0u, 0u}
 
 /* Since 1.4. Fill *state, honouring state->struct_size (at least 8 and a multiple of 8, else
  * WSYNC_ERR_INVALID_ARGUMENT): min(struct_size, the library's size) bytes are written and

@@ -324,6 +324,11 @@ type ReceiverState struct {
 	// staged for the update in progress. In the order their first bytes were posted.
 	Touched     []string
 	StagedBytes uint64 // staging memory held for registered tensors (staged; kept for later updates)
+	// NumSenders: the senders this receiver joined (many senders, ABI 1.5; 1 otherwise). Planned:
+	// they plan and wait for this receiver's needs, which Register (also with no buffers) or the
+	// first Next says.
+	NumSenders uint32
+	Planned    bool
 }
 
 // State returns what the updates did to the registered Buffers: whether they hold a mix (an
@@ -341,7 +346,10 @@ func (r *Receiver) State() (ReceiverState, error) {
 	}
 	out := ReceiverState{ReceiveMode: ReceiveMode(s.receive_mode), CommittedVersion: uint64(s.committed_version),
 		PendingVersion: uint64(s.pending_version), Buffers: BuffersState(s.buffers), LateWrites: s.late_writes != 0,
-		StagedBytes: uint64(s.staged_bytes)}
+		StagedBytes: uint64(s.staged_bytes), NumSenders: uint32(s.num_senders), Planned: s.planned != 0}
+	if out.NumSenders == 0 { // a library older than 1.5 leaves it out
+		out.NumSenders = 1
+	}
 	if s.num_touched > maxEventTensors {
 		return ReceiverState{}, newError(StatusInternal, op, "the library reported %d touched tensors", s.num_touched)
 	}

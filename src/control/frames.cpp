@@ -36,6 +36,7 @@ class BodyReader {
     wrong_size_want_ = n;
     return false;
   }
+  bool at_end() const { return r_.at_end(); }
   // Nothing may follow `last`.
   bool end(const char* last) {
     if (r_.at_end()) return true;
@@ -152,6 +153,7 @@ std::vector<uint8_t> encode_end_update(const EndUpdateBody& b) {
   w.u64(b.version);
   w.u64(b.update_id);
   w.u64(b.buckets);
+  if (b.has_plan) w.u64(b.plan_digest);
   return std::move(w.data());
 }
 
@@ -266,6 +268,10 @@ wsync_status_t decode_end_update(const std::vector<uint8_t>& body, EndUpdateBody
   EndUpdateBody b;
   if (!r.u64(&b.version, "version") || !r.u64(&b.update_id, "update_id") || !r.u64(&b.buckets, "buckets"))
     return r.error();
+  if (!r.at_end()) {
+    b.has_plan = true;
+    if (!r.u64(&b.plan_digest, "plan_digest") || !r.end("plan_digest")) return r.error();
+  }
   return done(std::move(b), out);
 }
 

@@ -78,10 +78,14 @@ struct StatusBody {
   std::vector<uint8_t> blob;
 };
 
-struct EndUpdateBody {  // tx->rx: u64 version, u64 update_id, u64 buckets
+struct EndUpdateBody {  // tx->rx: u64 version, u64 update_id, u64 buckets[, u64 plan_digest]
   uint64_t version = 0;
   uint64_t update_id = 0;
   uint64_t buckets = 0;
+  // Since wsync 0.8, only from senders that plan: the chain of the plan digests the senders agreed
+  // on for every batch of the update (receivers compare it across senders). Absent before.
+  bool has_plan = false;
+  uint64_t plan_digest = 0;
 };
 
 struct CommittedBody {  // rx->tx: u64 version

@@ -36,6 +36,8 @@
 
 namespace wsync {
 
+class EngineCalls;  // group_engines.h
+
 struct Peer {
   uint32_t rank = 0;
   uint64_t buckets = 0;  // sent to it in the current update (many senders: not every bucket goes to all)
@@ -75,6 +77,12 @@ struct Batch {
   std::vector<Segment> segments;
   std::vector<uint32_t> bucket_segment;
   std::vector<std::vector<uint8_t>> packed;  // boxes cut out of the caller's slice (several runs)
+  // HTTP engines of senders that plan (group_announce.cpp): one UPDATE names every tensor of the
+  // batch whole, as the plan has them (names point into announced_names).
+  std::vector<wsync_tensor_t> announced;
+  std::vector<std::string> announced_names;
+  PlanBucket announced_bucket;
+  std::shared_ptr<EngineCalls> announce_calls;  // that UPDATE, while it runs
   int64_t timeout_ms = 0;          // per wait for a receiver
   void* cuda_event = nullptr;      // recorded on the caller's stream at start (CUDA tensors only)
   size_t prepared = 0;             // buckets packed (or taken from the caller's memory) so far
@@ -87,6 +95,7 @@ struct Batch {
 struct FinalizeJob {
   uint64_t version = 0;
   int64_t timeout_ms = 0;
+  uint64_t plan_digest = 0;  // senders that plan: the update's chain of agreed plan digests
 };
 
 struct Job {
@@ -200,6 +209,7 @@ struct wsync_group {
   std::vector<std::unique_ptr<wsync::OwnershipPlanner>> planners;
   size_t batch_in_update = 0;
   uint64_t plans_agreed = 0;                              // batches whose plan was agreed
+  uint64_t update_plan_digest = 0;                        // chain of this update's agreed digests
   std::atomic<uint64_t> plans_computed{0};                // planner.computed(), for get_stats
 
   // HTTP engines (group_engines.cpp); only for an adapter with WSYNC_ADAPTER_CAP_HTTP

@@ -440,7 +440,9 @@ wsync_status_t bucket_send(wsync_group_t* g, Flight* flight) {
             ", " + std::to_string(b->index + 1) + " of " + std::to_string(b->batch->plan.size()) + " in batch " +
             std::to_string(b->batch->ticket) + ") of update " + std::to_string(g->update_id);
   // HTTP engines: the update request goes out before the bytes; engines answer once they arrived.
-  if (g->http_engines &&
+  // Senders that plan: one request per batch, with its first bucket (group_announce.cpp).
+  if (g->http_engines && g->planned && b->index == 0 && (st = announce_start(g, b->batch)) != WSYNC_OK) return st;
+  if (g->http_engines && !g->planned &&
       (st = b->update_calls.start(g, WSYNC_STEP_UPDATE, &b->batch->plan[b->index], &b->batch->tensors, 0)) != WSYNC_OK)
     return st;
   std::vector<uint8_t> blob;
@@ -460,7 +462,9 @@ wsync_status_t bucket_complete(wsync_group_t* g, Flight* flight) {
   InflightBucket* b = flight->front().get();
   wsync_status_t st =
       await(g, flight, [b] { return b->want_ack.empty() && b->unsent.empty() && b->next_piece == b->pieces.size(); });
-  if (st == WSYNC_OK && g->http_engines) st = b->update_calls.finish();
+  if (st == WSYNC_OK && g->http_engines && !g->planned) st = b->update_calls.finish();
+  if (st == WSYNC_OK && g->http_engines && g->planned && b->index + 1 == b->batch->plan.size())
+    st = announce_finish(b->batch);
   if (st != WSYNC_OK) return st;
   b->posted = false;
   g->bucket_in_update++;

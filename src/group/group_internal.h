@@ -89,6 +89,17 @@ wsync_status_t senders_open(wsync_group_t* g, const std::string& bind_host, int6
 // senders count this batch).
 wsync_status_t senders_plan_batch(wsync_group_t* g, Batch* b, int64_t timeout_ms, bool* published);
 
+// ---- group_announce.cpp (HTTP engines of senders that plan: one UPDATE per batch, sender 0 only)
+// The batch's UPDATE names every tensor of `plan` whole (caller thread, once the plan is agreed).
+void announce_build(const OwnershipPlan& plan, Batch* b);
+// Pipeline thread: open the engines' update if needed and post the batch's UPDATE (with this
+// sender's first bucket of it); collect it (after the last); stop waiting for it (a failure).
+wsync_status_t announce_start(wsync_group_t* g, Batch* b);
+wsync_status_t announce_finish(Batch* b);
+void announce_cancel(Batch* b);
+// A batch of which this sender sends no bucket: its UPDATE, posted and collected now.
+wsync_status_t announce_alone(wsync_group_t* g, Batch* b);
+
 // ---- group_wait.cpp (pipeline thread)
 // What a wait is waiting for: frames from some receivers, and/or a transport send to complete.
 struct WaitSet {

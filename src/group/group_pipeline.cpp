@@ -67,8 +67,10 @@ void release_event(wsync_group_t* g, Batch* b) {
 }
 
 // Publish every batch at the front whose buckets are all delivered.
-void deliver_finished(wsync_group_t* g, BatchList* active) {
+wsync_status_t deliver_finished(wsync_group_t* g, BatchList* active) {
   while (!active->empty() && active->front()->delivered == active->front()->plan.size()) {
+    wsync_status_t st = announce_alone(g, active->front().get());  // no bucket of it here: its UPDATE now
+    if (st != WSYNC_OK) return st;
     std::unique_ptr<Batch> b = std::move(active->front());
     active->pop_front();
     release_event(g, b.get());
@@ -86,6 +88,7 @@ void deliver_finished(wsync_group_t* g, BatchList* active) {
     s.busy_until_ms = now;
     s.cv.notify_all();
   }
+  return WSYNC_OK;
 }
 
 // The next bucket of the stream (its batch's next one, or the first of a batch taken from the
@@ -129,6 +132,7 @@ void break_group(wsync_group_t* g, Flight* flight, wsync_status_t st, BatchList*
       b->posted = false;
       b->update_calls.cancel();
     }
+  for (auto& b : *active) announce_cancel(b.get());
   if (g->copy_stream != nullptr && device_wait_copies(g) != WSYNC_OK)
     WSYNC_LOGW("group '%s': waiting for wsync's copy stream after a failure: %s", g->group_name.c_str(),
                last_error().c_str());
@@ -180,10 +184,10 @@ void run_batches(wsync_group_t* g, std::unique_ptr<Batch> first, Job* held) {
       std::lock_guard<std::mutex> lk(g->shared.mu);
       g->shared.stats.buckets++;
     }
-    deliver_finished(g, &active);
+    if ((st = deliver_finished(g, &active)) != WSYNC_OK) break;
   }
+  if (st == WSYNC_OK) st = deliver_finished(g, &active);  // batches without buckets
   if (st != WSYNC_OK) return break_group(g, &flight, st, &active);
-  deliver_finished(g, &active);  // batches without buckets
 }
 
 // One receiver's answer to END_UPDATE, if it has come (*done: it committed `version`).
@@ -220,7 +224,7 @@ wsync_status_t commit(wsync_group_t* g, const FinalizeJob& job) {
   for (auto& p : g->peers) {
     // Many senders: each receiver was sent only the buckets of the boxes it needs.
     const uint64_t buckets = g->planned ? p->buckets : g->bucket_in_update;
-    const std::vector<uint8_t> body = encode_end_update({job.version, g->update_id, buckets});
+    const std::vector<uint8_t> body = encode_end_update({job.version, g->update_id, buckets, g->planned, job.plan_digest});
     if ((st = p->conn.send(MsgType::kEndUpdate, body, job.timeout_ms)) != WSYNC_OK)
       return st == WSYNC_ERR_PEER_FAILED ? peer_lost(g, p.get(), what.c_str()) : st;
   }

@@ -281,9 +281,14 @@ wsync_status_t senders_check_options(wsync_group_t* g) {
     return fail(WSYNC_ERR_INVALID_ARGUMENT, "option 'route' must be star in a group whose senders plan (option "
                 "num_senders; each sender's NIC carries only its share, and each receiver gets only its boxes)");
   if (g->planned) g->route_spec.shape = RouteShape::kStar;
-  if (g->planned && !g->engines_spec.empty())
-    return fail(WSYNC_ERR_INVALID_ARGUMENT, "option num_senders cannot be used with HTTP engines (option 'engines'): "
-                "their servers cannot say what they need; give their workers wsync receivers instead");
+  if (g->planned && !g->engines_spec.empty() && !g->engines_embed_wsync)
+    return fail(WSYNC_ERR_INVALID_ARGUMENT, "option num_senders needs HTTP engines whose workers embed wsync receivers "
+                "(option engine_receivers=wsync, e.g. vLLM's wsync backend): unmodified engines receive over the one "
+                "transport their adapter drives, from one sender");
+  if (g->sender_rank > 0 && !g->engines_spec.empty())
+    return fail(WSYNC_ERR_INVALID_ARGUMENT, "sender %u cannot drive HTTP engines (option 'engines'): sender 0 alone "
+                "talks to the engine servers; give sender %u num_receivers, the engines' workers, and their workers "
+                "join it through sender 0's store", g->sender_rank, g->sender_rank);
   return WSYNC_OK;
 }
 
@@ -376,7 +381,11 @@ wsync_status_t senders_plan_batch(wsync_group_t* g, Batch* b, int64_t timeout_ms
   uint64_t needs_digest = 0;
   if ((st = read_needs(g, deadline, timeout_ms, &needs, &needs_digest)) != WSYNC_OK) return st;
   // The senders compare the plan and the receivers' needs they read: all cut the same boxes.
-  if ((st = agree_digest(g, seq, plan->digest ^ needs_digest, deadline, timeout_ms)) != WSYNC_OK) return st;
+  const uint64_t agreed = plan->digest ^ needs_digest;
+  if ((st = agree_digest(g, seq, agreed, deadline, timeout_ms)) != WSYNC_OK) return st;
+  // END_UPDATE carries the chain of the update's agreed digests: receivers compare it across senders.
+  g->update_plan_digest = XXH3_64bits_withSeed(&agreed, sizeof agreed, g->update_plan_digest);
+  if (g->http_engines) announce_build(*plan, b);  // sender 0: the engines' UPDATE of this batch
   return split_by_needs(g, *plan, mine, needs, b);
 }
 

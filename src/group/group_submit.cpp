@@ -210,6 +210,7 @@ wsync_status_t group_finalize(wsync_group_t* g, uint64_t version, int64_t timeou
   job.finalize = std::make_unique<FinalizeJob>();
   job.finalize->version = version;
   job.finalize->timeout_ms = receiver_timeout(g, timeout_ms);
+  job.finalize->plan_digest = g->update_plan_digest;
   s.finalize_done = false;
   s.queue.push_back(std::move(job));
   s.cv.notify_all();
@@ -218,6 +219,7 @@ wsync_status_t group_finalize(wsync_group_t* g, uint64_t version, int64_t timeou
   if (s.finalize_done && s.finalize_status == WSYNC_OK) {
     g->names_in_update.clear();
     g->batch_in_update = 0;
+    g->update_plan_digest = 0;
     return WSYNC_OK;
   }
   fail_msg(s.failed != WSYNC_OK ? s.failed : s.finalize_status, s.failed_why);

@@ -33,10 +33,10 @@ struct PlanTensor {
 };
 
 struct PlanEntry {
-  uint32_t tensor_index;   // index into the tensors given to plan_buckets
-  uint64_t bucket_offset;  // byte offset of this entry inside the bucket
-  uint64_t length;         // bytes of this entry (the whole tensor unless split)
-  uint64_t tensor_offset;  // byte offset of this chunk inside the tensor; 0 unless split
+  uint32_t tensor_index = 0;   // index into the tensors given to plan_buckets
+  uint64_t bucket_offset = 0;  // byte offset of this entry inside the bucket
+  uint64_t length = 0;         // bytes of this entry (the whole tensor unless split)
+  uint64_t tensor_offset = 0;  // byte offset of this chunk inside the tensor; 0 unless split
 };
 
 struct PlanBucket {

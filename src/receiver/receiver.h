@@ -205,6 +205,10 @@ struct wsync_receiver {
   uint64_t expected_bucket = 0;  // buckets of the current update reported (each ACKed)
   uint64_t accepted_bucket = 0;  // buckets of the current update whose MANIFEST was taken
   uint64_t pending_commit = 0;  // version announced by END_UPDATE, not yet committed
+  // What that END_UPDATE said of the plan (senders that plan): the chain of the update's agreed
+  // plan digests, compared across the senders before a version commits.
+  bool end_has_plan = false;
+  uint64_t end_plan_digest = 0;
   // Why the current update may not commit here (empty: it may): ABORT_UPDATE came, or a bucket or
   // END_UPDATE was refused or failed here. Cleared when a later update starts (RELIABILITY.md: the
   // next update can start); today the sender breaks its group on a failure anyway.

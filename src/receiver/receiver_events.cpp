@@ -45,6 +45,8 @@ wsync_status_t end_update(wsync_receiver_t* rx, const Frame& f, wsync_receiver_e
   rx->expected_bucket = 0;
   rx->accepted_bucket = 0;
   rx->pending_commit = version;
+  rx->end_has_plan = end.has_plan;
+  rx->end_plan_digest = end.plan_digest;
   ev->kind = WSYNC_EVENT_COMMIT;
   ev->version = version;
   return WSYNC_OK;

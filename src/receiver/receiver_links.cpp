@@ -8,6 +8,7 @@
 #include <poll.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 #include "common/error.h"
@@ -61,7 +62,15 @@ wsync_status_t refuse_all(wsync_receiver_t* rx, wsync_status_t st, const std::st
   return fail_msg(st, why);
 }
 
-// Every sender finalized: the same version, and every tensor whole.
+// The plan digest chain a sender's END_UPDATE carried, for messages.
+std::string plan_text(const wsync_receiver_t* l) {
+  if (!l->end_has_plan) return "(none: it sent no plan digest)";
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(l->end_plan_digest));
+  return buf;
+}
+
+// Every sender finalized: the same version, by the same plan, and every tensor whole.
 wsync_status_t merge_commit(wsync_receiver_t* rx, wsync_receiver_event_t* ev) {
   const std::vector<wsync_receiver_t*>& links = rx->sh->links;
   const uint64_t v = links[0]->pending_commit;
@@ -71,6 +80,12 @@ wsync_status_t merge_commit(wsync_receiver_t* rx, wsync_receiver_event_t* ev) {
                         "the senders disagree on the version: " + link_name(links[0]) + " finalized " +
                             std::to_string(v) + " but " + link_name(l) + " finalized " +
                             std::to_string(l->pending_commit) + "; nothing commits");
+  for (wsync_receiver_t* l : links)  // every sender sent its boxes by the same agreed plan
+    if (l->end_has_plan != links[0]->end_has_plan || l->end_plan_digest != links[0]->end_plan_digest)
+      return refuse_all(rx, WSYNC_ERR_PROTOCOL,
+                        "the senders did not send version " + std::to_string(v) + " by the same plan: " +
+                            link_name(links[0]) + " agreed on plan " + plan_text(links[0]) + " but " + link_name(l) +
+                            " on plan " + plan_text(l) + "; nothing commits");
   if (!rx->assembling.empty())
     return refuse_all(rx, WSYNC_ERR_PROTOCOL,
                       "every sender finalized version " + std::to_string(v) + " but tensor '" +

@@ -116,6 +116,8 @@ void fill_state(const wsync_receiver_t* rx, wsync_receiver_state_t* out) {
   uint64_t staged = rx->staged_retired_bytes;  // still held: freed at destroy
   for (const auto& kv : rx->staged_blocks) staged += kv.second.size();
   out->staged_bytes = staged;
+  out->num_senders = rx->num_senders > 1 ? rx->num_senders : 1;
+  out->planned = rx->planned ? 1 : 0;
 }
 
 }  // namespace wsync

@@ -109,7 +109,7 @@
   I(wsync_receiver_event_t, WSYNC_RECEIVER_EVENT_INIT) \
   \
   /* since 1.4 */ \
-  S(wsync_receiver_state_t, 48) \
+  S(wsync_receiver_state_t, 56) \
   F(wsync_receiver_state_t, struct_size, 0, 4) \
   F(wsync_receiver_state_t, receive_mode, 4, 4) \
   F(wsync_receiver_state_t, committed_version, 8, 8) \
@@ -118,7 +118,9 @@
   F(wsync_receiver_state_t, late_writes, 28, 4) \
   F(wsync_receiver_state_t, num_touched, 32, 8) \
   F(wsync_receiver_state_t, staged_bytes, 40, 8) \
-  C(wsync_receiver_state_t, WSYNC_RECEIVER_STATE_STRUCT_SIZE, 48, staged_bytes) \
+  F(wsync_receiver_state_t, num_senders, 48, 4) \
+  F(wsync_receiver_state_t, planned, 52, 4) \
+  C(wsync_receiver_state_t, WSYNC_RECEIVER_STATE_STRUCT_SIZE, 56, planned) \
   I(wsync_receiver_state_t, WSYNC_RECEIVER_STATE_INIT) \
   \
   S(wsync_plugin_info_t, 72) \

@@ -99,8 +99,11 @@ int closed_port() {
 wsync_status_t Trainer::init(const std::string& adapter, const std::string& engines, Options extra) {
   // The reference engine embeds wsync receivers (an unmodified engine would not: "none").
   Options kv = {{"engines", engines}, {"engine_receivers", "wsync"}, {"timeout_ms", "20000"}, {"engine_timeout_ms", "20000"}};
-  // vLLM fixes the bucket size itself (packed_buffer_size_bytes): the group takes it from the adapter.
-  if (adapter == "vllm")
+  // vLLM fixes the bucket size itself (packed_buffer_size_bytes): the group takes it from the adapter
+  // (its NCCL backend; with the wsync backend the group's bucket_bytes).
+  bool wsync_backend = false;
+  for (const auto& p : extra) wsync_backend |= p.first == "adapter.backend" && p.second == "wsync";
+  if (adapter == "vllm" && !wsync_backend)
     kv.push_back({"adapter.packed_buffer_size_bytes", "262144"});
   else
     kv.push_back({"bucket_bytes", "262144"});

@@ -10,6 +10,8 @@
 #include <httplib.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <mutex>
 #include <string>
@@ -467,3 +469,131 @@ TEST(HttpEngines, UnmodifiedEngineGetsTheWholeDialogueInOrder) {
 }
 
 }  // namespace
+
+// ---- Many senders (issue 24) ------------------------------------------------------------------
+// A trainer of two processes, each holding half of every tensor's rows, into a vLLM server whose
+// workers run the wsync backend (the reference engine with --vllm-backend wsync, 2 GPUs). Sender 0
+// drives the server: one /update_weights per batch naming every tensor whole; sender 1 (a child)
+// only sends its rows, to workers that joined it through sender 0's store. Both workers hold every
+// byte of both versions.
+
+namespace {
+
+using harness::desc_of;
+using harness::read_addr_file;
+using harness::spawn;
+using harness::temp_dir;
+using harness::tensor_of;
+using harness::wait_child;
+
+std::vector<synth_tensor_t> two_sender_model() {
+  return {tensor_of("embed.weight", WSYNC_DTYPE_FLOAT32, {300, 64}), tensor_of("layer.0.w", WSYNC_DTYPE_BFLOAT16, {64, 130}),
+          tensor_of("layer.0.bias", WSYNC_DTYPE_INT64, {10}), tensor_of("norm.weight", WSYNC_DTYPE_FLOAT32, {7})};
+}
+
+// Sender k's rows of every tensor at `version` (torch.chunk over 2 along dim 0): bytes and descriptors.
+struct Rows {
+  std::vector<std::vector<uint8_t>> bytes;
+  std::vector<wsync_tensor_t> descs;
+};
+
+Rows rows_of(const std::vector<synth_tensor_t>& spec, uint32_t k, uint64_t version) {
+  Rows out;
+  out.bytes.resize(spec.size());
+  for (size_t i = 0; i < spec.size(); ++i) {
+    const synth_tensor_t& t = spec[i];
+    std::vector<uint8_t> full(t.nbytes);
+    synth_fill(&t, version, full.data());
+    const int64_t half = (t.shape[0] + 1) / 2, begin = k == 0 ? 0 : half, end = k == 0 ? half : t.shape[0];
+    const uint64_t row = t.nbytes / static_cast<uint64_t>(t.shape[0]);
+    out.bytes[i].assign(full.begin() + begin * row, full.begin() + end * row);
+    wsync_tensor_t d = desc_of(t, out.bytes[i].data());
+    d.flags = WSYNC_TENSOR_SLICE;
+    std::memcpy(d.full_shape, t.shape, sizeof d.full_shape);
+    d.box_offset[0] = begin;
+    d.shape[0] = end - begin;
+    d.nbytes = out.bytes[i].size();
+    out.descs.push_back(d);
+  }
+  return out;
+}
+
+// Versions 1..versions of sender k's rows, in two batches each.
+wsync_status_t publish_rows(wsync_group_t* g, uint32_t k, uint64_t versions) {
+  const std::vector<synth_tensor_t> spec = two_sender_model();
+  wsync_status_t st = WSYNC_OK;
+  for (uint64_t v = 1; v <= versions && st == WSYNC_OK; ++v) {
+    Rows r = rows_of(spec, k, v);
+    st = wsync_group_send_batch(g, r.descs.data(), 2, -1);
+    if (st == WSYNC_OK) st = wsync_group_send_batch(g, r.descs.data() + 2, r.descs.size() - 2, -1);
+    if (st == WSYNC_OK) st = wsync_group_finalize(g, v, -1);
+  }
+  return st;
+}
+
+int second_sender(const std::string& addr_file, uint32_t receivers) {
+  const std::string s0 = read_addr_file(addr_file, 20000);
+  if (s0.empty()) return 5;
+  std::vector<wsync_option_t> opts = {WSYNC_OPTION("num_senders", "2"), WSYNC_OPTION("sender_rank", "1"),
+                                      WSYNC_OPTION("sender0_store", s0.c_str()), WSYNC_OPTION("timeout_ms", "20000"),
+                                      WSYNC_OPTION("bucket_bytes", "65536")};
+  wsync_group_config_t cfg = WSYNC_GROUP_CONFIG_INIT;
+  cfg.num_receivers = receivers;
+  cfg.group_name = "weight_update_group";
+  cfg.store_addr = "127.0.0.1:0";
+  cfg.options = opts.data();
+  cfg.num_options = opts.size();
+  cfg.timeout_ms = 30000;
+  wsync_group_t* g = nullptr;
+  wsync_status_t st = wsync_group_init(&cfg, &g);
+  if (st == WSYNC_OK) st = publish_rows(g, 1, 2);
+  if (st != WSYNC_OK) std::fprintf(stderr, "sender 1: %s: %s\n", wsync_status_name(st), wsync_last_error());
+  wsync_group_destroy(g);
+  return st == WSYNC_OK ? 0 : 3;
+}
+
+}  // namespace
+
+TEST(HttpEngines, TwoSendersIntoAVllmWhoseWorkersRunTheWsyncBackend) {
+  Engine e;
+  start_engine(&e, "vllm", "0.32.0", {"--gpus", "2", "--vllm-backend", "wsync"});
+  const std::string af = temp_dir() + "/sender0.addr";
+  pid_t second = spawn([af] { return second_sender(af, 2); });
+  {
+    Trainer tr;
+    ASSERT_EQ(WSYNC_OK, tr.init("vllm", e.url() + "=2",
+                                {{"adapter.backend", "wsync"}, {"num_senders", "2"}, {"store_addr_file", af}}))
+        << wsync_last_error();
+    forget_requests(e);
+    ASSERT_EQ(WSYNC_OK, publish_rows(tr.g, 0, 2)) << wsync_last_error();
+    expect_engine_holds(e, two_sender_model(), 2);
+    wsync_group_stats_t s = WSYNC_GROUP_STATS_INIT;
+    ASSERT_EQ(WSYNC_OK, wsync_group_get_stats(tr.g, &s));
+    EXPECT_EQ(2u, s.committed_version);
+    EXPECT_EQ(2u, s.plans_computed);  // one per batch, reused for version 2
+    // One /update_weights per batch (2 batches x 2 versions), each naming its tensors whole.
+    size_t updates = 0;
+    for (const Seen& r : requests(e))
+      if (r.path == "/update_weights") {
+        ++updates;
+        for (const char* name : updates % 2 == 1 ? std::vector<const char*>{"embed.weight", "layer.0.w"}
+                                                 : std::vector<const char*>{"layer.0.bias", "norm.weight"})
+          EXPECT_NE(std::string::npos, r.body.find(name)) << r.body;
+      }
+    EXPECT_EQ(4u, updates);
+  }
+  EXPECT_EQ(0, wait_child(second, 30000));
+}
+
+// Sender 0 alone drives the engine servers, and only engines whose workers embed wsync can take
+// boxes from several senders: anything else is refused at init, naming the option.
+TEST(HttpEngines, ManySendersRefuseEnginesTheyCannotServe) {
+  Trainer tr;
+  wsync_status_t st = tr.init("vllm", "http://127.0.0.1:1=1", {{"num_senders", "2"}, {"engine_receivers", "none"}});
+  EXPECT_EQ(WSYNC_ERR_INVALID_ARGUMENT, st);
+  EXPECT_NE(std::string::npos, std::string(wsync_last_error()).find("engine_receivers=wsync")) << wsync_last_error();
+  st = tr.init("vllm", "http://127.0.0.1:1=1",
+               {{"num_senders", "2"}, {"sender_rank", "1"}, {"sender0_store", "127.0.0.1:1"}});
+  EXPECT_EQ(WSYNC_ERR_INVALID_ARGUMENT, st);
+  EXPECT_NE(std::string::npos, std::string(wsync_last_error()).find("sender 0 alone")) << wsync_last_error();
+}

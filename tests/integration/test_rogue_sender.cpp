@@ -20,6 +20,7 @@
 #include "harness.h"
 #include "loader/plugin_loader.h"
 #include "manifest/manifest.h"
+#include "planner/ownership_record.h"
 #include "store/store_handle.h"
 #include "store/tcp_store_server.h"
 
@@ -52,8 +53,9 @@ struct Rogue {
     if (tself) transport.table->destroy(tself);
   }
 
-  // Host a group of one receiver and admit it like a real sender would.
-  void start(const std::string& addr_file) {
+  // Host a group of one receiver and admit it like a real sender would; with num_senders > 1, as
+  // sender `sender_rank` of a group whose senders plan (no address file for ranks above 0).
+  void start(const std::string& addr_file, uint32_t num_senders = 1, uint32_t sender_rank = 0) {
     ASSERT_EQ(WSYNC_OK, TcpStoreServer::start("127.0.0.1", 0, authenticated_store(), &server)) << last_error();
     ASSERT_EQ(WSYNC_OK, TcpStoreClient::connect("127.0.0.1", server->port(), 5000, secret(), &client)) << last_error();
     store.client = client.get();
@@ -65,8 +67,12 @@ struct Rogue {
     gi.transport = "ucx";
     gi.control_host = "127.0.0.1";
     gi.control_port = listener.port();
+    gi.num_senders = num_senders;
+    gi.sender_rank = sender_rank;
+    gi.planned = num_senders > 1;
     auto blob = encode_group_info(gi);
     ASSERT_EQ(WSYNC_OK, client->set(kGroupInfoKey, blob.data(), blob.size()));
+    if (addr_file.empty()) return;
     FILE* f = std::fopen(addr_file.c_str(), "w");
     std::fprintf(f, "127.0.0.1:%u\n", server->port());
     std::fclose(f);
@@ -685,3 +691,56 @@ TEST_F(RogueSender, OverlappingBoxesAreRefusedNamingTheBytesAndNeverWritten) {
 }
 
 }  // namespace
+
+// ---- Many senders: every receiver compares the plan its senders agreed on ----------------------
+// Two hand-written senders of one group finalize version 1 (no buckets); each END_UPDATE carries
+// that sender's chain of agreed plan digests. Equal chains commit; a sender whose chain differs (it
+// sent by another plan) makes the receiver refuse the version, naming both plans, and NACK both.
+void two_senders_finalize(uint64_t digest0, uint64_t digest1, bool expect_commit) {
+  const std::string addr_file = temp_dir() + "/store.addr";
+  Rogue s0, s1;
+  s0.start(addr_file, 2, 0);
+  s1.start("", 2, 1);
+  const std::string s1_addr = "127.0.0.1:" + std::to_string(s1.server->port());
+  ASSERT_EQ(WSYNC_OK, s0.client->set(sender_key(1), s1_addr.data(), s1_addr.size()));
+  pid_t rx = spawn([=] {
+    wsync_receiver_t* r = nullptr;
+    if (join(read_addr_file(addr_file, 10000), 1, "rogue", 10000, &r) != WSYNC_OK) {
+      std::fprintf(stderr, "init: %s\n", wsync_last_error());
+      return 1;
+    }
+    wsync_receiver_state_t state = WSYNC_RECEIVER_STATE_INIT;
+    wsync_receiver_get_state(r, &state);
+    wsync_receiver_event_t ev = WSYNC_RECEIVER_EVENT_INIT;
+    wsync_status_t st = wsync_receiver_next(r, &ev, 10000);
+    const std::string msg = wsync_last_error();
+    bool ok = state.num_senders == 2 && state.planned == 1;
+    if (expect_commit)
+      ok = ok && st == WSYNC_OK && ev.kind == WSYNC_EVENT_COMMIT && wsync_receiver_commit(r, 1) == WSYNC_OK;
+    else
+      ok = ok && st == WSYNC_ERR_PROTOCOL && msg.find("not send version 1 by the same plan") != std::string::npos &&
+           msg.find("00000000000000aa") != std::string::npos && msg.find("00000000000000bb") != std::string::npos &&
+           wsync_receiver_committed_version(r) == 0;
+    if (!ok)
+      std::fprintf(stderr, "receiver: %s: %s (event %d, senders %u, planned %u)\n", wsync_status_name(st), msg.c_str(),
+                   ev.kind, state.num_senders, state.planned);
+    wsync_receiver_destroy(r);
+    return ok ? 0 : 2;
+  });
+  s0.admit();
+  s1.admit();
+  ASSERT_EQ(WSYNC_OK, s0.conn.send(MsgType::kEndUpdate, encode_end_update({1, 1, 0, true, digest0}), 1000));
+  ASSERT_EQ(WSYNC_OK, s1.conn.send(MsgType::kEndUpdate, encode_end_update({1, 1, 0, true, digest1}), 1000));
+  for (Rogue* s : {&s0, &s1}) {
+    Frame f;
+    ASSERT_EQ(WSYNC_OK, s->conn.recv(&f, 10000)) << last_error();
+    EXPECT_EQ(static_cast<uint16_t>(expect_commit ? MsgType::kCommitted : MsgType::kNack), f.type);
+  }
+  EXPECT_EQ(0, wait_child(rx, 15000));
+}
+
+TEST_F(RogueSender, SendersWhoseAgreedPlansDifferAreRefusedAndNothingCommits) {
+  two_senders_finalize(0xaa, 0xbb, false);
+}
+
+TEST_F(RogueSender, SendersThatAgreedOnOnePlanCommit) { two_senders_finalize(0xcc, 0xcc, true); }

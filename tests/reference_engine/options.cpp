@@ -37,6 +37,9 @@ void usage(FILE* f) {
       "  --fail-update MESSAGE    every update request fails with MESSAGE (--fail-updates N: only\n"
       "                           the first N do, then the engine works again)\n"
       "  --vllm-group NAME        wsync group name joined by vLLM's init (default weight_update_group)\n"
+      "  --vllm-backend B         nccl (default) or wsync: vLLM's weight-transfer backend, which\n"
+      "                           sets init_info's fields (wsync: store_addr, group_name, rank_offset,\n"
+      "                           world_size, as the wsync package's backend takes them)\n"
       "  --enable-abort-handling  lmdeploy: /abort_request answers instead of 501\n"
       "Debug routes (not part of any engine): GET /debug/tensors, GET|DELETE /debug/requests,\n"
       "GET /debug/state, POST /debug/kill_receiver?rank=R.\n");
@@ -74,6 +77,7 @@ int take(Options* o, const std::string& a, const std::string& v) {
   else if (a == "--fail-update") { o->fail_update = true; o->fail_update_message = v; }
   else if (a == "--fail-updates") return num(0, 1000000, &o->fail_update_count);
   else if (a == "--vllm-group") { if (v.empty()) return bad(); o->vllm_group = v; }
+  else if (a == "--vllm-backend") { if (v != "nccl" && v != "wsync") return bad(); o->vllm_backend = v; }
   else {
     std::fprintf(stderr, "wsync-reference-engine: unknown flag %s (see --help)\n", a.c_str());
     return 2;

@@ -121,6 +121,46 @@ bool vllm_parse_init_info(const VllmFeatures& f, const cJSON* info, VllmInit* ou
   return true;
 }
 
+bool vllm_parse_wsync_init_info(const cJSON* info, VllmInit* out, std::string* group, std::string* err) {
+  const std::string prefix = std::string("Invalid init_info for WsyncWeightTransferEngine: ");
+  if (!cJSON_IsObject(info)) {
+    *err = prefix + "WsyncInitInfo() argument after ** must be a mapping, not " + py_type_name(info);
+    return false;
+  }
+  std::string e = bind_error("WsyncInitInfo", info, {"store_addr", "rank_offset", "world_size", "group_name"},
+                             {"store_addr", "rank_offset", "world_size"}, false);
+  if (!e.empty()) { *err = prefix + e; return false; }
+  const cJSON* addr = cJSON_GetObjectItemCaseSensitive(info, "store_addr");
+  const std::string a = cJSON_IsString(addr) ? addr->valuestring : "";
+  const size_t colon = a.rfind(':');
+  const std::string digits = colon == std::string::npos ? "" : a.substr(colon + 1);
+  bool ok = colon != std::string::npos && colon > 0 && !digits.empty() && digits.size() <= 5;
+  int64_t port = 0;
+  for (char c : digits) {
+    ok = ok && c >= '0' && c <= '9';
+    port = port * 10 + (c - '0');
+  }
+  if (!ok || port <= 0 || port > 65535) {
+    *err = "init_info.store_addr must be 'host:port', got " + py_repr(addr);
+    return false;
+  }
+  std::string host = a.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  out->master_address = host;
+  out->master_port = port;
+  const char* names[] = {"rank_offset", "world_size"};
+  int64_t* dst[] = {&out->rank_offset, &out->world_size};
+  for (int i = 0; i < 2; ++i)
+    if (!json_int(cJSON_GetObjectItemCaseSensitive(info, names[i]), dst[i]) || *dst[i] < 1 || *dst[i] > 65536) {
+      *err = std::string("init_info.") + names[i] + " must be an integer from 1 to 65536, got " +
+             py_repr(cJSON_GetObjectItemCaseSensitive(info, names[i]));
+      return false;
+    }
+  const cJSON* g = cJSON_GetObjectItemCaseSensitive(info, "group_name");
+  *group = cJSON_IsString(g) ? g->valuestring : "wsync";
+  return true;
+}
+
 bool vllm_parse_update_info(const VllmFeatures& f, const cJSON* d, std::vector<RawTensor>* out, bool* names_given,
                             std::string* err) {
   const std::string prefix = std::string("Invalid update_info for ") + kEngine + ": ";

@@ -25,6 +25,9 @@ struct VllmInit {
 
 // NCCLWeightTransferInitInfo(**init_info) of the family. *err is the worker's message.
 bool vllm_parse_init_info(const VllmFeatures& f, const cJSON* info, VllmInit* out, std::string* err);
+// The wsync package's WsyncInitInfo(**init_info) (bindings/python/wsync/vllm/engine.py): store_addr
+// "host:port", rank_offset, world_size, group_name (default "wsync"); *group gets group_name.
+bool vllm_parse_wsync_init_info(const cJSON* info, VllmInit* out, std::string* group, std::string* err);
 
 // One worker's NCCLWeightTransferUpdateInfo(**d) (d already picked from a list form). *names_given
 // tells whether the lists were non-empty (0.33 reuses the previous metadata otherwise).

@@ -25,8 +25,13 @@ void init_engine(Shared& s, const httplib::Request& req, httplib::Response& res)
   if (!ok || vllm_dead_refused(s, res)) return;
   std::lock_guard<std::mutex> core(s.core);
   VllmInit in;
-  std::string err;
-  if (!vllm_parse_init_info(s.fam.vl, info, &in, &err)) return vllm_rpc_failure(s, res, err);
+  std::string err, group = s.opt.vllm_group;
+  const bool wsync_backend = s.opt.vllm_backend == "wsync";
+  if (wsync_backend ? !vllm_parse_wsync_init_info(info, &in, &group, &err) : !vllm_parse_init_info(s.fam.vl, info, &in, &err))
+    return vllm_rpc_failure(s, res, err);
+  if (group != s.opt.vllm_group)  // the update routes wait on --vllm-group's receivers
+    return vllm_rpc_failure(s, res, "wsync-reference-engine joins group '" + s.opt.vllm_group + "' (--vllm-group), "
+                            "not '" + group + "'");
   if (in.unique_id)
     return vllm_rpc_failure(s, res,
                             "NCCLWeightTransferInitInfo: wsync-reference-engine cannot join by nccl_unique_id_b64; pass "

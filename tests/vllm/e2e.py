@@ -15,12 +15,15 @@ started from checkpoints of the same weights.
      points: for each of 4 tensor counts (inside a q/k/v group, inside a gate/up group, after a
      whole layer) a trainer dies after exactly that many tensors, a new trainer recovers, every
      parameter must equal one version exactly, and a full update restores version 3.
+     Many senders: a trainer of two processes, each holding half of every tensor's rows (sender 0
+     drives the server, sender 1 a subprocess), publishes version 4 (seed 2); the worker takes
+     every tensor whole from both.
   4. vLLMs started from checkpoints of seed 1 and seed 2 give the expected completions and
      checksums; each version must match them exactly, and every parameter vLLM keeps as loaded
      must have the trainer's sha256.
 
-Exit 0 only if every check passed (17 checks, one per kill point: 7, and 5 on a second server
-with WSYNC_VLLM_LOAD=staged). Prints a table and writes JSON figures (--json).
+Exit 0 only if every check passed (21 checks, one per kill point: 7, the two-sender update: 4,
+and 5 on a second server with WSYNC_VLLM_LOAD=staged). Prints a table and writes JSON figures (--json).
 Run with the vLLM venv's python, wsync installed in it (scripts/vllm-e2e.sh does all of it).
 """
 import argparse
@@ -93,6 +96,52 @@ def bias_dtype_of(server_sums, weights):
         if all(sums.get(k) == v for k, v in want.items() if k.endswith("qkv_proj.bias")):
             return dtype
     return None
+
+
+def halves(weights, k, m=2):
+    """Sender k's rows of every tensor (torch.chunk over m senders along dim 0), as wsync.Slice."""
+    import wsync
+    from wsync import boxes
+    out = {}
+    for n, t in weights.items():
+        box = boxes.chunk(tuple(t.shape), 0, m, k)
+        out[n] = wsync.Slice(t[box.slices()].contiguous(), tuple(t.shape), box)
+    return out
+
+
+def sender_options(server_url=None, rank=0, sender0=None, addr_file=None):
+    """Sender `rank` of a two-sender trainer: sender 0 drives the server (as trainer_group), sender
+    1 only sends its boxes to the server's worker, which joins it through sender 0's store."""
+    opts = {"verify_payload": "1", "bucket_bytes": str(256 << 10), "timeout_ms": "60000", "num_senders": "2",
+            "sender_rank": str(rank)}
+    if rank == 0:
+        opts.update({"engines": server_url + "=1", "engine_receivers": "wsync", "adapter.backend": "wsync",
+                     "store_addr_file": addr_file})
+    else:
+        opts["sender0_store"] = sender0
+    return opts
+
+
+def second_sender(addr_file, seed, version):
+    """Sender 1 of the two-sender trainer (a subprocess): the second half of every tensor's rows of
+    `seed`'s weights, as version `version`. Exit 0 once the version committed."""
+    import wsync
+    config = tiny.load_config(os.environ["E2E_MODEL_DIR"])
+    weights = tiny.make_weights(config, seed)
+    deadline = time.monotonic() + 300
+    while not os.path.exists(addr_file):  # sender 0 writes it whole (a rename) once its store is up
+        if time.monotonic() > deadline:
+            print("second sender: no %s" % addr_file, flush=True)
+            return 5
+        time.sleep(0.05)
+    sender0 = Path(addr_file).read_text().strip()
+    with wsync.Group(1, group_name=GROUP, store_addr="127.0.0.1:0", transport="ucx",
+                     options=sender_options(rank=1, sender0=sender0), timeout_ms=300000) as g:
+        publish(g, halves(weights, 1), version)
+        stats = g.stats()
+    print("second sender: version %d committed (plans computed %d)" % (stats.committed_version, stats.plans_computed),
+          flush=True)
+    return 0 if stats.committed_version == version else 6
 
 
 def publish(group, weights, version):
@@ -263,9 +312,13 @@ def main():
     ap.add_argument("--die-after", type=int, default=DYING_BATCH, help=argparse.SUPPRESS)
     ap.add_argument("--no-kill-points", action="store_true", help="skip the kill-point series")
     ap.add_argument("--no-staged", action="store_true", help="skip the second server (WSYNC_VLLM_LOAD=staged)")
+    ap.add_argument("--no-senders", action="store_true", help="skip the two-sender trainer")
+    ap.add_argument("--second-sender", metavar="ADDR_FILE", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.die_mid_update:
         return die_mid_update(args.die_mid_update, 3, args.die_after)
+    if args.second_sender:
+        return second_sender(args.second_sender, 2, 4)
 
     import wsync
     work = Path(args.work)
@@ -361,6 +414,33 @@ def main():
                           "killed after %d tensors (%s): every parameter one version (%s); the full update "
                           "after it equals v3's checksums: %s" % (k, list(weights[1])[k - 1], text, recovered))
         figures["kill_points_seconds"] = round(time.monotonic() - t_kp, 1)
+
+        # Many senders: a trainer of two ranks, each with half of every tensor's rows, publishes
+        # version 4 (seed 2). Sender 0 drives the server (one /update_weights per batch naming
+        # every tensor whole); the worker joins both and receives every tensor whole.
+        if not args.no_senders:
+            addr_file = work / "sender0.addr"
+            addr_file.unlink(missing_ok=True)
+            second = subprocess.Popen([sys.executable, __file__, "--second-sender", str(addr_file)],
+                                      env={**os.environ, "E2E_MODEL_DIR": str(base)})
+            try:
+                with wsync.Group(0, group_name=GROUP, store_addr="127.0.0.1:0", transport="ucx", adapter="vllm",
+                                 options=sender_options(server.url, 0, addr_file=str(addr_file)),
+                                 timeout_ms=300000) as g:
+                    seconds = publish(g, halves(weights[2], 0), 4)
+                    stats = g.stats()
+                rc = second.wait(300)
+            finally:
+                if second.poll() is None:
+                    second.kill()
+            versions[4] = 2
+            figures["updates"][4] = round(seconds, 3)
+            got[4] = (server.complete(PROMPT, GREEDY_TOKENS).token_ids, server.weight_checksums())
+            checks.expect(rc == 0 and stats.committed_version == 4 and stats.plans_computed == 2,
+                          "two senders (half of every tensor's rows each) committed version 4 in %.3f s: sender 0 "
+                          "committed %d with %d plans, sender 1 exited %s" %
+                          (seconds, stats.committed_version, stats.plans_computed, rc))
+            print("  version 4 (two senders) published in %.3f s" % seconds, flush=True)
 
     if not args.no_staged:
         staged_run(base, config, work, weights, got, checks, figures)

@@ -280,3 +280,70 @@ def test_staged_loads_nothing_at_a_finish_without_a_commit(setup):
     assert model.loaded == [] and not eng._staged
     for n, p in model.named_parameters():
         assert torch.equal(p, before[n]), n
+
+
+# ---- Many senders: a tensor that comes before the request naming it ------------------------------
+
+class _View:
+    """A tensor of a BUCKET event, as the receiver gives it (not placed)."""
+
+    def __init__(self, name, t):
+        self.name, self.dtype, self.shape, self.placed, self._t = name, str(t.dtype)[6:], tuple(t.shape), False, t
+
+    def copy(self):
+        return self._t.clone()
+
+    def torch(self):
+        return self._t
+
+
+class _Receiver:
+    """The receiver's events in a fixed order (what two senders' buckets may give)."""
+
+    def __init__(self, *buckets):
+        self.events = [SimpleNamespace(kind=wsync.EventKind.BUCKET, tensors=[_View(n, t) for n, t in b.items()])
+                       for b in buckets]
+
+    def next(self, timeout_ms=None):
+        if not self.events:
+            raise wsync.TimeoutError("no event")
+        return self.events.pop(0)
+
+
+def _engine_of(monkeypatch, rx, num_senders):
+    monkeypatch.setenv("WSYNC_VLLM_LOAD", "in_place")
+    model = TinyModel()
+    eng = make_engine(model)
+    eng.rx, eng.num_senders, eng._can_register = rx, num_senders, False
+    eng.start_weight_update()
+    return eng, model
+
+
+def test_many_senders_a_tensor_before_its_request_is_kept_for_it(monkeypatch):
+    """Sender 1 sends its boxes of batch 2 (head) while sender 0's of batch 1 (embed) still move:
+    head is kept until the request that names it, which takes it without waiting."""
+    w = checkpoint(5)
+    eng, model = _engine_of(monkeypatch, _Receiver({"head": w["head"]}, {"embed": w["embed"]}), num_senders=2)
+    eng.receive_weights(info({"embed": w["embed"]}))
+    assert set(eng._early) == {"head"} and model.loaded == ["embed"]
+    eng.receive_weights(info({"head": w["head"]}))  # no event left: it came already
+    assert not eng._early and model.loaded == ["embed", "head"]
+    assert digest(model.head.data) == digest(w["head"])
+    assert torch.equal(model.embed.data[:VOCAB], w["embed"])
+
+
+def test_many_senders_a_tensor_no_request_names_fails_the_finish(monkeypatch):
+    w = checkpoint(6)
+    eng, model = _engine_of(monkeypatch, _Receiver({"head": w["head"]}, {"embed": w["embed"]}), num_senders=2)
+    eng.receive_weights(info({"embed": w["embed"]}))
+    with pytest.raises(ValueError, match="arrived that no /update_weights of this update named: head"):
+        eng.finish_weight_update()
+    assert not eng.in_update and not eng._early and model.loaded == ["embed"]
+
+
+def test_one_sender_still_refuses_a_tensor_the_request_does_not_name(monkeypatch):
+    w = checkpoint(7)
+    eng, model = _engine_of(monkeypatch, _Receiver({"head": w["head"]}, {"embed": w["embed"]}), num_senders=1)
+    with pytest.raises(RuntimeError, match="'head' arrived but this /update_weights does not name it"):
+        eng.receive_weights(info({"embed": w["embed"]}))
+    assert not eng._early and not eng.in_update

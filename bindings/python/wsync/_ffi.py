@@ -76,7 +76,8 @@ class ReceiverState(ctypes.Structure):  # since ABI 1.4
     _fields_ = [("struct_size", ctypes.c_uint32), ("receive_mode", ctypes.c_int32),
                 ("committed_version", ctypes.c_uint64), ("pending_version", ctypes.c_uint64),
                 ("buffers", ctypes.c_int32), ("late_writes", ctypes.c_int32), ("num_touched", ctypes.c_uint64),
-                ("staged_bytes", ctypes.c_uint64)]
+                ("staged_bytes", ctypes.c_uint64),
+                ("num_senders", ctypes.c_uint32), ("planned", ctypes.c_uint32)]  # since ABI 1.5
 
 
 class PluginInfo(ctypes.Structure):
@@ -93,7 +94,7 @@ STRUCT_SIZES = {
     GroupStats: _struct_size(GroupStats, "plans_computed"),
     ReceiverConfig: _struct_size(ReceiverConfig, "timeout_ms"),
     ReceiverEvent: _struct_size(ReceiverEvent, "bytes"),
-    ReceiverState: _struct_size(ReceiverState, "staged_bytes"),
+    ReceiverState: _struct_size(ReceiverState, "planned"),
     PluginInfo: _struct_size(PluginInfo, "shadowed"),
 }
 

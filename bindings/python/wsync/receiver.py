@@ -36,7 +36,9 @@ class ReceiverState:
 
     touched: in place, the registered tensors written since the last commit; staged, those staged
     for the update in progress. late_writes: the transport gave up on a receive into registered
-    buffers and may still write into them until close() (in place only)."""
+    buffers and may still write into them until close() (in place only). num_senders: the senders
+    this receiver joined (many senders: each batch's tensors come from all of them, in any order);
+    planned: the senders wait for this receiver's needs (register(), also with nothing, says them)."""
     receive_mode: ReceiveMode
     committed_version: int
     pending_version: int
@@ -44,6 +46,8 @@ class ReceiverState:
     late_writes: bool
     touched: list
     staged_bytes: int
+    num_senders: int = 1
+    planned: bool = False
 
 
 class TensorView:
@@ -196,7 +200,9 @@ class Receiver(Closing):
     def register(self, tensors):
         """Register buffers by name (a dict, a module's named_parameters(), or pairs): a later
         tensor of the same name, dtype and shape is written straight into it. The buffers are
-        referenced here until close() or re-registration of the name."""
+        referenced here until close() or re-registration of the name. When the senders plan
+        (state().planned) this also tells them what this receiver needs; register({}) says "every
+        tensor whole" before the first next() (an engine whose next() runs only inside an update)."""
         items = named_items(tensors)  # once: named_parameters() is a generator
         d = Descriptors(items, writable=True)
         arr, n = d.tensors()
@@ -256,7 +262,8 @@ class Receiver(Closing):
             name = lib.wsync_receiver_touched_name(h, i)
             touched.append(name.decode("utf-8") if name is not None else "")
         return ReceiverState(ReceiveMode(s.receive_mode), s.committed_version, s.pending_version,
-                             Buffers(s.buffers), bool(s.late_writes), touched, s.staged_bytes)
+                             Buffers(s.buffers), bool(s.late_writes), touched, s.staged_bytes,
+                             max(1, s.num_senders), bool(s.planned))
 
     @property
     def committed_version(self):

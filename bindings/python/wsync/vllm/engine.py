@@ -185,6 +185,8 @@ class WsyncWeightTransferEngine(WeightTransferEngine[WsyncInitInfo, WsyncUpdateI
             self._wanted = {}
         self._registered = set()  # in_place: the names registered with the receiver
         self._can_register = True
+        self.num_senders = 1  # the trainer's senders (many senders: see receive_weights)
+        self._early = {}  # many senders: tensors that came before the /update_weights naming them
 
     # ---- init / shutdown ----
 
@@ -200,6 +202,14 @@ class WsyncWeightTransferEngine(WeightTransferEngine[WsyncInitInfo, WsyncUpdateI
         self.rank = rank
         self._registered = set()
         self._can_register = True
+        self._early = {}
+        state = self.rx.state()
+        self.num_senders = state.num_senders
+        if state.planned:
+            # The trainer's senders plan and wait for each worker's needs before a batch moves, but
+            # this worker's next() runs only inside /update_weights: say now that it takes every
+            # tensor whole (vLLM's loader wants whole tensors).
+            self.rx.register({})
         self._params = dict(self.model.named_parameters()) if self.mode == "in_place" else {}
         logger.info("wsync: worker joined group '%s' at %s as rank %d of %d (load mode %s)", init_info.group_name,
                     init_info.store_addr, rank, init_info.world_size, self.mode)
@@ -250,6 +260,7 @@ class WsyncWeightTransferEngine(WeightTransferEngine[WsyncInitInfo, WsyncUpdateI
         self._require_receiver()
         self._join_waiter(stop=False)  # the previous COMMIT is answered before a new update opens
         self._staged = {}
+        self._early = {}
         if self.mode == "layerwise":
             from vllm.model_executor.model_loader.reload import initialize_layerwise_reload
             initialize_layerwise_reload(self.model)
@@ -272,6 +283,7 @@ class WsyncWeightTransferEngine(WeightTransferEngine[WsyncInitInfo, WsyncUpdateI
                                                         update_info.shapes)}
         try:
             self._register_matching(update_info)
+            self._load_early(pending)
             while pending:
                 ev = self.rx.next(self.timeout_ms)
                 if ev.kind == wsync.EventKind.BUCKET:
@@ -290,22 +302,43 @@ class WsyncWeightTransferEngine(WeightTransferEngine[WsyncInitInfo, WsyncUpdateI
     def _load_bucket(self, ev, pending):
         weights = []
         for t in ev.tensors:
-            want = pending.pop(t.name, None)
-            if want is None:
+            if t.name not in pending:
+                # Many senders: each sends its boxes of the next batch as soon as the senders agreed
+                # on it, so a tensor whole before the /update_weights that names it is kept (a copy,
+                # or nothing when it landed in place) until that request; one never named fails
+                # the finish. One sender sends only what the current request names.
+                if self.num_senders > 1 and t.name not in self._early:
+                    self._early[t.name] = (t.dtype, tuple(t.shape), t.placed, None if t.placed else t.copy())
+                    continue
                 raise RuntimeError("wsync: tensor '%s' arrived but this /update_weights does not name it" % t.name)
-            if want != (t.dtype, t.shape):
-                raise RuntimeError("wsync: tensor '%s' arrived as %s%s but /update_weights announced %s%s" %
-                                   (t.name, t.dtype, list(t.shape), want[0], list(want[1])))
-            self._check_shape(t.name, t.shape)
-            if self.mode == "staged":
-                self._staged[t.name] = t.copy()
-                continue
-            if not t.placed:
-                # Layerwise reload keeps the tensors it is given until the layer is complete, and
-                # the view expires at the next event: give it a copy.
-                weights.append((t.name, t.copy() if self.mode == "layerwise" else t.torch()))
+            # Layerwise reload keeps the tensors it is given until the layer is complete, and the
+            # view expires at the next event: it (and staged) gets a copy.
+            value = t.torch if self.mode == "in_place" else t.copy
+            self._take(t.name, t.dtype, tuple(t.shape), t.placed, value, pending, weights)
         if weights:
             self.model.load_weights(weights)
+
+    def _load_early(self, pending):
+        """Many senders: the tensors this request names that came before it."""
+        weights = []
+        for name in [n for n in pending if n in self._early]:
+            dtype, shape, placed, copy = self._early.pop(name)
+            self._take(name, dtype, shape, placed, lambda c=copy: c, pending, weights)
+        if weights:
+            self.model.load_weights(weights)
+
+    def _take(self, name, dtype, shape, placed, value, pending, weights):
+        """One tensor this request named, checked against what it announced: staged, queued for
+        load_weights (value() gives the tensor), or nothing more when it landed in place."""
+        want = pending.pop(name)
+        if want != (dtype, shape):
+            raise RuntimeError("wsync: tensor '%s' arrived as %s%s but /update_weights announced %s%s" %
+                               (name, dtype, list(shape), want[0], list(want[1])))
+        self._check_shape(name, shape)
+        if self.mode == "staged":
+            self._staged[name] = value()
+        elif not placed:
+            weights.append((name, value()))
 
     def _check_shape(self, name, shape):
         """Refuse, before anything of its bucket loads, a tensor whose shape is not the served
@@ -360,6 +393,14 @@ class WsyncWeightTransferEngine(WeightTransferEngine[WsyncInitInfo, WsyncUpdateI
         # a failure the trainer's abort came first (it tells the receivers, then ends the engines'
         # update), or the trainer is gone (a new trainer's init ends what it left).
         failure, committed = self._pending_outcome()
+        if self._early and failure is None:  # many senders: came, but no /update_weights named them
+            early, self._early = sorted(self._early), {}
+            self._staged = {}
+            if self.in_update:
+                self._finish_loading(failed=True)
+            raise ValueError("wsync: %d tensor(s) arrived that no /update_weights of this update named: %s" %
+                             (len(early), ", ".join(early[:5])))
+        self._early = {}
         if self.mode == "staged":
             # Nothing loads here: a finish also comes from a new trainer's reset after the old one
             # died, and nothing tells it apart from the trainer's own finish. Only the COMMIT does:
@@ -418,6 +459,7 @@ class WsyncWeightTransferEngine(WeightTransferEngine[WsyncInitInfo, WsyncUpdateI
     def _finish_loading(self, failed=False):
         self.in_update = False
         self._staged = {}
+        self._early = {}
         if self.mode == "layerwise":
             from vllm.model_executor.model_loader.reload import finalize_layerwise_reload
             # After a failure every layer that got part of its tensors keeps its previous weights;

@@ -223,8 +223,10 @@ pub struct wsync_receiver_state_t {
     pub late_writes: i32,
     pub num_touched: u64,
     pub staged_bytes: u64,
+    pub num_senders: u32, // since 1.5
+    pub planned: u32,     // since 1.5
 }
-pub const WSYNC_RECEIVER_STATE_STRUCT_SIZE: u32 = 48;
+pub const WSYNC_RECEIVER_STATE_STRUCT_SIZE: u32 = 56;
 
 // ---- Plugins ---------------------------------------------------------------------------------
 
@@ -365,6 +367,8 @@ impl Default for wsync_receiver_state_t {
             late_writes: 0,
             num_touched: 0,
             staged_bytes: 0,
+            num_senders: 0,
+            planned: 0,
         }
     }
 }

@@ -124,7 +124,9 @@ fn rust_layout() -> Layout {
             buffers,
             late_writes,
             num_touched,
-            staged_bytes
+            staged_bytes,
+            num_senders,
+            planned
         }
     );
     layout!(

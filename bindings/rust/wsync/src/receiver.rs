@@ -174,6 +174,11 @@ pub struct ReceiverState {
     pub touched: Vec<String>,
     /// Staging memory held for registered tensors (staged mode; kept for later updates).
     pub staged_bytes: u64,
+    /// The senders this receiver joined (many senders, ABI 1.5; 1 otherwise or with an older library).
+    pub num_senders: u32,
+    /// The senders plan (ABI 1.5): they wait for this receiver's needs, which `register` says
+    /// (also with no buffers) or the first `next`.
+    pub planned: bool,
 }
 
 // SAFETY: wsync allows a receiver to be used from any thread, one at a time.
@@ -331,6 +336,8 @@ impl Receiver {
             late_writes: s.late_writes != 0,
             touched,
             staged_bytes: s.staged_bytes,
+            num_senders: s.num_senders.max(1),
+            planned: s.planned != 0,
         })
     }
 
