@@ -83,6 +83,7 @@ struct Batch {
   std::vector<std::string> announced_names;
   PlanBucket announced_bucket;
   std::shared_ptr<EngineCalls> announce_calls;  // that UPDATE, while it runs
+  bool announced_alone = false;                 // no bucket of it here: its UPDATE went on its own
   int64_t timeout_ms = 0;          // per wait for a receiver
   void* cuda_event = nullptr;      // recorded on the caller's stream at start (CUDA tensors only)
   size_t prepared = 0;             // buckets packed (or taken from the caller's memory) so far
@@ -90,6 +91,9 @@ struct Batch {
   int64_t started_ms = 0;
   bool cuda_ordered = false;       // the copy stream waits for cuda_event already
 };
+
+// The batches the pipeline thread moves, oldest first.
+using BatchList = std::deque<std::unique_ptr<Batch>>;
 
 // A finalize handed to the pipeline thread; the caller waits for `done`.
 struct FinalizeJob {

@@ -58,10 +58,20 @@ void announce_cancel(Batch* b) {
 }
 
 wsync_status_t announce_alone(wsync_group_t* g, Batch* b) {
-  if (!g->http_engines || !g->planned || !b->plan.empty() || b->announced.empty()) return WSYNC_OK;
+  if (!g->http_engines || !g->planned || !b->plan.empty() || b->announced.empty() || b->announced_alone) return WSYNC_OK;
+  b->announced_alone = true;
   wsync_status_t st = announce_start(g, b);
   if (st != WSYNC_OK) return st;
   return announce_finish(b);
+}
+
+wsync_status_t announce_before(wsync_group_t* g, const BatchList& active, const Batch* next) {
+  for (const auto& b : active) {
+    if (b.get() == next) break;
+    wsync_status_t st = announce_alone(g, b.get());
+    if (st != WSYNC_OK) return st;
+  }
+  return WSYNC_OK;
 }
 
 }  // namespace wsync

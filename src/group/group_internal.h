@@ -97,8 +97,11 @@ void announce_build(const OwnershipPlan& plan, Batch* b);
 wsync_status_t announce_start(wsync_group_t* g, Batch* b);
 wsync_status_t announce_finish(Batch* b);
 void announce_cancel(Batch* b);
-// A batch of which this sender sends no bucket: its UPDATE, posted and collected now.
+// A batch of which this sender sends no bucket: its UPDATE, posted and collected now (once).
 wsync_status_t announce_alone(wsync_group_t* g, Batch* b);
+// Before the first bucket of batch `next` goes out: announce_alone for every batch ahead of it in
+// `active` (the engines handle their UPDATEs one at a time, in the order they come).
+wsync_status_t announce_before(wsync_group_t* g, const BatchList& active, const Batch* next);
 
 // ---- group_wait.cpp (pipeline thread)
 // What a wait is waiting for: frames from some receivers, and/or a transport send to complete.

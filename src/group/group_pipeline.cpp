@@ -22,8 +22,6 @@
 namespace wsync {
 namespace {
 
-using BatchList = std::deque<std::unique_ptr<Batch>>;
-
 // Take the next job: block while there is none (an abort in the middle of an update is announced
 // to receivers meanwhile); false when the group is being destroyed.
 bool take_job(wsync_group_t* g, Job* job, bool block) {
@@ -172,6 +170,9 @@ void run_batches(wsync_group_t* g, std::unique_ptr<Batch> first, Job* held) {
         (st = bucket_prepare(g, ready.get(), progress)) != WSYNC_OK)
       break;
     if (ready && flight.size() < g->window) {
+      // (senders that plan, HTTP engines: an earlier batch of which this sender sends nothing
+      // gets its UPDATE first, so that the engines see them in batch order)
+      if ((st = announce_before(g, active, ready->batch)) != WSYNC_OK) break;
       flight.push_back(std::move(ready));
       if ((st = bucket_send(g, &flight)) != WSYNC_OK) break;
       continue;

@@ -156,7 +156,10 @@ wsync_status_t read_needs(wsync_group_t* g, int64_t deadline, int64_t timeout_ms
                   st != WSYNC_OK ? last_error().c_str() : ("they name rank " + std::to_string(rank)).c_str());
     for (const Need& n : needs)
       if (!n.full) (*out)[r - 1][n.name] = n.box;
-    *digest = XXH3_64bits_withSeed(v.data(), v.size(), *digest);  // what this sender read, in rank order
+    // What this sender read, in rank order: the needs, not the record's version (a receiver that
+    // registers whole buffers mid-update says the same needs again under a newer version).
+    const std::vector<uint8_t> canon = encode_needs(rank, 0, needs);
+    *digest = XXH3_64bits_withSeed(canon.data(), canon.size(), *digest);
   }
   return WSYNC_OK;
 }

@@ -115,26 +115,32 @@ wsync_status_t group_send_start(wsync_group_t* g, const wsync_tensor_t* tensors,
   b->timeout_ms = receiver_timeout(g, timeout_ms);
   const int64_t room_ms = effective_timeout(g, timeout_ms);
   wsync_status_t st = copy_batch(tensors, n, b.get());
+  // Many senders: room in the pipeline first (a batch whose record went out must be queued).
+  if (st == WSYNC_OK && g->planned) {
+    Lock lk(g->shared.mu);
+    st = wait_for_room(g, lk, deadline_after(room_ms), room_ms);
+  }
   // Many senders: every sender's part of this batch agreed before anything is queued.
   bool published = false;
   if (st == WSYNC_OK) st = senders_plan_batch(g, b.get(), b->timeout_ms, &published);
   if (st == WSYNC_OK) st = plan_batch(g, b.get());
   if (st == WSYNC_OK) st = device_check_batch(g, b->tensors);
-  if (st != WSYNC_OK && published) {
-    // The other senders count this batch: going on would leave every later batch out of step.
+  // The other senders count a batch whose record went out: a failure after that would leave every
+  // later batch out of step, so it breaks the group.
+  const auto broken = [g, published](wsync_status_t failed) {  // (under the lock)
+    if (!published) return failed;
     const std::string why = last_error();
-    Lock lk(g->shared.mu);
     if (g->shared.failed == WSYNC_OK) {
-      g->shared.failed = st;
+      g->shared.failed = failed;
       g->shared.failed_why = why;
     }
-    return fail_msg(st, why);
-  }
-  if (st != WSYNC_OK) return st;
+    return fail_msg(failed, why);
+  };
   Lock lk(g->shared.mu);
-  if ((st = wait_for_room(g, lk, deadline_after(room_ms), room_ms)) != WSYNC_OK) return st;
+  if (st != WSYNC_OK) return broken(st);
+  if ((st = wait_for_room(g, lk, deadline_after(room_ms), room_ms)) != WSYNC_OK) return broken(st);
   // Now, not earlier: work the caller queues on its stream before this call returns is seen.
-  if ((st = device_record_caller(g, b->tensors, &b->cuda_event)) != WSYNC_OK) return st;
+  if ((st = device_record_caller(g, b->tensors, &b->cuda_event)) != WSYNC_OK) return broken(st);
   b->ticket = g->shared.next_ticket++;
   b->started_ms = now_ms();
   for (const auto& name : b->names) g->names_in_update.insert(name);

@@ -102,6 +102,7 @@ struct RxShared {
   std::vector<wsync_receiver*> links;
   int64_t first_end_ms = 0;  // when the first link of the current update asked for its commit
   uint64_t needs_published = 0;  // versions of this receiver's needs put in sender 0's store
+  std::vector<uint8_t> needs_said;  // the last of them, without its version
   uint64_t commit_ready = 0;     // many senders: the version COMMIT reported (every sender finalized it)
   std::string link_failed;   // a link failed: the receiver cannot take updates any more
   wsync_status_t link_status = WSYNC_OK;

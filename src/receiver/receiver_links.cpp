@@ -244,6 +244,11 @@ wsync_status_t links_publish_needs(wsync_receiver_t* rx) {
       n.box = kv.second.box;
       needs.push_back(std::move(n));
     }
+  std::sort(needs.begin(), needs.end(), [](const Need& a, const Need& b) { return a.name < b.name; });
+  // Said once, and again only when they change (registering whole buffers changes nothing).
+  const std::vector<uint8_t> canon = encode_needs(rx->rank, 0, needs);
+  if (rx->sh->needs_published != 0 && canon == rx->sh->needs_said) return WSYNC_OK;
+  rx->sh->needs_said = canon;
   const std::vector<uint8_t> rec = encode_needs(rx->rank, ++rx->sh->needs_published, needs);
   wsync_status_t st = rx->store_client->set(needs_key(rx->group_name, rx->rank), rec.data(), rec.size());
   return st == WSYNC_OK ? st : fail_msg(st, "telling the senders what receiver rank " + std::to_string(rx->rank) +

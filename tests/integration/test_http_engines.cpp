@@ -471,11 +471,12 @@ TEST(HttpEngines, UnmodifiedEngineGetsTheWholeDialogueInOrder) {
 }  // namespace
 
 // ---- Many senders (issue 24) ------------------------------------------------------------------
-// A trainer of two processes, each holding half of every tensor's rows, into a vLLM server whose
-// workers run the wsync backend (the reference engine with --vllm-backend wsync, 2 GPUs). Sender 0
-// drives the server: one /update_weights per batch naming every tensor whole; sender 1 (a child)
-// only sends its rows, to workers that joined it through sender 0's store. Both workers hold every
-// byte of both versions.
+// A trainer of two processes into a vLLM server whose workers run the wsync backend (the reference
+// engine with --vllm-backend wsync, 2 GPUs). Batch 1 (the small tensors) is sender 1's alone:
+// sender 0 sends no bucket of it; batch 2 is half of every tensor's rows each, several buckets of
+// sender 0's. Sender 0 drives the server, both batches queued at once: one /update_weights per
+// batch naming every tensor whole, in batch order; sender 1 (a child) only sends its boxes, to
+// workers that joined it through sender 0's store. Both workers hold every byte of both versions.
 
 namespace {
 
@@ -487,11 +488,12 @@ using harness::tensor_of;
 using harness::wait_child;
 
 std::vector<synth_tensor_t> two_sender_model() {
-  return {tensor_of("embed.weight", WSYNC_DTYPE_FLOAT32, {300, 64}), tensor_of("layer.0.w", WSYNC_DTYPE_BFLOAT16, {64, 130}),
-          tensor_of("layer.0.bias", WSYNC_DTYPE_INT64, {10}), tensor_of("norm.weight", WSYNC_DTYPE_FLOAT32, {7})};
+  return {tensor_of("layer.0.bias", WSYNC_DTYPE_INT64, {10}), tensor_of("norm.weight", WSYNC_DTYPE_FLOAT32, {7}),
+          tensor_of("embed.weight", WSYNC_DTYPE_FLOAT32, {3000, 64}), tensor_of("layer.0.w", WSYNC_DTYPE_BFLOAT16, {64, 130})};
 }
 
-// Sender k's rows of every tensor at `version` (torch.chunk over 2 along dim 0): bytes and descriptors.
+// Sender k's part of every tensor at `version`: the first two tensors whole from sender 1 (sender 0
+// has none of them), the others by rows (torch.chunk over 2 along dim 0): bytes and descriptors.
 struct Rows {
   std::vector<std::vector<uint8_t>> bytes;
   std::vector<wsync_tensor_t> descs;
@@ -504,7 +506,9 @@ Rows rows_of(const std::vector<synth_tensor_t>& spec, uint32_t k, uint64_t versi
     const synth_tensor_t& t = spec[i];
     std::vector<uint8_t> full(t.nbytes);
     synth_fill(&t, version, full.data());
-    const int64_t half = (t.shape[0] + 1) / 2, begin = k == 0 ? 0 : half, end = k == 0 ? half : t.shape[0];
+    const bool whole = i < 2;  // sender 1's alone
+    if (whole && k == 0) continue;
+    const int64_t half = whole ? 0 : (t.shape[0] + 1) / 2, begin = k == 0 ? 0 : half, end = k == 0 ? half : t.shape[0];
     const uint64_t row = t.nbytes / static_cast<uint64_t>(t.shape[0]);
     out.bytes[i].assign(full.begin() + begin * row, full.begin() + end * row);
     wsync_tensor_t d = desc_of(t, out.bytes[i].data());
@@ -518,14 +522,19 @@ Rows rows_of(const std::vector<synth_tensor_t>& spec, uint32_t k, uint64_t versi
   return out;
 }
 
-// Versions 1..versions of sender k's rows, in two batches each.
+// Versions 1..versions of sender k's part, in two batches each, both queued before either is
+// waited for.
 wsync_status_t publish_rows(wsync_group_t* g, uint32_t k, uint64_t versions) {
   const std::vector<synth_tensor_t> spec = two_sender_model();
   wsync_status_t st = WSYNC_OK;
   for (uint64_t v = 1; v <= versions && st == WSYNC_OK; ++v) {
     Rows r = rows_of(spec, k, v);
-    st = wsync_group_send_batch(g, r.descs.data(), 2, -1);
-    if (st == WSYNC_OK) st = wsync_group_send_batch(g, r.descs.data() + 2, r.descs.size() - 2, -1);
+    const size_t first = k == 0 ? 0 : 2;  // batch 1: the whole tensors (none of sender 0's)
+    uint64_t t1 = 0, t2 = 0;
+    st = wsync_group_send_start(g, r.descs.data(), first, -1, &t1);
+    if (st == WSYNC_OK) st = wsync_group_send_start(g, r.descs.data() + first, r.descs.size() - first, -1, &t2);
+    if (st == WSYNC_OK) st = wsync_group_send_wait(g, t1, -1);
+    if (st == WSYNC_OK) st = wsync_group_send_wait(g, t2, -1);
     if (st == WSYNC_OK) st = wsync_group_finalize(g, v, -1);
   }
   return st;
@@ -571,14 +580,21 @@ TEST(HttpEngines, TwoSendersIntoAVllmWhoseWorkersRunTheWsyncBackend) {
     ASSERT_EQ(WSYNC_OK, wsync_group_get_stats(tr.g, &s));
     EXPECT_EQ(2u, s.committed_version);
     EXPECT_EQ(2u, s.plans_computed);  // one per batch, reused for version 2
-    // One /update_weights per batch (2 batches x 2 versions), each naming its tensors whole.
+    wsync_group_stats_t s0 = WSYNC_GROUP_STATS_INIT;
+    ASSERT_EQ(WSYNC_OK, wsync_group_get_stats(tr.g, &s0));
+    EXPECT_GE(s0.buckets, 4u) << "sender 0 sent several buckets of batch 2 each version";
+    // One /update_weights per batch (2 batches x 2 versions), in batch order, each naming its
+    // tensors whole; the first of each version comes from no bucket of sender 0's.
     size_t updates = 0;
     for (const Seen& r : requests(e))
       if (r.path == "/update_weights") {
         ++updates;
-        for (const char* name : updates % 2 == 1 ? std::vector<const char*>{"embed.weight", "layer.0.w"}
-                                                 : std::vector<const char*>{"layer.0.bias", "norm.weight"})
-          EXPECT_NE(std::string::npos, r.body.find(name)) << r.body;
+        const bool first = updates % 2 == 1;
+        for (const char* name : first ? std::vector<const char*>{"layer.0.bias", "norm.weight"}
+                                      : std::vector<const char*>{"embed.weight", "layer.0.w"})
+          EXPECT_NE(std::string::npos, r.body.find(name)) << "update request " << updates << ": " << r.body;
+        EXPECT_EQ(std::string::npos, r.body.find(first ? "embed.weight" : "norm.weight")) << r.body;
+        EXPECT_EQ(200, r.status) << r.body;
       }
     EXPECT_EQ(4u, updates);
   }
