@@ -169,6 +169,22 @@ TEST(Frames, RejectCommittedEndUpdate) {
   EXPECT_EQ(ed.update_id, 11u);
   EXPECT_EQ(ed.buckets, 13u);
   EveryTruncationIsRefused(e, decode_end_update, "END_UPDATE", {"version", "update_id", "buckets"});
+  EXPECT_FALSE(ed.has_plan);
+
+  // Senders that plan append the chain of their agreed plan digests; a part of it is refused, and
+  // what may follow it (a later sender's field) is not.
+  std::vector<uint8_t> ep = e;
+  Put(ep, 0xfeedfacecafebeefull, 8);
+  EXPECT_EQ(encode_end_update(EndUpdateBody{7, 11, 13, true, 0xfeedfacecafebeefull}), ep);
+  ASSERT_EQ(decode_end_update(ep, &ed), WSYNC_OK);
+  EXPECT_TRUE(ed.has_plan);
+  EXPECT_EQ(ed.plan_digest, 0xfeedfacecafebeefull);
+  EXPECT_EQ(ed.buckets, 13u);
+  std::vector<uint8_t> cut(ep.begin(), ep.end() - 3);
+  EXPECT_EQ(decode_end_update(cut, &ed), WSYNC_ERR_PROTOCOL);
+  EXPECT_NE(std::string::npos, last_error().find("plan_digest")) << last_error();
+  ep.push_back(1);
+  EXPECT_EQ(decode_end_update(ep, &ed), WSYNC_OK);
 }
 
 TEST(Frames, ManifestFrameAndReadyRefuseTrailingBytes) {
