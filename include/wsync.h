@@ -192,6 +192,12 @@ typedef struct wsync_option_t {
  *                     boxes it registered
  *   sender_rank       since 1.5: this sender's rank, 0..num_senders-1 (default 0)
  *   sender0_store     since 1.5, senders 1..num_senders-1 only: "host:port" of sender 0's store
+ *   membership        since 1.5: fixed (default: any receiver's failure breaks the group) or
+ *                     elastic (a receiver that fails is removed, named in a member event, and the
+ *                     group stays usable; docs/ABI.md "Membership")
+ *   commit_quorum     since 1.5, elastic only: 1..num_receivers; an update during which receivers
+ *                     were removed still commits on the others when at least this many of them
+ *                     hold every byte (default: all of them, i.e. such an update fails)
  * Unknown keys are refused with WSYNC_ERR_INVALID_ARGUMENT naming the key; keys starting with
  * "transport." or "adapter." are passed to that plugin, which validates them. */
 
@@ -423,14 +429,47 @@ typedef struct wsync_group_stats_t {
   uint64_t plans_computed;       /* since 1.5, many senders: ownership plans this sender computed; a
                                     batch whose senders' records repeat the previous batch's reuses
                                     its plan and does not count */
+  uint32_t members;              /* since 1.5: the receivers in the group now (num_receivers less
+                                    those removed: option membership=elastic) */
+  uint32_t members_left;         /* since 1.5: receivers removed since init */
 } wsync_group_stats_t;
 
-#define WSYNC_GROUP_STATS_STRUCT_SIZE WSYNC_STRUCT_SIZE(wsync_group_stats_t, plans_computed)
-#define WSYNC_GROUP_STATS_INIT {(uint32_t)WSYNC_GROUP_STATS_STRUCT_SIZE, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0.0, 0u, 0u}
+#define WSYNC_GROUP_STATS_STRUCT_SIZE WSYNC_STRUCT_SIZE(wsync_group_stats_t, members_left)
+#define WSYNC_GROUP_STATS_INIT {(uint32_t)WSYNC_GROUP_STATS_STRUCT_SIZE, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0.0, 0u, 0u, 0u, 0u}
 
 /* Fill *stats (honouring stats->struct_size). Since 1.2 safe while batches are in flight (the
  * counters then include what has been delivered so far). */
 WSYNC_API wsync_status_t wsync_group_get_stats(const wsync_group_t* group, wsync_group_stats_t* stats);
+
+/* Since 1.5: membership (option membership=elastic; docs/ABI.md "Membership"). */
+#define WSYNC_MEMBER_JOINED 1 /* reserved: a receiver joined (not yet: receivers join at init) */
+#define WSYNC_MEMBER_LEFT 2   /* a receiver was removed from the group */
+
+typedef struct wsync_member_event_t {
+  uint32_t struct_size;
+  int32_t kind;        /* WSYNC_MEMBER_LEFT */
+  uint32_t rank;       /* the receiver's rank */
+  int32_t status;      /* what removed it: WSYNC_ERR_PEER_FAILED (its process or connection ended),
+                          WSYNC_ERR_TIMEOUT (it did not answer within timeout_ms), or the status
+                          of its refusal (WSYNC_ERR_PROTOCOL, ...) */
+  uint64_t update;     /* the number of the update it was removed in (1 for the first update;
+                          wsync_group_stats_t.updates + 1 while that update ran) */
+  const char* reason;  /* what happened, naming the receiver (rank, address); owned by the group,
+                          valid until the next wsync_group_next_member_event or destroy */
+} wsync_member_event_t;
+
+#define WSYNC_MEMBER_EVENT_STRUCT_SIZE WSYNC_STRUCT_SIZE(wsync_member_event_t, reason)
+#define WSYNC_MEMBER_EVENT_INIT {(uint32_t)WSYNC_MEMBER_EVENT_STRUCT_SIZE, 0, 0u, 0, 0u, NULL}
+
+/* The oldest member event not yet taken: WSYNC_OK and *event filled (honouring struct_size), or
+ * WSYNC_ERR_NOT_FOUND when none is new. Never blocks; safe while batches are in flight (the
+ * pipeline adds events as it removes receivers). Like other calls, one thread at a time. */
+WSYNC_API wsync_status_t wsync_group_next_member_event(wsync_group_t* group, wsync_member_event_t* event);
+
+/* The ranks of the receivers in the group now, ascending: up to `capacity` are written to `ranks`
+ * (NULL allowed when capacity is 0) and *count (required) gets how many there are. Never blocks. */
+WSYNC_API wsync_status_t wsync_group_members(const wsync_group_t* group, uint32_t* ranks, uint64_t capacity,
+                                             uint64_t* count);
 
 /* Tear the group down: receivers are told the group closed, the store stops, plugins are
  * unloaded. Batches still in flight are abandoned (receivers are told) and their tensors are no

@@ -1,6 +1,8 @@
 package wsync
 
 /*
+#include <stdlib.h>
+
 #include "shim.h"
 */
 import "C"
@@ -260,6 +262,71 @@ type GroupStats struct {
 	SendTime           time.Duration // wall time batches were in flight (overlapping batches count once)
 	DeviceStagingBytes uint64        // CUDA staging memory held by the group
 	PlansComputed      uint64        // many senders: ownership plans computed (a repeated plan is reused)
+	Members            int           // receivers in the group now (membership=elastic removes those that fail)
+	MembersLeft        int           // receivers removed since init
+}
+
+// MemberEvent says a receiver left the group (option membership=elastic; Group.MemberEvents).
+type MemberEvent struct {
+	Left   bool   // it left (the only kind so far; receivers that join later are not yet supported)
+	Rank   int    // its rank
+	Status Status // what removed it: StatusPeerFailed, StatusTimeout, or its refusal's status
+	Update uint64 // the update it left in (1 for the first)
+	Reason string // what happened, naming the receiver
+}
+
+// Members returns the ranks of the receivers in the group now, ascending (option
+// membership=elastic removes those that fail).
+func (grp *Group) Members() ([]int, error) {
+	defer runtime.KeepAlive(grp)
+	const op = "wsync_group_members"
+	if grp.g == nil {
+		return nil, closedError(op, "group")
+	}
+	var count C.uint64_t
+	if err := check(C.wsgo_group_members(grp.g, nil, 0, &count), op); err != nil {
+		return nil, err
+	}
+	if count == 0 {
+		return []int{}, nil
+	}
+	ranks := (*C.uint32_t)(C.malloc(C.size_t(count) * 4))
+	defer C.free(unsafe.Pointer(ranks))
+	capacity := count
+	if err := check(C.wsgo_group_members(grp.g, ranks, capacity, &count), op); err != nil {
+		return nil, err
+	}
+	if count > capacity {
+		count = capacity
+	}
+	out := make([]int, int(count))
+	for i, r := range unsafe.Slice(ranks, int(count)) {
+		out[i] = int(r)
+	}
+	return out, nil
+}
+
+// MemberEvents returns every member event not taken yet, oldest first; it never blocks.
+func (grp *Group) MemberEvents() ([]MemberEvent, error) {
+	defer runtime.KeepAlive(grp)
+	const op = "wsync_group_next_member_event"
+	if grp.g == nil {
+		return nil, closedError(op, "group")
+	}
+	var out []MemberEvent
+	for {
+		var e C.wsync_member_event_t // the reason is the group's until its next call: copied below
+		r := C.wsgo_group_next_member_event(grp.g, &e)
+		if Status(r.status) == StatusNotFound {
+			C.free(unsafe.Pointer(r.message))
+			return out, nil
+		}
+		if err := check(r, op); err != nil {
+			return nil, err
+		}
+		out = append(out, MemberEvent{Left: e.kind == C.WSYNC_MEMBER_LEFT, Rank: int(e.rank), Status: Status(e.status),
+			Update: uint64(e.update), Reason: C.GoString(e.reason)})
+	}
 }
 
 // Stats returns the group's counters. Safe while batches are in flight (they then include what
@@ -287,6 +354,8 @@ func (grp *Group) Stats() (GroupStats, error) {
 		SendTime:           time.Duration(float64(s.send_seconds) * float64(time.Second)),
 		DeviceStagingBytes: uint64(s.device_staging_bytes),
 		PlansComputed:      uint64(s.plans_computed),
+		Members:            int(s.members),
+		MembersLeft:        int(s.members_left),
 	}, nil
 }
 

@@ -41,6 +41,15 @@ wsgo_status wsgo_group_get_stats(const wsync_group_t* group, wsync_group_stats_t
   return result(wsync_group_get_stats(group, stats));
 }
 
+wsgo_status wsgo_group_next_member_event(wsync_group_t* group, wsync_member_event_t* event) {
+  event->struct_size = WSYNC_MEMBER_EVENT_STRUCT_SIZE;
+  return result(wsync_group_next_member_event(group, event));
+}
+
+wsgo_status wsgo_group_members(const wsync_group_t* group, uint32_t* ranks, uint64_t capacity, uint64_t* count) {
+  return result(wsync_group_members(group, ranks, capacity, count));
+}
+
 wsgo_status wsgo_receiver_init(const wsync_receiver_config_t* config, wsync_receiver_t** out) {
   return result(wsync_receiver_init(config, out));
 }

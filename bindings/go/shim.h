@@ -26,6 +26,8 @@ wsgo_status wsgo_group_send_wait(wsync_group_t* group, uint64_t ticket, int64_t 
 wsgo_status wsgo_group_set_cuda_stream(wsync_group_t* group, uintptr_t stream);
 wsgo_status wsgo_group_finalize(wsync_group_t* group, uint64_t version, int64_t timeout_ms);
 wsgo_status wsgo_group_get_stats(const wsync_group_t* group, wsync_group_stats_t* stats);
+wsgo_status wsgo_group_next_member_event(wsync_group_t* group, wsync_member_event_t* event);
+wsgo_status wsgo_group_members(const wsync_group_t* group, uint32_t* ranks, uint64_t capacity, uint64_t* count);
 
 wsgo_status wsgo_receiver_init(const wsync_receiver_config_t* config, wsync_receiver_t** out);
 wsgo_status wsgo_receiver_register(wsync_receiver_t* rx, const wsync_tensor_t* buffers, uint64_t num_buffers);

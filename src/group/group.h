@@ -44,6 +44,7 @@ struct Peer {
   uint32_t pid = 0;  // as the receiver claims it (nothing checks it)
   ControlConn conn;
   bool alive = true;
+  bool dropped = false;            // membership=elastic: removed from the group after a failure
   bool left = false;               // closed its connection after answering every bucket on the wire
                                    // (the transport forgot it; its next message fails naming it)
   std::string addr;                // "ip:port" the connection came from
@@ -107,6 +108,15 @@ struct Job {
   std::unique_ptr<FinalizeJob> finalize;
 };
 
+// A receiver removed from an elastic group (wsync_member_event_t).
+struct MemberEvent {
+  int32_t kind = 0;
+  uint32_t rank = 0;
+  wsync_status_t status = WSYNC_OK;
+  uint64_t update = 0;
+  std::string reason;
+};
+
 // What the caller's thread and the pipeline thread share; guarded by `mu`.
 struct PipelineShared {
   std::mutex mu;
@@ -125,6 +135,12 @@ struct PipelineShared {
   bool idle = true;               // the pipeline thread waits for work
   wsync_group_stats_t stats = WSYNC_GROUP_STATS_INIT;
   int64_t busy_until_ms = 0;      // for stats.send_seconds: end of the last delivery
+  // membership=elastic (group_members.cpp): receivers removed, in order; the caller takes them
+  // one by one (events_taken); `members` the ranks still in the group.
+  std::vector<MemberEvent> member_events;
+  size_t events_taken = 0;
+  std::string event_reason;       // the reason of the event the caller took last
+  std::vector<uint32_t> members;
 };
 
 }  // namespace wsync
@@ -133,6 +149,8 @@ struct wsync_group {
   // configuration (set by init, read-only after)
   std::string group_name;
   uint32_t num_receivers = 0;
+  bool elastic = false;        // option membership=elastic: a receiver that fails is removed
+  uint32_t commit_quorum = 0;  // option commit_quorum (elastic): 0 = every member must hold the update
   int64_t timeout_ms = 60000;
   uint32_t staging_buckets = 2;
   // The pipeline (group_init.cpp, choose_pipeline): buckets on the wire at once (option window;
@@ -178,6 +196,10 @@ struct wsync_group {
   // pipeline thread only (and init before it starts)
   wsync::PayloadHasher sum_hasher;  // a bucket sent from the caller's memory, hashed while it moves
   bool abort_announced = false;  // receivers were sent ABORT_UPDATE
+  // membership=elastic: receivers removed during the update in progress (named in its result)
+  std::vector<std::string> dropped_in_update;
+  bool update_lost_members = false;      // the finalize failed because receivers left (elastic)
+  bool update_committed_partly = false;  // ... after END_UPDATE: the others committed it
   uint64_t next_seq = 1;
   uint64_t update_id = 1;
   uint64_t bucket_in_update = 0;

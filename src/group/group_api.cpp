@@ -83,12 +83,54 @@ WSYNC_API wsync_status_t wsync_group_get_stats(const wsync_group_t* group, wsync
     {
       std::lock_guard<std::mutex> lk(g->shared.mu);
       s = g->shared.stats;
+      s.members = static_cast<uint32_t>(g->shared.members.size());
+      s.members_left = static_cast<uint32_t>(g->shared.member_events.size());
     }
     s.staging_bytes = g->staging_bytes.load();
     s.device_staging_bytes = g->device_staging_bytes.load();
     s.plans_computed = g->plans_computed.load();
     s.struct_size = size < sizeof s ? size : static_cast<uint32_t>(sizeof s);
     std::memcpy(stats, &s, s.struct_size);
+    return WSYNC_OK;
+  });
+}
+
+WSYNC_API wsync_status_t wsync_group_next_member_event(wsync_group_t* group, wsync_member_event_t* event) {
+  return api_call("wsync_group_next_member_event", [&] {
+    if (group == nullptr || event == nullptr) return fail(WSYNC_ERR_INVALID_ARGUMENT, "group or event is NULL");
+    const uint32_t size = event->struct_size;
+    if (size < 2 * sizeof(uint32_t) || size % 8 != 0)
+      return fail(WSYNC_ERR_INVALID_ARGUMENT, "event->struct_size is %u; initialise with WSYNC_MEMBER_EVENT_INIT", size);
+    wsync_member_event_t e = WSYNC_MEMBER_EVENT_INIT;
+    {
+      std::lock_guard<std::mutex> lk(group->shared.mu);
+      PipelineShared& s = group->shared;
+      if (s.events_taken >= s.member_events.size()) return fail(WSYNC_ERR_NOT_FOUND, "no new member event");
+      const MemberEvent& m = s.member_events[s.events_taken++];
+      s.event_reason = m.reason;
+      e.kind = m.kind;
+      e.rank = m.rank;
+      e.status = m.status;
+      e.update = m.update;
+      e.reason = s.event_reason.c_str();
+    }
+    e.struct_size = size < sizeof e ? size : static_cast<uint32_t>(sizeof e);
+    std::memcpy(event, &e, e.struct_size);
+    return WSYNC_OK;
+  });
+}
+
+WSYNC_API wsync_status_t wsync_group_members(const wsync_group_t* group, uint32_t* ranks, uint64_t capacity,
+                                             uint64_t* count) {
+  return api_call("wsync_group_members", [&] {
+    if (group == nullptr || count == nullptr) return fail(WSYNC_ERR_INVALID_ARGUMENT, "group or count is NULL");
+    if (capacity > 0 && ranks == nullptr)
+      return fail(WSYNC_ERR_INVALID_ARGUMENT, "ranks is NULL but capacity is %llu", static_cast<unsigned long long>(capacity));
+    auto* g = const_cast<wsync_group_t*>(group);
+    std::lock_guard<std::mutex> lk(g->shared.mu);
+    const std::vector<uint32_t>& m = g->shared.members;
+    *count = m.size();
+    for (size_t i = 0; i < m.size() && i < capacity; ++i) ranks[i] = m[i];
     return WSYNC_OK;
   });
 }

@@ -17,6 +17,7 @@
 #include "common/error.h"
 #include "control/frames.h"
 #include "group/group_internal.h"
+#include "group/group_members.h"
 #include "manifest/manifest.h"
 
 namespace wsync {
@@ -206,18 +207,31 @@ wsync_status_t take_replies(wsync_group_t* g, Flight* flight) {
         closed_after_answering(g, p);
         break;
       }
-      if (st == WSYNC_ERR_PEER_FAILED) return peer_lost(g, p, during);
+      // (membership=elastic: a receiver that failed is removed, and the others go on)
+      if (st == WSYNC_ERR_PEER_FAILED) {
+        if ((st = member_failed(g, flight, p, peer_lost(g, p, during))) != WSYNC_OK) return st;
+        break;
+      }
       if (st != WSYNC_OK) return st;
-      if (b == nullptr && is_nack && nack.seq == 0)
+      if (b == nullptr && is_nack && nack.seq == 0) {
         // (many senders: a receiver refuses the whole update when another sender failed)
-        return fail(wire_failure(nack.status, WSYNC_ERR_PROTOCOL), "%s refused %s: %s", p->conn.peer_name().c_str(),
-                    during, nack.reason.c_str());
-      if (b == nullptr)
-        return fail(WSYNC_ERR_PROTOCOL, "%s sent %s while no bucket on the wire waited for one from it",
-                    p->conn.peer_name().c_str(), msg_type_name(f.type));
+        st = fail(wire_failure(nack.status, WSYNC_ERR_PROTOCOL), "%s refused %s: %s", p->conn.peer_name().c_str(),
+                  during, nack.reason.c_str());
+        if ((st = member_failed(g, flight, p, st)) != WSYNC_OK) return st;
+        break;
+      }
+      if (b == nullptr) {
+        st = fail(WSYNC_ERR_PROTOCOL, "%s sent %s while no bucket on the wire waited for one from it",
+                  p->conn.peer_name().c_str(), msg_type_name(f.type));
+        if ((st = member_failed(g, flight, p, st)) != WSYNC_OK) return st;
+        break;
+      }
       const bool wants_ready = std::find(b->want_ready.begin(), b->want_ready.end(), p) != b->want_ready.end();
       const MsgType expect = wants_ready ? MsgType::kReady : MsgType::kAck;
-      if ((st = judge_reply(g, *b, p, expect, f)) != WSYNC_OK) return st;
+      if ((st = judge_reply(g, *b, p, expect, f)) != WSYNC_OK) {
+        if ((st = member_failed(g, flight, p, st)) != WSYNC_OK) return st;
+        break;
+      }
       forget(wants_ready ? &b->want_ready : &b->want_ack, p);
     }
   }
@@ -228,7 +242,9 @@ wsync_status_t take_replies(wsync_group_t* g, Flight* flight) {
 // moment after the transport noticed (a killed process's sockets reset one by one): look for a
 // while (kDeathWindowMs) before blaming the transport.
 constexpr int64_t kDeathWindowMs = 300;
-wsync_status_t transport_failed(wsync_group_t* g, const InflightBucket& b, wsync_status_t st) {
+// Elastic membership: the dead receiver is removed and WSYNC_OK returned (the others' ACKs say
+// whether the bytes reached them).
+wsync_status_t transport_failed(wsync_group_t* g, Flight* flight, const InflightBucket& b, wsync_status_t st) {
   const std::string why = plugin_error("transport", tp(g)->name);
   const int64_t until = deadline_after(kDeathWindowMs);
   for (;;) {
@@ -236,7 +252,8 @@ wsync_status_t transport_failed(wsync_group_t* g, const InflightBucket& b, wsync
     for (auto& p : g->peers) {
       if (!p->alive) continue;
       p->conn.pump();
-      if (p->conn.closed() && !p->conn.has_frame()) return peer_lost(g, p.get(), b.what.c_str());
+      if (p->conn.closed() && !p->conn.has_frame())
+        return member_failed(g, flight, p.get(), peer_lost(g, p.get(), b.what.c_str()));
       if (p->conn.open()) w.peers.push_back(p.get());
     }
     if (now_ms() >= until || g->aborted.load()) break;
@@ -285,7 +302,7 @@ wsync_status_t take_sends(wsync_group_t* g, Flight* flight) {
     while (!b->unsent.empty()) {
       wsync_status_t st = poll_transport(g, b->unsent.front());
       if (st == WSYNC_ERR_TIMEOUT) return WSYNC_OK;
-      if (st != WSYNC_OK && !acked_by_all(g, *b)) return transport_failed(g, *b, st);
+      if (st != WSYNC_OK && !acked_by_all(g, *b) && (st = transport_failed(g, flight, *b, st)) != WSYNC_OK) return st;
       b->unsent.erase(b->unsent.begin());
       if ((st = post_more(g, b.get())) != WSYNC_OK) return st;  // the next piece takes its place
     }
@@ -294,9 +311,21 @@ wsync_status_t take_sends(wsync_group_t* g, Flight* flight) {
   return WSYNC_OK;
 }
 
-// The bucket whose wait ran out: what it waited for, named.
-wsync_status_t timed_out(wsync_group_t* g, InflightBucket* b) {
+// The bucket whose wait ran out: what it waited for, named. Elastic membership: the receivers that
+// did not answer are removed, each named, and the bucket waits afresh for what is left.
+wsync_status_t timed_out(wsync_group_t* g, Flight* flight, InflightBucket* b) {
   const long long ms = static_cast<long long>(b->batch->timeout_ms);
+  if (g->elastic && (!b->want_ready.empty() || !b->want_ack.empty())) {
+    const bool ready = !b->want_ready.empty();
+    const std::vector<Peer*> silent = ready ? b->want_ready : b->want_ack;
+    for (Peer* p : silent) {
+      wsync_status_t st = fail(WSYNC_ERR_TIMEOUT, "%s did not answer %s of %s within %lld ms", p->conn.peer_name().c_str(),
+                               ready ? "READY" : "ACK", b->what.c_str(), ms);
+      if ((st = member_failed(g, flight, p, st)) != WSYNC_OK) return st;
+    }
+    b->deadline = deadline_after(b->batch->timeout_ms);
+    return WSYNC_OK;
+  }
   if (!b->want_ready.empty() || !b->want_ack.empty()) {
     const bool ready = !b->want_ready.empty();
     // Those whose parent answered failed; the others only wait behind them (relays).
@@ -329,7 +358,10 @@ wsync_status_t await(wsync_group_t* g, Flight* flight, const std::function<bool(
     for (auto& b : *flight) {
       const bool waiting = !b->want_ready.empty() || !b->want_ack.empty() || !b->unsent.empty();
       if (!waiting) continue;
-      if (now_ms() >= b->deadline) return timed_out(g, b.get());
+      if (now_ms() >= b->deadline) {
+        if ((st = timed_out(g, flight, b.get())) != WSYNC_OK) return st;
+        continue;  // (elastic: the silent ones were removed; re-read what is still awaited)
+      }
       deadline = std::min(deadline, b->deadline);
       if (w.transport_seq == 0 && !b->unsent.empty()) w.transport_seq = b->unsent.front();
     }
@@ -339,14 +371,14 @@ wsync_status_t await(wsync_group_t* g, Flight* flight, const std::function<bool(
   }
 }
 
-wsync_status_t send_manifest(wsync_group_t* g, const InflightBucket& b, const std::vector<uint8_t>& blob) {
+wsync_status_t send_manifest(wsync_group_t* g, Flight* flight, const InflightBucket& b, const std::vector<uint8_t>& blob) {
   const std::vector<uint8_t> body = encode_manifest_frame({b.seq, encode_bucket_manifest(g, b), blob});
   for (auto& p : g->peers) {
-    if (!in_audience(b, p.get())) continue;
+    if (p->dropped || !in_audience(b, p.get())) continue;
     p->buckets++;  // END_UPDATE tells each receiver how many it was sent
     wsync_status_t st = p->conn.send(MsgType::kManifest, body, b.batch->timeout_ms);
-    if (st == WSYNC_ERR_PEER_FAILED) return peer_lost(g, p.get(), b.what.c_str());
-    if (st != WSYNC_OK) return st;
+    if (st == WSYNC_ERR_PEER_FAILED) st = peer_lost(g, p.get(), b.what.c_str());
+    if (st != WSYNC_OK && (st = member_failed(g, flight, p.get(), st)) != WSYNC_OK) return st;
   }
   return WSYNC_OK;
 }
@@ -378,10 +410,10 @@ wsync_status_t send_sum(wsync_group_t* g, InflightBucket* b, Flight* flight) {
   b->checksum = h.digest();
   const std::vector<uint8_t> body = encode_bucket_sum({b->seq, b->checksum});
   for (auto& p : g->peers) {
-    if (!in_audience(*b, p.get())) continue;
+    if (p->dropped || !in_audience(*b, p.get())) continue;
     if ((st = p->conn.send(MsgType::kBucketSum, body, b->batch->timeout_ms)) == WSYNC_ERR_PEER_FAILED)
-      return peer_lost(g, p.get(), b->what.c_str());
-    if (st != WSYNC_OK) return st;
+      st = peer_lost(g, p.get(), b->what.c_str());
+    if (st != WSYNC_OK && (st = member_failed(g, flight, p.get(), st)) != WSYNC_OK) return st;
   }
   return WSYNC_OK;
 }
@@ -451,7 +483,7 @@ wsync_status_t bucket_send(wsync_group_t* g, Flight* flight) {
     if (p->alive && in_audience(*b, p.get())) b->want_ready.push_back(p.get());
   b->want_ack = b->want_ready;
   b->deadline = deadline_after(b->batch->timeout_ms);
-  if ((st = send_manifest(g, *b, blob)) != WSYNC_OK) return st;
+  if ((st = send_manifest(g, flight, *b, blob)) != WSYNC_OK) return st;
   if ((st = await(g, flight, [b] { return b->want_ready.empty(); })) != WSYNC_OK) return st;
   b->deadline = deadline_after(b->batch->timeout_ms);
   if ((st = post(g, b)) != WSYNC_OK) return st;

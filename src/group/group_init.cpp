@@ -11,6 +11,7 @@
 #include "control/group_info.h"
 #include "group/group_device.h"
 #include "group/group_engines.h"
+#include "group/group_members.h"
 #include "group/group_internal.h"
 #include "store/host_port.h"
 
@@ -44,6 +45,7 @@ wsync_status_t read_config(const wsync_group_config_t* config, wsync_group_t* g,
   if ((st = copy_options(a->cfg.options, a->cfg.num_options, &a->opts)) != WSYNC_OK) return st;
   if ((st = apply_group_options(g, a->opts, &a->addr_file)) != WSYNC_OK) return st;
   if ((st = senders_check_options(g)) != WSYNC_OK) return st;
+  if ((st = members_check_options(g)) != WSYNC_OK) return st;
   // Zero means default: config->timeout_ms 0 or < 0 takes the option timeout_ms. It bounds init
   // only; later calls default to the option.
   a->deadline = deadline_after(a->cfg.timeout_ms > 0 ? a->cfg.timeout_ms : g->timeout_ms);
@@ -380,6 +382,7 @@ wsync_status_t group_init(const wsync_group_config_t* config, wsync_group_t* g) 
   if (st != WSYNC_OK) return st;
   if (!g->device_staging) g->staging.resize(g->staging_buckets);  // host slots grow on first use
   g->shared.stats.num_receivers = g->num_receivers;
+  members_init(g);
   WSYNC_LOGI("group '%s': all %u receiver(s) joined", g->group_name.c_str(), g->num_receivers);
   return pipeline_start(g);
 }

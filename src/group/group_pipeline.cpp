@@ -18,6 +18,7 @@
 #include "group/group_bucket.h"
 #include "group/group_device.h"
 #include "group/group_internal.h"
+#include "group/group_members.h"
 
 namespace wsync {
 namespace {
@@ -222,34 +223,63 @@ wsync_status_t commit(wsync_group_t* g, const FinalizeJob& job) {
   // session, vLLM's start_weight_update).
   if (g->http_engines && (st = open_update(g)) != WSYNC_OK) return st;
   if (g->http_engines && (st = engines_step(g, WSYNC_STEP_FINALIZE, job.version)) != WSYNC_OK) return st;
+  // Elastic membership: receivers removed during the update; enough left to commit?
+  if ((st = members_may_commit(g, job.version)) != WSYNC_OK) {
+    g->update_lost_members = true;
+    return st;
+  }
   for (auto& p : g->peers) {
+    if (p->dropped) continue;
     // Many senders: each receiver was sent only the buckets of the boxes it needs.
     const uint64_t buckets = g->planned ? p->buckets : g->bucket_in_update;
     const std::vector<uint8_t> body = encode_end_update({job.version, g->update_id, buckets, g->planned, job.plan_digest});
-    if ((st = p->conn.send(MsgType::kEndUpdate, body, job.timeout_ms)) != WSYNC_OK)
-      return st == WSYNC_ERR_PEER_FAILED ? peer_lost(g, p.get(), what.c_str()) : st;
+    if ((st = p->conn.send(MsgType::kEndUpdate, body, job.timeout_ms)) != WSYNC_OK) {
+      if (st == WSYNC_ERR_PEER_FAILED) st = peer_lost(g, p.get(), what.c_str());
+      if ((st = member_failed(g, nullptr, p.get(), st)) != WSYNC_OK) return st;
+    }
   }
+  const size_t lost_before = g->dropped_in_update.size();
   // Many senders: a receiver commits once every sender finalized, and names a sender that did not
   // within timeout_ms of the first; we wait a little longer, so its NACK says who it was.
   const int64_t wait_ms = job.timeout_ms + (g->num_senders > 1 ? kSendersGraceMs : 0);
   const int64_t deadline = deadline_after(wait_ms);
   WaitSet ws;
-  for (auto& p : g->peers) ws.peers.push_back(p.get());
+  for (auto& p : g->peers)
+    if (!p->dropped) ws.peers.push_back(p.get());
   while (!ws.peers.empty()) {
     // Answers are taken in whatever order they come: a receiver that answered early must not
     // keep poll() waking while an earlier rank is still applying.
     for (size_t i = 0; i < ws.peers.size();) {
       bool done = false;
-      if ((st = take_committed(g, ws.peers[i], job.version, what, &done)) != WSYNC_OK) return st;
+      if ((st = take_committed(g, ws.peers[i], job.version, what, &done)) != WSYNC_OK) {
+        if ((st = member_failed(g, nullptr, ws.peers[i], st)) != WSYNC_OK) return st;
+        done = true;  // (elastic: removed)
+      }
       if (done) ws.peers.erase(ws.peers.begin() + static_cast<std::ptrdiff_t>(i));
       else ++i;
     }
     if (ws.peers.empty()) break;
     if (g->aborted.load()) return fail(WSYNC_ERR_ABORTED, "group '%s' was aborted during %s", g->group_name.c_str(), what.c_str());
-    if (now_ms() >= deadline)
-      return fail(WSYNC_ERR_TIMEOUT, "%s did not answer COMMITTED of %s within %lld ms", peer_names(ws.peers).c_str(),
+    if (now_ms() >= deadline) {
+      st = fail(WSYNC_ERR_TIMEOUT, "%s did not answer COMMITTED of %s within %lld ms", peer_names(ws.peers).c_str(),
+                what.c_str(), static_cast<long long>(wait_ms));
+      if (!g->elastic) return st;
+      for (Peer* p : ws.peers) {
+        st = fail(WSYNC_ERR_TIMEOUT, "%s did not answer COMMITTED of %s within %lld ms", p->conn.peer_name().c_str(),
                   what.c_str(), static_cast<long long>(wait_ms));
+        if ((st = member_failed(g, nullptr, p, st)) != WSYNC_OK) return st;
+      }
+      break;
+    }
     wait_for_progress(g, ws, deadline);
+  }
+  // Elastic: receivers that left after END_UPDATE did not confirm; the others committed. Still at
+  // least the quorum (or, without one, nobody lost): committed; else the caller hears who left.
+  if (g->dropped_in_update.size() > lost_before && members_may_commit(g, job.version) != WSYNC_OK) {
+    g->update_lost_members = true;
+    g->update_committed_partly = true;
+    return fail(WSYNC_ERR_PEER_FAILED, "version %llu was committed by the %u receiver(s) left, but %s",
+                static_cast<unsigned long long>(job.version), members_left_in(g), last_error().c_str());
   }
   if (g->http_engines && g->update_open) {
     g->update_open = false;  // committed: nothing to abandon; a failed RESUME leaves engines_paused set
@@ -268,10 +298,26 @@ void run_finalize(wsync_group_t* g, const FinalizeJob& job) {
     if (g->shared.failed != WSYNC_OK) st = fail_msg(g->shared.failed, g->shared.failed_why);
   }
   const bool broken = st != WSYNC_OK;
+  g->update_lost_members = g->update_committed_partly = false;
   if (!broken)
     st = g->aborted.load() ? fail(WSYNC_ERR_ABORTED, "group '%s' was aborted", g->group_name.c_str()) : commit(g, job);
+  const bool partly = g->update_committed_partly;
   if (broken) {
     // nothing more to do: the failure was published by break_group
+  } else if (st != WSYNC_OK && g->update_lost_members) {
+    // Elastic: receivers left and too few remain; the others drop the update (those that committed
+    // it keep it) and the group takes the next one.
+    const std::string why = last_error();
+    if (partly) {
+      g->dropped_in_update.clear();
+      g->update_id++;
+      g->bucket_in_update = 0;
+      for (auto& p : g->peers) p->buckets = 0;
+    } else {
+      end_failed_update(g, why);
+    }
+    fail_msg(st, why);
+    WSYNC_LOGW("group '%s': %s", g->group_name.c_str(), why.c_str());
   } else if (st != WSYNC_OK) {
     BatchList none;
     break_group(g, nullptr, st, &none);
@@ -279,16 +325,20 @@ void run_finalize(wsync_group_t* g, const FinalizeJob& job) {
     g->update_id++;
     g->bucket_in_update = 0;
     for (auto& p : g->peers) p->buckets = 0;
+    members_committed(g);
     WSYNC_LOGI("group '%s': version %llu committed on %u receiver(s)", g->group_name.c_str(),
-               static_cast<unsigned long long>(job.version), g->num_receivers);
+               static_cast<unsigned long long>(job.version), members_left_in(g));
   }
+  const std::string finalize_why = st == WSYNC_OK ? std::string() : last_error();
   std::lock_guard<std::mutex> lk(g->shared.mu);
-  if (st == WSYNC_OK) {
+  if (st == WSYNC_OK || partly) {
     g->shared.stats.committed_version = job.version;
     g->shared.stats.updates++;
+  } else if (g->update_lost_members) {
+    g->shared.stats.updates++;  // ended (it failed): the next is another update
   }
   g->shared.finalize_status = st;
-  g->shared.finalize_why = st == WSYNC_OK ? std::string() : g->shared.failed_why;
+  g->shared.finalize_why = st == WSYNC_OK ? std::string() : g->update_lost_members ? finalize_why : g->shared.failed_why;
   g->shared.finalize_done = true;
   g->shared.cv.notify_all();
 }

@@ -58,7 +58,8 @@ wsync_status_t route_members(wsync_group_t* g, int64_t deadline) {
 std::vector<uint32_t> direct_ranks(const wsync_group_t* g) {
   if (!g->relays) {
     std::vector<uint32_t> all;
-    for (auto& p : g->peers) all.push_back(p->rank);
+    for (auto& p : g->peers)
+      if (!p->dropped) all.push_back(p->rank);  // (membership=elastic: not those removed)
     return all;
   }
   return g->plan.children[0];

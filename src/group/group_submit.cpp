@@ -222,11 +222,14 @@ wsync_status_t group_finalize(wsync_group_t* g, uint64_t version, int64_t timeou
   s.cv.notify_all();
   // Batches in flight are delivered first; every wait of the pipeline thread has its deadline.
   while (!s.finalize_done && s.failed == WSYNC_OK) s.cv.wait_for(lk, std::chrono::milliseconds(100));
-  if (s.finalize_done && s.finalize_status == WSYNC_OK) {
+  if (s.finalize_done && s.failed == WSYNC_OK) {
+    // Committed, or (membership=elastic) failed because receivers left: either way the update
+    // ended and the group takes the next one.
     g->names_in_update.clear();
     g->batch_in_update = 0;
     g->update_plan_digest = 0;
-    return WSYNC_OK;
+    if (s.finalize_status == WSYNC_OK) return WSYNC_OK;
+    return fail_msg(s.finalize_status, s.finalize_why);
   }
   fail_msg(s.failed != WSYNC_OK ? s.failed : s.finalize_status, s.failed_why);
   return as_peer_failure(s.failed != WSYNC_OK ? s.failed : s.finalize_status);

@@ -68,7 +68,7 @@
   C(wsync_group_config_t, WSYNC_GROUP_CONFIG_STRUCT_SIZE, 64, timeout_ms) \
   I(wsync_group_config_t, WSYNC_GROUP_CONFIG_INIT) \
   \
-  S(wsync_group_stats_t, 88) \
+  S(wsync_group_stats_t, 96) \
   F(wsync_group_stats_t, struct_size, 0, 4) \
   F(wsync_group_stats_t, num_receivers, 4, 4) \
   F(wsync_group_stats_t, committed_version, 8, 8) \
@@ -81,7 +81,9 @@
   F(wsync_group_stats_t, send_seconds, 64, 8) \
   F(wsync_group_stats_t, device_staging_bytes, 72, 8) \
   F(wsync_group_stats_t, plans_computed, 80, 8) \
-  C(wsync_group_stats_t, WSYNC_GROUP_STATS_STRUCT_SIZE, 88, plans_computed) \
+  F(wsync_group_stats_t, members, 88, 4) \
+  F(wsync_group_stats_t, members_left, 92, 4) \
+  C(wsync_group_stats_t, WSYNC_GROUP_STATS_STRUCT_SIZE, 96, members_left) \
   I(wsync_group_stats_t, WSYNC_GROUP_STATS_INIT) \
   \
   S(wsync_receiver_config_t, 56) \
@@ -122,6 +124,16 @@
   F(wsync_receiver_state_t, planned, 52, 4) \
   C(wsync_receiver_state_t, WSYNC_RECEIVER_STATE_STRUCT_SIZE, 56, planned) \
   I(wsync_receiver_state_t, WSYNC_RECEIVER_STATE_INIT) \
+  \
+  S(wsync_member_event_t, 32) \
+  F(wsync_member_event_t, struct_size, 0, 4) \
+  F(wsync_member_event_t, kind, 4, 4) \
+  F(wsync_member_event_t, rank, 8, 4) \
+  F(wsync_member_event_t, status, 12, 4) \
+  F(wsync_member_event_t, update, 16, 8) \
+  F(wsync_member_event_t, reason, 24, 8) \
+  C(wsync_member_event_t, WSYNC_MEMBER_EVENT_STRUCT_SIZE, 32, reason) \
+  I(wsync_member_event_t, WSYNC_MEMBER_EVENT_INIT) \
   \
   S(wsync_plugin_info_t, 72) \
   F(wsync_plugin_info_t, struct_size, 0, 4) \
@@ -300,6 +312,6 @@
 /* clang-format on */
 
 /* The number of structs in the table (every public struct of both headers). */
-#define WSYNC_ABI_LAYOUT_NUM_STRUCTS 19
+#define WSYNC_ABI_LAYOUT_NUM_STRUCTS 20
 
 #endif /* WSYNC_ABI_LAYOUT_H_ */

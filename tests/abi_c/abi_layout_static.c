@@ -31,6 +31,7 @@ _Static_assert(WSYNC_RECEIVER_CONFIG_STRUCT_SIZE == sizeof(wsync_receiver_config
                "WSYNC_RECEIVER_CONFIG_STRUCT_SIZE");
 _Static_assert(WSYNC_RECEIVER_EVENT_STRUCT_SIZE == sizeof(wsync_receiver_event_t), "WSYNC_RECEIVER_EVENT_STRUCT_SIZE");
 _Static_assert(WSYNC_RECEIVER_STATE_STRUCT_SIZE == sizeof(wsync_receiver_state_t), "WSYNC_RECEIVER_STATE_STRUCT_SIZE");
+_Static_assert(WSYNC_MEMBER_EVENT_STRUCT_SIZE == sizeof(wsync_member_event_t), "WSYNC_MEMBER_EVENT_STRUCT_SIZE");
 _Static_assert(WSYNC_PLUGIN_INFO_STRUCT_SIZE == sizeof(wsync_plugin_info_t), "WSYNC_PLUGIN_INFO_STRUCT_SIZE");
 _Static_assert(WSYNC_HOST_STRUCT_SIZE == sizeof(wsync_host_v1_t), "WSYNC_HOST_STRUCT_SIZE");
 _Static_assert(WSYNC_TRANSPORT_PARAMS_STRUCT_SIZE == sizeof(wsync_transport_params_t),

@@ -31,6 +31,9 @@ static void init_functions(void** state) {
 static void group_functions(void** state) {
   wsync_group_stats_t stats = WSYNC_GROUP_STATS_INIT;
   wsync_tensor_t t = WSYNC_TENSOR_INIT;
+  wsync_member_event_t ev = WSYNC_MEMBER_EVENT_INIT;
+  uint32_t ranks[4];
+  uint64_t count = 0;
   (void)state;
   assert_status(wsync_group_send_batch(NULL, &t, 1, 100), WSYNC_ERR_INVALID_ARGUMENT);
   assert_contains(wsync_last_error(), "group");
@@ -40,6 +43,12 @@ static void group_functions(void** state) {
   assert_status(wsync_group_get_stats(NULL, &stats), WSYNC_ERR_INVALID_ARGUMENT);
   assert_contains(wsync_last_error(), "group");
   assert_status(wsync_group_get_stats(NULL, NULL), WSYNC_ERR_INVALID_ARGUMENT);
+  assert_status(wsync_group_next_member_event(NULL, &ev), WSYNC_ERR_INVALID_ARGUMENT);
+  assert_contains(wsync_last_error(), "group");
+  assert_status(wsync_group_next_member_event(NULL, NULL), WSYNC_ERR_INVALID_ARGUMENT);
+  assert_status(wsync_group_members(NULL, ranks, 4, &count), WSYNC_ERR_INVALID_ARGUMENT);
+  assert_contains(wsync_last_error(), "group");
+  assert_status(wsync_group_members(NULL, NULL, 0, NULL), WSYNC_ERR_INVALID_ARGUMENT);
   /* Functions without a status: documented harmless answers. */
   assert_non_null(wsync_group_store_addr(NULL));
   assert_string_equal(wsync_group_store_addr(NULL), "");

@@ -153,6 +153,16 @@ TEST_P(Exceptions, ExportedFunctionsReturnAStatus) {
          return wsync_receiver_get_state(p.rx, &s);
        }},
       {"wsync_list_plugins", [&] { return wsync_list_plugins(&info, 1, &count); }},
+      {"wsync_group_next_member_event",
+       [&] {
+         wsync_member_event_t e = WSYNC_MEMBER_EVENT_INIT;
+         return wsync_group_next_member_event(p.g, &e);
+       }},
+      {"wsync_group_members",
+       [&] {
+         uint32_t r[4];
+         return wsync_group_members(p.g, r, 4, &count);
+       }},
   };
   for (const auto& c : cases) {
     {
@@ -259,7 +269,7 @@ TEST(ExceptionsCoverage, EveryExportIsGuardedOrCannotThrow) {
       "wsync_group_finalize",  "wsync_group_set_cuda_stream", "wsync_group_get_stats", "wsync_group_abort",
       "wsync_group_destroy",   "wsync_receiver_init",    "wsync_receiver_register", "wsync_receiver_next",
       "wsync_receiver_commit", "wsync_receiver_destroy", "wsync_list_plugins",    "wsync_plugin_dirs",
-      "wsync_set_log_callback", "wsync_receiver_get_state"};
+      "wsync_set_log_callback", "wsync_receiver_get_state", "wsync_group_next_member_event", "wsync_group_members"};
   FILE* f = popen("nm -D --defined-only " WSYNC_TEST_LIBWSYNC, "r");
   ASSERT_NE(f, nullptr);
   char line[512];

@@ -13,7 +13,7 @@ import pytest
 
 import wsync
 from wsync import errors
-from conftest import TIMEOUT_MS, ReceiverThread, Trainer, digest
+from conftest import TIMEOUT_MS, ReceiverThread, Trainer, digest, read_addr
 
 
 def test_every_status_maps_to_its_exception():
@@ -484,3 +484,35 @@ def test_the_dtype_table_is_the_librarys_and_torchs():
     torch = pytest.importorskip("torch")
     for name, code in _tensors.DTYPES.items():
         assert getattr(torch, name).itemsize == _tensors.ITEMSIZE[code], name
+
+
+def test_elastic_membership_removes_a_receiver_that_left_and_commits_on_the_quorum(tmp_path):
+    """membership=elastic, commit_quorum=1: rank 2 leaves (closes) before the first update; the
+    update commits on rank 1, the group names rank 2 in a member event, and the next update works."""
+    tr = Trainer(tmp_path, num_receivers=2)
+    stays = ReceiverThread(tr.addr_file, rank=1)
+
+    group_up = threading.Event()
+
+    def join_and_leave():  # as a crashed engine: its connection ends before the first update
+        with wsync.Receiver(2, read_addr(tr.addr_file), group_name=tr.group_name, timeout_ms=TIMEOUT_MS):
+            group_up.wait(20)
+
+    leaves = threading.Thread(target=join_and_leave, daemon=True)
+    stays.start()
+    leaves.start()
+    with tr.group({"membership": "elastic", "commit_quorum": "1", "timeout_ms": "5000"}) as g:
+        group_up.set()
+        leaves.join(20)
+        assert g.members() == [1, 2]  # nothing has noticed yet
+        for version in (1, 2):
+            g.send({"w": np.full(4096, version, dtype=np.float32)})
+            g.finalize(version)
+        events = g.member_events()
+        assert [(e.kind, e.rank, e.update) for e in events] == [("left", 2, 1)], events
+        assert events[0].status == "WSYNC_ERR_PEER_FAILED" and "receiver rank 2" in events[0].reason, events
+        assert g.members() == [1] and g.member_events() == []
+        s = g.stats()
+        assert (s.committed_version, s.members, s.members_left) == (2, 1, 1)
+    stays.join(20)
+    assert stays.error is None and sorted(stays.committed) == [1, 2]

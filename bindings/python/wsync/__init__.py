@@ -11,7 +11,7 @@ from .errors import (AbortedError, EngineError, InternalError, InvalidArgumentEr
                      NoDeviceError, NotFoundError, OutOfMemoryError, PeerFailedError, ProtocolError, RejectedError,
                      TimeoutError, UnsupportedError, VersionMismatchError, WsyncError, check)
 from .boxes import Slice
-from .group import Group, GroupStats, SendHandle
+from .group import Group, GroupStats, MemberEvent, SendHandle
 from .receiver import Buffers, Event, EventKind, ReceiveMode, Receiver, ReceiverState, TensorView
 
 __version__ = lib.wsync_version_string().decode()
@@ -68,7 +68,7 @@ route_logs()
 
 # TimeoutError and IOError are left out: `from wsync import *` must not shadow the builtins (use
 # wsync.TimeoutError, wsync.IOError).
-__all__ = ["Group", "Slice", "GroupStats", "SendHandle", "Receiver", "ReceiverState", "ReceiveMode", "Buffers", "Event",
+__all__ = ["Group", "Slice", "GroupStats", "MemberEvent", "SendHandle", "Receiver", "ReceiverState", "ReceiveMode", "Buffers", "Event",
            "EventKind", "TensorView", "WsyncError",
            "InvalidArgumentError", "NotFoundError", "VersionMismatchError", "UnsupportedError",
            "AbortedError", "ProtocolError", "PeerFailedError", "OutOfMemoryError", "InvalidStateError",

@@ -55,7 +55,8 @@ class GroupStats(ctypes.Structure):
                 ("committed_version", ctypes.c_uint64), ("updates", ctypes.c_uint64), ("batches", ctypes.c_uint64),
                 ("buckets", ctypes.c_uint64), ("tensors", ctypes.c_uint64), ("bytes", ctypes.c_uint64),
                 ("staging_bytes", ctypes.c_uint64), ("send_seconds", ctypes.c_double),
-                ("device_staging_bytes", ctypes.c_uint64), ("plans_computed", ctypes.c_uint64)]
+                ("device_staging_bytes", ctypes.c_uint64), ("plans_computed", ctypes.c_uint64),
+                ("members", ctypes.c_uint32), ("members_left", ctypes.c_uint32)]  # since ABI 1.5
 
 
 class ReceiverConfig(ctypes.Structure):
@@ -80,6 +81,11 @@ class ReceiverState(ctypes.Structure):  # since ABI 1.4
                 ("num_senders", ctypes.c_uint32), ("planned", ctypes.c_uint32)]  # since ABI 1.5
 
 
+class MemberEvent(ctypes.Structure):  # since ABI 1.5
+    _fields_ = [("struct_size", ctypes.c_uint32), ("kind", ctypes.c_int32), ("rank", ctypes.c_uint32),
+                ("status", c_status), ("update", ctypes.c_uint64), ("reason", ctypes.c_char_p)]
+
+
 class PluginInfo(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_uint32), ("kind", ctypes.c_int32), ("name", ctypes.c_char_p),
                 ("path", ctypes.c_char_p), ("version", ctypes.c_char_p), ("detail", ctypes.c_char_p),
@@ -91,11 +97,12 @@ STRUCT_SIZES = {
     Option: _struct_size(Option, "value"),
     Tensor: _struct_size(Tensor, "box_offset"),
     GroupConfig: _struct_size(GroupConfig, "timeout_ms"),
-    GroupStats: _struct_size(GroupStats, "plans_computed"),
+    GroupStats: _struct_size(GroupStats, "members_left"),
     ReceiverConfig: _struct_size(ReceiverConfig, "timeout_ms"),
     ReceiverEvent: _struct_size(ReceiverEvent, "bytes"),
     ReceiverState: _struct_size(ReceiverState, "planned"),
     PluginInfo: _struct_size(PluginInfo, "shadowed"),
+    MemberEvent: _struct_size(MemberEvent, "reason"),
 }
 
 
@@ -150,6 +157,8 @@ PROTOTYPES = {
     "wsync_group_finalize": (c_status, [_vp, ctypes.c_uint64, ctypes.c_int64]),
     "wsync_group_abort": (None, [_vp]),
     "wsync_group_get_stats": (c_status, [_vp, _p(GroupStats)]),
+    "wsync_group_next_member_event": (c_status, [_vp, _p(MemberEvent)]),
+    "wsync_group_members": (c_status, [_vp, _p(ctypes.c_uint32), ctypes.c_uint64, _p(ctypes.c_uint64)]),
     "wsync_group_destroy": (None, [_vp]),
     "wsync_receiver_init": (c_status, [_p(ReceiverConfig), _p(_vp)]),
     "wsync_receiver_register": (c_status, [_vp, _p(Tensor), ctypes.c_uint64]),

@@ -24,6 +24,18 @@ class GroupStats:
     send_seconds: float
     device_staging_bytes: int
     plans_computed: int  # many senders: ownership plans computed (a repeated plan is reused)
+    members: int = 0  # receivers in the group now (membership=elastic removes those that fail)
+    members_left: int = 0  # receivers removed since init
+
+
+@dataclass(frozen=True)
+class MemberEvent:
+    """A receiver that left the group (option membership=elastic; Group.member_events())."""
+    kind: str      # "left" ("joined" is reserved for receivers that join later)
+    rank: int
+    status: str    # what removed it: "WSYNC_ERR_PEER_FAILED", "WSYNC_ERR_TIMEOUT", a refusal's status
+    update: int    # the update it left in (1 for the first)
+    reason: str    # what happened, naming the receiver
 
 
 class SendHandle:
@@ -158,6 +170,30 @@ class Group(Closing):
         s = _ffi.new(_ffi.GroupStats)
         check(lib.wsync_group_get_stats(self._handle_or_raise(), ctypes.byref(s)))
         return GroupStats(**{f: getattr(s, f) for f, _ in _ffi.GroupStats._fields_ if f != "struct_size"})
+
+    def members(self):
+        """The ranks of the receivers in the group now, ascending (option membership=elastic
+        removes those that fail)."""
+        h = self._handle_or_raise()
+        count = ctypes.c_uint64(0)
+        check(lib.wsync_group_members(h, None, 0, ctypes.byref(count)))
+        ranks = (ctypes.c_uint32 * max(1, count.value))()
+        check(lib.wsync_group_members(h, ranks, count.value, ctypes.byref(count)))
+        return [int(ranks[i]) for i in range(min(count.value, len(ranks)))]
+
+    def member_events(self):
+        """Every member event not taken yet, oldest first (a list of MemberEvent; never blocks)."""
+        h = self._handle_or_raise()
+        out = []
+        while True:
+            ev = _ffi.new(_ffi.MemberEvent)
+            st = lib.wsync_group_next_member_event(h, ctypes.byref(ev))
+            if st == 2:  # WSYNC_ERR_NOT_FOUND: none new
+                return out
+            check(st)
+            kind = {1: "joined", 2: "left"}.get(ev.kind, str(ev.kind))
+            out.append(MemberEvent(kind, int(ev.rank), lib.wsync_status_name(ev.status).decode(), int(ev.update),
+                                   (ev.reason or b"").decode("utf-8", "replace")))
 
     def close(self):
         """Destroy the group: receivers are told it closed, in-flight batches are abandoned and

@@ -156,8 +156,11 @@ pub struct wsync_group_stats_t {
     pub device_staging_bytes: u64,
     /// Since ABI 1.5: ownership plans computed (many senders).
     pub plans_computed: u64,
+    /// Since ABI 1.5: receivers in the group now, and removed since init (membership=elastic).
+    pub members: u32,
+    pub members_left: u32,
 }
-pub const WSYNC_GROUP_STATS_STRUCT_SIZE: u32 = 88;
+pub const WSYNC_GROUP_STATS_STRUCT_SIZE: u32 = 96;
 
 // ---- Receiver half ---------------------------------------------------------------------------
 
@@ -227,6 +230,22 @@ pub struct wsync_receiver_state_t {
     pub planned: u32,     // since 1.5
 }
 pub const WSYNC_RECEIVER_STATE_STRUCT_SIZE: u32 = 56;
+
+/// Since ABI 1.5: a receiver left (or, reserved, joined) the group (option membership=elastic).
+pub const WSYNC_MEMBER_JOINED: i32 = 1;
+pub const WSYNC_MEMBER_LEFT: i32 = 2;
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct wsync_member_event_t {
+    pub struct_size: u32,
+    pub kind: i32,
+    pub rank: u32,
+    pub status: wsync_status_t,
+    pub update: u64,
+    pub reason: *const c_char,
+}
+pub const WSYNC_MEMBER_EVENT_STRUCT_SIZE: u32 = 32;
 
 // ---- Plugins ---------------------------------------------------------------------------------
 
@@ -319,6 +338,8 @@ impl Default for wsync_group_stats_t {
             send_seconds: 0.0,
             device_staging_bytes: 0,
             plans_computed: 0,
+            members: 0,
+            members_left: 0,
         }
     }
 }
@@ -351,6 +372,20 @@ impl Default for wsync_receiver_event_t {
             tensors: ptr::null(),
             placed: ptr::null(),
             bytes: 0,
+        }
+    }
+}
+
+impl Default for wsync_member_event_t {
+    /// WSYNC_MEMBER_EVENT_INIT.
+    fn default() -> Self {
+        wsync_member_event_t {
+            struct_size: WSYNC_MEMBER_EVENT_STRUCT_SIZE,
+            kind: 0,
+            rank: 0,
+            status: 0,
+            update: 0,
+            reason: std::ptr::null(),
         }
     }
 }
@@ -435,6 +470,18 @@ extern "C" {
         stats: *mut wsync_group_stats_t,
     ) -> wsync_status_t;
     pub fn wsync_group_destroy(group: *mut wsync_group_t);
+    /// Since ABI 1.5.
+    pub fn wsync_group_next_member_event(
+        group: *mut wsync_group_t,
+        event: *mut wsync_member_event_t,
+    ) -> wsync_status_t;
+    /// Since ABI 1.5.
+    pub fn wsync_group_members(
+        group: *const wsync_group_t,
+        ranks: *mut u32,
+        capacity: u64,
+        count: *mut u64,
+    ) -> wsync_status_t;
 
     pub fn wsync_receiver_init(
         config: *const wsync_receiver_config_t,

@@ -85,7 +85,9 @@ fn rust_layout() -> Layout {
             staging_bytes,
             send_seconds,
             device_staging_bytes,
-            plans_computed
+            plans_computed,
+            members,
+            members_left
         }
     );
     layout!(
@@ -112,6 +114,17 @@ fn rust_layout() -> Layout {
             tensors,
             placed,
             bytes
+        }
+    );
+    layout!(
+        v,
+        wsync_member_event_t {
+            struct_size,
+            kind,
+            rank,
+            status,
+            update,
+            reason
         }
     );
     layout!(
@@ -222,6 +235,9 @@ fn rust_constants() -> Vec<(&'static str, i64)> {
         WSYNC_RECEIVER_CONFIG_STRUCT_SIZE,
         WSYNC_RECEIVER_EVENT_STRUCT_SIZE,
         WSYNC_RECEIVER_STATE_STRUCT_SIZE,
+        WSYNC_MEMBER_JOINED,
+        WSYNC_MEMBER_LEFT,
+        WSYNC_MEMBER_EVENT_STRUCT_SIZE,
         WSYNC_PLUGIN_INFO_STRUCT_SIZE,
     ]
 }

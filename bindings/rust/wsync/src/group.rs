@@ -141,6 +141,25 @@ pub struct GroupStats {
     pub device_staging_bytes: u64,
     /// Many senders: ownership plans computed (a batch whose plan repeats reuses it).
     pub plans_computed: u64,
+    /// Receivers in the group now (option membership=elastic removes those that fail).
+    pub members: u32,
+    /// Receivers removed since init.
+    pub members_left: u32,
+}
+
+/// A receiver that left the group ([`Group::member_events`]; option `membership=elastic`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberEvent {
+    /// It left (the only kind so far; receivers that join later are not yet supported).
+    pub left: bool,
+    /// Its rank.
+    pub rank: u32,
+    /// What removed it: "WSYNC_ERR_PEER_FAILED", "WSYNC_ERR_TIMEOUT", or its refusal's status.
+    pub status: &'static str,
+    /// The update it left in (1 for the first).
+    pub update: u64,
+    /// What happened, naming the receiver.
+    pub reason: String,
 }
 
 impl Group {
@@ -233,6 +252,47 @@ impl Group {
         check(unsafe { sys::wsync_group_finalize(self.raw, version, timeout_ms(timeout)) })
     }
 
+    /// The ranks of the receivers in the group now, ascending (option `membership=elastic`
+    /// removes those that fail; ABI 1.5).
+    pub fn members(&self) -> Result<Vec<u32>> {
+        let mut count = 0u64;
+        // SAFETY: a live group; no array with capacity 0.
+        check(unsafe { sys::wsync_group_members(self.raw, std::ptr::null_mut(), 0, &mut count) })?;
+        let mut ranks = vec![0u32; count as usize];
+        // SAFETY: a live group and an array of `count` ranks.
+        check(unsafe { sys::wsync_group_members(self.raw, ranks.as_mut_ptr(), count, &mut count) })?;
+        ranks.truncate(count as usize);
+        Ok(ranks)
+    }
+
+    /// Every member event not taken yet, oldest first (never blocks; ABI 1.5).
+    pub fn member_events(&mut self) -> Result<Vec<MemberEvent>> {
+        let mut out = Vec::new();
+        loop {
+            let mut e = sys::wsync_member_event_t::default();
+            // SAFETY: a live group, a struct of the size we declare.
+            let st = unsafe { sys::wsync_group_next_member_event(self.raw, &mut e) };
+            if st == sys::WSYNC_ERR_NOT_FOUND {
+                return Ok(out);
+            }
+            check(st)?;
+            // SAFETY: the group owns the reason until its next call; copied now.
+            let reason = if e.reason.is_null() {
+                String::new()
+            } else {
+                unsafe { std::ffi::CStr::from_ptr(e.reason) }.to_string_lossy().into_owned()
+            };
+            out.push(MemberEvent {
+                left: e.kind == sys::WSYNC_MEMBER_LEFT,
+                rank: e.rank,
+                // SAFETY: wsync_status_name returns a static string.
+                status: unsafe { crate::error::static_str(sys::wsync_status_name(e.status)) },
+                update: e.update,
+                reason,
+            });
+        }
+    }
+
     /// The group's counters.
     pub fn stats(&self) -> Result<GroupStats> {
         let mut s = sys::wsync_group_stats_t::default();
@@ -250,6 +310,8 @@ impl Group {
             send_seconds: s.send_seconds,
             device_staging_bytes: s.device_staging_bytes,
             plans_computed: s.plans_computed,
+            members: s.members,
+            members_left: s.members_left,
         })
     }
 

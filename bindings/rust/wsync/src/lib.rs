@@ -31,7 +31,7 @@ mod tensor;
 mod util;
 
 pub use error::{Error, Result};
-pub use group::{AbortHandle, Group, GroupBuilder, GroupStats, Pipeline, SendHandle};
+pub use group::{AbortHandle, Group, GroupBuilder, GroupStats, MemberEvent, Pipeline, SendHandle};
 pub use log::{reset_log_callback, set_log_callback, Level};
 pub use receiver::{Buffers, Event, ReceiveMode, Receiver, ReceiverBuilder, ReceiverState};
 pub use tensor::{as_bytes, as_bytes_mut, Device, Dtype, Element, Pod, ReceivedTensor, Tensor};

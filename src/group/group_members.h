@@ -1,0 +1,41 @@
+// Membership (docs/ABI.md "Membership"). With option membership=elastic a receiver that fails (its
+// connection or process ended, it did not answer within timeout_ms, it refused a bucket) is removed
+// from the group instead of breaking it: the transport forgets it, its control connection closes
+// (it sees the group end), the buckets on the wire stop waiting for it, and a member event names
+// it. The update in progress goes on with the others; at its commit it commits when enough of them
+// remain (option commit_quorum; default: all), otherwise it fails naming who left, the others are
+// told to drop it, and the group takes the next update.
+#pragma once
+
+#include <string>
+
+#include "group/group_bucket.h"
+
+namespace wsync {
+
+// A receiver failed with `st` (the message already recorded with fail()). Fixed membership: the
+// failure, as it was. Elastic: `p` is removed (from `flight`'s waits too, when given) and WSYNC_OK
+// comes back, so that the caller goes on without it; the failure again when no receiver is left.
+wsync_status_t member_failed(wsync_group_t* g, Flight* flight, Peer* p, wsync_status_t st);
+
+// Options membership and commit_quorum agree with the rest (after every option was read).
+wsync_status_t members_check_options(wsync_group_t* g);
+// Every receiver joined: they are the members.
+void members_init(wsync_group_t* g);
+
+// The receivers still in the group.
+uint32_t members_left_in(const wsync_group_t* g);
+
+// Before END_UPDATE: may the update commit on the members left? When receivers were removed
+// during it and fewer than the quorum remain, the update fails here naming them (the caller then
+// ends it with end_failed_update).
+wsync_status_t members_may_commit(wsync_group_t* g, uint64_t version);
+
+// An elastic update that failed because receivers left: the others are told to drop it (staged
+// receivers keep their bytes) and the group is ready for the next update.
+void end_failed_update(wsync_group_t* g, const std::string& why);
+
+// After a commit: the update's removals are history.
+void members_committed(wsync_group_t* g);
+
+}  // namespace wsync

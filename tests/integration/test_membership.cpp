@@ -1,0 +1,287 @@
+// Elastic membership (issue 25, first part) over the public ABI, every member a process on
+// loopback with the real store, control channel and UCX: with option membership=elastic a
+// receiver that is killed, hangs or refuses a bucket is removed from the group, named in a member
+// event with the reason; the update commits on the others when at least commit_quorum of them
+// hold every byte, and otherwise fails naming who left while staged receivers keep the previous
+// version bit for bit; either way the same group takes the next update, no rebuild.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "harness.h"
+#include "wsync.h"
+
+using namespace harness;
+
+namespace {
+
+constexpr const char* kGroup = "elastic";
+
+std::vector<synth_tensor_t> spec() {
+  return {tensor_of("embed.weight", WSYNC_DTYPE_FLOAT32, {512, 64}), tensor_of("layer.0.w", WSYNC_DTYPE_BFLOAT16, {64, 256}),
+          tensor_of("layer.0.bias", WSYNC_DTYPE_INT64, {10}), tensor_of("norm.weight", WSYNC_DTYPE_FLOAT32, {64})};
+}
+
+// What a receiver does at one point of the run, and what it must see.
+enum class Fault { kNone, kDie, kHang, kRefuse };
+
+struct RxPlan {
+  uint32_t rank = 1;
+  std::string addr_file;
+  Fault fault = Fault::kNone;
+  uint64_t fault_version = 0;  // the fault strikes at this version's first bucket
+  // Versions this receiver must commit, in order, and versions it must see ABORTED (its staged
+  // buffers then still hold the last committed version, bit for bit).
+  std::vector<uint64_t> commits, aborts;
+};
+
+bool holds(const std::vector<std::vector<uint8_t>>& bufs, uint64_t version) {
+  const std::vector<synth_tensor_t> s = spec();
+  for (size_t i = 0; i < s.size(); ++i) {
+    std::vector<uint8_t> want(s[i].nbytes);
+    synth_fill(&s[i], version, want.data());
+    if (bufs[i] != want) return false;
+  }
+  return true;
+}
+
+// A staged receiver (every tensor registered) that checks every version it commits and that an
+// aborted update left the committed one untouched. Exit 0 when it saw exactly its plan.
+int run_rx(const RxPlan& p) {
+  const std::string addr = read_addr_file(p.addr_file, 20000);
+  wsync_option_t opt = WSYNC_OPTION("receive_mode", "staged");
+  wsync_receiver_config_t cfg = WSYNC_RECEIVER_CONFIG_INIT;
+  cfg.rank = p.rank;
+  cfg.store_addr = addr.c_str();
+  cfg.group_name = kGroup;
+  cfg.timeout_ms = 20000;
+  cfg.options = &opt;
+  cfg.num_options = 1;
+  wsync_receiver_t* rx = nullptr;
+  if (wsync_receiver_init(&cfg, &rx) != WSYNC_OK) {
+    std::fprintf(stderr, "rank %u: init: %s\n", p.rank, wsync_last_error());
+    return 1;
+  }
+  const std::vector<synth_tensor_t> s = spec();
+  std::vector<std::vector<uint8_t>> bufs(s.size());
+  std::vector<wsync_tensor_t> descs;
+  for (size_t i = 0; i < s.size(); ++i) {
+    bufs[i].assign(s[i].nbytes, 0);
+    descs.push_back(desc_of(s[i], bufs[i].data()));
+  }
+  if (wsync_receiver_register(rx, descs.data(), descs.size()) != WSYNC_OK) {
+    std::fprintf(stderr, "rank %u: register: %s\n", p.rank, wsync_last_error());
+    return 1;
+  }
+  size_t commit_i = 0, abort_i = 0;
+  uint64_t committed = 0;
+  bool in_update = false;
+  for (;;) {
+    wsync_receiver_event_t ev = WSYNC_RECEIVER_EVENT_INIT;
+    wsync_status_t st = wsync_receiver_next(rx, &ev, 30000);
+    if (st != WSYNC_OK) {
+      // A refused bucket: the sender removes this receiver and closes; nothing else may fail.
+      const bool expected = p.fault == Fault::kRefuse && st == WSYNC_ERR_PROTOCOL && committed + 1 == p.fault_version;
+      if (!expected) std::fprintf(stderr, "rank %u: next: %s: %s\n", p.rank, wsync_status_name(st), wsync_last_error());
+      wsync_receiver_destroy(rx);
+      return expected && commit_i == p.commits.size() && holds(bufs, committed) ? 0 : 2;
+    }
+    if (ev.kind == WSYNC_EVENT_BUCKET && !in_update) {
+      in_update = true;
+      const uint64_t v = committed + 1 + abort_i;  // the version this update will be
+      if (v == p.fault_version && p.fault == Fault::kDie) raise(SIGKILL);
+      if (v == p.fault_version && p.fault == Fault::kHang) raise(SIGSTOP);
+    } else if (ev.kind == WSYNC_EVENT_COMMIT) {
+      in_update = false;
+      if (commit_i >= p.commits.size() || ev.version != p.commits[commit_i]) {
+        std::fprintf(stderr, "rank %u: COMMIT of version %llu, not expected\n", p.rank,
+                     static_cast<unsigned long long>(ev.version));
+        return 3;
+      }
+      if (wsync_receiver_commit(rx, ev.version) != WSYNC_OK || !holds(bufs, ev.version)) {
+        std::fprintf(stderr, "rank %u: version %llu: commit or bytes wrong: %s\n", p.rank,
+                     static_cast<unsigned long long>(ev.version), wsync_last_error());
+        return 4;
+      }
+      committed = ev.version;
+      ++commit_i;
+      if (p.fault == Fault::kRefuse && committed + 1 == p.fault_version) {
+        // From the next version on, this receiver wants layer.0.w as float16; the sender sends
+        // bfloat16, so its bucket is refused.
+        descs[1].dtype = WSYNC_DTYPE_FLOAT16;
+        if (wsync_receiver_register(rx, &descs[1], 1) != WSYNC_OK) return 7;
+      }
+    } else if (ev.kind == WSYNC_EVENT_ABORTED) {
+      in_update = false;
+      if (abort_i >= p.aborts.size() || !holds(bufs, committed)) {
+        std::fprintf(stderr, "rank %u: ABORTED (expected %zu) or version %llu not intact\n", p.rank, p.aborts.size(),
+                     static_cast<unsigned long long>(committed));
+        return 5;
+      }
+      ++abort_i;
+    } else if (ev.kind == WSYNC_EVENT_CLOSED) {
+      break;
+    }
+  }
+  wsync_receiver_destroy(rx);
+  const bool ok = commit_i == p.commits.size() && abort_i == p.aborts.size() && p.fault == Fault::kNone;
+  if (!ok) std::fprintf(stderr, "rank %u: %zu commits, %zu aborts at the close\n", p.rank, commit_i, abort_i);
+  return ok ? 0 : 6;
+}
+
+struct Sender {
+  wsync_group_t* g = nullptr;
+  Model m;
+  ~Sender() { wsync_group_destroy(g); }
+  wsync_status_t init(const std::string& addr_file, const std::vector<std::pair<std::string, std::string>>& extra,
+                      uint32_t receivers = 3) {
+    std::vector<std::pair<std::string, std::string>> kv = {
+        {"store_addr_file", addr_file}, {"membership", "elastic"}, {"timeout_ms", "3000"}, {"bucket_bytes", "65536"}};
+    kv.insert(kv.end(), extra.begin(), extra.end());
+    std::vector<wsync_option_t> opts;
+    for (auto& x : kv) opts.push_back(WSYNC_OPTION(x.first.c_str(), x.second.c_str()));
+    wsync_group_config_t cfg = WSYNC_GROUP_CONFIG_INIT;
+    cfg.num_receivers = receivers;
+    cfg.group_name = kGroup;
+    cfg.options = opts.data();
+    cfg.num_options = opts.size();
+    cfg.timeout_ms = 20000;
+    m.spec = spec();
+    return wsync_group_init(&cfg, &g);
+  }
+  // One update: two batches, then the finalize; its status (the message in *why).
+  wsync_status_t publish(uint64_t version, std::string* why) {
+    m.fill(version);
+    const size_t half = m.descs.size() / 2;
+    wsync_status_t st = wsync_group_send_batch(g, m.descs.data(), half, -1);
+    if (st == WSYNC_OK) st = wsync_group_send_batch(g, m.descs.data() + half, m.descs.size() - half, -1);
+    if (st == WSYNC_OK) st = wsync_group_finalize(g, version, -1);
+    *why = st == WSYNC_OK ? "" : wsync_last_error();
+    return st;
+  }
+  std::vector<uint32_t> members() {
+    uint32_t r[8];
+    uint64_t n = 0;
+    EXPECT_EQ(WSYNC_OK, wsync_group_members(g, r, 8, &n));
+    return std::vector<uint32_t>(r, r + std::min<uint64_t>(n, 8));
+  }
+};
+
+double secs_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Three staged receivers; `bad` gets `fault` at version 2. With a quorum of 2 the update commits on
+// the other two; without one it fails and they keep version 1. Version 3 then commits on the two,
+// through the same group. The member event names the receiver with `status` and `needle`.
+void fault_case(Fault fault, bool quorum, wsync_status_t status, const std::string& needle) {
+  const std::string addr_file = temp_dir() + "/store.addr";
+  const uint32_t bad = 3;
+  std::vector<pid_t> kids;
+  for (uint32_t r = 1; r <= 3; ++r) {
+    RxPlan p;
+    p.rank = r;
+    p.addr_file = addr_file;
+    if (r == bad) {
+      p.fault = fault;
+      p.fault_version = 2;
+      p.commits = {1};
+    } else {
+      p.commits = quorum ? std::vector<uint64_t>{1, 2, 3} : std::vector<uint64_t>{1, 3};
+      if (!quorum) p.aborts = {2};
+    }
+    kids.push_back(spawn([p] { return run_rx(p); }));
+  }
+  {
+    Sender s;
+    std::vector<std::pair<std::string, std::string>> extra;
+    if (quorum) extra.push_back({"commit_quorum", "2"});
+    ASSERT_EQ(WSYNC_OK, s.init(addr_file, extra)) << wsync_last_error();
+    std::string why;
+    ASSERT_EQ(WSYNC_OK, s.publish(1, &why)) << why;
+    wsync_member_event_t ev = WSYNC_MEMBER_EVENT_INIT;
+    EXPECT_EQ(WSYNC_ERR_NOT_FOUND, wsync_group_next_member_event(s.g, &ev));
+    const auto t0 = std::chrono::steady_clock::now();
+    const wsync_status_t st = s.publish(2, &why);
+    const double took = secs_since(t0);
+    if (quorum) {
+      EXPECT_EQ(WSYNC_OK, st) << why;
+    } else {
+      EXPECT_EQ(WSYNC_ERR_PEER_FAILED, st);
+      EXPECT_NE(std::string::npos, why.find("receiver rank 3")) << why;
+      EXPECT_NE(std::string::npos, why.find("does not commit")) << why;
+      EXPECT_NE(std::string::npos, why.find(needle)) << why;
+    }
+    EXPECT_LT(took, 3.0 + 3.0) << "the fault was handled within timeout_ms (3 s) plus 3 s";
+    ASSERT_EQ(WSYNC_OK, wsync_group_next_member_event(s.g, &ev)) << wsync_last_error();
+    EXPECT_EQ(WSYNC_MEMBER_LEFT, ev.kind);
+    EXPECT_EQ(bad, ev.rank);
+    EXPECT_EQ(status, ev.status) << wsync_status_name(ev.status) << ": " << ev.reason;
+    EXPECT_EQ(2u, ev.update);
+    EXPECT_NE(std::string::npos, std::string(ev.reason).find("receiver rank 3")) << ev.reason;
+    EXPECT_NE(std::string::npos, std::string(ev.reason).find(needle)) << ev.reason;
+    EXPECT_EQ(WSYNC_ERR_NOT_FOUND, wsync_group_next_member_event(s.g, &ev));
+    EXPECT_EQ((std::vector<uint32_t>{1, 2}), s.members());
+    // The same group, no rebuild: version 3 commits on the two left.
+    ASSERT_EQ(WSYNC_OK, s.publish(3, &why)) << why;
+    wsync_group_stats_t stats = WSYNC_GROUP_STATS_INIT;
+    ASSERT_EQ(WSYNC_OK, wsync_group_get_stats(s.g, &stats));
+    EXPECT_EQ(3u, stats.committed_version);
+    EXPECT_EQ(3u, stats.num_receivers);
+    EXPECT_EQ(2u, stats.members);
+    EXPECT_EQ(1u, stats.members_left);
+  }
+  for (uint32_t r = 1; r <= 3; ++r) {
+    if (r == bad && fault == Fault::kHang) kill(kids[r - 1], SIGKILL);
+    const int rc = wait_child(kids[r - 1], 30000);
+    if (r != bad || fault == Fault::kRefuse) {
+      EXPECT_EQ(0, rc) << "receiver rank " << r;
+    }
+  }
+}
+
+}  // namespace
+
+TEST(Membership, AKilledReceiverIsRemovedAndTheQuorumCommits) {
+  fault_case(Fault::kDie, true, WSYNC_ERR_PEER_FAILED, "closed its connection");
+}
+
+TEST(Membership, WithoutAQuorumAKilledReceiverFailsTheUpdateAndTheGroupGoesOn) {
+  fault_case(Fault::kDie, false, WSYNC_ERR_PEER_FAILED, "closed its connection");
+}
+
+TEST(Membership, AHungReceiverIsRemovedAtItsTimeout) {
+  fault_case(Fault::kHang, true, WSYNC_ERR_TIMEOUT, "within 3000 ms");
+}
+
+TEST(Membership, AHungReceiverWithoutAQuorumFailsTheUpdateWithinItsTimeout) {
+  fault_case(Fault::kHang, false, WSYNC_ERR_TIMEOUT, "within 3000 ms");
+}
+
+TEST(Membership, AReceiverThatRefusesABucketIsRemovedWithItsReason) {
+  fault_case(Fault::kRefuse, true, WSYNC_ERR_PROTOCOL, "layer.0.w");
+}
+
+TEST(Membership, OptionsThatCannotWorkAreRefusedNamingThem) {
+  const std::string addr_file = temp_dir() + "/store.addr";
+  struct Case {
+    std::vector<std::pair<std::string, std::string>> opts;
+    const char* needle;
+  } cases[] = {
+      {{{"membership", "fixed"}, {"commit_quorum", "2"}}, "needs membership=elastic"},
+      {{{"commit_quorum", "4"}}, "has 3 receiver(s)"},
+      {{{"membership", "sometimes"}}, "option 'membership'"},
+      {{{"route", "tree:2"}}, "must be star"},
+  };
+  for (const Case& c : cases) {
+    Sender s;
+    EXPECT_EQ(WSYNC_ERR_INVALID_ARGUMENT, s.init(addr_file, c.opts));
+    EXPECT_NE(std::string::npos, std::string(wsync_last_error()).find(c.needle)) << wsync_last_error();
+  }
+}
