@@ -395,7 +395,8 @@ WSYNC_API wsync_status_t wsync_group_send_wait(wsync_group_t* group, uint64_t ti
 WSYNC_API wsync_status_t wsync_group_set_cuda_stream(wsync_group_t* group, void* stream);
 
 /* Close the current update as weight version `version` (must be greater than the last
- * committed one): every receiver is told, commits, and confirms; returns only when all did.
+ * committed one): every receiver is told, commits, and confirms; returns only when all did
+ * (membership=elastic: all those still in the group; see docs/ABI.md "Membership").
  * Batches still in flight are delivered first (a failed one fails the finalize). The next
  * send_batch starts a new update. timeout_ms bounds each wait for a receiver (0 or negative:
  * the group's timeout_ms option). A receiver that did not commit in time is
@@ -417,7 +418,8 @@ typedef struct wsync_group_stats_t {
   uint32_t struct_size;
   uint32_t num_receivers;
   uint64_t committed_version; /* 0 before the first finalize */
-  uint64_t updates;           /* finalized updates */
+  uint64_t updates;           /* finalized updates (membership=elastic: also those that failed
+                                 because receivers left; the group went on) */
   uint64_t batches;           /* delivered batches (send_batch and send_start), over all updates */
   uint64_t buckets;           /* buckets moved, over all updates */
   uint64_t tensors;           /* tensors sent (a split tensor counts once) */

@@ -112,6 +112,11 @@ typedef struct wsync_host_v1_t {
  * to `window` buckets on the wire (group option window). Without it: one bucket, one message, one
  * at a time, as before. */
 #define WSYNC_TRANSPORT_CAP_PIECES (1u << 5)
+/* Since 1.4 (a capability bit: a core before wsync 0.8 ignores it). forget_peer(rank) leaves every
+ * other rank working: their sends and receives go on, and later posts leave the forgotten rank
+ * out. The core then may remove one receiver and go on (group option membership=elastic); without
+ * it that option is refused (NCCL forgets a rank by aborting its communicator). */
+#define WSYNC_TRANSPORT_CAP_FORGET_ONE (1u << 6)
 
 /* The kinds of message a side-channel blob travels with (since 1.2, see describe_send). */
 #define WSYNC_BLOB_MANIFEST 1 /* sender -> every receiver, before the bucket moves */

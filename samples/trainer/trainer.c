@@ -188,8 +188,14 @@ int main(int argc, char** argv) {
       break;
     }
     double dt = now_s() - t0;
+    wsync_group_stats_t now = WSYNC_GROUP_STATS_INIT;
+    wsync_group_get_stats(g, &now); /* option membership=elastic: engines that failed were removed */
     printf("trainer: version %u committed on %u engine(s): %zu tensors, %.2f GB in %.2f s (%.2f GB/s per engine)\n", v,
-           receivers, n, total / 1e9, dt, total / 1e9 / dt);
+           now.members, n, total / 1e9, dt, total / 1e9 / dt);
+    for (wsync_member_event_t e = WSYNC_MEMBER_EVENT_INIT; wsync_group_next_member_event(g, &e) == WSYNC_OK;
+         e = (wsync_member_event_t)WSYNC_MEMBER_EVENT_INIT)
+      printf("trainer: engine rank %u left the group during update %llu (%s): %s\n", e.rank,
+             (unsigned long long)e.update, wsync_status_name(e.status), e.reason);
     fflush(stdout);
   }
   if (st == WSYNC_OK) {

@@ -208,11 +208,11 @@ wsync_status_t take_replies(wsync_group_t* g, Flight* flight) {
         break;
       }
       // (membership=elastic: a receiver that failed is removed, and the others go on)
-      if (st == WSYNC_ERR_PEER_FAILED) {
-        if ((st = member_failed(g, flight, p, peer_lost(g, p, during))) != WSYNC_OK) return st;
+      if (st == WSYNC_ERR_PEER_FAILED) st = peer_lost(g, p, during);
+      if (st != WSYNC_OK) {  // (a malformed frame too)
+        if ((st = member_failed(g, flight, p, st)) != WSYNC_OK) return st;
         break;
       }
-      if (st != WSYNC_OK) return st;
       if (b == nullptr && is_nack && nack.seq == 0) {
         // (many senders: a receiver refuses the whole update when another sender failed)
         st = fail(wire_failure(nack.status, WSYNC_ERR_PROTOCOL), "%s refused %s: %s", p->conn.peer_name().c_str(),
@@ -302,7 +302,10 @@ wsync_status_t take_sends(wsync_group_t* g, Flight* flight) {
     while (!b->unsent.empty()) {
       wsync_status_t st = poll_transport(g, b->unsent.front());
       if (st == WSYNC_ERR_TIMEOUT) return WSYNC_OK;
-      if (st != WSYNC_OK && !acked_by_all(g, *b) && (st = transport_failed(g, flight, *b, st)) != WSYNC_OK) return st;
+      if (st != WSYNC_OK && !acked_by_all(g, *b)) {
+        if ((st = transport_failed(g, flight, *b, st)) != WSYNC_OK) return st;
+        continue;  // (elastic: the dead receiver was removed; the same piece again, for the others)
+      }
       b->unsent.erase(b->unsent.begin());
       if ((st = post_more(g, b.get())) != WSYNC_OK) return st;  // the next piece takes its place
     }
@@ -315,7 +318,9 @@ wsync_status_t take_sends(wsync_group_t* g, Flight* flight) {
 // did not answer are removed, each named, and the bucket waits afresh for what is left.
 wsync_status_t timed_out(wsync_group_t* g, Flight* flight, InflightBucket* b) {
   const long long ms = static_cast<long long>(b->batch->timeout_ms);
-  if (g->elastic && (!b->want_ready.empty() || !b->want_ack.empty())) {
+  // (when every receiver left is silent, the sender's side is the likelier cause: a timeout, as fixed)
+  const size_t silent_n = !b->want_ready.empty() ? b->want_ready.size() : b->want_ack.size();
+  if (g->elastic && silent_n > 0 && silent_n < members_left_in(g)) {
     const bool ready = !b->want_ready.empty();
     const std::vector<Peer*> silent = ready ? b->want_ready : b->want_ack;
     for (Peer* p : silent) {
@@ -360,7 +365,8 @@ wsync_status_t await(wsync_group_t* g, Flight* flight, const std::function<bool(
       if (!waiting) continue;
       if (now_ms() >= b->deadline) {
         if ((st = timed_out(g, flight, b.get())) != WSYNC_OK) return st;
-        continue;  // (elastic: the silent ones were removed; re-read what is still awaited)
+        deadline = now_ms();  // (elastic: the silent ones were removed; look again at once)
+        break;
       }
       deadline = std::min(deadline, b->deadline);
       if (w.transport_seq == 0 && !b->unsent.empty()) w.transport_seq = b->unsent.front();

@@ -371,6 +371,7 @@ wsync_status_t group_init(const wsync_group_config_t* config, wsync_group_t* g) 
   wsync_status_t st = read_config(config, g, &a);
   if (st == WSYNC_OK) st = setup_adapter(g, a);  // plugins first: a missing one fails before any socket
   if (st == WSYNC_OK) st = load_transport(a.cfg.transport ? a.cfg.transport : "ucx", &g->transport);
+  if (st == WSYNC_OK) st = members_check_transport(g);
   if (st == WSYNC_OK) st = choose_staging(g);
   if (st == WSYNC_OK) st = choose_pipeline(g);
   if (st == WSYNC_OK) st = open_rendezvous(g, a);

@@ -45,10 +45,18 @@ wsync_status_t members_check_options(wsync_group_t* g) {
   return WSYNC_OK;
 }
 
+wsync_status_t members_check_transport(wsync_group_t* g) {
+  if (!g->elastic || (g->transport.table->caps & WSYNC_TRANSPORT_CAP_FORGET_ONE)) return WSYNC_OK;
+  return fail(WSYNC_ERR_UNSUPPORTED, "membership=elastic needs a transport that can leave one receiver out and go on "
+              "with the others (WSYNC_TRANSPORT_CAP_FORGET_ONE); transport '%s' cannot", g->transport.table->name);
+}
+
 void members_init(wsync_group_t* g) {
   std::lock_guard<std::mutex> lk(g->shared.mu);
   g->shared.members.clear();
   for (const auto& p : g->peers) g->shared.members.push_back(p->rank);
+  if (g->peers.empty())  // unmodified HTTP engines: no control channel, the ranks all the same
+    for (uint32_t r = 1; r <= g->num_receivers; ++r) g->shared.members.push_back(r);
 }
 
 uint32_t members_left_in(const wsync_group_t* g) {
@@ -59,7 +67,10 @@ uint32_t members_left_in(const wsync_group_t* g) {
 
 wsync_status_t member_failed(wsync_group_t* g, Flight* flight, Peer* p, wsync_status_t st) {
   const std::string why = last_error();
-  if (!g->elastic) return st;
+  // Only what the receiver did: not the group's abort, nor a failure of the sender's own.
+  if (!g->elastic || g->aborted.load() || st == WSYNC_ERR_ABORTED || st == WSYNC_ERR_INVALID_ARGUMENT ||
+      st == WSYNC_ERR_INTERNAL || st == WSYNC_ERR_OUT_OF_MEMORY)
+    return st;
   if (p->dropped) return WSYNC_OK;
   p->dropped = true;
   if (g->transport_self && !p->left && p->alive) g->transport.table->forget_peer(g->transport_self, p->rank);
@@ -89,9 +100,13 @@ wsync_status_t member_failed(wsync_group_t* g, Flight* flight, Peer* p, wsync_st
 }
 
 wsync_status_t members_may_commit(wsync_group_t* g, uint64_t version) {
-  if (!g->elastic || g->dropped_in_update.empty()) return WSYNC_OK;
+  if (!g->elastic) return WSYNC_OK;
   const uint32_t left = members_left_in(g);
   const uint32_t quorum = g->commit_quorum;
+  if (quorum != 0 && left < quorum && g->dropped_in_update.empty())
+    return fail(WSYNC_ERR_PEER_FAILED, "version %llu does not commit: %u receiver(s) remain in the group, fewer than "
+                "the quorum of %u (option commit_quorum)", static_cast<unsigned long long>(version), left, quorum);
+  if (g->dropped_in_update.empty()) return WSYNC_OK;
   if (quorum != 0 && left >= quorum) {
     WSYNC_LOGW("group '%s': version %llu commits on %u receiver(s), at least the quorum of %u; removed during it: %s",
                g->group_name.c_str(), static_cast<unsigned long long>(version), left, quorum,

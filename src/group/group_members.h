@@ -20,6 +20,8 @@ wsync_status_t member_failed(wsync_group_t* g, Flight* flight, Peer* p, wsync_st
 
 // Options membership and commit_quorum agree with the rest (after every option was read).
 wsync_status_t members_check_options(wsync_group_t* g);
+// membership=elastic needs a transport that forgets one rank and keeps the others (CAP_FORGET_ONE).
+wsync_status_t members_check_transport(wsync_group_t* g);
 // Every receiver joined: they are the members.
 void members_init(wsync_group_t* g);
 

@@ -228,6 +228,7 @@ wsync_status_t commit(wsync_group_t* g, const FinalizeJob& job) {
     g->update_lost_members = true;
     return st;
   }
+  const size_t lost_before = g->dropped_in_update.size();  // (removals from here on: after the decision)
   for (auto& p : g->peers) {
     if (p->dropped) continue;
     // Many senders: each receiver was sent only the buckets of the boxes it needs.
@@ -238,7 +239,6 @@ wsync_status_t commit(wsync_group_t* g, const FinalizeJob& job) {
       if ((st = member_failed(g, nullptr, p.get(), st)) != WSYNC_OK) return st;
     }
   }
-  const size_t lost_before = g->dropped_in_update.size();
   // Many senders: a receiver commits once every sender finalized, and names a sender that did not
   // within timeout_ms of the first; we wait a little longer, so its NACK says who it was.
   const int64_t wait_ms = job.timeout_ms + (g->num_senders > 1 ? kSendersGraceMs : 0);
@@ -278,8 +278,13 @@ wsync_status_t commit(wsync_group_t* g, const FinalizeJob& job) {
   if (g->dropped_in_update.size() > lost_before && members_may_commit(g, job.version) != WSYNC_OK) {
     g->update_lost_members = true;
     g->update_committed_partly = true;
-    return fail(WSYNC_ERR_PEER_FAILED, "version %llu was committed by the %u receiver(s) left, but %s",
-                static_cast<unsigned long long>(job.version), members_left_in(g), last_error().c_str());
+    std::string left;
+    for (size_t i = lost_before; i < g->dropped_in_update.size(); ++i)
+      left += (left.empty() ? "" : "; ") + g->dropped_in_update[i];
+    return fail(WSYNC_ERR_PEER_FAILED, "version %llu was committed on the %u receiver(s) left, fewer than %s: %s did "
+                "not confirm it (%s)", static_cast<unsigned long long>(job.version), members_left_in(g),
+                g->commit_quorum ? ("the quorum of " + std::to_string(g->commit_quorum)).c_str() : "all of them",
+                g->dropped_in_update.size() - lost_before == 1 ? "a receiver" : "receivers", left.c_str());
   }
   if (g->http_engines && g->update_open) {
     g->update_open = false;  // committed: nothing to abandon; a failed RESUME leaves engines_paused set
@@ -327,7 +332,8 @@ void run_finalize(wsync_group_t* g, const FinalizeJob& job) {
     for (auto& p : g->peers) p->buckets = 0;
     members_committed(g);
     WSYNC_LOGI("group '%s': version %llu committed on %u receiver(s)", g->group_name.c_str(),
-               static_cast<unsigned long long>(job.version), members_left_in(g));
+               static_cast<unsigned long long>(job.version), g->num_receivers - static_cast<uint32_t>(g->peers.size()) +
+               members_left_in(g));
   }
   const std::string finalize_why = st == WSYNC_OK ? std::string() : last_error();
   std::lock_guard<std::mutex> lk(g->shared.mu);

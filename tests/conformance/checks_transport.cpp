@@ -32,7 +32,8 @@ constexpr size_t kRegisterStagingEnd = offsetof(wsync_transport_v1_t, register_s
 constexpr size_t kGetPropertyEnd = offsetof(wsync_transport_v1_t, get_property) + sizeof(void*);
 constexpr uint64_t kKnownTransportCaps = WSYNC_TRANSPORT_CAP_HOST_MEMORY | WSYNC_TRANSPORT_CAP_CUDA_MEMORY |
                                          WSYNC_TRANSPORT_CAP_SCATTER_RECV | WSYNC_TRANSPORT_CAP_STAGING_ONLY |
-                                         WSYNC_TRANSPORT_CAP_RETIRED_4 | WSYNC_TRANSPORT_CAP_PIECES;
+                                         WSYNC_TRANSPORT_CAP_RETIRED_4 | WSYNC_TRANSPORT_CAP_PIECES |
+                                         WSYNC_TRANSPORT_CAP_FORGET_ONE;
 const char kUnknownKey[] = "wsync_conformance_no_such_option";
 
 std::string hex(uint64_t v) {

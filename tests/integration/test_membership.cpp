@@ -112,10 +112,11 @@ int run_rx(const RxPlan& p) {
       committed = ev.version;
       ++commit_i;
       if (p.fault == Fault::kRefuse && committed + 1 == p.fault_version) {
-        // From the next version on, this receiver wants layer.0.w as float16; the sender sends
-        // bfloat16, so its bucket is refused.
-        descs[1].dtype = WSYNC_DTYPE_FLOAT16;
-        if (wsync_receiver_register(rx, &descs[1], 1) != WSYNC_OK) return 7;
+        // From the next version on, this receiver wants embed.weight as int32; the sender sends
+        // float32, so the update's first bucket is refused (before any of its bytes move: see
+        // docs/ABI.md "Membership" on UCX and receivers removed alive).
+        descs[0].dtype = WSYNC_DTYPE_INT32;
+        if (wsync_receiver_register(rx, &descs[0], 1) != WSYNC_OK) return 7;
       }
     } else if (ev.kind == WSYNC_EVENT_ABORTED) {
       in_update = false;
@@ -180,10 +181,28 @@ double secs_since(std::chrono::steady_clock::time_point t0) {
 // Three staged receivers; `bad` gets `fault` at version 2. With a quorum of 2 the update commits on
 // the other two; without one it fails and they keep version 1. Version 3 then commits on the two,
 // through the same group. The member event names the receiver with `status` and `needle`.
+// Every child is killed and reaped when a test ends early (a failed ASSERT).
+struct Children {
+  std::vector<pid_t> pids;
+  ~Children() {
+    for (pid_t p : pids)
+      if (p > 0) {
+        kill(p, SIGKILL);
+        wait_child(p, 5000);
+      }
+  }
+  // The exit status of child i (reaped; it is not killed later).
+  int wait(size_t i, int timeout_ms) {
+    const int rc = wait_child(pids[i], timeout_ms);
+    pids[i] = -1;
+    return rc;
+  }
+};
+
 void fault_case(Fault fault, bool quorum, wsync_status_t status, const std::string& needle) {
   const std::string addr_file = temp_dir() + "/store.addr";
   const uint32_t bad = 3;
-  std::vector<pid_t> kids;
+  Children kids;
   for (uint32_t r = 1; r <= 3; ++r) {
     RxPlan p;
     p.rank = r;
@@ -196,7 +215,7 @@ void fault_case(Fault fault, bool quorum, wsync_status_t status, const std::stri
       p.commits = quorum ? std::vector<uint64_t>{1, 2, 3} : std::vector<uint64_t>{1, 3};
       if (!quorum) p.aborts = {2};
     }
-    kids.push_back(spawn([p] { return run_rx(p); }));
+    kids.pids.push_back(spawn([p] { return run_rx(p); }));
   }
   {
     Sender s;
@@ -237,9 +256,10 @@ void fault_case(Fault fault, bool quorum, wsync_status_t status, const std::stri
     EXPECT_EQ(2u, stats.members);
     EXPECT_EQ(1u, stats.members_left);
   }
+  // (the group is gone: a hung receiver may be let go now)
   for (uint32_t r = 1; r <= 3; ++r) {
-    if (r == bad && fault == Fault::kHang) kill(kids[r - 1], SIGKILL);
-    const int rc = wait_child(kids[r - 1], 30000);
+    if (r == bad && fault == Fault::kHang) kill(kids.pids[r - 1], SIGKILL);
+    const int rc = kids.wait(r - 1, 30000);
     if (r != bad || fault == Fault::kRefuse) {
       EXPECT_EQ(0, rc) << "receiver rank " << r;
     }
@@ -265,7 +285,37 @@ TEST(Membership, AHungReceiverWithoutAQuorumFailsTheUpdateWithinItsTimeout) {
 }
 
 TEST(Membership, AReceiverThatRefusesABucketIsRemovedWithItsReason) {
-  fault_case(Fault::kRefuse, true, WSYNC_ERR_PROTOCOL, "layer.0.w");
+  fault_case(Fault::kRefuse, true, WSYNC_ERR_PROTOCOL, "embed.weight");
+}
+
+TEST(Membership, ARefusalWithoutAQuorumFailsTheUpdateAndTheGroupGoesOn) {
+  fault_case(Fault::kRefuse, false, WSYNC_ERR_PROTOCOL, "embed.weight");
+}
+
+// When the last receiver leaves there is nobody to go on with: the update fails naming it and the
+// group is broken, as a fixed group would be.
+TEST(Membership, LosingTheLastReceiverBreaksTheGroup) {
+  const std::string addr_file = temp_dir() + "/store.addr";
+  Children kids;
+  RxPlan p;
+  p.rank = 1;
+  p.addr_file = addr_file;
+  p.fault = Fault::kDie;
+  p.fault_version = 2;
+  p.commits = {1};
+  kids.pids.push_back(spawn([p] { return run_rx(p); }));
+  Sender s;
+  ASSERT_EQ(WSYNC_OK, s.init(addr_file, {{"commit_quorum", "1"}}, 1)) << wsync_last_error();
+  std::string why;
+  ASSERT_EQ(WSYNC_OK, s.publish(1, &why)) << why;
+  EXPECT_EQ(WSYNC_ERR_PEER_FAILED, s.publish(2, &why));
+  EXPECT_NE(std::string::npos, why.find("every receiver of group 'elastic' has left")) << why;
+  EXPECT_NE(std::string::npos, why.find("receiver rank 1")) << why;
+  EXPECT_NE(WSYNC_OK, s.publish(3, &why)) << "the group is broken";
+  wsync_member_event_t ev = WSYNC_MEMBER_EVENT_INIT;
+  ASSERT_EQ(WSYNC_OK, wsync_group_next_member_event(s.g, &ev));
+  EXPECT_EQ(1u, ev.rank);
+  EXPECT_TRUE(s.members().empty());
 }
 
 TEST(Membership, OptionsThatCannotWorkAreRefusedNamingThem) {

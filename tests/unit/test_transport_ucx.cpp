@@ -344,7 +344,9 @@ TEST_F(UcxTransport, TableAndEntry) {
   const wsync_transport_v1_t* t = Plugin();
   EXPECT_STREQ("ucx", t->name);
   EXPECT_EQ(WSYNC_PLUGIN_ABI_VERSION, t->abi_version);
-  EXPECT_EQ(WSYNC_TRANSPORT_CAP_HOST_MEMORY | WSYNC_TRANSPORT_CAP_SCATTER_RECV | WSYNC_TRANSPORT_CAP_PIECES, t->caps);
+  EXPECT_EQ(WSYNC_TRANSPORT_CAP_HOST_MEMORY | WSYNC_TRANSPORT_CAP_SCATTER_RECV | WSYNC_TRANSPORT_CAP_PIECES |
+                WSYNC_TRANSPORT_CAP_FORGET_ONE,
+            t->caps);
   EXPECT_GE(t->struct_size, sizeof(wsync_transport_v1_t));
   t->destroy(nullptr);  // accepted
 

@@ -40,6 +40,7 @@ static const cap_name_t kTransportCaps[] = {
     {WSYNC_TRANSPORT_CAP_SCATTER_RECV, "scatter_recv"},
     {WSYNC_TRANSPORT_CAP_STAGING_ONLY, "staging_only"},
     {WSYNC_TRANSPORT_CAP_PIECES, "pieces"},
+    {WSYNC_TRANSPORT_CAP_FORGET_ONE, "forget_one"},
 };
 
 static const cap_name_t kAdapterCaps[] = {
