@@ -120,6 +120,9 @@ void break_group(wsync_group_t* g, Flight* flight, wsync_status_t st, BatchList*
   bool posted = false;
   if (flight != nullptr)
     for (auto& b : *flight) posted |= b->posted;
+  // The receivers hear why first: a receiver of many senders whose transport to this one fails
+  // (the forgets below) then reports this abort, which names the cause, not this sender.
+  announce_abort(g, g->aborted.load() ? "the sender aborted the group" : why);
   if (posted && g->transport_self) {  // the buckets on the wire are cancelled with every receiver
     for (auto& p : g->peers)
       if (p->alive) g->transport.table->forget_peer(g->transport_self, p->rank);
@@ -135,7 +138,6 @@ void break_group(wsync_group_t* g, Flight* flight, wsync_status_t st, BatchList*
   if (g->copy_stream != nullptr && device_wait_copies(g) != WSYNC_OK)
     WSYNC_LOGW("group '%s': waiting for wsync's copy stream after a failure: %s", g->group_name.c_str(),
                last_error().c_str());
-  announce_abort(g, g->aborted.load() ? "the sender aborted the group" : why);
   engines_abandon(g);  // the engines' update ends too (best effort, bounded)
   why += engines_failure_note(g, engines_open);
   for (auto& b : *active) release_event(g, b.get());

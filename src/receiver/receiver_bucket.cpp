@@ -457,6 +457,23 @@ wsync_status_t take_frames(wsync_receiver_t* rx, bool* other) {
   return WSYNC_OK;
 }
 
+// Many senders: a sender that gives up because another failed sends ABORT_UPDATE (naming that one)
+// and then closes its transport endpoints, so this receiver's transport may fail first. Before a
+// transport failure is blamed on this link's sender, its control channel gets a moment
+// (kSaidWhyMs) to say why: true when its next frame is not a bucket's (an ABORT_UPDATE, a CLOSE).
+constexpr int64_t kSaidWhyMs = 300;
+bool sender_said_why(wsync_receiver_t* rx) {
+  const int64_t until = deadline_after(kSaidWhyMs);
+  for (;;) {
+    bool other = false;
+    if (take_frames(rx, &other) != WSYNC_OK) return false;
+    if (other) return true;
+    if (rx->conn.closed() || now_ms() >= until) return false;
+    pollfd p{rx->conn.fd(), POLLIN, 0};
+    ::poll(&p, 1, static_cast<int>(std::min<int64_t>(remaining_ms(until), 20)));
+  }
+}
+
 // One look at the oldest bucket (never sleeps): *done when its bytes are in place and its sum is
 // known; *landed when its pieces are (the caller then sleeps on the fds even without an event fd).
 wsync_status_t bytes_step(wsync_receiver_t* rx, Incoming* in, bool* done, bool* landed) {
@@ -468,6 +485,10 @@ wsync_status_t bytes_step(wsync_receiver_t* rx, Incoming* in, bool* done, bool* 
   std::string why;
   const bool all = take_landed(rx, &st, &why);
   *landed = all;
+  if (st != WSYNC_OK && st != WSYNC_ERR_TIMEOUT && rx->sh->links.size() > 1 && sender_said_why(rx)) {
+    fail(WSYNC_ERR_ABORTED, "the sender abandoned %s (its transport closed after it said why)", in->what.c_str());
+    return give_up(rx, "the sender stopped during " + in->what);
+  }
   if (st != WSYNC_OK && st != WSYNC_ERR_TIMEOUT) {
     const std::string from = rx->parent == 0 ? "" : " (this receiver takes the bytes from receiver rank " +
                                                          std::to_string(rx->parent) + ", a relay)";
