@@ -27,14 +27,7 @@
 # The shape is the trainer's group option route=<shape> (lib.sh, route_flags).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
-RATE=200mbit
-FAULT=""
-args=("$@")
-for ((i = 0; i < ${#args[@]}; i++)); do
-  [ "${args[i]}" != --rate ] || RATE=${args[i + 1]:-}
-  [ "${args[i]}" != --fault ] || FAULT=${args[i + 1]:-}
-done
-case $FAULT in partition|kill|hang) ;; *) echo "faults.sh: --fault takes partition, kill or hang" >&2; exit 2 ;; esac
+fault_args "$@"
 cluster_test_main 3 "$RATE" "f$FAULT" "$@"
 shift  # --inside
 

@@ -9,6 +9,19 @@
 # call returns and the script goes on with its body. Exit 77 (skip) where no cluster can be made.
 CLUSTER_SH="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/scripts/cluster.sh"
 
+# The fault tests' flags, read before cluster_test_main: --fault partition|kill|hang (required)
+# into FAULT, --rate (default 200mbit) into RATE; other flags are the script's own.
+fault_args() {
+  RATE=200mbit
+  FAULT=""
+  local args=("$@") i
+  for ((i = 0; i < ${#args[@]}; i++)); do
+    [ "${args[i]}" != --rate ] || RATE=${args[i + 1]:-}
+    [ "${args[i]}" != --fault ] || FAULT=${args[i + 1]:-}
+  done
+  case $FAULT in partition|kill|hang) ;; *) echo "$(basename "$0"): --fault takes partition, kill or hang" >&2; exit 2 ;; esac
+}
+
 cluster_test_main() {
   local hosts=$1 rate=$2 name=$3 script
   shift 3

@@ -17,14 +17,7 @@
 # Usage: senders_faults.sh <build dir> --fault partition|kill|hang [--rate 200mbit]
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
-RATE=200mbit
-FAULT=""
-args=("$@")
-for ((i = 0; i < ${#args[@]}; i++)); do
-  [ "${args[i]}" != --rate ] || RATE=${args[i + 1]:-}
-  [ "${args[i]}" != --fault ] || FAULT=${args[i + 1]:-}
-done
-case $FAULT in partition|kill|hang) ;; *) echo "senders_faults.sh: --fault takes partition, kill or hang" >&2; exit 2 ;; esac
+fault_args "$@"
 cluster_test_main 5 "$RATE" "s$FAULT" "$@"
 shift  # --inside
 
