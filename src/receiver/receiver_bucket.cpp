@@ -503,7 +503,9 @@ wsync_status_t bytes_step(wsync_receiver_t* rx, Incoming* in, bool* done, bool* 
     return WSYNC_OK;
   }
   if (rx->conn.closed() || other) {  // (the sender never stops between the last piece and its sum)
-    const bool vanished = rx->conn.closed();
+    // (many senders: one that closed after a last word, its ABORT_UPDATE naming the cause, is read
+    // as having abandoned the bucket; the caller then reads that word)
+    const bool vanished = rx->conn.closed() && !(rx->sh->links.size() > 1 && rx->conn.has_frame());
     fail(vanished ? WSYNC_ERR_PEER_FAILED : WSYNC_ERR_ABORTED, "the sender %s during %s",
          vanished ? "vanished" : "abandoned the bucket", in->what.c_str());
     return give_up(rx, "the sender stopped during " + in->what);
