@@ -111,12 +111,25 @@ wsync_status_t ControlConn::send(MsgType type, const std::vector<uint8_t>& body,
         continue;
       }
       std::string why = n == 0 ? "connection closed" : std::strerror(errno);
+      keep_last_words();
       close();
       return fail(WSYNC_ERR_PEER_FAILED, "%s is gone (sending %s: %s)", peer_.c_str(),
                   msg_type_name(static_cast<uint16_t>(type)), why.c_str());
     }
   }
   return WSYNC_OK;
+}
+
+void ControlConn::keep_last_words() {
+  uint8_t buf[4096];
+  size_t kept = 0;
+  while (fd_ >= 0 && kept < kLastWordsBytes) {
+    const ssize_t n = ::recv(fd_, buf, std::min(sizeof buf, kLastWordsBytes - kept), MSG_DONTWAIT);
+    if (n <= 0) break;  // nothing more, or the reset itself
+    in_.insert(in_.end(), buf, buf + n);
+    kept += static_cast<size_t>(n);
+  }
+  eof_ = true;
 }
 
 wsync_status_t ControlConn::pump() { return fill(0); }

@@ -62,6 +62,13 @@ class ControlConn {
 
  private:
   wsync_status_t fill(int64_t timeout_ms);
+  // A send found the peer gone: what it sent before it went (its last ABORT_UPDATE or CLOSE, still
+  // in the kernel's queue) is read into the buffer, up to kLastWordsBytes, before the socket is
+  // closed, so recv still returns it; the connection then reads as closed. (A sender that gave up
+  // says why and closes; a receiver's ACK crossing that close made the receiver drop the reason
+  // unread and blame the sender.)
+  void keep_last_words();
+  static constexpr size_t kLastWordsBytes = 1 << 20;
   bool take_frame(Frame* out, wsync_status_t* err);
 
   int fd_;

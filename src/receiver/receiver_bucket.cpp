@@ -458,16 +458,25 @@ wsync_status_t take_frames(wsync_receiver_t* rx, bool* other) {
 }
 
 // Many senders: a sender that gives up because another failed sends ABORT_UPDATE (naming that one)
-// and then closes its transport endpoints, so this receiver's transport may fail first. Before a
-// transport failure is blamed on this link's sender, its control channel gets a moment
-// (kSaidWhyMs) to say why: true when its next frame is not a bucket's (an ABORT_UPDATE, a CLOSE).
-constexpr int64_t kSaidWhyMs = 300;
-bool sender_said_why(wsync_receiver_t* rx) {
-  const int64_t until = deadline_after(kSaidWhyMs);
+// and then closes its transport endpoints and its connection, so this receiver may see its
+// transport fail, its connection close or its bucket stall first. Before that is blamed on this
+// link's sender, its control channel gets a moment (kSaidWhyMs) to say why: true when a frame that
+// is not a bucket's (an ABORT_UPDATE, a CLOSE) comes next. The MANIFESTs and BUCKET_SUMs before it
+// belong to the update it abandons and are dropped with it (a sender with a full window has sent
+// the next MANIFEST before its ABORT_UPDATE). `wait_ms` 0: only what has come already.
+constexpr int64_t kSaidWhyMs = 500;
+bool sender_said_why(wsync_receiver_t* rx, int64_t wait_ms = kSaidWhyMs) {
+  const int64_t until = deadline_after(wait_ms);
   for (;;) {
-    bool other = false;
-    if (take_frames(rx, &other) != WSYNC_OK) return false;
-    if (other) return true;
+    rx->conn.pump();
+    while (rx->conn.has_frame()) {
+      const uint16_t type = rx->conn.next_type();
+      if (type != static_cast<uint16_t>(MsgType::kManifest) && type != static_cast<uint16_t>(MsgType::kBucketSum))
+        return true;
+      Frame dropped;
+      if (rx->conn.recv(&dropped, 0) != WSYNC_OK) return false;
+      rx->conn.pump();
+    }
     if (rx->conn.closed() || now_ms() >= until) return false;
     pollfd p{rx->conn.fd(), POLLIN, 0};
     ::poll(&p, 1, static_cast<int>(std::min<int64_t>(remaining_ms(until), 20)));
@@ -485,7 +494,8 @@ wsync_status_t bytes_step(wsync_receiver_t* rx, Incoming* in, bool* done, bool* 
   std::string why;
   const bool all = take_landed(rx, &st, &why);
   *landed = all;
-  if (st != WSYNC_OK && st != WSYNC_ERR_TIMEOUT && rx->sh->links.size() > 1 && sender_said_why(rx)) {
+  const bool many = rx->sh->links.size() > 1;
+  if (st != WSYNC_OK && st != WSYNC_ERR_TIMEOUT && many && sender_said_why(rx)) {
     fail(WSYNC_ERR_ABORTED, "the sender abandoned %s (its transport closed after it said why)", in->what.c_str());
     return give_up(rx, "the sender stopped during " + in->what);
   }
@@ -505,13 +515,17 @@ wsync_status_t bytes_step(wsync_receiver_t* rx, Incoming* in, bool* done, bool* 
   if (rx->conn.closed() || other) {  // (the sender never stops between the last piece and its sum)
     // (many senders: one that closed after a last word, its ABORT_UPDATE naming the cause, is read
     // as having abandoned the bucket; the caller then reads that word)
-    const bool vanished = rx->conn.closed() && !(rx->sh->links.size() > 1 && rx->conn.has_frame());
+    const bool vanished = rx->conn.closed() && !(many && sender_said_why(rx));
     fail(vanished ? WSYNC_ERR_PEER_FAILED : WSYNC_ERR_ABORTED, "the sender %s during %s",
          vanished ? "vanished" : "abandoned the bucket", in->what.c_str());
     return give_up(rx, "the sender stopped during " + in->what);
   }
   if (now_ms() >= in->deadline) {
-    if (rx->sh->links.size() > 1)
+    if (many && sender_said_why(rx, 0)) {  // (a sender that gave up said so at once: no wait here)
+      fail(WSYNC_ERR_ABORTED, "the sender abandoned %s (it said why after its bytes stopped)", in->what.c_str());
+      return give_up(rx, "the sender stopped during " + in->what);
+    }
+    if (many)
       fail(WSYNC_ERR_TIMEOUT, "%s did not arrive within %lld ms (timeout_ms)", in->what.c_str(),
            static_cast<long long>(rx->timeout_ms));
     else
