@@ -198,6 +198,9 @@ typedef struct wsync_option_t {
  *   commit_quorum     since 1.5, elastic only: 1..num_receivers; an update during which receivers
  *                     were removed still commits on the others when at least this many of them
  *                     hold every byte (default: all of them, i.e. such an update fails)
+ *   init_receivers    since 1.5, elastic only: 1..num_receivers; init returns once this many
+ *                     receivers joined (default: all); the others, and any receiver that left,
+ *                     join (again, with their rank) between updates
  * Unknown keys are refused with WSYNC_ERR_INVALID_ARGUMENT naming the key; keys starting with
  * "transport." or "adapter." are passed to that plugin, which validates them. */
 
@@ -316,8 +319,9 @@ typedef struct wsync_group_config_t {
   {(uint32_t)WSYNC_GROUP_CONFIG_STRUCT_SIZE, 0u, NULL, NULL, NULL, NULL, NULL, 0u, -1}
 
 /* Create a group: load the transport and adapter plugins, host the rendezvous store, wait
- * until all `num_receivers` receivers joined (each rank 1..num_receivers exactly once), and
- * bring the transport up. Blocks up to config->timeout_ms. On success *out owns the group
+ * until all `num_receivers` receivers joined (each rank 1..num_receivers exactly once; with
+ * membership=elastic and option init_receivers=K, until K of them joined: the others join between
+ * updates), and bring the transport up. Blocks up to config->timeout_ms. On success *out owns the group
  * (free with wsync_group_destroy); on failure *out is NULL and wsync_last_error() names the
  * receiver, option or plugin at fault. Call from one thread; the group is not thread-safe
  * except for wsync_group_abort. */
@@ -432,7 +436,8 @@ typedef struct wsync_group_stats_t {
                                     batch whose senders' records repeat the previous batch's reuses
                                     its plan and does not count */
   uint32_t members;              /* since 1.5: the receivers in the group now (num_receivers less
-                                    those removed: option membership=elastic) */
+                                    those removed and those not joined yet: option
+                                    membership=elastic) */
   uint32_t members_left;         /* since 1.5: receivers removed since init */
 } wsync_group_stats_t;
 
@@ -444,18 +449,19 @@ typedef struct wsync_group_stats_t {
 WSYNC_API wsync_status_t wsync_group_get_stats(const wsync_group_t* group, wsync_group_stats_t* stats);
 
 /* Since 1.5: membership (option membership=elastic; docs/ABI.md "Membership"). */
-#define WSYNC_MEMBER_JOINED 1 /* reserved: a receiver joined (not yet: receivers join at init) */
+#define WSYNC_MEMBER_JOINED 1 /* a receiver joined between updates (elastic; not those of init) */
 #define WSYNC_MEMBER_LEFT 2   /* a receiver was removed from the group */
 
 typedef struct wsync_member_event_t {
   uint32_t struct_size;
-  int32_t kind;        /* WSYNC_MEMBER_LEFT */
+  int32_t kind;        /* WSYNC_MEMBER_LEFT or WSYNC_MEMBER_JOINED */
   uint32_t rank;       /* the receiver's rank */
-  int32_t status;      /* what removed it: WSYNC_ERR_PEER_FAILED (its process or connection ended),
-                          WSYNC_ERR_TIMEOUT (it did not answer within timeout_ms), or the status
-                          of its refusal (WSYNC_ERR_PROTOCOL, ...) */
-  uint64_t update;     /* the number of the update it was removed in (1 for the first update;
-                          wsync_group_stats_t.updates + 1 while that update ran) */
+  int32_t status;      /* LEFT: what removed it: WSYNC_ERR_PEER_FAILED (its process or connection
+                          ended), WSYNC_ERR_TIMEOUT (it did not answer within timeout_ms), or the
+                          status of its refusal (WSYNC_ERR_PROTOCOL, ...); JOINED: WSYNC_OK */
+  uint64_t update;     /* LEFT: the number of the update it was removed in (1 for the first update;
+                          wsync_group_stats_t.updates + 1 while that update ran); JOINED: the
+                          first update it takes part in */
   const char* reason;  /* what happened, naming the receiver (rank, address); owned by the group,
                           valid until the next wsync_group_next_member_event or destroy */
 } wsync_member_event_t;

@@ -29,9 +29,10 @@ extern "C" {
 #endif
 
 #define WSYNC_PLUGIN_ABI_VERSION 1 /* the major; tables grow by appending */
-#define WSYNC_PLUGIN_ABI_MINOR 4   /* 1: GPU fields and HTTP engines; 2: event fd, side channel, hints;
+#define WSYNC_PLUGIN_ABI_MINOR 5   /* 1: GPU fields and HTTP engines; 2: event fd, side channel, hints;
                                       3: engine probing, reset and abandon steps, take_reply;
-                                      4: transport progress */
+                                      4: transport progress; 5: connect_peer (receivers that join
+                                      later) */
 
 /* Since 1.2. Does the versioned struct at `p` (which starts with struct_size) reach the end of
  * `field` of `type`? Read a field only when it does: an older peer passes a shorter struct. */
@@ -158,6 +159,7 @@ typedef struct wsync_transport_params_t {
 #define WSYNC_HINT_TORCH_GROUP "torch_group"                  /* adapter -> nccl */
 #define WSYNC_HINT_LAZY_INIT "lazy_init"                      /* adapter -> nccl */
 #define WSYNC_HINT_ALLREDUCE_AFTER_INIT "allreduce_after_init" /* adapter -> nccl */
+#define WSYNC_HINT_JOIN_LATER "join_later"                    /* core -> transport, sender (1.5) */
 #define WSYNC_PROPERTY_TORCH_STORE_KEY "torch_store_key"      /* nccl -> adapter */
 #define WSYNC_PROPERTY_NCCL_UNIQUE_ID "nccl_unique_id_b64"    /* nccl -> adapter */
 
@@ -276,6 +278,13 @@ typedef struct wsync_transport_v1_t {
    * receives that completed (UCX's rendezvous acknowledgements, queued while its shared-memory FIFO
    * was full), and the sender's send_wait completes only once they went out. */
   wsync_status_t (*progress)(void* self);
+  /* Optional, since 1.5 (membership=elastic, docs/ABI.md "Membership"). Sender: connect to
+   * receiver `rank` alone, once it published its address for this group: a receiver that joins
+   * after connect, or a new process that joins with the rank of one forgotten (forget_peer) before;
+   * an endpoint left from before is replaced. Must return within timeout_ms (WSYNC_ERR_TIMEOUT
+   * naming the rank). With hint WSYNC_HINT_JOIN_LATER ("1") the sender's connect only publishes its
+   * own address and connects no receiver: the core calls connect_peer for each one that joins. */
+  wsync_status_t (*connect_peer)(void* self, uint32_t rank, int64_t timeout_ms);
 } wsync_transport_v1_t;
 
 /* Table sizes of each plugin ABI minor (what a plugin built against that header reports). */
@@ -283,6 +292,7 @@ typedef struct wsync_transport_v1_t {
 #define WSYNC_TRANSPORT_V1_1_SIZE WSYNC_STRUCT_SIZE(wsync_transport_v1_t, get_property)
 #define WSYNC_TRANSPORT_V1_2_SIZE WSYNC_STRUCT_SIZE(wsync_transport_v1_t, runtime_info)
 #define WSYNC_TRANSPORT_V1_4_SIZE WSYNC_STRUCT_SIZE(wsync_transport_v1_t, progress)
+#define WSYNC_TRANSPORT_V1_5_SIZE WSYNC_STRUCT_SIZE(wsync_transport_v1_t, connect_peer)
 
 typedef const wsync_transport_v1_t* (*wsync_transport_entry_v1_fn)(const wsync_host_v1_t* host);
 

@@ -266,12 +266,12 @@ type GroupStats struct {
 	MembersLeft        int           // receivers removed since init
 }
 
-// MemberEvent says a receiver left the group (option membership=elastic; Group.MemberEvents).
+// MemberEvent says a receiver left or joined the group (option membership=elastic; Group.MemberEvents).
 type MemberEvent struct {
-	Left   bool   // it left (the only kind so far; receivers that join later are not yet supported)
+	Left   bool   // it left (true), or joined between updates (false: Status StatusOK)
 	Rank   int    // its rank
 	Status Status // what removed it: StatusPeerFailed, StatusTimeout, or its refusal's status
-	Update uint64 // the update it left in (1 for the first)
+	Update uint64 // the update it left in (1 for the first), or the first one it takes part in
 	Reason string // what happened, naming the receiver
 }
 

@@ -131,6 +131,7 @@ static const wsync_transport_v1_t kTable = {
     NULL, /* peer_blob */
     NULL, /* runtime_info */
     NULL, /* progress (plugin ABI 1.4): nothing to move along between waits */
+    NULL, /* connect_peer (plugin ABI 1.5): no receiver joins later */
 };
 
 #ifdef TP_NO_ENTRY

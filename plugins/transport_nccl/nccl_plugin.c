@@ -250,6 +250,7 @@ static const wsync_transport_v1_t kNcclTransport = {
     NULL, /* peer_blob */
     tp_runtime_info,
     NULL, /* progress (plugin ABI 1.4): nothing to move along between waits */
+    NULL, /* connect_peer (plugin ABI 1.5): no receiver joins later */
 };
 
 __attribute__((visibility("default"))) const wsync_transport_v1_t* wsync_transport_entry_v1(

@@ -177,7 +177,7 @@ wsync_status_t ucx_connect(void* self, int64_t timeout_ms) {
   if (rc != WSYNC_OK) return rc;
   first = t->rank == 0 ? 1 : 0;
   last = t->rank == 0 ? t->world_size - 1 : 0;
-  for (r = first; r <= last && t->world_size > 1; ++r) {
+  for (r = first; r <= last && t->world_size > 1 && !t->join_later; ++r) {
     void* rec = NULL;
     const void* addr = NULL;
     uint64_t tag_base = 0;
@@ -191,6 +191,35 @@ wsync_status_t ucx_connect(void* self, int64_t timeout_ms) {
   }
   t->connected = 1;
   return WSYNC_OK;
+}
+
+wsync_status_t ucx_connect_peer(void* self, uint32_t rank, int64_t timeout_ms) {
+  ucx_transport_t* t = (ucx_transport_t*)self;
+  const int64_t deadline = wsp_now_ms() + (timeout_ms < 0 ? 0 : timeout_ms);
+  void* rec = NULL;
+  const void* addr = NULL;
+  uint64_t tag_base = 0;
+  wsync_status_t rc;
+  if (t == NULL) return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'ucx': connect_peer on NULL");
+  if (t->rank != 0) return wsp_fail(WSYNC_ERR_INVALID_STATE, "transport 'ucx': connect_peer is the sender's (rank 0)");
+  if (!t->connected) return wsp_fail(WSYNC_ERR_INVALID_STATE, "transport 'ucx': connect_peer before connect");
+  if (rank == 0 || rank >= t->world_size)
+    return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, "transport 'ucx': connect_peer: rank %u is not a receiver of this "
+                    "world (1..%u)", rank, t->world_size - 1);
+  if (atomic_load(&t->aborted)) return wsp_fail(WSYNC_ERR_ABORTED, "transport 'ucx': aborted during connect_peer");
+  rc = fetch_address(t, rank, deadline, &rec, &addr, &tag_base);
+  if (rc != WSYNC_OK) return rc;
+  if (t->peers[rank].ep != NULL) { /* an endpoint to a process that is gone: closed, never progressed here
+                                     * (see ucx_destroy on closing a live peer's endpoint) */
+    ucx_release_sends(t, rank);
+    ucx_close_peer(t, rank);
+  }
+  t->peers[rank].tag_base = tag_base;
+  t->peers[rank].failed = UCS_OK;
+  t->peers[rank].forgotten = 0;
+  rc = create_ep(t, rank, addr);
+  free(rec);
+  return rc;
 }
 
 void ucx_close_peer(ucx_transport_t* t, uint32_t rank) {

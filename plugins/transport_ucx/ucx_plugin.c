@@ -36,6 +36,10 @@ static wsync_status_t ucx_create(const wsync_transport_params_t* params, void** 
     t->peers[r].rank = r;
     t->peers[r].failed = UCS_OK;
   }
+  {
+    const char* later = ucx_hint(params, WSYNC_HINT_JOIN_LATER);
+    t->join_later = t->rank == 0 && later != NULL && strcmp(later, "1") == 0;
+  }
   rc = ucx_context_open(t, params);
   if (rc != WSYNC_OK) {
     free(t->group);
@@ -125,6 +129,7 @@ static const wsync_transport_v1_t kUcxTransport = {
     NULL, /* peer_blob */
     ucx_runtime_info,
     ucx_progress,
+    ucx_connect_peer,
 };
 
 __attribute__((visibility("default"))) const wsync_transport_v1_t* wsync_transport_entry_v1(

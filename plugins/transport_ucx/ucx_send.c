@@ -116,13 +116,8 @@ wsync_status_t ucx_send_wait(void* self, uint64_t seq, int64_t timeout_ms) {
   return WSYNC_OK;
 }
 
-void ucx_forget_peer(void* self, uint32_t rank) {
-  ucx_transport_t* t = (ucx_transport_t*)self;
+void ucx_release_sends(ucx_transport_t* t, uint32_t rank) {
   size_t i, kept;
-  if (t == NULL || rank >= t->world_size || rank == t->rank) return;
-  t->peers[rank].forgotten = 1;
-  /* Hand the requests back first: force-closing then completes them inside UCX, and no wait
-   * of ours looks at them again. */
   for (i = 0, kept = 0; i < t->num_sends; ++i) {
     ucx_send_op_t* op = &t->sends[i];
     if (op->rank != rank) {
@@ -132,6 +127,15 @@ void ucx_forget_peer(void* self, uint32_t rank) {
     if (op->req != NULL) ucp_request_free(op->req);
   }
   t->num_sends = kept;
+}
+
+void ucx_forget_peer(void* self, uint32_t rank) {
+  ucx_transport_t* t = (ucx_transport_t*)self;
+  if (t == NULL || rank >= t->world_size || rank == t->rank) return;
+  t->peers[rank].forgotten = 1;
+  /* Hand the requests back first: force-closing then completes them inside UCX, and no wait
+   * of ours looks at them again. */
+  ucx_release_sends(t, rank);
   if (t->rank != 0 && rank == 0) ucx_cancel_recvs(t);
   ucx_close_peer(t, rank);
   /* One progress call lets the force-close complete now in the common case; never a loop. A

@@ -69,6 +69,7 @@ struct ucx_transport {
   int event_fd;      /* ucp_worker_get_efd, or -1 when this UCX cannot wake us */
   ucx_peer_t* peers; /* [world_size] */
   int connected;
+  int join_later; /* sender, hint join_later=1: connect connects no receiver; connect_peer each */
 
   ucx_send_op_t* sends;
   size_t num_sends, cap_sends;
@@ -96,6 +97,8 @@ wsync_status_t ucx_progress_until(ucx_transport_t* t, int (*done)(ucx_transport_
 void ucx_keep_iov(ucx_transport_t* t, ucp_dt_iov_t* iov);
 
 /* ucx_context.c */
+/* The value of hint `key` (plugin ABI 1.2), or NULL. */
+const char* ucx_hint(const wsync_transport_params_t* params, const char* key);
 wsync_status_t ucx_context_open(ucx_transport_t* t, const wsync_transport_params_t* params);
 void ucx_context_close(ucx_transport_t* t);
 /* The worker's event fd for the core to sleep on, and arming it (plugin ABI 1.2). */
@@ -106,6 +109,7 @@ wsync_status_t ucx_progress(void* self);
 
 /* ucx_connect.c */
 wsync_status_t ucx_connect(void* self, int64_t timeout_ms);
+wsync_status_t ucx_connect_peer(void* self, uint32_t rank, int64_t timeout_ms);
 /* Force-close the endpoint to `rank` (outstanding sends complete as canceled); never blocks and
  * never progresses the worker. */
 void ucx_close_peer(ucx_transport_t* t, uint32_t rank);
@@ -115,6 +119,8 @@ wsync_status_t ucx_send_post(void* self, uint64_t seq, const wsync_buffer_t* buf
                              uint32_t num_ranks);
 wsync_status_t ucx_send_wait(void* self, uint64_t seq, int64_t timeout_ms);
 void ucx_forget_peer(void* self, uint32_t rank);
+/* Hand back the send requests to `rank` (UCX completes them; no wait of ours looks at them again). */
+void ucx_release_sends(ucx_transport_t* t, uint32_t rank);
 
 /* ucx_recv.c */
 wsync_status_t ucx_recv_post(void* self, uint64_t seq, const wsync_iov_t* iov, uint64_t num_iov);

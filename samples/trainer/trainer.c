@@ -17,8 +17,10 @@
 static const char kUsage[] =
     "usage: wsync-sample-trainer --receivers 2 [--store 127.0.0.1:0] [--store-file PATH] [--versions 3]\n"
     "                            [--bucket-mib 256] [--transport ucx] [--tls sm|tcp|...] [--timeout-ms 60000]\n"
-    "                            [--scale 1.0] [--until-file PATH] [--option KEY=VALUE]...\n"
+    "                            [--scale 1.0] [--until-file PATH] [--interval-ms 0] [--option KEY=VALUE]...\n"
     "\n"
+    "  --interval-ms N     pause N ms after each version (the time a training step takes; receivers of an\n"
+    "                      elastic group join in such a pause)\n"
     "  --until-file PATH   after the --versions, keep publishing new versions until PATH exists (a soak,\n"
     "                      or a group kept busy while a test does something to it)\n"
     "  --option KEY=VALUE  any group option, passed to wsync_group_init as it is (repeatable), e.g.\n"
@@ -74,6 +76,7 @@ int main(int argc, char** argv) {
   const char* transport = "ucx";
   const char* tls = NULL;
   const char* until_file = NULL;
+  long interval_ms = 0;
   char bucket[32] = "268435456";
   char timeout[32] = "60000";
   double scale = 1.0;
@@ -105,6 +108,7 @@ int main(int argc, char** argv) {
     else if (!strcmp(a, "--timeout-ms")) snprintf(timeout, sizeof timeout, "%s", v);
     else if (!strcmp(a, "--scale")) scale = atof(v);
     else if (!strcmp(a, "--until-file")) until_file = v;
+    else if (!strcmp(a, "--interval-ms")) interval_ms = atol(v);
     else if (!strcmp(a, "--option")) {
       if (!parse_option(v, &extra[nextra])) {
         fprintf(stderr, "trainer: --option takes KEY=VALUE (e.g. --option route=chain), not '%s'\n", v);
@@ -194,9 +198,17 @@ int main(int argc, char** argv) {
            now.members, n, total / 1e9, dt, total / 1e9 / dt);
     for (wsync_member_event_t e = WSYNC_MEMBER_EVENT_INIT; wsync_group_next_member_event(g, &e) == WSYNC_OK;
          e = (wsync_member_event_t)WSYNC_MEMBER_EVENT_INIT)
-      printf("trainer: engine rank %u left the group during update %llu (%s): %s\n", e.rank,
-             (unsigned long long)e.update, wsync_status_name(e.status), e.reason);
+      if (e.kind == WSYNC_MEMBER_JOINED)
+        printf("trainer: engine rank %u joined the group from update %llu: %s\n", e.rank, (unsigned long long)e.update,
+               e.reason);
+      else
+        printf("trainer: engine rank %u left the group during update %llu (%s): %s\n", e.rank,
+               (unsigned long long)e.update, wsync_status_name(e.status), e.reason);
     fflush(stdout);
+    if (interval_ms > 0) {
+      struct timespec pause = {interval_ms / 1000, (interval_ms % 1000) * 1000000L};
+      nanosleep(&pause, NULL);
+    }
   }
   if (st == WSYNC_OK) {
     wsync_group_stats_t s = WSYNC_GROUP_STATS_INIT;

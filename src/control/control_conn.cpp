@@ -123,8 +123,10 @@ wsync_status_t ControlConn::send(MsgType type, const std::vector<uint8_t>& body,
 void ControlConn::keep_last_words() {
   uint8_t buf[4096];
   size_t kept = 0;
-  while (fd_ >= 0 && kept < kLastWordsBytes) {
-    const ssize_t n = ::recv(fd_, buf, std::min(sizeof buf, kLastWordsBytes - kept), MSG_DONTWAIT);
+  // (no more than a few of the largest frames this peer may send: an unproven peer's are small)
+  const size_t cap = std::min<size_t>(kLastWordsBytes, 4 * (kControlHeaderBytes + static_cast<size_t>(max_body_)));
+  while (fd_ >= 0 && kept < cap) {
+    const ssize_t n = ::recv(fd_, buf, std::min(sizeof buf, cap - kept), MSG_DONTWAIT);
     if (n <= 0) break;  // nothing more, or the reset itself
     in_.insert(in_.end(), buf, buf + n);
     kept += static_cast<size_t>(n);

@@ -37,6 +37,10 @@
 namespace wsync {
 
 class EngineCalls;  // group_engines.h
+class ControlWarnings;  // group_join.cpp: rate-limited warnings about control connections
+struct ControlWarningsDeleter {
+  void operator()(ControlWarnings* w) const;
+};
 
 struct Peer {
   uint32_t rank = 0;
@@ -151,6 +155,7 @@ struct wsync_group {
   uint32_t num_receivers = 0;
   bool elastic = false;        // option membership=elastic: a receiver that fails is removed
   uint32_t commit_quorum = 0;  // option commit_quorum (elastic): 0 = every member must hold the update
+  uint32_t init_receivers = 0;  // option init_receivers (elastic): init waits for this many (0 = all)
   int64_t timeout_ms = 60000;
   uint32_t staging_buckets = 2;
   // The pipeline (group_init.cpp, choose_pipeline): buckets on the wire at once (option window;
@@ -200,6 +205,12 @@ struct wsync_group {
   std::vector<std::string> dropped_in_update;
   bool update_lost_members = false;      // the finalize failed because receivers left (elastic)
   bool update_committed_partly = false;  // ... after END_UPDATE: the others committed it
+  // membership=elastic: receivers join between updates (group_members.cpp, members_admit);
+  // pipeline thread only
+  bool update_begun = false;  // a batch of the current update was taken: joiners wait for its end
+  std::vector<std::unique_ptr<wsync::Peer>> hello_pending;  // connected, HELLO not read yet
+  std::vector<std::unique_ptr<wsync::Peer>> joining;        // welcomed, not yet members
+  std::unique_ptr<wsync::ControlWarnings, wsync::ControlWarningsDeleter> join_warnings;  // rate limits
   uint64_t next_seq = 1;
   uint64_t update_id = 1;
   uint64_t bucket_in_update = 0;

@@ -3,6 +3,8 @@
 #include <cstring>
 #include <new>
 
+#include <algorithm>
+
 #include "common/api_guard.h"
 #include "group/group_internal.h"
 
@@ -84,7 +86,8 @@ WSYNC_API wsync_status_t wsync_group_get_stats(const wsync_group_t* group, wsync
       std::lock_guard<std::mutex> lk(g->shared.mu);
       s = g->shared.stats;
       s.members = static_cast<uint32_t>(g->shared.members.size());
-      s.members_left = static_cast<uint32_t>(g->shared.member_events.size());
+      s.members_left = static_cast<uint32_t>(std::count_if(g->shared.member_events.begin(), g->shared.member_events.end(),
+                                                           [](const MemberEvent& e) { return e.kind == WSYNC_MEMBER_LEFT; }));
     }
     s.staging_bytes = g->staging_bytes.load();
     s.device_staging_bytes = g->device_staging_bytes.load();

@@ -298,6 +298,7 @@ wsync_status_t create_transport(wsync_group_t* g, const InitArgs& a) {
   wsync_status_t st = adapter_needs(g, t_opts, &hints, &properties);
   if (st != WSYNC_OK) return st;
   hints.emplace_back(WSYNC_HINT_LOCAL_ADDRESS, a.host);  // where the user bound the store: the transport listens there too
+  if (members_can_join(g)) hints.emplace_back(WSYNC_HINT_JOIN_LATER, "1");  // elastic: connect_peer per receiver
   std::vector<wsync_option_t> t_c = to_c_options(t_opts), h_c = to_c_options(hints);
   wsync_transport_params_t tp = WSYNC_TRANSPORT_PARAMS_INIT;
   tp.rank = 0;
@@ -334,6 +335,20 @@ wsync_status_t read_event_fd(wsync_group_t* g) {
   return WSYNC_OK;
 }
 
+// Elastic (hint join_later): the transport connects to each receiver that joined, one by one.
+wsync_status_t connect_members(wsync_group_t* g, int64_t deadline) {
+  const wsync_transport_v1_t* t = g->transport.table;
+  for (const auto& p : g->peers) {
+    if (p->dropped) continue;
+    clear_error();
+    wsync_status_t st = t->connect_peer(g->transport_self, p->rank, std::max<int64_t>(deadline - now_ms(), 1));
+    if (st != WSYNC_OK)
+      return fail(st, "transport '%s' could not connect to %s: %s", t->name, p->conn.peer_name().c_str(),
+                  plugin_error("transport", t->name).c_str());
+  }
+  return WSYNC_OK;
+}
+
 // Receivers join (control channel) while HTTP engines are told to join; then the transport connects.
 wsync_status_t join(wsync_group_t* g, int64_t deadline) {
   EngineCalls init_calls;
@@ -354,6 +369,7 @@ wsync_status_t join(wsync_group_t* g, int64_t deadline) {
       st = fail(st, "transport '%s' connect failed: %s", g->transport.table->name,
                 plugin_error("transport", g->transport.table->name).c_str());
   }
+  if (st == WSYNC_OK && control && members_can_join(g)) st = connect_members(g, deadline);
   if (st == WSYNC_OK && control) st = wait_joined(g, deadline);
   if (!g->http_engines) return st;
   // An engine's own refusal explains a receiver that never joined best.
@@ -384,7 +400,8 @@ wsync_status_t group_init(const wsync_group_config_t* config, wsync_group_t* g) 
   if (!g->device_staging) g->staging.resize(g->staging_buckets);  // host slots grow on first use
   g->shared.stats.num_receivers = g->num_receivers;
   members_init(g);
-  WSYNC_LOGI("group '%s': all %u receiver(s) joined", g->group_name.c_str(), g->num_receivers);
+  WSYNC_LOGI("group '%s': %zu of %u receiver(s) joined", g->group_name.c_str(), g->shared.members.size(),
+             g->num_receivers);
   return pipeline_start(g);
 }
 

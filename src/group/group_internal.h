@@ -33,6 +33,13 @@ void group_teardown(wsync_group_t* g);
 wsync_status_t accept_receivers(wsync_group_t* g, int64_t deadline);
 // Wait until each receiver reports its transport connected (JOINED).
 wsync_status_t wait_joined(wsync_group_t* g, int64_t deadline);
+// membership=elastic, between updates (pipeline thread): connections that came meanwhile get
+// their CHALLENGE, and those whose HELLO proves the secret are welcomed into g->joining (waiting at
+// most wait_ms for HELLOs of connections that came just now).
+void take_hellos(wsync_group_t* g, int64_t wait_ms);
+// A welcomed receiver's JOINED (its transport connected), then the sender's transport connects to
+// it (connect_peer), before `deadline`.
+wsync_status_t join_one(wsync_group_t* g, Peer* p, int64_t deadline);
 
 // ---- group_submit.cpp (caller thread)
 wsync_status_t group_send_start(wsync_group_t* g, const wsync_tensor_t* tensors, uint64_t n, int64_t timeout_ms,

@@ -3,6 +3,8 @@
 // against the group's name, ranks and protocol; WELCOME (with the sender's proof) or REJECT; then
 // JOINED once the receiver's transport is connected. Connections that have not said HELLO are
 // bounded in number, in time and in the bytes they may send.
+#include <poll.h>
+
 #include <algorithm>
 
 #include "common/error.h"
@@ -11,6 +13,7 @@
 #include "control/control_auth.h"
 #include "control/frames.h"
 #include "group/group_internal.h"
+#include "group/group_members.h"
 
 namespace wsync {
 namespace {
@@ -25,6 +28,10 @@ constexpr size_t kMaxPendingHellos = 64;
 // lines in 25 s). The first lines name the peers; the count says how big the flood is.
 constexpr int kWarnBurst = 10;
 constexpr int64_t kWarnWindowMs = 10000;
+
+
+
+}  // namespace
 
 class ControlWarnings {
  public:
@@ -53,6 +60,10 @@ class ControlWarnings {
   std::vector<LogRateLimit> limits_;
 };
 
+void ControlWarningsDeleter::operator()(ControlWarnings* w) const { delete w; }
+
+namespace {
+
 // Why the HELLO in `f` is refused ("" when it is accepted), and with which status. The proof is
 // checked before anything the peer says is believed or answered in detail.
 std::string check_hello(wsync_group_t* g, const Peer& p, const Frame& f, HelloBody* h, wsync_status_t* code) {
@@ -74,15 +85,23 @@ std::string check_hello(wsync_group_t* g, const Peer& p, const Frame& f, HelloBo
   if (h->rank < 1 || h->rank > g->num_receivers)
     return "rank " + std::to_string(h->rank) + " is out of range: this group has receivers 1.." +
            std::to_string(g->num_receivers);
-  if (g->peers[h->rank - 1])
-    return "rank " + std::to_string(h->rank) + " already joined (" + g->peers[h->rank - 1]->conn.peer_name() +
-           "); each rank may join once";
+  const Peer* had = g->peers.size() >= h->rank ? g->peers[h->rank - 1].get() : nullptr;
+  const bool rejoin = had != nullptr && had->dropped && g->elastic;  // (elastic: it left, or never came)
+  if (had != nullptr && !rejoin)
+    return "rank " + std::to_string(h->rank) + " already joined (" + had->conn.peer_name() + "); each rank " +
+           (g->elastic ? "is one member at a time" : "may join once");
+  for (const auto& j : g->joining)
+    if (j->rank == h->rank) return "rank " + std::to_string(h->rank) + " is joining already (" + j->conn.peer_name() + ")";
+  if (rejoin && !members_can_join(g))
+    return "receiver rank " + std::to_string(h->rank) + " cannot join again: transport '" +
+           std::string(g->transport.table->name) + "' cannot connect one receiver later (plugin ABI 1.5 connect_peer)";
   return "";
 }
 
-// Handle one HELLO; on success the peer is placed at its rank. A refused receiver is told why
-// and the sender keeps waiting for the right one.
-void admit(wsync_group_t* g, std::unique_ptr<Peer> p, const Frame& f, int64_t timeout_ms, ControlWarnings* warn) {
+// Handle one HELLO; on success the peer is placed at its rank (at init) or in g->joining (between
+// updates). A refused receiver is told why and the sender keeps waiting for the right one.
+void admit(wsync_group_t* g, std::unique_ptr<Peer> p, const Frame& f, int64_t timeout_ms, ControlWarnings* warn,
+           bool between_updates) {
   HelloBody h;
   wsync_status_t code;
   const std::string reason = check_hello(g, *p, f, &h, &code);
@@ -106,7 +125,8 @@ void admit(wsync_group_t* g, std::unique_ptr<Peer> p, const Frame& f, int64_t ti
   }
   WSYNC_LOGI("group '%s': %s joined", g->group_name.c_str(), p->conn.peer_name().c_str());
   p->conn.set_abort_flag(&g->aborted);
-  g->peers[h.rank - 1] = std::move(p);
+  if (between_updates) g->joining.push_back(std::move(p));  // a member from the next update
+  else g->peers[h.rank - 1] = std::move(p);
 }
 
 // A new connection: it gets its CHALLENGE at once and joins the pending ones (the oldest pending
@@ -146,7 +166,8 @@ wsync_status_t init_interrupted(wsync_group_t* g) {
 
 // Read the HELLO of every pending connection that sent one; the others stay pending until their
 // HELLO deadline.
-void read_hellos(wsync_group_t* g, std::vector<std::unique_ptr<Peer>>* pending, int64_t left, ControlWarnings* warn) {
+void read_hellos(wsync_group_t* g, std::vector<std::unique_ptr<Peer>>* pending, int64_t left, ControlWarnings* warn,
+                 bool between_updates = false) {
   for (size_t i = 0; i < pending->size();) {
     Frame f;
     wsync_status_t st = (*pending)[i]->conn.recv(&f, 0);
@@ -165,7 +186,7 @@ void read_hellos(wsync_group_t* g, std::vector<std::unique_ptr<Peer>>* pending, 
     }
     std::unique_ptr<Peer> p = std::move((*pending)[i]);
     pending->erase(pending->begin() + static_cast<long>(i));
-    if (st == WSYNC_OK) admit(g, std::move(p), f, std::max<int64_t>(left, 1000), warn);  // else: closed before HELLO
+    if (st == WSYNC_OK) admit(g, std::move(p), f, std::max<int64_t>(left, 1000), warn, between_updates);  // else: closed before HELLO
   }
 }
 
@@ -174,10 +195,15 @@ void read_hellos(wsync_group_t* g, std::vector<std::unique_ptr<Peer>>* pending, 
 wsync_status_t accept_receivers(wsync_group_t* g, int64_t deadline) {
   std::vector<std::unique_ptr<Peer>> pending;  // connected, HELLO not read yet
   ControlWarnings warn(g);                     // its summaries are logged when they are due and at the end
+  const uint32_t wanted = g->elastic && g->init_receivers != 0 ? g->init_receivers : g->num_receivers;
   for (;;) {
     warn.flush();
     const auto joined = std::count_if(g->peers.begin(), g->peers.end(), [](const std::unique_ptr<Peer>& p) { return !!p; });
-    if (static_cast<uint32_t>(joined) >= g->num_receivers) return WSYNC_OK;
+    if (static_cast<uint32_t>(joined) >= wanted) {
+      if (members_can_join(g)) g->hello_pending = std::move(pending);  // (read between updates)
+      members_absent(g);
+      return WSYNC_OK;
+    }
     wsync_status_t st = init_interrupted(g);
     if (st != WSYNC_OK) return st;
     const int64_t left = deadline - now_ms();
@@ -212,6 +238,7 @@ wsync_status_t judge_join_frame(wsync_group_t* g, Peer* p, const Frame& f) {
 
 wsync_status_t wait_joined(wsync_group_t* g, int64_t deadline) {
   for (auto& p : g->peers) {
+    if (p->dropped) continue;  // (elastic: a rank that has not joined yet)
     for (;;) {
       wsync_status_t st = init_interrupted(g);
       if (st != WSYNC_OK) return st;
@@ -229,6 +256,54 @@ wsync_status_t wait_joined(wsync_group_t* g, int64_t deadline) {
       break;
     }
   }
+  return WSYNC_OK;
+}
+
+void take_hellos(wsync_group_t* g, int64_t wait_ms) {
+  if (!g->join_warnings) g->join_warnings.reset(new ControlWarnings(g));  // one budget for the group's life
+  ControlWarnings* warn = g->join_warnings.get();
+  warn->flush();
+  const int64_t until = deadline_after(wait_ms);
+  for (;;) {
+    int fd = -1;
+    std::string addr;
+    // (at most a pending list's worth per look: a flood of connections cannot hold the thread here)
+    for (size_t n = 0; n < kMaxPendingHellos && g->listener.accept(0, &fd, &addr) == WSYNC_OK; ++n)
+      open_pending(g, fd, addr, &g->hello_pending, warn);
+    read_hellos(g, &g->hello_pending, g->timeout_ms, warn, true);
+    // A receiver that connected just now answers its CHALLENGE within a round trip: wait for it
+    // a little, so that it joins at this boundary rather than at the next.
+    const bool fresh = std::any_of(g->hello_pending.begin(), g->hello_pending.end(),
+                                   [](const std::unique_ptr<Peer>& p) { return now_ms() - p->accepted_ms < 1000; });
+    if (!fresh || now_ms() >= until || g->aborted.load()) return;
+    std::vector<pollfd> fds;
+    for (const auto& p : g->hello_pending) fds.push_back(pollfd{p->conn.fd(), POLLIN, 0});
+    ::poll(fds.data(), fds.size(), std::min(10, remaining_ms(until)));
+  }
+}
+
+wsync_status_t join_one(wsync_group_t* g, Peer* p, int64_t deadline) {
+  for (;;) {
+    if (g->aborted.load()) return fail(WSYNC_ERR_ABORTED, "group '%s' was aborted", g->group_name.c_str());
+    const int64_t left = deadline - now_ms();
+    Frame f;
+    wsync_status_t st = p->conn.recv(&f, std::max<int64_t>(0, std::min<int64_t>(left, 50)));
+    if (st == WSYNC_ERR_TIMEOUT) {
+      if (left <= 0)
+        return fail(WSYNC_ERR_TIMEOUT, "%s did not connect its transport within %lld ms", p->conn.peer_name().c_str(),
+                    static_cast<long long>(g->timeout_ms));
+      continue;
+    }
+    if (st != WSYNC_OK) return st;
+    if ((st = judge_join_frame(g, p, f)) != WSYNC_OK) return st;
+    break;
+  }
+  const wsync_transport_v1_t* t = g->transport.table;
+  clear_error();
+  wsync_status_t st = t->connect_peer(g->transport_self, p->rank, std::max<int64_t>(deadline - now_ms(), 1));
+  if (st != WSYNC_OK)
+    return fail(st, "transport '%s' could not connect to %s: %s", t->name, p->conn.peer_name().c_str(),
+                plugin_error("transport", t->name).c_str());
   return WSYNC_OK;
 }
 

@@ -32,6 +32,12 @@ wsync_status_t members_check_options(wsync_group_t* g) {
   if (g->commit_quorum > g->num_receivers && g->num_receivers != 0)
     return fail(WSYNC_ERR_INVALID_ARGUMENT, "option 'commit_quorum' is %u but the group has %u receiver(s)",
                 g->commit_quorum, g->num_receivers);
+  if (g->init_receivers != 0 && !g->elastic)
+    return fail(WSYNC_ERR_INVALID_ARGUMENT, "option 'init_receivers' needs membership=elastic (a fixed group's init "
+                "waits for every receiver)");
+  if (g->init_receivers > g->num_receivers && g->num_receivers != 0)
+    return fail(WSYNC_ERR_INVALID_ARGUMENT, "option 'init_receivers' is %u but the group has %u receiver(s)",
+                g->init_receivers, g->num_receivers);
   if (!g->elastic) return WSYNC_OK;
   if (!g->engines_spec.empty())
     return fail(WSYNC_ERR_INVALID_ARGUMENT, "membership=elastic is not supported with HTTP engines (option 'engines') "
@@ -46,15 +52,111 @@ wsync_status_t members_check_options(wsync_group_t* g) {
 }
 
 wsync_status_t members_check_transport(wsync_group_t* g) {
-  if (!g->elastic || (g->transport.table->caps & WSYNC_TRANSPORT_CAP_FORGET_ONE)) return WSYNC_OK;
-  return fail(WSYNC_ERR_UNSUPPORTED, "membership=elastic needs a transport that can leave one receiver out and go on "
-              "with the others (WSYNC_TRANSPORT_CAP_FORGET_ONE); transport '%s' cannot", g->transport.table->name);
+  if (!g->elastic) return WSYNC_OK;
+  if (!(g->transport.table->caps & WSYNC_TRANSPORT_CAP_FORGET_ONE))
+    return fail(WSYNC_ERR_UNSUPPORTED, "membership=elastic needs a transport that can leave one receiver out and go on "
+                "with the others (WSYNC_TRANSPORT_CAP_FORGET_ONE); transport '%s' cannot", g->transport.table->name);
+  if (g->init_receivers != 0 && g->init_receivers < g->num_receivers && !members_can_join(g))
+    return fail(WSYNC_ERR_UNSUPPORTED, "option 'init_receivers' needs a transport that connects a receiver that joins "
+                "later (plugin ABI 1.5 connect_peer); transport '%s' cannot", g->transport.table->name);
+  return WSYNC_OK;
+}
+
+bool members_can_join(const wsync_group_t* g) {
+  const wsync_transport_v1_t* t = g->transport.table;
+  return g->elastic && t != nullptr && WSYNC_HAS_FIELD(t, wsync_transport_v1_t, connect_peer) && t->connect_peer != nullptr;
+}
+
+void members_absent(wsync_group_t* g) {
+  for (uint32_t r = 1; r <= g->peers.size(); ++r) {
+    if (g->peers[r - 1]) continue;
+    auto p = std::make_unique<Peer>();
+    p->rank = r;
+    p->dropped = true;  // (not a member: skipped by every send and wait, like a receiver removed)
+    p->alive = false;
+    p->left = true;     // (nothing for the transport to forget)
+    p->conn.set_peer_name("receiver rank " + std::to_string(r) + " (not joined yet)");
+    g->peers[r - 1] = std::move(p);
+  }
+}
+
+namespace {
+
+// A receiver that joined (JOINED read, the transport connected to it) takes its rank's place.
+void install(wsync_group_t* g, std::unique_ptr<Peer> p) {
+  const uint32_t r = p->rank;
+  const std::string name = p->conn.peer_name();
+  p->alive = true;
+  p->dropped = false;
+  p->left = false;
+  p->buckets = 0;
+  g->peers[r - 1] = std::move(p);
+  std::lock_guard<std::mutex> lk(g->shared.mu);
+  MemberEvent e;
+  e.kind = WSYNC_MEMBER_JOINED;
+  e.rank = r;
+  e.update = g->shared.stats.updates + 1;
+  e.reason = name + " joined the group";
+  g->shared.member_events.push_back(e);
+  auto& m = g->shared.members;
+  m.insert(std::upper_bound(m.begin(), m.end(), r), r);
+  WSYNC_LOGI("group '%s': %s joined; it takes part from update %llu (%zu member(s))", g->group_name.c_str(),
+             name.c_str(), static_cast<unsigned long long>(e.update), m.size());
+}
+
+}  // namespace
+
+namespace {
+
+// The group is being destroyed, aborted or broken: no more joining.
+bool admission_stopped(wsync_group_t* g) {
+  if (g->aborted.load()) return true;
+  std::lock_guard<std::mutex> lk(g->shared.mu);
+  return g->shared.stop || g->shared.failed != WSYNC_OK;
+}
+
+// Members whose connection ended while the group was idle (an engine killed between updates) are
+// removed now, so that a restarted process can take the rank at once.
+void drop_hung_up(wsync_group_t* g) {
+  for (auto& p : g->peers) {
+    if (p->dropped || !p->alive) continue;
+    p->conn.pump();
+    if (!p->conn.closed() || p->conn.has_frame()) continue;
+    fail(WSYNC_ERR_PEER_FAILED, "%s closed its connection between updates (process died?)",
+         p->conn.peer_name().c_str());
+    if (member_failed(g, nullptr, p.get(), WSYNC_ERR_PEER_FAILED) != WSYNC_OK)
+      clear_error();  // (the last member left: the next update fails saying so)
+    g->dropped_in_update.clear();  // (not the next update's loss: it was not a member of it)
+  }
+}
+
+}  // namespace
+
+void members_admit(wsync_group_t* g) {
+  if (!members_can_join(g) || g->update_begun || admission_stopped(g)) return;
+  drop_hung_up(g);
+  take_hellos(g, 200);
+  // One budget for everyone who joins now: the next update, or a destroy, waits at most this long.
+  const int64_t deadline = deadline_after(std::min<int64_t>(g->timeout_ms, 10000));
+  std::vector<std::unique_ptr<Peer>> joining;
+  joining.swap(g->joining);
+  for (auto& p : joining) {
+    if (admission_stopped(g)) return;  // (their connections close: they see the group end)
+    if (join_one(g, p.get(), deadline) != WSYNC_OK) {
+      WSYNC_LOGW("group '%s': %s could not join: %s", g->group_name.c_str(), p->conn.peer_name().c_str(),
+                 last_error().c_str());
+      clear_error();
+      continue;  // (its connection closes here: it may try again)
+    }
+    install(g, std::move(p));
+  }
 }
 
 void members_init(wsync_group_t* g) {
   std::lock_guard<std::mutex> lk(g->shared.mu);
   g->shared.members.clear();
-  for (const auto& p : g->peers) g->shared.members.push_back(p->rank);
+  for (const auto& p : g->peers)
+    if (!p->dropped) g->shared.members.push_back(p->rank);
   if (g->peers.empty())  // unmodified HTTP engines: no control channel, the ranks all the same
     for (uint32_t r = 1; r <= g->num_receivers; ++r) g->shared.members.push_back(r);
 }
@@ -102,6 +204,9 @@ wsync_status_t member_failed(wsync_group_t* g, Flight* flight, Peer* p, wsync_st
 wsync_status_t members_may_commit(wsync_group_t* g, uint64_t version) {
   if (!g->elastic) return WSYNC_OK;
   const uint32_t left = members_left_in(g);
+  if (left == 0)  // (every receiver left between updates, or never joined: nobody holds it)
+    return fail(WSYNC_ERR_PEER_FAILED, "version %llu does not commit: no receiver is in group '%s' (they left or "
+                "have not joined yet)", static_cast<unsigned long long>(version), g->group_name.c_str());
   const uint32_t quorum = g->commit_quorum;
   if (quorum != 0 && left < quorum && g->dropped_in_update.empty())
     return fail(WSYNC_ERR_PEER_FAILED, "version %llu does not commit: %u receiver(s) remain in the group, fewer than "

@@ -24,6 +24,16 @@ wsync_status_t members_check_options(wsync_group_t* g);
 wsync_status_t members_check_transport(wsync_group_t* g);
 // Every receiver joined: they are the members.
 void members_init(wsync_group_t* g);
+// Init is done waiting (option init_receivers): the ranks that did not join hold a placeholder that
+// reads as removed (dropped, not alive), so that they may join between updates.
+void members_absent(wsync_group_t* g);
+// Can receivers join after init (the transport connects one receiver later: connect_peer)?
+bool members_can_join(const wsync_group_t* g);
+// Between updates (pipeline thread; nothing when the group is fixed, an update is under way, or the
+// group failed): receivers that came since join. Each one's JOINED is awaited and the transport
+// connects to it; it then is a member (a WSYNC_MEMBER_JOINED event) and takes the next update. One
+// that fails to join is named in a warning and left out (it may try again).
+void members_admit(wsync_group_t* g);
 
 // The receivers still in the group.
 uint32_t members_left_in(const wsync_group_t* g);

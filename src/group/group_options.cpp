@@ -63,6 +63,8 @@ wsync_status_t apply_core_option(wsync_group_t* g, const std::string& k, const s
     g->elastic = v == "elastic";
   } else if (k == "commit_quorum") {
     if ((st = parse_u64_option(k, v, 1, 4096, &n)) == WSYNC_OK) g->commit_quorum = static_cast<uint32_t>(n);
+  } else if (k == "init_receivers") {
+    if ((st = parse_u64_option(k, v, 1, 4096, &n)) == WSYNC_OK) g->init_receivers = static_cast<uint32_t>(n);
   } else if (k == "store_addr_file") {
     if (v.empty()) st = fail(WSYNC_ERR_INVALID_ARGUMENT, "option 'store_addr_file' is empty");
     *addr_file = v;
@@ -83,7 +85,7 @@ wsync_status_t apply_group_options(wsync_group_t* g, const OptionList& opts, std
         k.compare(0, 8, "adapter.") != 0)  // transport.* and adapter.* are validated by the plugin
       st = fail(WSYNC_ERR_INVALID_ARGUMENT,
                 "unknown group option '%s' (known: bucket_bytes, staging_buckets, window, piece_bytes, route, timeout_ms, device, verify_payload, "
-                "store_addr_file, secret, secret_file, torch_clients, num_senders, sender_rank, sender0_store, membership, commit_quorum, engines, engine_receivers, engine_api_key, engine_connect_timeout_ms, "
+                "store_addr_file, secret, secret_file, torch_clients, num_senders, sender_rank, sender0_store, membership, commit_quorum, init_receivers, engines, engine_receivers, engine_api_key, engine_connect_timeout_ms, "
                 "engine_timeout_ms, engine_retries, engine_resume_on_failure, transport.*, adapter.*)", k.c_str());
     if (st != WSYNC_OK) return st;
   }

@@ -52,6 +52,13 @@ bool take_job(wsync_group_t* g, Job* job, bool block) {
       g->shared.cv.notify_all();
       continue;
     }
+    if (g->elastic && !g->update_begun) {  // between updates: receivers that came join now
+      g->shared.idle = false;  // (busy meanwhile: a destroy aborts it rather than wait for it)
+      lk.unlock();
+      members_admit(g);
+      lk.lock();
+      if (!g->shared.queue.empty() || g->shared.stop) continue;
+    }
     g->shared.idle = true;
     g->shared.cv.notify_all();
     g->shared.cv.wait_for(lk, std::chrono::milliseconds(100));
@@ -361,8 +368,16 @@ void pipeline_main(wsync_group_t* g) {
     } else if (!take_job(g, &job, true)) {
       return;
     }
-    if (job.batch) run_batches(g, std::move(job.batch), &held);
-    else if (job.finalize) run_finalize(g, *job.finalize);
+    if (job.batch) {
+      if (!g->update_begun) {  // the update's first batch: receivers that came meanwhile join first
+        members_admit(g);
+        g->update_begun = true;
+      }
+      run_batches(g, std::move(job.batch), &held);
+    } else if (job.finalize) {
+      run_finalize(g, *job.finalize);
+      g->update_begun = false;
+    }
   }
 }
 

@@ -198,7 +198,7 @@
   F(wsync_iov_t, base, 0, 8) \
   F(wsync_iov_t, len, 8, 8) \
   \
-  S(wsync_transport_v1_t, 176) \
+  S(wsync_transport_v1_t, 184) \
   F(wsync_transport_v1_t, struct_size, 0, 4) \
   F(wsync_transport_v1_t, abi_version, 4, 4) \
   F(wsync_transport_v1_t, name, 8, 8) \
@@ -222,10 +222,12 @@
   F(wsync_transport_v1_t, peer_blob, 152, 8) \
   F(wsync_transport_v1_t, runtime_info, 160, 8) \
   F(wsync_transport_v1_t, progress, 168, 8) \
+  F(wsync_transport_v1_t, connect_peer, 176, 8) \
   C(wsync_transport_v1_t, WSYNC_TRANSPORT_V1_0_SIZE, 104, destroy) \
   C(wsync_transport_v1_t, WSYNC_TRANSPORT_V1_1_SIZE, 120, get_property) \
   C(wsync_transport_v1_t, WSYNC_TRANSPORT_V1_2_SIZE, 168, runtime_info) \
   C(wsync_transport_v1_t, WSYNC_TRANSPORT_V1_4_SIZE, 176, progress) \
+  C(wsync_transport_v1_t, WSYNC_TRANSPORT_V1_5_SIZE, 184, connect_peer) \
   \
   S(wsync_layout_rule_t, 32) \
   F(wsync_layout_rule_t, struct_size, 0, 4) \

@@ -187,7 +187,8 @@ static void plugin_table_sizes_of_each_minor(void** state) {
   assert_int_equal(WSYNC_TRANSPORT_V1_0_SIZE, offsetof(wsync_transport_v1_t, register_staging));
   assert_int_equal(WSYNC_TRANSPORT_V1_1_SIZE, offsetof(wsync_transport_v1_t, get_event_fd));
   assert_int_equal(WSYNC_TRANSPORT_V1_2_SIZE, offsetof(wsync_transport_v1_t, progress));
-  assert_int_equal(WSYNC_TRANSPORT_V1_4_SIZE, sizeof(wsync_transport_v1_t));
+  assert_int_equal(WSYNC_TRANSPORT_V1_4_SIZE, offsetof(wsync_transport_v1_t, connect_peer));
+  assert_int_equal(WSYNC_TRANSPORT_V1_5_SIZE, sizeof(wsync_transport_v1_t));
   assert_int_equal(WSYNC_ADAPTER_V1_0_SIZE, offsetof(wsync_adapter_v1_t, build_requests));
   assert_int_equal(WSYNC_ADAPTER_V1_1_SIZE, offsetof(wsync_adapter_v1_t, get_needs));
   assert_int_equal(WSYNC_ADAPTER_V1_2_SIZE, offsetof(wsync_adapter_v1_t, take_reply));
@@ -196,7 +197,8 @@ static void plugin_table_sizes_of_each_minor(void** state) {
     assert_int_equal(WSYNC_TRANSPORT_V1_0_SIZE, find_field("wsync_transport_v1_t", "register_staging")->pinned_offset);
     assert_int_equal(WSYNC_TRANSPORT_V1_1_SIZE, find_field("wsync_transport_v1_t", "get_event_fd")->pinned_offset);
     assert_int_equal(WSYNC_TRANSPORT_V1_2_SIZE, find_field("wsync_transport_v1_t", "progress")->pinned_offset);
-    assert_int_equal(WSYNC_TRANSPORT_V1_4_SIZE, find_struct("wsync_transport_v1_t")->pinned_size);
+    assert_int_equal(WSYNC_TRANSPORT_V1_4_SIZE, find_field("wsync_transport_v1_t", "connect_peer")->pinned_offset);
+    assert_int_equal(WSYNC_TRANSPORT_V1_5_SIZE, find_struct("wsync_transport_v1_t")->pinned_size);
     assert_int_equal(WSYNC_ADAPTER_V1_0_SIZE, find_field("wsync_adapter_v1_t", "build_requests")->pinned_offset);
     assert_int_equal(WSYNC_ADAPTER_V1_1_SIZE, find_field("wsync_adapter_v1_t", "get_needs")->pinned_offset);
     assert_int_equal(WSYNC_ADAPTER_V1_2_SIZE, find_field("wsync_adapter_v1_t", "take_reply")->pinned_offset);

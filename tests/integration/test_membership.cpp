@@ -318,6 +318,181 @@ TEST(Membership, LosingTheLastReceiverBreaksTheGroup) {
   EXPECT_TRUE(s.members().empty());
 }
 
+// Waits up to 10 s until the group's members are `want` (the pipeline admits joiners while idle).
+bool members_become(Sender& s, const std::vector<uint32_t>& want) {
+  for (int i = 0; i < 200; ++i) {
+    if (s.members() == want) return true;
+    usleep(50 * 1000);
+  }
+  return false;
+}
+
+RxPlan joiner(const std::string& addr_file, uint32_t rank, std::vector<uint64_t> commits) {
+  RxPlan p;
+  p.rank = rank;
+  p.addr_file = addr_file;
+  p.commits = std::move(commits);
+  return p;
+}
+
+void expect_joined(Sender& s, uint32_t rank, uint64_t update) {
+  wsync_member_event_t ev = WSYNC_MEMBER_EVENT_INIT;
+  ASSERT_EQ(WSYNC_OK, wsync_group_next_member_event(s.g, &ev)) << "no JOINED event";
+  EXPECT_EQ(WSYNC_MEMBER_JOINED, ev.kind);
+  EXPECT_EQ(rank, ev.rank);
+  EXPECT_EQ(WSYNC_OK, ev.status);
+  EXPECT_EQ(update, ev.update);
+  EXPECT_NE(std::string::npos, std::string(ev.reason).find("receiver rank " + std::to_string(rank))) << ev.reason;
+  EXPECT_NE(std::string::npos, std::string(ev.reason).find("joined")) << ev.reason;
+}
+
+// A receiver SIGKILLed during version 2 is removed (the quorum commits it); a new process with its
+// rank joins between updates and commits version 3 with the others, bit for bit.
+TEST(Membership, AKilledReceiverRejoinsWithItsOldRankBetweenUpdates) {
+  const std::string addr_file = temp_dir() + "/store.addr";
+  Children kids;
+  for (uint32_t r = 1; r <= 3; ++r) {
+    RxPlan p = joiner(addr_file, r, r == 3 ? std::vector<uint64_t>{1} : std::vector<uint64_t>{1, 2, 3});
+    if (r == 3) {
+      p.fault = Fault::kDie;
+      p.fault_version = 2;
+    }
+    kids.pids.push_back(spawn([p] { return run_rx(p); }));
+  }
+  Sender s;
+  ASSERT_EQ(WSYNC_OK, s.init(addr_file, {{"commit_quorum", "2"}})) << wsync_last_error();
+  std::string why;
+  ASSERT_EQ(WSYNC_OK, s.publish(1, &why)) << why;
+  ASSERT_EQ(WSYNC_OK, s.publish(2, &why)) << why;
+  EXPECT_NE(0, kids.wait(2, 5000)) << "rank 3 killed itself at version 2";
+  wsync_member_event_t ev = WSYNC_MEMBER_EVENT_INIT;
+  ASSERT_EQ(WSYNC_OK, wsync_group_next_member_event(s.g, &ev));
+  EXPECT_EQ(WSYNC_MEMBER_LEFT, ev.kind);
+  EXPECT_EQ((std::vector<uint32_t>{1, 2}), s.members());
+  kids.pids.push_back(spawn([addr_file] { return run_rx(joiner(addr_file, 3, {3})); }));  // restarted
+  ASSERT_TRUE(members_become(s, {1, 2, 3})) << "rank 3 did not join again within 10 s";
+  expect_joined(s, 3, 3);
+  ASSERT_EQ(WSYNC_OK, s.publish(3, &why)) << why;
+  wsync_group_stats_t stats = WSYNC_GROUP_STATS_INIT;
+  ASSERT_EQ(WSYNC_OK, wsync_group_get_stats(s.g, &stats));
+  EXPECT_EQ(3u, stats.members);
+  EXPECT_EQ(1u, stats.members_left);
+  wsync_group_destroy(s.g);
+  s.g = nullptr;
+  for (size_t i : {0, 1, 3}) EXPECT_EQ(0, kids.wait(i, 30000)) << "child " << i;
+}
+
+// An engine killed while the group is idle (after version 1) and restarted at once: the group
+// notices the closed connection between updates (a LEFT event), takes the new process with the
+// same rank (a JOINED event), and version 2 commits on all three.
+TEST(Membership, AReceiverKilledBetweenUpdatesIsReplacedAtOnce) {
+  const std::string addr_file = temp_dir() + "/store.addr";
+  Children kids;
+  for (uint32_t r = 1; r <= 3; ++r)
+    kids.pids.push_back(spawn([addr_file, r] { return run_rx(joiner(addr_file, r, r == 3 ? std::vector<uint64_t>{1, 2}
+                                                                                       : std::vector<uint64_t>{1, 2})); }));
+  Sender s;
+  ASSERT_EQ(WSYNC_OK, s.init(addr_file, {})) << wsync_last_error();
+  std::string why;
+  ASSERT_EQ(WSYNC_OK, s.publish(1, &why)) << why;
+  kill(kids.pids[2], SIGKILL);
+  kids.wait(2, 5000);
+  kids.pids.push_back(spawn([addr_file] { return run_rx(joiner(addr_file, 3, {2})); }));  // restarted at once
+  // (the members read {1, 2, 3} all along, or for a moment {1, 2}: the events say what happened)
+  wsync_member_event_t ev = WSYNC_MEMBER_EVENT_INIT;
+  wsync_status_t st = WSYNC_ERR_NOT_FOUND;
+  for (int i = 0; i < 200 && st == WSYNC_ERR_NOT_FOUND; ++i) {
+    st = wsync_group_next_member_event(s.g, &ev);
+    if (st == WSYNC_ERR_NOT_FOUND) usleep(50 * 1000);
+  }
+  ASSERT_EQ(WSYNC_OK, st) << "no member event within 10 s of the kill";
+  EXPECT_EQ(WSYNC_MEMBER_LEFT, ev.kind);
+  EXPECT_EQ(3u, ev.rank);
+  EXPECT_EQ(WSYNC_ERR_PEER_FAILED, ev.status);
+  EXPECT_NE(std::string::npos, std::string(ev.reason).find("between updates")) << ev.reason;
+  ASSERT_TRUE(members_become(s, {1, 2, 3})) << "the restarted rank 3 did not join within 10 s";
+  expect_joined(s, 3, 2);
+  ASSERT_EQ(WSYNC_OK, s.publish(2, &why)) << why << ": the removal between updates is not this update's loss";
+  wsync_group_destroy(s.g);
+  s.g = nullptr;
+  for (size_t i : {0, 1, 3}) EXPECT_EQ(0, kids.wait(i, 30000)) << "child " << i;
+}
+
+// init_receivers=2: init returns with ranks 1 and 2; rank 3 starts late and joins between updates.
+TEST(Membership, AReceiverThatStartsLateJoinsBetweenUpdates) {
+  const std::string addr_file = temp_dir() + "/store.addr";
+  Children kids;
+  for (uint32_t r = 1; r <= 2; ++r) kids.pids.push_back(spawn([addr_file, r] { return run_rx(joiner(addr_file, r, {1, 2})); }));
+  Sender s;
+  ASSERT_EQ(WSYNC_OK, s.init(addr_file, {{"init_receivers", "2"}})) << wsync_last_error();
+  EXPECT_EQ((std::vector<uint32_t>{1, 2}), s.members());
+  std::string why;
+  ASSERT_EQ(WSYNC_OK, s.publish(1, &why)) << why;
+  kids.pids.push_back(spawn([addr_file] { return run_rx(joiner(addr_file, 3, {2})); }));
+  ASSERT_TRUE(members_become(s, {1, 2, 3})) << "rank 3 did not join within 10 s";
+  expect_joined(s, 3, 2);
+  ASSERT_EQ(WSYNC_OK, s.publish(2, &why)) << why;
+  wsync_group_stats_t stats = WSYNC_GROUP_STATS_INIT;
+  ASSERT_EQ(WSYNC_OK, wsync_group_get_stats(s.g, &stats));
+  EXPECT_EQ(3u, stats.members);
+  EXPECT_EQ(0u, stats.members_left);
+  wsync_group_destroy(s.g);
+  s.g = nullptr;
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(0, kids.wait(i, 30000)) << "child " << i;
+}
+
+// A receiver that comes while an update is on the wire waits for its end: that update commits on
+// the others, and the joiner takes the next one.
+TEST(Membership, AJoinDuringAnUpdateWaitsForTheBoundary) {
+  const std::string addr_file = temp_dir() + "/store.addr";
+  Children kids;
+  for (uint32_t r = 1; r <= 2; ++r)
+    kids.pids.push_back(spawn([addr_file, r] { return run_rx(joiner(addr_file, r, {1, 2, 3})); }));
+  Sender s;
+  ASSERT_EQ(WSYNC_OK, s.init(addr_file, {{"init_receivers", "2"}})) << wsync_last_error();
+  std::string why;
+  ASSERT_EQ(WSYNC_OK, s.publish(1, &why)) << why;
+  // Version 2 begins (its first batch is sent), then rank 3 comes.
+  s.m.fill(2);
+  const size_t half = s.m.descs.size() / 2;
+  ASSERT_EQ(WSYNC_OK, wsync_group_send_batch(s.g, s.m.descs.data(), half, -1)) << wsync_last_error();
+  kids.pids.push_back(spawn([addr_file] { return run_rx(joiner(addr_file, 3, {3})); }));
+  usleep(1500 * 1000);
+  EXPECT_EQ((std::vector<uint32_t>{1, 2}), s.members()) << "a receiver joined in the middle of an update";
+  ASSERT_EQ(WSYNC_OK, wsync_group_send_batch(s.g, s.m.descs.data() + half, s.m.descs.size() - half, -1));
+  ASSERT_EQ(WSYNC_OK, wsync_group_finalize(s.g, 2, -1)) << wsync_last_error();
+  ASSERT_TRUE(members_become(s, {1, 2, 3})) << "rank 3 did not join after the update";
+  expect_joined(s, 3, 3);
+  ASSERT_EQ(WSYNC_OK, s.publish(3, &why)) << why;
+  wsync_group_destroy(s.g);
+  s.g = nullptr;
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(0, kids.wait(i, 30000)) << "child " << i;
+}
+
+// A fixed group takes no receiver after init: one that comes with a member's rank waits for its
+// CHALLENGE until its own timeout, and fails.
+TEST(Membership, AFixedGroupTakesNoReceiverAfterInit) {
+  const std::string addr_file = temp_dir() + "/store.addr";
+  Children kids;
+  kids.pids.push_back(spawn([addr_file] { return run_rx(joiner(addr_file, 1, {1})); }));
+  Sender s;
+  ASSERT_EQ(WSYNC_OK, s.init(addr_file, {{"membership", "fixed"}}, 1)) << wsync_last_error();
+  std::string why;
+  ASSERT_EQ(WSYNC_OK, s.publish(1, &why)) << why;
+  const std::string addr = read_addr_file(addr_file, 5000);
+  wsync_receiver_config_t cfg = WSYNC_RECEIVER_CONFIG_INIT;
+  cfg.rank = 1;
+  cfg.store_addr = addr.c_str();
+  cfg.group_name = kGroup;
+  cfg.timeout_ms = 1500;
+  wsync_receiver_t* rx = nullptr;
+  EXPECT_NE(WSYNC_OK, wsync_receiver_init(&cfg, &rx)) << "a second rank 1 joined a fixed group";
+  wsync_receiver_destroy(rx);
+  wsync_group_destroy(s.g);
+  s.g = nullptr;
+  EXPECT_EQ(0, kids.wait(0, 30000));
+}
+
 TEST(Membership, OptionsThatCannotWorkAreRefusedNamingThem) {
   const std::string addr_file = temp_dir() + "/store.addr";
   struct Case {
@@ -328,6 +503,8 @@ TEST(Membership, OptionsThatCannotWorkAreRefusedNamingThem) {
       {{{"commit_quorum", "4"}}, "has 3 receiver(s)"},
       {{{"membership", "sometimes"}}, "option 'membership'"},
       {{{"route", "tree:2"}}, "must be star"},
+      {{{"membership", "fixed"}, {"init_receivers", "2"}}, "needs membership=elastic"},
+      {{{"init_receivers", "4"}}, "has 3 receiver(s)"},
   };
   for (const Case& c : cases) {
     Sender s;

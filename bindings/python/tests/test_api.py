@@ -516,3 +516,34 @@ def test_elastic_membership_removes_a_receiver_that_left_and_commits_on_the_quor
         assert (s.committed_version, s.members, s.members_left) == (2, 1, 1)
     stays.join(20)
     assert stays.error is None and sorted(stays.committed) == [1, 2]
+
+
+def test_elastic_membership_lets_a_receiver_that_starts_late_join_between_updates(tmp_path):
+    """init_receivers=1 of 2: init returns with rank 1; rank 2 starts after version 1, joins while
+    the group is idle (a "joined" member event), and commits version 2 with rank 1."""
+    tr = Trainer(tmp_path, num_receivers=2)
+    first = ReceiverThread(tr.addr_file, rank=1)
+    first.start()
+    with tr.group({"membership": "elastic", "init_receivers": "1", "timeout_ms": "5000"}) as g:
+        assert g.members() == [1]
+        g.send({"w": np.full(4096, 1, dtype=np.float32)})
+        g.finalize(1)
+        late = ReceiverThread(tr.addr_file, rank=2)
+        late.start()
+        for _ in range(200):
+            if g.members() == [1, 2]:
+                break
+            time.sleep(0.05)
+        assert g.members() == [1, 2]
+        events = g.member_events()
+        assert [(e.kind, e.rank, e.status, e.update) for e in events] == [("joined", 2, "WSYNC_OK", 2)], events
+        assert "receiver rank 2" in events[0].reason, events
+        g.send({"w": np.full(4096, 2, dtype=np.float32)})
+        g.finalize(2)
+        s = g.stats()
+        assert (s.committed_version, s.members, s.members_left) == (2, 2, 0)
+    first.join(20)
+    late.join(20)
+    assert first.error is None and sorted(first.committed) == [1, 2]
+    assert late.error is None and sorted(late.committed) == [2]
+    assert late.committed[2] == first.committed[2]

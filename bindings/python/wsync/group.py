@@ -30,11 +30,11 @@ class GroupStats:
 
 @dataclass(frozen=True)
 class MemberEvent:
-    """A receiver that left the group (option membership=elastic; Group.member_events())."""
-    kind: str      # "left" ("joined" is reserved for receivers that join later)
+    """A receiver that left or joined the group (option membership=elastic; Group.member_events())."""
+    kind: str      # "left", or "joined" (between updates; status "WSYNC_OK")
     rank: int
     status: str    # what removed it: "WSYNC_ERR_PEER_FAILED", "WSYNC_ERR_TIMEOUT", a refusal's status
-    update: int    # the update it left in (1 for the first)
+    update: int    # the update it left in (1 for the first), or the first one it takes part in
     reason: str    # what happened, naming the receiver
 
 

@@ -147,16 +147,16 @@ pub struct GroupStats {
     pub members_left: u32,
 }
 
-/// A receiver that left the group ([`Group::member_events`]; option `membership=elastic`).
+/// A receiver that left or joined the group ([`Group::member_events`]; option `membership=elastic`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MemberEvent {
-    /// It left (the only kind so far; receivers that join later are not yet supported).
+    /// It left (true), or joined between updates (false: status "WSYNC_OK", update = the first it takes part in).
     pub left: bool,
     /// Its rank.
     pub rank: u32,
-    /// What removed it: "WSYNC_ERR_PEER_FAILED", "WSYNC_ERR_TIMEOUT", or its refusal's status.
+    /// What removed it: "WSYNC_ERR_PEER_FAILED", "WSYNC_ERR_TIMEOUT", or its refusal's status ("WSYNC_OK" for a join).
     pub status: &'static str,
-    /// The update it left in (1 for the first).
+    /// The update it left in (1 for the first), or the first one it takes part in.
     pub update: u64,
     /// What happened, naming the receiver.
     pub reason: String,
