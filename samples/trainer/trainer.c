@@ -17,10 +17,13 @@
 static const char kUsage[] =
     "usage: wsync-sample-trainer --receivers 2 [--store 127.0.0.1:0] [--store-file PATH] [--versions 3]\n"
     "                            [--bucket-mib 256] [--transport ucx] [--tls sm|tcp|...] [--timeout-ms 60000]\n"
-    "                            [--scale 1.0] [--until-file PATH] [--interval-ms 0] [--option KEY=VALUE]...\n"
+    "                            [--scale 1.0] [--until-file PATH] [--interval-ms 0] [--keep-going 0]\n"
+    "                            [--option KEY=VALUE]...\n"
     "\n"
     "  --interval-ms N     pause N ms after each version (the time a training step takes; receivers of an\n"
     "                      elastic group join in such a pause)\n"
+    "  --keep-going 1      a version that fails at its finalize (membership=elastic: too few engines left)\n"
+    "                      is reported and the next one published, through the same group (a soak)\n"
     "  --until-file PATH   after the --versions, keep publishing new versions until PATH exists (a soak,\n"
     "                      or a group kept busy while a test does something to it)\n"
     "  --option KEY=VALUE  any group option, passed to wsync_group_init as it is (repeatable), e.g.\n"
@@ -28,6 +31,25 @@ static const char kUsage[] =
     "                      they come after the options the other flags set, so one given twice (e.g.\n"
     "                      --option timeout_ms=5000 with --timeout-ms) takes the --option's value.\n"
     "                      The group refuses an unknown key naming it (docs/ABI.md lists the keys)\n";
+
+/* Member events (membership=elastic), each once, as they come. */
+static void print_member_events(wsync_group_t* g) {
+  for (wsync_member_event_t e = WSYNC_MEMBER_EVENT_INIT; wsync_group_next_member_event(g, &e) == WSYNC_OK;
+       e = (wsync_member_event_t)WSYNC_MEMBER_EVENT_INIT)
+    if (e.kind == WSYNC_MEMBER_JOINED)
+      printf("trainer: engine rank %u joined the group from update %llu: %s\n", e.rank, (unsigned long long)e.update,
+             e.reason);
+    else
+      printf("trainer: engine rank %u left the group during update %llu (%s): %s\n", e.rank,
+             (unsigned long long)e.update, wsync_status_name(e.status), e.reason);
+  fflush(stdout);
+}
+
+static void pause_ms(long ms) {
+  if (ms <= 0) return;
+  struct timespec pause = {ms / 1000, (ms % 1000) * 1000000L};
+  nanosleep(&pause, NULL);
+}
 
 static double now_s(void) {
   struct timespec ts;
@@ -77,6 +99,7 @@ int main(int argc, char** argv) {
   const char* tls = NULL;
   const char* until_file = NULL;
   long interval_ms = 0;
+  int keep_going = 0;
   char bucket[32] = "268435456";
   char timeout[32] = "60000";
   double scale = 1.0;
@@ -109,6 +132,7 @@ int main(int argc, char** argv) {
     else if (!strcmp(a, "--scale")) scale = atof(v);
     else if (!strcmp(a, "--until-file")) until_file = v;
     else if (!strcmp(a, "--interval-ms")) interval_ms = atol(v);
+    else if (!strcmp(a, "--keep-going")) keep_going = atoi(v);
     else if (!strcmp(a, "--option")) {
       if (!parse_option(v, &extra[nextra])) {
         fprintf(stderr, "trainer: --option takes KEY=VALUE (e.g. --option route=chain), not '%s'\n", v);
@@ -164,6 +188,7 @@ int main(int argc, char** argv) {
   fflush(stdout);
 
   wsync_tensor_t* t = calloc(n, sizeof *t);
+  int failed_in_a_row = 0;
   for (unsigned v = 1; v <= versions || (until_file != NULL && access(until_file, F_OK) != 0); ++v) {
     for (size_t i = 0; i < n; ++i) {
       if (spec[i].nbytes) synth_fill(&spec[i], v, data[i]); /* "train a step" */
@@ -187,28 +212,27 @@ int main(int argc, char** argv) {
       break;
     }
     st = wsync_group_finalize(g, v, -1);
+    if (st != WSYNC_OK && keep_going) { /* the group goes on (elastic): the next version */
+      printf("trainer: version %u failed: %s: %s\n", v, wsync_status_name(st), wsync_last_error());
+      print_member_events(g);
+      if (++failed_in_a_row <= 3) {
+        st = WSYNC_OK;
+        pause_ms(interval_ms);
+        continue;
+      }
+    }
     if (st != WSYNC_OK) {
       die("wsync_group_finalize", st);
       break;
     }
+    failed_in_a_row = 0;
     double dt = now_s() - t0;
     wsync_group_stats_t now = WSYNC_GROUP_STATS_INIT;
     wsync_group_get_stats(g, &now); /* option membership=elastic: engines that failed were removed */
     printf("trainer: version %u committed on %u engine(s): %zu tensors, %.2f GB in %.2f s (%.2f GB/s per engine)\n", v,
            now.members, n, total / 1e9, dt, total / 1e9 / dt);
-    for (wsync_member_event_t e = WSYNC_MEMBER_EVENT_INIT; wsync_group_next_member_event(g, &e) == WSYNC_OK;
-         e = (wsync_member_event_t)WSYNC_MEMBER_EVENT_INIT)
-      if (e.kind == WSYNC_MEMBER_JOINED)
-        printf("trainer: engine rank %u joined the group from update %llu: %s\n", e.rank, (unsigned long long)e.update,
-               e.reason);
-      else
-        printf("trainer: engine rank %u left the group during update %llu (%s): %s\n", e.rank,
-               (unsigned long long)e.update, wsync_status_name(e.status), e.reason);
-    fflush(stdout);
-    if (interval_ms > 0) {
-      struct timespec pause = {interval_ms / 1000, (interval_ms % 1000) * 1000000L};
-      nanosleep(&pause, NULL);
-    }
+    print_member_events(g);
+    pause_ms(interval_ms);
   }
   if (st == WSYNC_OK) {
     wsync_group_stats_t s = WSYNC_GROUP_STATS_INIT;
