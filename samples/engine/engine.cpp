@@ -24,6 +24,10 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+double wall_s() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 std::string read_store_file(const std::string& path, double timeout_s) {
   double until = now_s() + timeout_s;
   while (now_s() < until) {
@@ -164,10 +168,11 @@ int main(int argc, char** argv) {
       bool ok = bad == 0 && missing == 0 && got.size() == spec.size();
       uint64_t tensor_bytes = 0;
       for (const auto& t : spec) tensor_bytes += t.nbytes;
-      std::printf("engine rank %d: version %llu: %zu tensors, %.2f GB in %.2f s (%.2f GB/s) %s\n", rank,
+      // (t=: the wall clock, which every host of an emulated cluster shares: a soak reads when each
+      // engine first held a version)
+      std::printf("engine rank %d: version %llu: %zu tensors, %.2f GB in %.2f s (%.2f GB/s) t=%.3f %s\n", rank,
                   static_cast<unsigned long long>(ev.version), got.size(), tensor_bytes / 1e9, dt,
-                  dt > 0 ? tensor_bytes / 1e9 / dt : 0.0,
-                  ok ? "verified" : "CHECKSUM MISMATCH");
+                  dt > 0 ? tensor_bytes / 1e9 / dt : 0.0, wall_s(), ok ? "verified" : "CHECKSUM MISMATCH");
       std::fflush(stdout);
       if (!ok) {
         std::fprintf(stderr, "engine rank %d: %zu tensors differ, %zu missing; not committing\n", rank, bad, missing);

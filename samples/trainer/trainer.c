@@ -22,8 +22,9 @@ static const char kUsage[] =
     "\n"
     "  --interval-ms N     pause N ms after each version (the time a training step takes; receivers of an\n"
     "                      elastic group join in such a pause)\n"
-    "  --keep-going 1      a version that fails at its finalize (membership=elastic: too few engines left)\n"
-    "                      is reported and the next one published, through the same group (a soak)\n"
+    "  --keep-going 1      a version that fails at its finalize because engines left (membership=elastic,\n"
+    "                      WSYNC_ERR_PEER_FAILED) is reported and the next one published, through the same\n"
+    "                      group (a soak); a fourth such failure in a row ends the trainer\n"
     "  --until-file PATH   after the --versions, keep publishing new versions until PATH exists (a soak,\n"
     "                      or a group kept busy while a test does something to it)\n"
     "  --option KEY=VALUE  any group option, passed to wsync_group_init as it is (repeatable), e.g.\n"
@@ -43,6 +44,12 @@ static void print_member_events(wsync_group_t* g) {
       printf("trainer: engine rank %u left the group during update %llu (%s): %s\n", e.rank,
              (unsigned long long)e.update, wsync_status_name(e.status), e.reason);
   fflush(stdout);
+}
+
+static double wall_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 static void pause_ms(long ms) {
@@ -212,7 +219,7 @@ int main(int argc, char** argv) {
       break;
     }
     st = wsync_group_finalize(g, v, -1);
-    if (st != WSYNC_OK && keep_going) { /* the group goes on (elastic): the next version */
+    if (st == WSYNC_ERR_PEER_FAILED && keep_going) { /* engines left (elastic): the group goes on */
       printf("trainer: version %u failed: %s: %s\n", v, wsync_status_name(st), wsync_last_error());
       print_member_events(g);
       if (++failed_in_a_row <= 3) {
@@ -231,9 +238,11 @@ int main(int argc, char** argv) {
     wsync_group_get_stats(g, &now); /* option membership=elastic: engines that failed were removed */
     printf("trainer: version %u committed on %u engine(s): %zu tensors, %.2f GB in %.2f s (%.2f GB/s per engine)\n", v,
            now.members, n, total / 1e9, dt, total / 1e9 / dt);
+    if (keep_going) printf("trainer: version %u committed at t=%.3f\n", v, wall_s()); /* (a soak's clock) */
     print_member_events(g);
     pause_ms(interval_ms);
   }
+  print_member_events(g); /* (those of the last pause) */
   if (st == WSYNC_OK) {
     wsync_group_stats_t s = WSYNC_GROUP_STATS_INIT;
     wsync_group_get_stats(g, &s);
