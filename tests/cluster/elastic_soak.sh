@@ -10,9 +10,10 @@
 #     version it commits against the trainer's bytes for that version and logs "verified" or
 #     "CHECKSUM MISMATCH"; none logs a mismatch or a staged buffer that lost its version; every
 #     engine process ends with 0 at the close, or was killed by the chaos;
-#   - every engine that joined later (restarted or added) and was not killed first caught up: it
-#     verified the first or the second version the trainer committed after the engine started
-#     ("within one update interval"); its catch-up time is from its start to that version.
+#   - every engine that joined later (restarted or added) caught up: it verified the first or the
+#     second version the trainer committed after the engine started ("within one update
+#     interval"), unless the chaos killed it before that second version; its catch-up time is from
+#     its start to its first verified version.
 # It prints a table and the line
 #   soak: seed=S versions=V committed_all=A committed_quorum=Q failed=F joins=J leaves=L catchups=C
 #         served_mismatch=M rebuilds=R
@@ -87,7 +88,7 @@ while ! past "$end"; do
       r=${up[$((pick % ${#up[@]}))]}
       p="pid$r"
       kill -KILL "${!p}" 2>/dev/null || true
-      killed["engine${r}_${runs[$r]}"]=1
+      killed["engine${r}_${runs[$r]}"]=$(now)
       kills=$((kills + 1))
       down_until[$r]=$(later "$down")
       echo "soak: $(seconds_since "$t0") s: engine $r killed (back in $down s)"
@@ -132,10 +133,16 @@ catchups=0 CATCHUP_TIMES=() slow=()
 for l in "${!started[@]}"; do
   r=${l#engine}; n=${r##*_}; r=${r%_*}
   { [ "$n" -gt 1 ] || [ "$r" -gt 6 ]; } || continue
-  [ -z "${killed[$l]:-}" ] || continue
   first=$(sed -n 's/.*version \([0-9]*\): .* t=\([0-9.]*\) verified$/\1 \2/p' "$LOGS/$l.log" | head -1)
-  if [ -z "$first" ]; then slow+=("$l:none"); continue; fi
   next=$(awk -v s="${started[$l]}" '$2 > s { print $1; exit }' <<<"$commit_times")
+  if [ -z "$first" ]; then
+    # None verified: slow, unless the chaos killed it before the second version after its start.
+    second_t=$(awk -v n="${next:-0}" '$1 == n + 1 { print $2; exit }' <<<"$commit_times")
+    if [ -z "${killed[$l]:-}" ] || { [ -n "$second_t" ] && awk -v k="${killed[$l]}" -v s="$second_t" 'BEGIN { exit !(k > s) }'; }; then
+      slow+=("$l:none")
+    fi
+    continue
+  fi
   catchups=$((catchups + 1))
   CATCHUP_TIMES+=("$(awk -v t="${first#* }" -v s="${started[$l]}" 'BEGIN { printf "%.2f", t - s }')")
   if [ -z "$next" ] || [ "${first% *}" -gt $((next + 1)) ]; then slow+=("$l:first=${first% *},next=${next:-none}"); fi
