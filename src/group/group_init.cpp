@@ -337,14 +337,10 @@ wsync_status_t read_event_fd(wsync_group_t* g) {
 
 // Elastic (hint join_later): the transport connects to each receiver that joined, one by one.
 wsync_status_t connect_members(wsync_group_t* g, int64_t deadline) {
-  const wsync_transport_v1_t* t = g->transport.table;
   for (const auto& p : g->peers) {
     if (p->dropped) continue;
-    clear_error();
-    wsync_status_t st = t->connect_peer(g->transport_self, p->rank, std::max<int64_t>(deadline - now_ms(), 1));
-    if (st != WSYNC_OK)
-      return fail(st, "transport '%s' could not connect to %s: %s", t->name, p->conn.peer_name().c_str(),
-                  plugin_error("transport", t->name).c_str());
+    wsync_status_t st = connect_receiver(g, p.get(), deadline);
+    if (st != WSYNC_OK) return st;
   }
   return WSYNC_OK;
 }

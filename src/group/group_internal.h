@@ -40,6 +40,9 @@ void take_hellos(wsync_group_t* g, int64_t wait_ms);
 // A welcomed receiver's JOINED (its transport connected), then the sender's transport connects to
 // it (connect_peer), before `deadline`.
 wsync_status_t join_one(wsync_group_t* g, Peer* p, int64_t deadline);
+// The transport connects to receiver `p` alone (plugin ABI 1.5 connect_peer), before `deadline`;
+// a refusal names the transport and the receiver.
+wsync_status_t connect_receiver(wsync_group_t* g, Peer* p, int64_t deadline);
 
 // ---- group_submit.cpp (caller thread)
 wsync_status_t group_send_start(wsync_group_t* g, const wsync_tensor_t* tensors, uint64_t n, int64_t timeout_ms,

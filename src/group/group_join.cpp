@@ -298,6 +298,10 @@ wsync_status_t join_one(wsync_group_t* g, Peer* p, int64_t deadline) {
     if ((st = judge_join_frame(g, p, f)) != WSYNC_OK) return st;
     break;
   }
+  return connect_receiver(g, p, deadline);
+}
+
+wsync_status_t connect_receiver(wsync_group_t* g, Peer* p, int64_t deadline) {
   const wsync_transport_v1_t* t = g->transport.table;
   clear_error();
   wsync_status_t st = t->connect_peer(g->transport_self, p->rank, std::max<int64_t>(deadline - now_ms(), 1));

@@ -52,15 +52,6 @@ GRACE_S=5            # the receivers' grace: min(their timeout_ms, 5 s) (docs/RE
 KILL_LIMIT_S=2
 TIMEOUT_S=$((TIMEOUT_MS / 1000))
 
-# Bytes the switch sent to host h2 (tbf's counter on its port p2).
-sent_to_h2() {
-  ip netns exec "wsc-$WSC_NAME-sw" tc -s qdisc show dev p2 | sed -n 's/^ *Sent \([0-9]*\) bytes.*/\1/p' | head -1
-}
-model_bytes() {
-  awk -v g="$(sed -n 's/.*model of [0-9]* tensors, \([0-9.]*\) GB.*/\1/p' "$LOGS/trainer.log")" 'BEGIN { printf "%.0f", g * 1e9 }'
-}
-h2_got_more_than() { [ "$(sent_to_h2)" -gt "$1" ]; }
-
 # Waits until version 1 committed and a quarter of version 2 reached h2.
 v1_committed_or_trainer_gone() { in_log trainer "version 1 committed" || trainer_gone; }
 wait_mid_update() {

@@ -115,6 +115,17 @@ nic_sent_bytes() {
   ip netns exec "$(eval echo "\$WSC_NS_${1#h}")" tc -s qdisc show dev eth0 | sed -n 's/^ *Sent \([0-9]*\) bytes.*/\1/p' | head -1
 }
 
+# The sample trainer on h0 and engine 2 on h2 (the elastic tests): bytes the switch sent to h2 (tbf's
+# counter on its port), the model's size from the trainer's log, and the waits built on them.
+sent_to_h2() {
+  ip netns exec "wsc-$WSC_NAME-sw" tc -s qdisc show dev p2 | sed -n 's/^ *Sent \([0-9]*\) bytes.*/\1/p' | head -1
+}
+model_bytes() {
+  awk -v g="$(sed -n 's/.*model of [0-9]* tensors, \([0-9.]*\) GB.*/\1/p' "$LOGS/trainer.log")" 'BEGIN { printf "%.0f", g * 1e9 }'
+}
+h2_got_more_than() { [ "$(sent_to_h2)" -gt "$1" ]; }
+v1_committed_or_trainer_gone() { in_log trainer "version 1 committed" || ! alive "$trainer"; }
+
 # route_flags SHAPE: ROUTE_FLAGS, the trainer flags that select the route shape SHAPE: star, chain,
 # tree, tree:K or auto (another word: exit 2), as the group option --option route=SHAPE (star too:
 # a group without the option takes auto, which relays across hosts), as scripts/cluster-bench.sh does.

@@ -24,15 +24,6 @@ TIMEOUT_MS=5000
 LIMIT_S=$((TIMEOUT_MS / 1000 + 1))
 [ "$FAULT" != kill ] || LIMIT_S=2
 
-sent_to_h2() {
-  ip netns exec "wsc-$WSC_NAME-sw" tc -s qdisc show dev p2 | sed -n 's/^ *Sent \([0-9]*\) bytes.*/\1/p' | head -1
-}
-model_bytes() {
-  awk -v g="$(sed -n 's/.*model of [0-9]* tensors, \([0-9.]*\) GB.*/\1/p' "$LOGS/trainer.log")" 'BEGIN { printf "%.0f", g * 1e9 }'
-}
-h2_got_more_than() { [ "$(sent_to_h2)" -gt "$1" ]; }
-v1_committed_or_trainer_gone() { in_log trainer "version 1 committed" || ! alive "$trainer"; }
-
 start_trainer 2 "$SCALE" 3 "$TIMEOUT_MS" --option route=star --option membership=elastic --option commit_quorum=1
 start_engine 1 "$SCALE" --staged
 start_engine 2 "$SCALE" --views

@@ -24,15 +24,6 @@ SCALE=0.2  # ~0.04 GB: at 200 Mbit/s one version takes ~3.5 s to two engines
 TIMEOUT_MS=5000
 VERSIONS=7
 
-sent_to_h2() {
-  ip netns exec "wsc-$WSC_NAME-sw" tc -s qdisc show dev p2 | sed -n 's/^ *Sent \([0-9]*\) bytes.*/\1/p' | head -1
-}
-model_bytes() {
-  awk -v g="$(sed -n 's/.*model of [0-9]* tensors, \([0-9.]*\) GB.*/\1/p' "$LOGS/trainer.log")" 'BEGIN { printf "%.0f", g * 1e9 }'
-}
-h2_got_more_than() { [ "$(sent_to_h2)" -gt "$1" ]; }
-v1_committed_or_trainer_gone() { in_log trainer "version 1 committed" || ! alive "$trainer"; }
-
 start_trainer 2 "$SCALE" "$VERSIONS" "$TIMEOUT_MS" --interval-ms 1500 --option route=star \
   --option membership=elastic --option commit_quorum=1
 start_engine 1 "$SCALE" --staged
