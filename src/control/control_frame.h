@@ -51,6 +51,14 @@ enum class MsgType : uint16_t {
   // parent_world, u32 n, u32 children[n]. The receiver wires its relay transports and answers
   // JOINED again.
   kRoute = 15,
+  // tx->rx between updates, elastic groups (wsync 0.8): u32 role (1 source, 2 joiner), u32 peer
+  // rank, u64 version, str world, u64 budget_ms, str reason. The source sends the joiner its registered tensors as they are at
+  // `version` over a transport world of two (source rank 0) named `world`; the joiner takes them
+  // and commits `version` (docs/ABI.md "Membership", catch-up).
+  kCatchup = 16,
+  // tx->rx (wsync 0.8): the same body; the source of the joiner's catch-up in `world` left the group
+  // (`reason` says why): the joiner stops waiting for its bytes. Ignored when no catch-up runs.
+  kCatchupCancel = 17,
 };
 
 const char* msg_type_name(uint16_t type);

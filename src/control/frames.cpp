@@ -181,6 +181,17 @@ std::vector<uint8_t> encode_route(const RouteBody& b) {
   return std::move(w.data());
 }
 
+std::vector<uint8_t> encode_catchup(const CatchupBody& b) {
+  ByteWriter w;
+  w.u32(b.role);
+  w.u32(b.peer);
+  w.u64(b.version);
+  w.str32(b.world);
+  w.u64(b.budget_ms);
+  w.str32(clip_reason(b.reason, kFrameMaxReasonBytes));
+  return std::move(w.data());
+}
+
 std::vector<uint8_t> encode_abort_update(const AbortUpdateBody& b) {
   ByteWriter w;
   w.str32(clip_reason(b.reason, kFrameMaxReasonBytes));
@@ -302,6 +313,16 @@ wsync_status_t decode_route(const std::vector<uint8_t>& body, RouteBody* out) {
   for (uint32_t i = 0; i < n; ++i)
     if (!r.u32(&b.children[i], "children")) return r.error();
   if (!r.end("children")) return r.error();
+  return done(std::move(b), out);
+}
+
+wsync_status_t decode_catchup(const std::vector<uint8_t>& body, CatchupBody* out) {
+  BodyReader r("CATCHUP", body);
+  CatchupBody b;
+  if (!r.u32(&b.role, "role") || !r.u32(&b.peer, "peer") || !r.u64(&b.version, "version") ||
+      !r.str(&b.world, kFrameMaxGroupBytes + 64, "world") || !r.u64(&b.budget_ms, "budget_ms") ||
+      !r.text(&b.reason, kFrameMaxReasonBytes, "reason"))
+    return r.error();
   return done(std::move(b), out);
 }
 

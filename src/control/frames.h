@@ -107,6 +107,17 @@ struct RouteBody {
 };
 constexpr uint32_t kFrameMaxChildren = 4096;
 
+// CATCHUP and CATCHUP_CANCEL, tx->rx: u32 role, u32 peer, u64 version, str world, u64 budget_ms, str reason
+struct CatchupBody {
+  static constexpr uint32_t kSource = 1, kJoiner = 2;
+  uint32_t role = 0;     // kSource: send to `peer`; kJoiner: take from `peer`
+  uint32_t peer = 0;     // the other receiver's rank
+  uint64_t version = 0;  // the group's latest committed version, which the source holds
+  std::string world;     // the transport world of the two (group name of the instance)
+  uint64_t budget_ms = 0;  // the catch-up ends within this long (the sender's timeout_ms / 2)
+  std::string reason;      // CATCHUP_CANCEL: why the source left (empty in CATCHUP)
+};
+
 struct AbortUpdateBody {  // tx->rx: str reason
   std::string reason;
 };
@@ -123,6 +134,7 @@ std::vector<uint8_t> encode_committed(const CommittedBody& b);
 std::vector<uint8_t> encode_abort_update(const AbortUpdateBody& b);
 std::vector<uint8_t> encode_bucket_sum(const BucketSumBody& b);
 std::vector<uint8_t> encode_route(const RouteBody& b);
+std::vector<uint8_t> encode_catchup(const CatchupBody& b);
 
 // Trailing bytes refused (the handshake of protocol 3 is exact).
 wsync_status_t decode_challenge(const std::vector<uint8_t>& body, ChallengeBody* out);
@@ -144,6 +156,8 @@ wsync_status_t decode_abort_update(const std::vector<uint8_t>& body, AbortUpdate
 wsync_status_t decode_bucket_sum(const std::vector<uint8_t>& body, BucketSumBody* out);
 // Trailing bytes refused; at most kFrameMaxChildren children.
 wsync_status_t decode_route(const std::vector<uint8_t>& body, RouteBody* out);
+// Trailing bytes ignored; the world name at most kFrameMaxGroupBytes + 64.
+wsync_status_t decode_catchup(const std::vector<uint8_t>& body, CatchupBody* out);
 // A receiver's answer to END_UPDATE(version) that is not NACK: OK when it is COMMITTED(version),
 // else PROTOCOL with a message naming `who`, what came (the version it committed included) and
 // the version that was expected.

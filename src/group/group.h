@@ -54,6 +54,7 @@ struct Peer {
   std::string addr;                // "ip:port" the connection came from
   std::vector<uint8_t> nonce;      // the CHALLENGE sent to it
   int64_t accepted_ms = 0;         // when it connected (the HELLO deadline runs from here)
+  uint32_t catchups_serving = 0;   // elastic: catch-ups it was asked to serve at this boundary
 };
 
 // One pipeline slot: host memory for host transports, CUDA memory (allocated at init) for
@@ -210,6 +211,14 @@ struct wsync_group {
   bool update_begun = false;  // a batch of the current update was taken: joiners wait for its end
   std::vector<std::unique_ptr<wsync::Peer>> hello_pending;  // connected, HELLO not read yet
   std::vector<std::unique_ptr<wsync::Peer>> joining;        // welcomed, not yet members
+  uint64_t catchups = 0;  // catch-ups arranged (group_catchup.cpp): names each one's transport world
+  struct OpenCatchup {  // one arranged, maybe still running (until its budget ran out)
+    uint32_t source = 0, joiner = 0;
+    std::string world;
+    uint64_t version = 0;
+    int64_t until_ms = 0;
+  };
+  std::vector<OpenCatchup> open_catchups;
   std::unique_ptr<wsync::ControlWarnings, wsync::ControlWarningsDeleter> join_warnings;  // rate limits
   uint64_t next_seq = 1;
   uint64_t update_id = 1;

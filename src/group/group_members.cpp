@@ -4,6 +4,8 @@
 #include <algorithm>
 
 #include "common/error.h"
+#include "control/frames.h"
+#include "group/group_catchup.h"
 #include "group/group_internal.h"
 
 namespace wsync {
@@ -83,7 +85,7 @@ void members_absent(wsync_group_t* g) {
 namespace {
 
 // A receiver that joined (JOINED read, the transport connected to it) takes its rank's place.
-void install(wsync_group_t* g, std::unique_ptr<Peer> p) {
+void install(wsync_group_t* g, std::unique_ptr<Peer> p, const std::string& catchup) {
   const uint32_t r = p->rank;
   const std::string name = p->conn.peer_name();
   p->alive = true;
@@ -96,12 +98,12 @@ void install(wsync_group_t* g, std::unique_ptr<Peer> p) {
   e.kind = WSYNC_MEMBER_JOINED;
   e.rank = r;
   e.update = g->shared.stats.updates + 1;
-  e.reason = name + " joined the group";
+  e.reason = name + " joined the group" + catchup;
   g->shared.member_events.push_back(e);
   auto& m = g->shared.members;
   m.insert(std::upper_bound(m.begin(), m.end(), r), r);
-  WSYNC_LOGI("group '%s': %s joined; it takes part from update %llu (%zu member(s))", g->group_name.c_str(),
-             name.c_str(), static_cast<unsigned long long>(e.update), m.size());
+  WSYNC_LOGI("group '%s': %s joined; it takes part from update %llu (%zu member(s))%s", g->group_name.c_str(),
+             name.c_str(), static_cast<unsigned long long>(e.update), m.size(), catchup.c_str());
 }
 
 }  // namespace
@@ -115,16 +117,35 @@ bool admission_stopped(wsync_group_t* g) {
   return g->shared.stop || g->shared.failed != WSYNC_OK;
 }
 
-// Members whose connection ended while the group was idle (an engine killed between updates) are
-// removed now, so that a restarted process can take the rank at once.
+// What a member said between updates, when it said something: a joiner whose catch-up failed
+// refuses (NACK) with the reason; nothing else is expected there.
+wsync_status_t idle_word(wsync_group_t* g, Peer* p) {
+  Frame f;
+  if (p->conn.recv(&f, 0) != WSYNC_OK) return fail(WSYNC_ERR_PEER_FAILED, "%s closed its connection between updates "
+                                                   "(process died?)", p->conn.peer_name().c_str());
+  StatusBody nack;
+  if (f.type == static_cast<uint16_t>(MsgType::kNack) && decode_nack(f.body, &nack) == WSYNC_OK) {
+    wsync_status_t st = wire_failure(nack.status, WSYNC_ERR_PROTOCOL);
+    if (st == WSYNC_ERR_ABORTED || st == WSYNC_ERR_INVALID_ARGUMENT || st == WSYNC_ERR_INTERNAL ||
+        st == WSYNC_ERR_OUT_OF_MEMORY)
+      st = WSYNC_ERR_PEER_FAILED;  // (its own trouble, never the sender's: it is removed)
+    return fail(st, "%s refused between updates: %s", p->conn.peer_name().c_str(), nack.reason.c_str());
+  }
+  return fail(WSYNC_ERR_PROTOCOL, "%s sent %s between updates", p->conn.peer_name().c_str(), msg_type_name(f.type));
+}
+
+// Members whose connection ended while the group was idle (an engine killed between updates), or
+// that refused then (a failed catch-up), are removed now, so that a restarted process can take the
+// rank at once.
 void drop_hung_up(wsync_group_t* g) {
   for (auto& p : g->peers) {
     if (p->dropped || !p->alive) continue;
     p->conn.pump();
-    if (!p->conn.closed() || p->conn.has_frame()) continue;
-    fail(WSYNC_ERR_PEER_FAILED, "%s closed its connection between updates (process died?)",
-         p->conn.peer_name().c_str());
-    if (member_failed(g, nullptr, p.get(), WSYNC_ERR_PEER_FAILED) != WSYNC_OK)
+    if (!p->conn.closed() && !p->conn.has_frame()) continue;
+    const wsync_status_t st = p->conn.has_frame() ? idle_word(g, p.get())
+                                                  : fail(WSYNC_ERR_PEER_FAILED, "%s closed its connection between "
+                                                         "updates (process died?)", p->conn.peer_name().c_str());
+    if (member_failed(g, nullptr, p.get(), st) != WSYNC_OK)
       clear_error();  // (the last member left: the next update fails saying so)
     g->dropped_in_update.clear();  // (not the next update's loss: it was not a member of it)
   }
@@ -140,6 +161,9 @@ void members_admit(wsync_group_t* g) {
   const int64_t deadline = deadline_after(std::min<int64_t>(g->timeout_ms, 10000));
   std::vector<std::unique_ptr<Peer>> joining;
   joining.swap(g->joining);
+  std::vector<uint32_t> busy;  // (joiners at this boundary serve no catch-up)
+  for (const auto& p : joining) busy.push_back(p->rank);
+  for (auto& p : g->peers) p->catchups_serving = 0;
   for (auto& p : joining) {
     if (admission_stopped(g)) return;  // (their connections close: they see the group end)
     if (join_one(g, p.get(), deadline) != WSYNC_OK) {
@@ -148,7 +172,8 @@ void members_admit(wsync_group_t* g) {
       clear_error();
       continue;  // (its connection closes here: it may try again)
     }
-    install(g, std::move(p));
+    const std::string catchup = catchup_arrange(g, p.get(), busy);
+    install(g, std::move(p), catchup);
   }
 }
 
@@ -194,6 +219,7 @@ wsync_status_t member_failed(wsync_group_t* g, Flight* flight, Peer* p, wsync_st
   }
   WSYNC_LOGW("group '%s': receiver rank %u left the group (%u remain): %s", g->group_name.c_str(), p->rank,
              members_left_in(g), why.c_str());
+  catchup_source_left(g, p->rank, why);
   if (members_left_in(g) == 0)
     return fail(WSYNC_ERR_PEER_FAILED, "every receiver of group '%s' has left; the last: %s", g->group_name.c_str(),
                 why.c_str());

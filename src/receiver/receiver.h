@@ -17,6 +17,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "common/options.h"
 #include "control/control_conn.h"
 #include "device/mem_block.h"
 #include "loader/plugin_loader.h"
@@ -143,6 +144,15 @@ struct wsync_receiver {
   int relay_fd = -1;
   uint32_t parent = 0;
   std::vector<uint32_t> children;
+  // What a later transport instance needs (a catch-up's world: open_world): the transport's options
+  // as at init, and the address this receiver's control connection leaves from.
+  wsync::OptionList transport_opts;
+  std::string local_ip;
+  // Catch-up (receiver_catchup.cpp): a source keeps its last catch-up's instance until the next
+  // one or destroy (it never closes an endpoint under a joiner still reading); a joiner's COMMIT
+  // event of a catch-up is confirmed locally, the sender waits for no COMMITTED of it.
+  void* catchup_self = nullptr;
+  bool catchup_commit = false;
   wsync::ControlConn conn;
 
   std::unordered_map<std::string, wsync::Registered>& registry = sh->registry;
@@ -225,6 +235,14 @@ namespace wsync {
 
 // receiver_init.cpp
 wsync_status_t receiver_init(const wsync_receiver_config_t* config, wsync_receiver_t* rx);
+// Create and connect one more instance of the receiver's transport: rank `rank` of `world` members
+// under the name `group`, with the options of init, within timeout_ms.
+wsync_status_t open_world(wsync_receiver_t* rx, const std::string& group, uint32_t rank, uint32_t world,
+                          int64_t timeout_ms, void** self, int* fd);
+// receiver_catchup.cpp
+// CATCHUP from the sender: as the source, send the registered tensors to the joiner (no event);
+// as the joiner, take them and report COMMIT of the caught-up version (or refuse, naming why).
+wsync_status_t catchup(wsync_receiver_t* rx, const Frame& f, wsync_receiver_event_t* ev);
 // receiver_events.cpp
 wsync_status_t receiver_next(wsync_receiver_t* rx, wsync_receiver_event_t* ev, int64_t timeout_ms);
 // The last event's storage goes back (its views' staging to the pool).

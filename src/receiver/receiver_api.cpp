@@ -153,8 +153,10 @@ WSYNC_API wsync_status_t wsync_receiver_commit(wsync_receiver_t* rx, uint64_t ve
     }
     // The sender first: if it cannot be told, staged bytes are not applied and the registered
     // buffers keep the previous version, which is what this receiver then still reports.
-    st = rx->conn.send(MsgType::kCommitted, encode_committed({version}), rx->timeout_ms);
+    // (a catch-up's version: the sender waits for no COMMITTED of it)
+    if (!rx->catchup_commit) st = rx->conn.send(MsgType::kCommitted, encode_committed({version}), rx->timeout_ms);
     if (st != WSYNC_OK) return st;
+    rx->catchup_commit = false;
     rx->committed = version;
     rx->pending_commit = 0;
     return apply_commit(rx);
@@ -198,6 +200,7 @@ WSYNC_API void wsync_receiver_destroy(wsync_receiver_t* rx) {
     rx->sh->links.clear();
     // The transport first: it may still be writing into staging and the graveyard.
     if (rx->relay_self) rx->transport.table->destroy(rx->relay_self);
+    if (rx->catchup_self) rx->transport.table->destroy(rx->catchup_self);
     if (rx->recv_self && rx->recv_self != rx->transport_self) rx->transport.table->destroy(rx->recv_self);
     if (rx->transport_self) rx->transport.table->destroy(rx->transport_self);
     rx->conn.close();

@@ -1,6 +1,9 @@
 // wsync_receiver_next: one control message from the sender becomes one event. A MANIFEST is a
 // bucket (receiver_bucket.cpp); END_UPDATE asks for the commit; ABORT_UPDATE voids the update;
 // CLOSE ends the group.
+#include <algorithm>
+
+#include "common/clock.h"
 #include "common/error.h"
 #include "control/frames.h"
 #include "receiver/receiver.h"
@@ -88,19 +91,23 @@ wsync_status_t receiver_next(wsync_receiver_t* rx, wsync_receiver_event_t* ev, i
     return fail(WSYNC_ERR_INVALID_STATE, "version %llu is waiting for wsync_receiver_commit",
                 static_cast<unsigned long long>(rx->pending_commit));
   if (!rx->flight.empty()) return complete_bucket(rx, ev);  // the next bucket is on the wire already
-  Frame f;
   const int64_t tmo = timeout_ms < 0 ? rx->timeout_ms : timeout_ms;
-  wsync_status_t st = wait_frame(rx, &f, tmo);
-  if (st == WSYNC_ERR_TIMEOUT)
-    return fail(WSYNC_ERR_TIMEOUT, "no message from the sender within %lld ms", static_cast<long long>(tmo));
-  if (st != WSYNC_OK) {  // the sender is gone: its update never commits here
-    const std::string why = last_error();
-    drop_update(rx, why);
-    return fail_msg(st, why);
+  const int64_t deadline = deadline_after(tmo);
+  for (;;) {  // (a frame that makes no event, a catch-up served: the next one, within the time left)
+    Frame f;
+    wsync_status_t st = wait_frame(rx, &f, std::max<int64_t>(deadline - now_ms(), 0));
+    if (st == WSYNC_ERR_TIMEOUT)
+      return fail(WSYNC_ERR_TIMEOUT, "no message from the sender within %lld ms", static_cast<long long>(tmo));
+    if (st != WSYNC_OK) {  // the sender is gone: its update never commits here
+      const std::string why = last_error();
+      drop_update(rx, why);
+      return fail_msg(st, why);
+    }
+    if ((st = handle_frame(rx, f, ev)) != WSYNC_OK) return st;
+    // A MANIFEST: the bucket is on the wire; report it once its bytes are in.
+    if (ev->kind == WSYNC_EVENT_NONE && !rx->flight.empty()) return complete_bucket(rx, ev);
+    if (ev->kind != WSYNC_EVENT_NONE) return WSYNC_OK;
   }
-  if ((st = handle_frame(rx, f, ev)) != WSYNC_OK) return st;
-  // A MANIFEST: the bucket is on the wire; report it once its bytes are in.
-  return ev->kind == WSYNC_EVENT_NONE && !rx->flight.empty() ? complete_bucket(rx, ev) : WSYNC_OK;
 }
 
 wsync_status_t handle_frame(wsync_receiver_t* rx, const Frame& f, wsync_receiver_event_t* ev) {
@@ -121,6 +128,10 @@ wsync_status_t handle_frame(wsync_receiver_t* rx, const Frame& f, wsync_receiver
       ev->kind = WSYNC_EVENT_ABORTED;
       return WSYNC_OK;
     }
+    case MsgType::kCatchup:  // (elastic groups, between updates: receiver_catchup.cpp)
+      return catchup(rx, f, ev);
+    case MsgType::kCatchupCancel:  // (for a catch-up over already: nothing to stop)
+      return WSYNC_OK;
     case MsgType::kClose:  // an update in progress ends here without a commit
       drop_update(rx, "the sender closed the group");
       rx->closed = true;

@@ -235,40 +235,21 @@ OptionList transport_options(const JoinArgs& a) {
   return out;
 }
 
-// Create and connect one transport instance: rank `rank` of `world` members under `group`.
+// Create and connect one transport instance: rank `rank` of `world` members under `group`; a
+// failure is also told to the sender (NACK), which is waiting for JOINED.
 wsync_status_t open_transport(wsync_receiver_t* rx, const JoinArgs& a, const std::string& group, uint32_t rank,
                               uint32_t world, void** self, int* fd) {
-  const wsync_transport_v1_t* t = rx->transport.table;
-  const OptionList t_opts = transport_options(a);
-  // This receiver's end of its control connection: the transport listens on that interface only.
-  const OptionList hints = {{WSYNC_HINT_LOCAL_ADDRESS, local_ip(rx->conn.fd())}};
-  std::vector<wsync_option_t> t_c = to_c_options(t_opts), h_c = to_c_options(hints);
-  wsync_transport_params_t tp = WSYNC_TRANSPORT_PARAMS_INIT;
-  tp.rank = rank;
-  tp.world_size = world;
-  tp.group_name = group.c_str();
-  tp.store = &rx->store_handle;
-  tp.options = t_c.data();
-  tp.num_options = t_c.size();
-  tp.timeout_ms = left(a);
-  tp.device_index = rx->device;
-  tp.hints = h_c.data();
-  tp.num_hints = h_c.size();
-  clear_error();
-  wsync_status_t st = t->create(&tp, self);
-  if (st == WSYNC_OK) {
-    clear_error();
-    st = t->connect(*self, left(a));
+  if (rx->transport_opts.empty() && rx->local_ip.empty()) {
+    rx->transport_opts = transport_options(a);
+    // This receiver's end of its control connection: the transport listens on that interface only.
+    rx->local_ip = local_ip(rx->conn.fd());
   }
+  wsync_status_t st = open_world(rx, group, rank, world, left(a), self, fd);
   if (st != WSYNC_OK) {
-    const std::string why = "transport '" + std::string(t->name) + "': " + plugin_error("transport", t->name);
+    const std::string why = last_error();
     send_status(rx, MsgType::kNack, 0, st, why);
     return fail_msg(st, why);
   }
-  int32_t efd = -1;
-  auto get_fd = WSYNC_HAS_FIELD(t, wsync_transport_v1_t, get_event_fd) ? t->get_event_fd : nullptr;
-  if (get_fd != nullptr && get_fd(*self, &efd) != WSYNC_OK) efd = -1;
-  *fd = efd;
   return WSYNC_OK;
 }
 
@@ -330,6 +311,42 @@ wsync_status_t wire_route(wsync_receiver_t* rx, const JoinArgs& a) {
 }
 
 }  // namespace
+
+wsync_status_t open_world(wsync_receiver_t* rx, const std::string& group, uint32_t rank, uint32_t world,
+                          int64_t timeout_ms, void** self, int* fd) {
+  const wsync_transport_v1_t* t = rx->transport.table;
+  const OptionList hints = {{WSYNC_HINT_LOCAL_ADDRESS, rx->local_ip}};
+  std::vector<wsync_option_t> t_c = to_c_options(rx->transport_opts), h_c = to_c_options(hints);
+  wsync_transport_params_t tp = WSYNC_TRANSPORT_PARAMS_INIT;
+  tp.rank = rank;
+  tp.world_size = world;
+  tp.group_name = group.c_str();
+  tp.store = &rx->store_handle;
+  tp.options = t_c.data();
+  tp.num_options = t_c.size();
+  tp.timeout_ms = timeout_ms;
+  tp.device_index = rx->device;
+  tp.hints = h_c.data();
+  tp.num_hints = h_c.size();
+  *self = nullptr;
+  clear_error();
+  wsync_status_t st = t->create(&tp, self);
+  if (st == WSYNC_OK) {
+    clear_error();
+    st = t->connect(*self, timeout_ms);
+  }
+  if (st != WSYNC_OK) {
+    const std::string why = "transport '" + std::string(t->name) + "': " + plugin_error("transport", t->name);
+    if (*self != nullptr) t->destroy(*self);
+    *self = nullptr;
+    return fail_msg(st, why);
+  }
+  int32_t efd = -1;
+  auto get_fd = WSYNC_HAS_FIELD(t, wsync_transport_v1_t, get_event_fd) ? t->get_event_fd : nullptr;
+  if (get_fd != nullptr && get_fd(*self, &efd) != WSYNC_OK) efd = -1;
+  *fd = efd;
+  return WSYNC_OK;
+}
 
 wsync_status_t receiver_init(const wsync_receiver_config_t* config, wsync_receiver_t* rx) {
   JoinArgs a;

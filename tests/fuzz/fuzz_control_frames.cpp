@@ -34,6 +34,7 @@ template <typename T>
 bool was_escaped(const T&) { return false; }
 bool was_escaped(const wsync::RejectBody& b) { return escaped(b.reason); }
 bool was_escaped(const wsync::AbortUpdateBody& b) { return escaped(b.reason); }
+bool was_escaped(const wsync::CatchupBody& b) { return escaped(b.reason); }
 
 template <typename T>
 void run(const Bytes& body, const char* frame, wsync_status_t (*decode)(const Bytes&, T*), Bytes (*encode)(const T&),
@@ -168,6 +169,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case MsgType::kRoute:
       run<RouteBody>(body, "ROUTE", decode_route, encode_route, true,
                      [](const RouteBody& b) { return b.children.size() <= wsync::kFrameMaxChildren; });
+      return 0;
+    case MsgType::kCatchup:
+    case MsgType::kCatchupCancel:
+      run<CatchupBody>(body, "CATCHUP", decode_catchup, encode_catchup, false, [](const CatchupBody& b) {
+        return reason_ok(b.reason) && b.world.size() <= wsync::kFrameMaxGroupBytes + 64;
+      });
       return 0;
     default:  // JOINED, CLOSE and unknown types carry nothing to decode
       return 0;

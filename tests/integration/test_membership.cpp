@@ -39,13 +39,25 @@ struct RxPlan {
   // Versions this receiver must commit, in order, and versions it must see ABORTED (its staged
   // buffers then still hold the last committed version, bit for bit).
   std::vector<uint64_t> commits, aborts;
+  // Catch-up: updates from version `partial` on carry the first half of the tensors only (the
+  // others keep version partial - 1); `catchup_fails`: its catch-up must fail (its source dies),
+  // and then it exits 0; `faulty`: the fault of transport 'faulty' in this process ("stall 3").
+  uint64_t partial = 0;
+  bool catchup_fails = false;
+  bool in_place = false;  // receive_mode in_place (default: staged)
+  std::string faulty;
 };
 
-bool holds(const std::vector<std::vector<uint8_t>>& bufs, uint64_t version) {
+// The version tensor i holds at `version` when updates from `partial` on (0: none) are partial.
+uint64_t version_of(size_t i, uint64_t version, uint64_t partial) {
+  return partial != 0 && version >= partial && i >= spec().size() / 2 ? partial - 1 : version;
+}
+
+bool holds(const std::vector<std::vector<uint8_t>>& bufs, uint64_t version, uint64_t partial = 0) {
   const std::vector<synth_tensor_t> s = spec();
   for (size_t i = 0; i < s.size(); ++i) {
     std::vector<uint8_t> want(s[i].nbytes);
-    synth_fill(&s[i], version, want.data());
+    synth_fill(&s[i], version_of(i, version, partial), want.data());
     if (bufs[i] != want) return false;
   }
   return true;
@@ -54,8 +66,14 @@ bool holds(const std::vector<std::vector<uint8_t>>& bufs, uint64_t version) {
 // A staged receiver (every tensor registered) that checks every version it commits and that an
 // aborted update left the committed one untouched. Exit 0 when it saw exactly its plan.
 int run_rx(const RxPlan& p) {
+  if (!p.faulty.empty()) {
+    const std::string file = p.addr_file + ".fault" + std::to_string(p.rank);
+    FILE* f = std::fopen(file.c_str(), "w");
+    if (f == nullptr || std::fputs(p.faulty.c_str(), f) < 0 || std::fclose(f) != 0) return 8;
+    setenv("WSYNC_FAULTY_FILE", file.c_str(), 1);
+  }
   const std::string addr = read_addr_file(p.addr_file, 20000);
-  wsync_option_t opt = WSYNC_OPTION("receive_mode", "staged");
+  wsync_option_t opt = WSYNC_OPTION("receive_mode", p.in_place ? "in_place" : "staged");
   wsync_receiver_config_t cfg = WSYNC_RECEIVER_CONFIG_INIT;
   cfg.rank = p.rank;
   cfg.store_addr = addr.c_str();
@@ -88,8 +106,13 @@ int run_rx(const RxPlan& p) {
     if (st != WSYNC_OK) {
       // A refused bucket: the sender removes this receiver and closes; nothing else may fail.
       const bool expected = p.fault == Fault::kRefuse && st == WSYNC_ERR_PROTOCOL && committed + 1 == p.fault_version;
-      if (!expected) std::fprintf(stderr, "rank %u: next: %s: %s\n", p.rank, wsync_status_name(st), wsync_last_error());
+      // (a catch-up whose source died: nothing committed, the reason names the source)
+      const bool caught = p.catchup_fails && committed == 0 && st == WSYNC_ERR_PEER_FAILED &&
+                          std::strstr(wsync_last_error(), "catch-up to version") != nullptr;
+      if (!expected || caught)
+        std::fprintf(stderr, "rank %u: next: %s: %s\n", p.rank, wsync_status_name(st), wsync_last_error());
       wsync_receiver_destroy(rx);
+      if (caught) return 0;
       return expected && commit_i == p.commits.size() && holds(bufs, committed) ? 0 : 2;
     }
     if (ev.kind == WSYNC_EVENT_BUCKET && !in_update) {
@@ -104,7 +127,7 @@ int run_rx(const RxPlan& p) {
                      static_cast<unsigned long long>(ev.version));
         return 3;
       }
-      if (wsync_receiver_commit(rx, ev.version) != WSYNC_OK || !holds(bufs, ev.version)) {
+      if (wsync_receiver_commit(rx, ev.version) != WSYNC_OK || !holds(bufs, ev.version, p.partial)) {
         std::fprintf(stderr, "rank %u: version %llu: commit or bytes wrong: %s\n", p.rank,
                      static_cast<unsigned long long>(ev.version), wsync_last_error());
         return 4;
@@ -146,8 +169,12 @@ struct Sender {
         {"store_addr_file", addr_file}, {"membership", "elastic"}, {"timeout_ms", "3000"}, {"bucket_bytes", "65536"}};
     kv.insert(kv.end(), extra.begin(), extra.end());
     std::vector<wsync_option_t> opts;
-    for (auto& x : kv) opts.push_back(WSYNC_OPTION(x.first.c_str(), x.second.c_str()));
+    const char* transport = nullptr;  // ("transport" in `extra`: the config's field)
+    for (auto& x : kv)
+      if (x.first == "transport") transport = x.second.c_str();
+      else opts.push_back(WSYNC_OPTION(x.first.c_str(), x.second.c_str()));
     wsync_group_config_t cfg = WSYNC_GROUP_CONFIG_INIT;
+    cfg.transport = transport;
     cfg.num_receivers = receivers;
     cfg.group_name = kGroup;
     cfg.options = opts.data();
@@ -347,7 +374,8 @@ void expect_joined(Sender& s, uint32_t rank, uint64_t update) {
 }
 
 // A receiver SIGKILLed during version 2 is removed (the quorum commits it); a new process with its
-// rank joins between updates and commits version 3 with the others, bit for bit.
+// rank joins between updates, catches up to version 2 from a peer and commits version 3 with the
+// others, bit for bit.
 TEST(Membership, AKilledReceiverRejoinsWithItsOldRankBetweenUpdates) {
   const std::string addr_file = temp_dir() + "/store.addr";
   Children kids;
@@ -369,7 +397,7 @@ TEST(Membership, AKilledReceiverRejoinsWithItsOldRankBetweenUpdates) {
   ASSERT_EQ(WSYNC_OK, wsync_group_next_member_event(s.g, &ev));
   EXPECT_EQ(WSYNC_MEMBER_LEFT, ev.kind);
   EXPECT_EQ((std::vector<uint32_t>{1, 2}), s.members());
-  kids.pids.push_back(spawn([addr_file] { return run_rx(joiner(addr_file, 3, {3})); }));  // restarted
+  kids.pids.push_back(spawn([addr_file] { return run_rx(joiner(addr_file, 3, {2, 3})); }));  // restarted
   ASSERT_TRUE(members_become(s, {1, 2, 3})) << "rank 3 did not join again within 10 s";
   expect_joined(s, 3, 3);
   ASSERT_EQ(WSYNC_OK, s.publish(3, &why)) << why;
@@ -397,7 +425,7 @@ TEST(Membership, AReceiverKilledBetweenUpdatesIsReplacedAtOnce) {
   ASSERT_EQ(WSYNC_OK, s.publish(1, &why)) << why;
   kill(kids.pids[2], SIGKILL);
   kids.wait(2, 5000);
-  kids.pids.push_back(spawn([addr_file] { return run_rx(joiner(addr_file, 3, {2})); }));  // restarted at once
+  kids.pids.push_back(spawn([addr_file] { return run_rx(joiner(addr_file, 3, {1, 2})); }));  // restarted at once
   // (the members read {1, 2, 3} all along, or for a moment {1, 2}: the events say what happened)
   wsync_member_event_t ev = WSYNC_MEMBER_EVENT_INIT;
   wsync_status_t st = WSYNC_ERR_NOT_FOUND;
@@ -428,7 +456,7 @@ TEST(Membership, AReceiverThatStartsLateJoinsBetweenUpdates) {
   EXPECT_EQ((std::vector<uint32_t>{1, 2}), s.members());
   std::string why;
   ASSERT_EQ(WSYNC_OK, s.publish(1, &why)) << why;
-  kids.pids.push_back(spawn([addr_file] { return run_rx(joiner(addr_file, 3, {2})); }));
+  kids.pids.push_back(spawn([addr_file] { return run_rx(joiner(addr_file, 3, {1, 2})); }));
   ASSERT_TRUE(members_become(s, {1, 2, 3})) << "rank 3 did not join within 10 s";
   expect_joined(s, 3, 2);
   ASSERT_EQ(WSYNC_OK, s.publish(2, &why)) << why;
@@ -456,7 +484,7 @@ TEST(Membership, AJoinDuringAnUpdateWaitsForTheBoundary) {
   s.m.fill(2);
   const size_t half = s.m.descs.size() / 2;
   ASSERT_EQ(WSYNC_OK, wsync_group_send_batch(s.g, s.m.descs.data(), half, -1)) << wsync_last_error();
-  kids.pids.push_back(spawn([addr_file] { return run_rx(joiner(addr_file, 3, {3})); }));
+  kids.pids.push_back(spawn([addr_file] { return run_rx(joiner(addr_file, 3, {2, 3})); }));
   usleep(1500 * 1000);
   EXPECT_EQ((std::vector<uint32_t>{1, 2}), s.members()) << "a receiver joined in the middle of an update";
   ASSERT_EQ(WSYNC_OK, wsync_group_send_batch(s.g, s.m.descs.data() + half, s.m.descs.size() - half, -1));
@@ -467,6 +495,145 @@ TEST(Membership, AJoinDuringAnUpdateWaitsForTheBoundary) {
   wsync_group_destroy(s.g);
   s.g = nullptr;
   for (size_t i = 0; i < 3; ++i) EXPECT_EQ(0, kids.wait(i, 30000)) << "child " << i;
+}
+
+// A member event with its reason copied (the event's own is valid until the next call).
+struct MemberEvent {
+  int32_t kind = 0;
+  uint32_t rank = 0;
+  std::string reason;
+};
+
+// Reads member events for up to 10 s until `n` came.
+std::vector<MemberEvent> member_events(Sender& s, size_t n) {
+  std::vector<MemberEvent> out;
+  for (int i = 0; i < 200 && out.size() < n; ++i) {
+    wsync_member_event_t ev = WSYNC_MEMBER_EVENT_INIT;
+    if (wsync_group_next_member_event(s.g, &ev) == WSYNC_OK) out.push_back({ev.kind, ev.rank, ev.reason});
+    else usleep(50 * 1000);
+  }
+  return out;
+}
+
+std::string reason_of(const std::vector<MemberEvent>& evs, int32_t kind, uint32_t rank) {
+  for (const auto& e : evs)
+    if (e.kind == kind && e.rank == rank) return e.reason;
+  std::string seen = "(no such event; seen:";
+  for (const auto& e : evs) seen += " [kind " + std::to_string(e.kind) + " rank " + std::to_string(e.rank) + ": " + e.reason + "]";
+  return seen + ")";
+}
+
+// Catch-up from a peer: rank 3 starts after versions 1 and 2 committed on ranks 1 and 2. It takes
+// version 2 from rank 1 (the trainer publishes nothing meanwhile) and commits it, bit for bit; then
+// version 3 carries only half of the tensors, and rank 3 holds the other half at version 2, as its
+// peers do. Rank 3 receives in place, its peers staged.
+TEST(Membership, ALateJoinerCatchesUpFromAPeerAndAPartialUpdateLeavesItWhole) {
+  const std::string addr_file = temp_dir() + "/store.addr";
+  Children kids;
+  for (uint32_t r = 1; r <= 2; ++r) {
+    RxPlan p = joiner(addr_file, r, {1, 2, 3});
+    p.partial = 3;
+    kids.pids.push_back(spawn([p] { return run_rx(p); }));
+  }
+  Sender s;
+  ASSERT_EQ(WSYNC_OK, s.init(addr_file, {{"init_receivers", "2"}})) << wsync_last_error();
+  std::string why;
+  ASSERT_EQ(WSYNC_OK, s.publish(1, &why)) << why;
+  ASSERT_EQ(WSYNC_OK, s.publish(2, &why)) << why;
+  wsync_group_stats_t before = WSYNC_GROUP_STATS_INIT, after = WSYNC_GROUP_STATS_INIT;
+  ASSERT_EQ(WSYNC_OK, wsync_group_get_stats(s.g, &before));
+  RxPlan late = joiner(addr_file, 3, {2, 3});
+  late.partial = 3;
+  late.in_place = true;  // (its peers stage)
+  kids.pids.push_back(spawn([late] { return run_rx(late); }));
+  ASSERT_TRUE(members_become(s, {1, 2, 3})) << "rank 3 did not join within 10 s";
+  const std::vector<MemberEvent> evs = member_events(s, 1);
+  EXPECT_NE(std::string::npos, reason_of(evs, WSYNC_MEMBER_JOINED, 3).find("catches up to version 2 from receiver rank 1"))
+      << reason_of(evs, WSYNC_MEMBER_JOINED, 3);
+  usleep(500 * 1000);
+  ASSERT_EQ(WSYNC_OK, wsync_group_get_stats(s.g, &after));
+  EXPECT_EQ(before.bytes, after.bytes) << "the trainer sent bytes for the catch-up";
+  // Version 3: the first half of the tensors only.
+  s.m.fill(3);
+  const size_t half = s.m.descs.size() / 2;
+  ASSERT_EQ(WSYNC_OK, wsync_group_send_batch(s.g, s.m.descs.data(), half, -1)) << wsync_last_error();
+  ASSERT_EQ(WSYNC_OK, wsync_group_finalize(s.g, 3, -1)) << wsync_last_error();
+  wsync_group_destroy(s.g);
+  s.g = nullptr;
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(0, kids.wait(i, 30000)) << "child " << i;
+}
+
+// Catch-up from the trainer: when no member holds the committed version (the only one left), the
+// joiner takes the next update, whose tensors it then holds; its member event says so.
+TEST(Membership, WhenNoMemberHoldsTheVersionTheNextUpdateBringsIt) {
+  const std::string addr_file = temp_dir() + "/store.addr";
+  Children kids;
+  kids.pids.push_back(spawn([addr_file] { return run_rx(joiner(addr_file, 1, {1})); }));
+  Sender s;
+  ASSERT_EQ(WSYNC_OK, s.init(addr_file, {{"init_receivers", "1"}}, 2)) << wsync_last_error();
+  std::string why;
+  ASSERT_EQ(WSYNC_OK, s.publish(1, &why)) << why;
+  kill(kids.pids[0], SIGKILL);
+  kids.wait(0, 5000);
+  ASSERT_TRUE(members_become(s, {})) << "rank 1's death was not noticed between updates";
+  kids.pids.push_back(spawn([addr_file] { return run_rx(joiner(addr_file, 2, {2})); }));
+  ASSERT_TRUE(members_become(s, {2})) << "rank 2 did not join within 10 s";
+  const std::vector<MemberEvent> evs = member_events(s, 2);
+  EXPECT_NE(std::string::npos, reason_of(evs, WSYNC_MEMBER_JOINED, 2).find("no member holds version 1: the next "
+                                                                          "update brings it its tensors"))
+      << reason_of(evs, WSYNC_MEMBER_JOINED, 2);
+  ASSERT_EQ(WSYNC_OK, s.publish(2, &why)) << why;
+  wsync_group_destroy(s.g);
+  s.g = nullptr;
+  EXPECT_EQ(0, kids.wait(1, 30000));
+}
+
+// A catch-up whose source dies mid-transfer (rank 1 sends the catalogue, stalls on the first
+// tensor's bytes and is SIGKILLed): the joiner's catch-up fails naming the source, the sender
+// removes both (the joiner with that reason), and the joiner's retry catches up from rank 2.
+TEST(Membership, ACatchUpWhoseSourceDiesFailsNamedAndTheRetryCatchesUpFromAnother) {
+  struct PluginPath {
+    PluginPath() { setenv("WSYNC_PLUGIN_PATH", WSYNC_TEST_FAULTY_DIR, 1); }
+    ~PluginPath() { unsetenv("WSYNC_PLUGIN_PATH"); }
+  } faulty_dir;
+  const std::string addr_file = temp_dir() + "/store.addr";
+  Children kids;
+  for (uint32_t r = 1; r <= 2; ++r) {
+    RxPlan p = joiner(addr_file, r, r == 1 ? std::vector<uint64_t>{1} : std::vector<uint64_t>{1, 2});
+    if (r == 1) p.faulty = "stall 3";  // (its third send: the catch-up's first tensor)
+    kids.pids.push_back(spawn([p] { return run_rx(p); }));
+  }
+  Sender s;
+  ASSERT_EQ(WSYNC_OK, s.init(addr_file, {{"init_receivers", "2"}, {"transport", "faulty"}})) << wsync_last_error();
+  std::string why;
+  ASSERT_EQ(WSYNC_OK, s.publish(1, &why)) << why;
+  RxPlan first = joiner(addr_file, 3, {});
+  first.catchup_fails = true;
+  kids.pids.push_back(spawn([first] { return run_rx(first); }));
+  ASSERT_TRUE(members_become(s, {1, 2, 3})) << "rank 3 did not join within 10 s";
+  usleep(500 * 1000);  // (rank 1 sent the catalogue; the first tensor stalls)
+  kill(kids.pids[0], SIGKILL);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(0, kids.wait(2, 15000)) << "rank 3's catch-up did not fail naming its source";
+  EXPECT_LT(secs_since(t0), 5.0) << "the source's death took long to notice";
+  ASSERT_TRUE(members_become(s, {2})) << "ranks 1 and 3 were not removed between updates";
+  const std::vector<MemberEvent> evs = member_events(s, 3);
+  EXPECT_NE(std::string::npos, reason_of(evs, WSYNC_MEMBER_LEFT, 3).find("catch-up to version 1 from receiver rank 1 "
+                                                                        "failed"))
+      << reason_of(evs, WSYNC_MEMBER_LEFT, 3);
+  EXPECT_NE(std::string::npos, reason_of(evs, WSYNC_MEMBER_LEFT, 1).find("between updates"))
+      << reason_of(evs, WSYNC_MEMBER_LEFT, 1);
+  kids.pids.push_back(spawn([addr_file] { return run_rx(joiner(addr_file, 3, {1, 2})); }));  // the retry
+  ASSERT_TRUE(members_become(s, {2, 3})) << "rank 3 did not join again within 10 s";
+  const std::vector<MemberEvent> again = member_events(s, 1);
+  EXPECT_NE(std::string::npos, reason_of(again, WSYNC_MEMBER_JOINED, 3).find("catches up to version 1 from receiver "
+                                                                            "rank 2"))
+      << reason_of(again, WSYNC_MEMBER_JOINED, 3);
+  ASSERT_EQ(WSYNC_OK, s.publish(2, &why)) << why;
+  wsync_group_destroy(s.g);
+  s.g = nullptr;
+  EXPECT_EQ(0, kids.wait(1, 30000));
+  EXPECT_EQ(0, kids.wait(3, 30000));
 }
 
 // A fixed group takes no receiver after init: one that comes with a member's rank waits for its

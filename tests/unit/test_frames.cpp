@@ -324,6 +324,41 @@ TEST(Frames, PeerReasonsComeOutPrintable) {
 }
 
 // Issue 22, finding 9c: the sender's message named only the version it waited for.
+// CATCHUP and CATCHUP_CANCEL (elastic groups): u32 role, u32 peer, u64 version, str world, u64
+// budget_ms, str reason; every cut refused naming the field; later bytes ignored.
+TEST(Frames, Catchup) {
+  std::vector<uint8_t> body;
+  Put(body, CatchupBody::kSource, 4);
+  Put(body, 3, 4);
+  Put(body, 7, 8);
+  PutStr(body, "g.catchup1");
+  Put(body, 1500, 8);
+  PutStr(body, "gone");
+  const CatchupBody want{CatchupBody::kSource, 3, 7, "g.catchup1", 1500, "gone"};
+  EXPECT_EQ(encode_catchup(want), body);
+  CatchupBody out;
+  ASSERT_EQ(decode_catchup(body, &out), WSYNC_OK) << last_error();
+  EXPECT_EQ(out.role, want.role);
+  EXPECT_EQ(out.peer, 3u);
+  EXPECT_EQ(out.version, 7u);
+  EXPECT_EQ(out.world, "g.catchup1");
+  EXPECT_EQ(out.budget_ms, 1500u);
+  EXPECT_EQ(out.reason, "gone");
+  EveryTruncationIsRefused<CatchupBody>(body, decode_catchup, "CATCHUP",
+                                        {"role", "peer", "version", "world", "budget_ms", "reason"});
+  std::vector<uint8_t> longer = body;
+  longer.push_back(9);
+  EXPECT_EQ(decode_catchup(longer, &out), WSYNC_OK) << "a later field is tolerated";
+  std::vector<uint8_t> huge;
+  Put(huge, 2, 4);
+  Put(huge, 1, 4);
+  Put(huge, 1, 8);
+  Put(huge, kFrameMaxGroupBytes + 65, 4);
+  huge.resize(huge.size() + kFrameMaxGroupBytes + 65, 'a');
+  EXPECT_EQ(decode_catchup(huge, &out), WSYNC_ERR_PROTOCOL);
+  EXPECT_NE(last_error().find("world"), std::string::npos) << last_error();
+}
+
 TEST(Frames, ACommittedOfAnotherVersionNamesBoth) {
   const Frame committed{static_cast<uint16_t>(MsgType::kCommitted), encode_committed(CommittedBody{6})};
   EXPECT_EQ(check_committed(committed, 6, "receiver rank 1"), WSYNC_OK);

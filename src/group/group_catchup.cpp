@@ -1,0 +1,97 @@
+// See group_catchup.h.
+#include "group/group_catchup.h"
+
+#include <algorithm>
+#include <map>
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "control/frames.h"
+
+namespace wsync {
+namespace {
+
+std::string host_of(const std::string& addr) {
+  const size_t colon = addr.rfind(':');
+  return colon == std::string::npos ? addr : addr.substr(0, colon);
+}
+
+// The members that may serve, best first.
+std::vector<Peer*> candidates(wsync_group_t* g, const Peer* joiner, const std::vector<uint32_t>& busy) {
+  std::vector<Peer*> out;
+  for (auto& p : g->peers)
+    if (p && !p->dropped && p->alive && p.get() != joiner && std::find(busy.begin(), busy.end(), p->rank) == busy.end())
+      out.push_back(p.get());
+  const std::string host = host_of(joiner->addr);
+  std::stable_sort(out.begin(), out.end(), [&](const Peer* a, const Peer* b) {
+    const bool la = host_of(a->addr) == host, lb = host_of(b->addr) == host;
+    if (la != lb) return la;
+    if (a->catchups_serving != b->catchups_serving) return a->catchups_serving < b->catchups_serving;
+    return a->rank < b->rank;
+  });
+  return out;
+}
+
+}  // namespace
+
+std::string catchup_arrange(wsync_group_t* g, Peer* joiner, const std::vector<uint32_t>& busy_ranks) {
+  uint64_t version = 0;
+  {
+    std::lock_guard<std::mutex> lk(g->shared.mu);
+    version = g->shared.stats.committed_version;
+  }
+  if (version == 0) return "";
+  CatchupBody c;
+  c.version = version;
+  c.world = g->group_name + ".catchup" + std::to_string(++g->catchups);
+  c.budget_ms = static_cast<uint64_t>(std::max<int64_t>(g->timeout_ms / 2, 1));
+  for (Peer* s : candidates(g, joiner, busy_ranks)) {
+    c.role = CatchupBody::kSource;
+    c.peer = joiner->rank;
+    if (s->conn.send(MsgType::kCatchup, encode_catchup(c), std::min<int64_t>(g->timeout_ms, 1000)) != WSYNC_OK) {
+      clear_error();
+      continue;  // (gone: the next boundary removes it)
+    }
+    s->catchups_serving++;
+    c.role = CatchupBody::kJoiner;
+    c.peer = s->rank;
+    if (joiner->conn.send(MsgType::kCatchup, encode_catchup(c), std::min<int64_t>(g->timeout_ms, 1000)) != WSYNC_OK)
+      clear_error();  // (the joiner is gone: the source gives up on it within half its timeout_ms)
+    g->open_catchups.push_back({s->rank, joiner->rank, c.world, version,
+                                now_ms() + static_cast<int64_t>(c.budget_ms) + 1000});
+    WSYNC_LOGI("group '%s': %s catches up to version %llu from %s", g->group_name.c_str(),
+               joiner->conn.peer_name().c_str(), static_cast<unsigned long long>(version),
+               s->conn.peer_name().c_str());
+    return "; it catches up to version " + std::to_string(version) + " from receiver rank " + std::to_string(s->rank);
+  }
+  WSYNC_LOGI("group '%s': no member can catch %s up to version %llu; the next update brings it its tensors",
+             g->group_name.c_str(), joiner->conn.peer_name().c_str(), static_cast<unsigned long long>(version));
+  return "; no member holds version " + std::to_string(version) + ": the next update brings it its tensors";
+}
+
+void catchup_source_left(wsync_group_t* g, uint32_t rank, const std::string& why) {
+  const int64_t now = now_ms();
+  auto& open = g->open_catchups;
+  open.erase(std::remove_if(open.begin(), open.end(), [&](const wsync_group_t::OpenCatchup& o) { return o.until_ms < now; }),
+             open.end());
+  for (auto it = open.begin(); it != open.end();) {
+    if (it->source != rank) {
+      ++it;
+      continue;
+    }
+    Peer* j = it->joiner >= 1 && it->joiner <= g->peers.size() ? g->peers[it->joiner - 1].get() : nullptr;
+    if (j != nullptr && !j->dropped && j->alive) {
+      CatchupBody c;
+      c.role = CatchupBody::kJoiner;
+      c.peer = rank;
+      c.version = it->version;
+      c.world = it->world;
+      c.reason = why;
+      if (j->conn.send(MsgType::kCatchupCancel, encode_catchup(c), std::min<int64_t>(g->timeout_ms, 1000)) != WSYNC_OK)
+        clear_error();  // (gone too: removed in its turn)
+    }
+    it = open.erase(it);
+  }
+}
+
+}  // namespace wsync
