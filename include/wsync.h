@@ -494,7 +494,9 @@ typedef struct wsync_receiver wsync_receiver_t; /* opaque */
 
 typedef struct wsync_receiver_config_t {
   uint32_t struct_size;
-  uint32_t rank;                 /* required: 1..num_receivers of the group */
+  uint32_t rank;                 /* 1..num_receivers of the group; since 1.5, 0 asks a group with
+                                    membership=elastic to assign the lowest free rank (read it back
+                                    with wsync_receiver_get_state) */
   const char* store_addr;        /* required: the sender's store, "host:port" */
   const char* group_name;        /* NULL = "wsync"; must equal the sender's */
   const char* transport;         /* NULL = the one the sender announces; else a name or path */
@@ -679,10 +681,13 @@ typedef struct wsync_receiver_state_t {
                                  they wait for this receiver's needs, which it says when it
                                  registers (wsync_receiver_register, also with no buffers) or
                                  first calls wsync_receiver_next */
+  uint32_t rank;              /* since 1.5: this receiver's rank (the config's, or the one an elastic
+                                 group's sender assigned when the config asked for rank 0) */
+  uint32_t rank_assigned;     /* since 1.5: 1 when the sender assigned `rank` */
 } wsync_receiver_state_t;
 
-#define WSYNC_RECEIVER_STATE_STRUCT_SIZE WSYNC_STRUCT_SIZE(wsync_receiver_state_t, planned)
-#define WSYNC_RECEIVER_STATE_INIT {(uint32_t)WSYNC_RECEIVER_STATE_STRUCT_SIZE, 0, 0u, 0u, 0, 0, 0u, 0u, 0u, 0u}
+#define WSYNC_RECEIVER_STATE_STRUCT_SIZE WSYNC_STRUCT_SIZE(wsync_receiver_state_t, rank_assigned)
+#define WSYNC_RECEIVER_STATE_INIT {(uint32_t)WSYNC_RECEIVER_STATE_STRUCT_SIZE, 0, 0u, 0u, 0, 0, 0u, 0u, 0u, 0u, 0u, 0u}
 
 /* Since 1.4. Fill *state, honouring state->struct_size (at least 8 and a multiple of 8, else
  * WSYNC_ERR_INVALID_ARGUMENT): min(struct_size, the library's size) bytes are written and

@@ -14,7 +14,7 @@ import (
 
 // ReceiverConfig configures NewReceiver. Zero values mean the library's defaults.
 type ReceiverConfig struct {
-	Rank      int           // required: 1..NumReceivers of the group
+	Rank      int           // 1..NumReceivers of the group; 0: an elastic group assigns one (State().Rank)
 	StoreAddr string        // required: the sender's store, "host:port" (Group.StoreAddr)
 	GroupName string        // "" = "wsync"; must equal the sender's
 	Transport string        // "" = the one the sender announces; else a plugin name or path
@@ -329,6 +329,11 @@ type ReceiverState struct {
 	// first Next says.
 	NumSenders uint32
 	Planned    bool
+	// Rank: this receiver's rank, the one its config asked for or the one an elastic group's
+	// sender assigned when it asked for 0 (ABI 1.5; 0 with an older library). RankAssigned: the
+	// sender assigned it.
+	Rank         uint32
+	RankAssigned bool
 }
 
 // State returns what the updates did to the registered Buffers: whether they hold a mix (an
@@ -346,7 +351,8 @@ func (r *Receiver) State() (ReceiverState, error) {
 	}
 	out := ReceiverState{ReceiveMode: ReceiveMode(s.receive_mode), CommittedVersion: uint64(s.committed_version),
 		PendingVersion: uint64(s.pending_version), Buffers: BuffersState(s.buffers), LateWrites: s.late_writes != 0,
-		StagedBytes: uint64(s.staged_bytes), NumSenders: uint32(s.num_senders), Planned: s.planned != 0}
+		StagedBytes: uint64(s.staged_bytes), NumSenders: uint32(s.num_senders), Planned: s.planned != 0,
+		Rank: uint32(s.rank), RankAssigned: s.rank_assigned != 0}
 	if out.NumSenders == 0 { // a library older than 1.5 leaves it out
 		out.NumSenders = 1
 	}

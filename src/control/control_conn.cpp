@@ -18,7 +18,7 @@ namespace wsync {
 const char* msg_type_name(uint16_t type) {
   static const char* names[] = {"?",     "HELLO", "WELCOME",    "REJECT",    "JOINED",       "MANIFEST", "READY",
                                 "NACK",  "ACK",   "END_UPDATE", "COMMITTED", "ABORT_UPDATE", "CLOSE",
-                                "CHALLENGE", "BUCKET_SUM", "ROUTE", "CATCHUP", "CATCHUP_CANCEL"};
+                                "CHALLENGE", "BUCKET_SUM", "ROUTE", "CATCHUP", "CATCHUP_CANCEL", "ASSIGN", "CATCHUP_FAILED"};
   return type < sizeof names / sizeof names[0] ? names[type] : "?";
 }
 
@@ -180,6 +180,17 @@ wsync_status_t ControlConn::fill(int64_t timeout_ms) {
 bool ControlConn::has_frame() const { return in_.size() - rd_ >= kControlHeaderBytes && wanted() == 0; }
 
 uint16_t ControlConn::next_type() const { return has_frame() ? header_at(in_.data() + rd_).type : 0; }
+
+void ControlConn::peek_all(uint16_t type, std::vector<std::vector<uint8_t>>* out) const {
+  for (size_t at = rd_; in_.size() - at >= kControlHeaderBytes;) {
+    const FrameHeader fh = header_at(in_.data() + at);
+    if (fh.magic != kControlMagic || fh.body_len > max_body_ || in_.size() - at - kControlHeaderBytes < fh.body_len)
+      return;
+    const uint8_t* body = in_.data() + at + kControlHeaderBytes;
+    if (fh.type == type) out->emplace_back(body, body + fh.body_len);
+    at += kControlHeaderBytes + fh.body_len;
+  }
+}
 
 bool ControlConn::take_frame(Frame* out, wsync_status_t* err) {
   *err = WSYNC_OK;

@@ -59,6 +59,9 @@ class ControlConn {
   bool has_frame() const;
   // The type of the whole frame buffered next (it stays buffered), or 0 when there is none.
   uint16_t next_type() const;
+  // The whole frames buffered now, in order, whose type is `type`: their bodies appended to *out
+  // (they stay buffered). Stops at the first frame that is not whole or not well formed.
+  void peek_all(uint16_t type, std::vector<std::vector<uint8_t>>* out) const;
 
  private:
   wsync_status_t fill(int64_t timeout_ms);

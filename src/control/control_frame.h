@@ -59,6 +59,13 @@ enum class MsgType : uint16_t {
   // tx->rx (wsync 0.8): the same body; the source of the joiner's catch-up in `world` left the group
   // (`reason` says why): the joiner stops waiting for its bytes. Ignored when no catch-up runs.
   kCatchupCancel = 17,
+  // tx->rx (wsync 0.8), before WELCOME, to a receiver whose HELLO asked for any rank (rank 0; elastic
+  // groups): u32 rank, the rank it is given. WELCOME's proof then binds that rank.
+  kAssign = 18,
+  // rx->tx (wsync 0.8): the body of a NACK (u64 seq 0, i32 status, str reason). The receiver's
+  // catch-up failed: the sender removes it, naming the reason, without counting it against the
+  // update in progress (it never held the group's version); it may join again.
+  kCatchupFailed = 19,
 };
 
 const char* msg_type_name(uint16_t type);

@@ -181,6 +181,12 @@ std::vector<uint8_t> encode_route(const RouteBody& b) {
   return std::move(w.data());
 }
 
+std::vector<uint8_t> encode_assign(const AssignBody& b) {
+  ByteWriter w;
+  w.u32(b.rank);
+  return std::move(w.data());
+}
+
 std::vector<uint8_t> encode_catchup(const CatchupBody& b) {
   ByteWriter w;
   w.u32(b.role);
@@ -313,6 +319,13 @@ wsync_status_t decode_route(const std::vector<uint8_t>& body, RouteBody* out) {
   for (uint32_t i = 0; i < n; ++i)
     if (!r.u32(&b.children[i], "children")) return r.error();
   if (!r.end("children")) return r.error();
+  return done(std::move(b), out);
+}
+
+wsync_status_t decode_assign(const std::vector<uint8_t>& body, AssignBody* out) {
+  BodyReader r("ASSIGN", body);
+  AssignBody b;
+  if (!r.u32(&b.rank, "rank") || !r.end("rank")) return r.error();
   return done(std::move(b), out);
 }
 

@@ -8,7 +8,7 @@
 // wire_failure() for status codes.
 //
 // Trailing bytes: the frames whose readers require the body to end after the last field
-// (CHALLENGE, HELLO, WELCOME, MANIFEST, READY, a successful ACK) refuse them; the others read
+// (CHALLENGE, HELLO, WELCOME, ASSIGN, MANIFEST, READY, a successful ACK) refuse them; the others read
 // their fields and ignore what follows, as every release so far has. The encoders write exactly
 // the fields below, except that a reason longer than kFrameMaxReasonBytes is cut to it (at a
 // UTF-8 boundary, so the peer reads the reason instead of refusing the frame); so
@@ -51,6 +51,10 @@ struct HelloBody {  // rx->tx: u32 protocol, u32 rank, u32 pid, str group, bytes
 struct WelcomeBody {  // tx->rx: u32 world_size, bytes proof
   uint32_t world_size = 0;
   std::vector<uint8_t> proof;  // at most kMacBytes
+};
+
+struct AssignBody {  // tx->rx: u32 rank
+  uint32_t rank = 0;
 };
 
 struct RejectBody {  // tx->rx: i32 status, str reason
@@ -126,6 +130,7 @@ std::vector<uint8_t> encode_challenge(const ChallengeBody& b);
 std::vector<uint8_t> encode_hello(const HelloBody& b);
 std::vector<uint8_t> encode_welcome(const WelcomeBody& b);
 std::vector<uint8_t> encode_reject(const RejectBody& b);
+std::vector<uint8_t> encode_assign(const AssignBody& b);
 std::vector<uint8_t> encode_manifest_frame(const ManifestFrameBody& b);
 std::vector<uint8_t> encode_ready(const ReadyBody& b);
 std::vector<uint8_t> encode_status(const StatusBody& b);  // NACK and ACK
@@ -140,6 +145,7 @@ std::vector<uint8_t> encode_catchup(const CatchupBody& b);
 wsync_status_t decode_challenge(const std::vector<uint8_t>& body, ChallengeBody* out);
 wsync_status_t decode_hello(const std::vector<uint8_t>& body, HelloBody* out);
 wsync_status_t decode_welcome(const std::vector<uint8_t>& body, WelcomeBody* out);
+wsync_status_t decode_assign(const std::vector<uint8_t>& body, AssignBody* out);
 // The peer's reasons (REJECT, NACK, ACK, ABORT_UPDATE) come out printable: control characters
 // and invalid UTF-8 as \xNN (common/names.h printable_text).
 // Trailing bytes ignored.

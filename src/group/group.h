@@ -54,7 +54,7 @@ struct Peer {
   std::string addr;                // "ip:port" the connection came from
   std::vector<uint8_t> nonce;      // the CHALLENGE sent to it
   int64_t accepted_ms = 0;         // when it connected (the HELLO deadline runs from here)
-  uint32_t catchups_serving = 0;   // elastic: catch-ups it was asked to serve at this boundary
+  bool catchup_failed = false;     // elastic: it said its catch-up failed (its removal is no update's loss)
 };
 
 // One pipeline slot: host memory for host transports, CUDA memory (allocated at init) for

@@ -17,6 +17,7 @@
 #include "common/error.h"
 #include "control/frames.h"
 #include "group/group_internal.h"
+#include "group/group_catchup.h"
 #include "group/group_members.h"
 #include "manifest/manifest.h"
 
@@ -213,6 +214,10 @@ wsync_status_t take_replies(wsync_group_t* g, Flight* flight) {
         if ((st = member_failed(g, flight, p, st)) != WSYNC_OK) return st;
         break;
       }
+      if (st == WSYNC_OK && f.type == static_cast<uint16_t>(MsgType::kCatchupFailed)) {  // (not the update's loss)
+        if ((st = member_failed(g, flight, p, catchup_failed(g, p, f))) != WSYNC_OK) return st;
+        break;
+      }
       if (b == nullptr && is_nack && nack.seq == 0) {
         // (many senders: a receiver refuses the whole update when another sender failed)
         st = fail(wire_failure(nack.status, WSYNC_ERR_PROTOCOL), "%s refused %s: %s", p->conn.peer_name().c_str(),
@@ -233,6 +238,7 @@ wsync_status_t take_replies(wsync_group_t* g, Flight* flight) {
         break;
       }
       forget(wants_ready ? &b->want_ready : &b->want_ack, p);
+      if (!g->open_catchups.empty()) catchup_done(g, p->rank);  // (its frames come in order: it is past them)
     }
   }
   return WSYNC_OK;

@@ -16,17 +16,24 @@ std::string host_of(const std::string& addr) {
   return colon == std::string::npos ? addr : addr.substr(0, colon);
 }
 
+bool in_open_catchup(const wsync_group_t* g, uint32_t rank) {
+  const int64_t now = now_ms();
+  return std::any_of(g->open_catchups.begin(), g->open_catchups.end(), [&](const wsync_group_t::OpenCatchup& o) {
+    return o.until_ms >= now && (o.source == rank || o.joiner == rank);
+  });
+}
+
 // The members that may serve, best first.
 std::vector<Peer*> candidates(wsync_group_t* g, const Peer* joiner, const std::vector<uint32_t>& busy) {
   std::vector<Peer*> out;
   for (auto& p : g->peers)
-    if (p && !p->dropped && p->alive && p.get() != joiner && std::find(busy.begin(), busy.end(), p->rank) == busy.end())
+    if (p && !p->dropped && p->alive && p.get() != joiner &&
+        std::find(busy.begin(), busy.end(), p->rank) == busy.end() && !in_open_catchup(g, p->rank))
       out.push_back(p.get());
   const std::string host = host_of(joiner->addr);
   std::stable_sort(out.begin(), out.end(), [&](const Peer* a, const Peer* b) {
     const bool la = host_of(a->addr) == host, lb = host_of(b->addr) == host;
     if (la != lb) return la;
-    if (a->catchups_serving != b->catchups_serving) return a->catchups_serving < b->catchups_serving;
     return a->rank < b->rank;
   });
   return out;
@@ -52,7 +59,6 @@ std::string catchup_arrange(wsync_group_t* g, Peer* joiner, const std::vector<ui
       clear_error();
       continue;  // (gone: the next boundary removes it)
     }
-    s->catchups_serving++;
     c.role = CatchupBody::kJoiner;
     c.peer = s->rank;
     if (joiner->conn.send(MsgType::kCatchup, encode_catchup(c), std::min<int64_t>(g->timeout_ms, 1000)) != WSYNC_OK)
@@ -64,17 +70,23 @@ std::string catchup_arrange(wsync_group_t* g, Peer* joiner, const std::vector<ui
                s->conn.peer_name().c_str());
     return "; it catches up to version " + std::to_string(version) + " from receiver rank " + std::to_string(s->rank);
   }
-  WSYNC_LOGI("group '%s': no member can catch %s up to version %llu; the next update brings it its tensors",
-             g->group_name.c_str(), joiner->conn.peer_name().c_str(), static_cast<unsigned long long>(version));
-  return "; no member holds version " + std::to_string(version) + ": the next update brings it its tensors";
+  WSYNC_LOGI("group '%s': no member is free to catch %s up to version %llu; the trainer's next update brings it "
+             "the tensors that update carries", g->group_name.c_str(), joiner->conn.peer_name().c_str(),
+             static_cast<unsigned long long>(version));
+  return "; no member is free to catch it up to version " + std::to_string(version) +
+         ": the next update brings it the tensors that update carries";
 }
 
-void catchup_source_left(wsync_group_t* g, uint32_t rank, const std::string& why) {
+void catchup_member_left(wsync_group_t* g, uint32_t rank, const std::string& why) {
   const int64_t now = now_ms();
   auto& open = g->open_catchups;
   open.erase(std::remove_if(open.begin(), open.end(), [&](const wsync_group_t::OpenCatchup& o) { return o.until_ms < now; }),
              open.end());
   for (auto it = open.begin(); it != open.end();) {
+    if (it->joiner == rank) {
+      it = open.erase(it);
+      continue;
+    }
     if (it->source != rank) {
       ++it;
       continue;
@@ -92,6 +104,25 @@ void catchup_source_left(wsync_group_t* g, uint32_t rank, const std::string& why
     }
     it = open.erase(it);
   }
+}
+
+void catchup_done(wsync_group_t* g, uint32_t rank) {
+  auto& open = g->open_catchups;
+  open.erase(std::remove_if(open.begin(), open.end(), [&](const wsync_group_t::OpenCatchup& o) {
+               return o.source == rank || o.joiner == rank;
+             }), open.end());
+}
+
+wsync_status_t catchup_failed(wsync_group_t* g, Peer* p, const Frame& f) {
+  (void)g;
+  StatusBody body;
+  p->catchup_failed = true;
+  if (decode_nack(f.body, &body) != WSYNC_OK)
+    return fail(WSYNC_ERR_PROTOCOL, "%s sent a malformed CATCHUP_FAILED: %s", p->conn.peer_name().c_str(),
+                last_error().c_str());
+  wsync_status_t st = wire_failure(body.status, WSYNC_ERR_PEER_FAILED);
+  if (st != WSYNC_ERR_PROTOCOL) st = WSYNC_ERR_PEER_FAILED;  // (its own trouble, never the sender's)
+  return fail(st, "%s could not catch up: %s", p->conn.peer_name().c_str(), body.reason.c_str());
 }
 
 }  // namespace wsync

@@ -11,14 +11,23 @@
 namespace wsync {
 
 // Between updates (pipeline thread), for `joiner`, which is about to become a member: when the
-// group committed a version, pick a member to catch it up (one on the joiner's host first, then the
-// one with the fewest catch-ups to serve at this boundary, then the lowest rank), excluding
-// `busy_ranks` (receivers joining at this boundary), and send both their CATCHUP. Returns what
-// happened, for the joiner's member event ("" when there is nothing to catch up).
+// group committed a version, pick a member to catch it up and send both their CATCHUP. A source
+// serves one catch-up at a time: the candidates are the members that neither join at this
+// boundary (`busy_ranks`) nor take part in a catch-up still running (as source or joiner); one on
+// the joiner's host first, then the lowest rank. Returns what happened, for the joiner's member
+// event ("" when there is nothing to catch up).
 std::string catchup_arrange(wsync_group_t* g, Peer* joiner, const std::vector<uint32_t>& busy_ranks);
 
 // Receiver `rank` left the group (`why`): the joiners it may still be catching up are told
-// (CATCHUP_CANCEL), so that their catch-up fails at once, naming it, instead of at its budget.
-void catchup_source_left(wsync_group_t* g, uint32_t rank, const std::string& why);
+// (CATCHUP_CANCEL), so that their catch-up fails at once, naming it, instead of at its budget; a
+// catch-up it was taking is over (its source is free again).
+void catchup_member_left(wsync_group_t* g, uint32_t rank, const std::string& why);
+
+// Receiver `rank` answered a bucket of an update: any catch-up it served or took is over.
+void catchup_done(wsync_group_t* g, uint32_t rank);
+
+// The receiver's CATCHUP_FAILED (`f`): recorded as its failure (the status and message to remove it
+// with), marked as no loss of the update in progress.
+wsync_status_t catchup_failed(wsync_group_t* g, Peer* p, const Frame& f);
 
 }  // namespace wsync

@@ -64,10 +64,25 @@ void ControlWarningsDeleter::operator()(ControlWarnings* w) const { delete w; }
 
 namespace {
 
+// The lowest rank no receiver holds or is joining with (0: none): at init one that has not joined,
+// between updates one whose receiver left or never came.
+uint32_t free_rank(const wsync_group_t* g) {
+  for (uint32_t r = 1; r <= g->num_receivers; ++r) {
+    const Peer* had = g->peers.size() >= r ? g->peers[r - 1].get() : nullptr;
+    if (had != nullptr && !had->dropped) continue;
+    if (std::any_of(g->joining.begin(), g->joining.end(), [r](const std::unique_ptr<Peer>& j) { return j->rank == r; }))
+      continue;
+    return r;
+  }
+  return 0;
+}
+
 // Why the HELLO in `f` is refused ("" when it is accepted), and with which status. The proof is
 // checked before anything the peer says is believed or answered in detail.
-std::string check_hello(wsync_group_t* g, const Peer& p, const Frame& f, HelloBody* h, wsync_status_t* code) {
+std::string check_hello(wsync_group_t* g, const Peer& p, const Frame& f, HelloBody* h, wsync_status_t* code,
+                        bool* assigned) {
   *code = WSYNC_ERR_PROTOCOL;
+  *assigned = false;
   if (f.type != static_cast<uint16_t>(MsgType::kHello))
     return std::string("the first message was ") + msg_type_name(f.type) + ", not HELLO";
   if (decode_hello(f.body, h) != WSYNC_OK) return "the first message was not a valid HELLO: " + last_error();
@@ -82,6 +97,15 @@ std::string check_hello(wsync_group_t* g, const Peer& p, const Frame& f, HelloBo
            "or WSYNC_GROUP_SECRET)";
   if (h->group != g->group_name)
     return "receiver asked for group '" + printable_text(h->group) + "' but this sender hosts group '" + g->group_name + "'";
+  if (h->rank == 0) {  // (any rank: the lowest free one)
+    if (!g->elastic)
+      return "rank 0 asks the sender to assign a rank, which only a group with membership=elastic does; give this "
+             "receiver its rank (1.." + std::to_string(g->num_receivers) + ")";
+    h->rank = free_rank(g);
+    if (h->rank == 0)
+      return "no rank is free to assign: all " + std::to_string(g->num_receivers) + " ranks are members or joining";
+    *assigned = true;
+  }
   if (h->rank < 1 || h->rank > g->num_receivers)
     return "rank " + std::to_string(h->rank) + " is out of range: this group has receivers 1.." +
            std::to_string(g->num_receivers);
@@ -104,7 +128,8 @@ void admit(wsync_group_t* g, std::unique_ptr<Peer> p, const Frame& f, int64_t ti
            bool between_updates) {
   HelloBody h;
   wsync_status_t code;
-  const std::string reason = check_hello(g, *p, f, &h, &code);
+  bool assigned = false;
+  const std::string reason = check_hello(g, *p, f, &h, &code, &assigned);
   if (!reason.empty()) {
     if (warn->admit(ControlWarnings::kRefused))
       WSYNC_LOGW("group '%s': refused a receiver connecting from %s: %s", g->group_name.c_str(), p->addr.c_str(),
@@ -117,13 +142,18 @@ void admit(wsync_group_t* g, std::unique_ptr<Peer> p, const Frame& f, int64_t ti
   p->conn.set_peer_name("receiver rank " + std::to_string(h.rank) + " (at " + p->addr + ", claims pid " +
                         std::to_string(h.pid) + ")");
   p->conn.set_max_body(kControlMaxBody);
+  if (assigned && p->conn.send(MsgType::kAssign, encode_assign({h.rank}), timeout_ms) != WSYNC_OK) {
+    WSYNC_LOGW("group '%s': a receiver given rank %u left during its welcome", g->group_name.c_str(), h.rank);
+    return;
+  }
   const Mac proof = control_welcome_proof(g->secret.value, g->group_name, h.rank, g->num_receivers + 1, p->nonce, h.nonce);
   const WelcomeBody welcome{g->num_receivers + 1, std::vector<uint8_t>(proof.begin(), proof.end())};
   if (p->conn.send(MsgType::kWelcome, encode_welcome(welcome), timeout_ms) != WSYNC_OK) {
     WSYNC_LOGW("group '%s': rank %u left during its welcome", g->group_name.c_str(), h.rank);
     return;
   }
-  WSYNC_LOGI("group '%s': %s joined", g->group_name.c_str(), p->conn.peer_name().c_str());
+  WSYNC_LOGI("group '%s': %s joined%s", g->group_name.c_str(), p->conn.peer_name().c_str(),
+             assigned ? " (its rank assigned)" : "");
   p->conn.set_abort_flag(&g->aborted);
   if (between_updates) g->joining.push_back(std::move(p));  // a member from the next update
   else g->peers[h.rank - 1] = std::move(p);

@@ -123,6 +123,7 @@ wsync_status_t idle_word(wsync_group_t* g, Peer* p) {
   Frame f;
   if (p->conn.recv(&f, 0) != WSYNC_OK) return fail(WSYNC_ERR_PEER_FAILED, "%s closed its connection between updates "
                                                    "(process died?)", p->conn.peer_name().c_str());
+  if (f.type == static_cast<uint16_t>(MsgType::kCatchupFailed)) return catchup_failed(g, p, f);
   StatusBody nack;
   if (f.type == static_cast<uint16_t>(MsgType::kNack) && decode_nack(f.body, &nack) == WSYNC_OK) {
     wsync_status_t st = wire_failure(nack.status, WSYNC_ERR_PROTOCOL);
@@ -163,7 +164,6 @@ void members_admit(wsync_group_t* g) {
   joining.swap(g->joining);
   std::vector<uint32_t> busy;  // (joiners at this boundary serve no catch-up)
   for (const auto& p : joining) busy.push_back(p->rank);
-  for (auto& p : g->peers) p->catchups_serving = 0;
   for (auto& p : joining) {
     if (admission_stopped(g)) return;  // (their connections close: they see the group end)
     if (join_one(g, p.get(), deadline) != WSYNC_OK) {
@@ -204,7 +204,7 @@ wsync_status_t member_failed(wsync_group_t* g, Flight* flight, Peer* p, wsync_st
   p->alive = false;  // (peer_lost forgot it already)
   p->conn.close();  // it sees the group end
   stop_waiting_for(flight, p);
-  g->dropped_in_update.push_back(why);
+  if (!p->catchup_failed) g->dropped_in_update.push_back(why);  // (one that never caught up held nothing of it)
   {
     std::lock_guard<std::mutex> lk(g->shared.mu);
     MemberEvent e;
@@ -219,7 +219,7 @@ wsync_status_t member_failed(wsync_group_t* g, Flight* flight, Peer* p, wsync_st
   }
   WSYNC_LOGW("group '%s': receiver rank %u left the group (%u remain): %s", g->group_name.c_str(), p->rank,
              members_left_in(g), why.c_str());
-  catchup_source_left(g, p->rank, why);
+  catchup_member_left(g, p->rank, why);
   if (members_left_in(g) == 0)
     return fail(WSYNC_ERR_PEER_FAILED, "every receiver of group '%s' has left; the last: %s", g->group_name.c_str(),
                 why.c_str());

@@ -18,6 +18,7 @@
 #include "group/group_bucket.h"
 #include "group/group_device.h"
 #include "group/group_internal.h"
+#include "group/group_catchup.h"
 #include "group/group_members.h"
 
 namespace wsync {
@@ -209,6 +210,7 @@ wsync_status_t take_committed(wsync_group_t* g, Peer* p, uint64_t version, const
   if (st == WSYNC_ERR_TIMEOUT) return WSYNC_OK;
   if (st == WSYNC_ERR_PEER_FAILED) return peer_lost(g, p, what.c_str());
   if (st != WSYNC_OK) return st;
+  if (f.type == static_cast<uint16_t>(MsgType::kCatchupFailed)) return catchup_failed(g, p, f);  // (not its loss)
   if (f.type == static_cast<uint16_t>(MsgType::kNack)) {
     StatusBody nack;
     if (decode_nack(f.body, &nack) != WSYNC_OK)

@@ -126,6 +126,7 @@ struct wsync_receiver {
   std::vector<std::unique_ptr<wsync_receiver>> extra_links;  // link 0 only: links to senders 1..M-1
 
   uint32_t rank = 0;
+  bool rank_assigned = false;  // the config asked for rank 0 and the sender assigned `rank`
   uint32_t world_size = 0;
   std::string group_name;
   int64_t timeout_ms = 60000;
@@ -152,6 +153,7 @@ struct wsync_receiver {
   // one or destroy (it never closes an endpoint under a joiner still reading); a joiner's COMMIT
   // event of a catch-up is confirmed locally, the sender waits for no COMMITTED of it.
   void* catchup_self = nullptr;
+  std::vector<uint8_t> catchup_keep;  // what catchup_self may still read (its catalogue)
   bool catchup_commit = false;
   wsync::ControlConn conn;
 

@@ -149,6 +149,7 @@ WSYNC_API wsync_status_t wsync_receiver_commit(wsync_receiver_t* rx, uint64_t ve
     wsync_status_t st = check_staged_arrived(rx);
     if (st != WSYNC_OK) {
       rx->pending_commit = 0;
+      rx->catchup_commit = false;
       return refuse(rx, 0, st);
     }
     // The sender first: if it cannot be told, staged bytes are not applied and the registered

@@ -444,6 +444,12 @@ wsync_status_t take_frames(wsync_receiver_t* rx, bool* other) {
     const uint16_t type = rx->conn.next_type();
     const bool manifest = type == static_cast<uint16_t>(MsgType::kManifest);
     if (manifest && rx->flight.size() >= rx->window) return WSYNC_OK;  // the sender keeps to the window
+    if (type == static_cast<uint16_t>(MsgType::kCatchupCancel)) {  // (a catch-up over already: nothing to stop)
+      Frame stale;
+      wsync_status_t st = rx->conn.recv(&stale, 0);
+      if (st != WSYNC_OK) return st;
+      continue;
+    }
     if (!manifest && type != static_cast<uint16_t>(MsgType::kBucketSum)) {
       *other = true;
       return WSYNC_OK;
@@ -471,7 +477,8 @@ bool sender_said_why(wsync_receiver_t* rx, int64_t wait_ms = kSaidWhyMs) {
     rx->conn.pump();
     while (rx->conn.has_frame()) {
       const uint16_t type = rx->conn.next_type();
-      if (type != static_cast<uint16_t>(MsgType::kManifest) && type != static_cast<uint16_t>(MsgType::kBucketSum))
+      if (type != static_cast<uint16_t>(MsgType::kManifest) && type != static_cast<uint16_t>(MsgType::kBucketSum) &&
+          type != static_cast<uint16_t>(MsgType::kCatchupCancel))
         return true;
       Frame dropped;
       if (rx->conn.recv(&dropped, 0) != WSYNC_OK) return false;

@@ -18,6 +18,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <unordered_set>
 
 #include "common/bytes.h"
 #include "common/clock.h"
@@ -90,6 +91,7 @@ wsync_status_t decode(const std::vector<uint8_t>& b, Catalogue* out) {
     return fail(WSYNC_ERR_PROTOCOL, "the catch-up source lists %u tensors, more than %llu", n,
                 static_cast<unsigned long long>(kMaxTensors));
   out->reason = printable_text(out->reason);
+  std::unordered_set<std::string> seen;
   for (uint32_t i = 0; i < n; ++i) {
     Item t;
     uint32_t has = 0;
@@ -105,31 +107,38 @@ wsync_status_t decode(const std::vector<uint8_t>& b, Catalogue* out) {
     if (!r.u64(&t.nbytes) || !r.u32(&has) || !r.u64(&t.sum))
       return fail(WSYNC_ERR_PROTOCOL, "the catch-up source's catalogue is cut in entry %u", i);
     t.has_sum = has != 0;
+    if (!seen.insert(t.name).second)
+      return fail(WSYNC_ERR_PROTOCOL, "the catch-up source lists tensor '%s' twice", printable_name(t.name.data(),
+                  t.name.size()).c_str());
     out->items.push_back(std::move(t));
   }
   return WSYNC_OK;
 }
 
-// The joiner, between slices: did the sender say the source left (CATCHUP_CANCEL), or go away?
-// Other frames (the next update's) stay buffered for later.
-wsync_status_t sender_word(wsync_receiver_t* rx) {
+// The joiner, between slices: did the sender say the source of this catch-up (`world`) left
+// (CATCHUP_CANCEL, maybe behind the next update's frames), close the group, or go away? The frames
+// stay buffered for later.
+wsync_status_t sender_word(wsync_receiver_t* rx, const std::string& world) {
   rx->conn.pump();
-  if (rx->conn.next_type() == static_cast<uint16_t>(MsgType::kCatchupCancel)) {
-    Frame f;
+  std::vector<std::vector<uint8_t>> bodies;
+  rx->conn.peek_all(static_cast<uint16_t>(MsgType::kCatchupCancel), &bodies);
+  for (const auto& b : bodies) {
     CatchupBody c;
-    if (rx->conn.recv(&f, 0) == WSYNC_OK && decode_catchup(f.body, &c) == WSYNC_OK)
+    if (decode_catchup(b, &c) == WSYNC_OK && c.world == world)
       return fail(WSYNC_ERR_PEER_FAILED, "the sender says the source left: %s", c.reason.c_str());
-    return fail(WSYNC_ERR_PEER_FAILED, "the sender says the source left");
   }
-  if (rx->conn.closed() && !rx->conn.has_frame())
-    return fail(WSYNC_ERR_PEER_FAILED, "the sender closed its connection");
+  bodies.clear();
+  rx->conn.peek_all(static_cast<uint16_t>(MsgType::kClose), &bodies);
+  if (!bodies.empty()) return fail(WSYNC_ERR_PEER_FAILED, "the sender closed the group");
+  if (rx->conn.closed() && !rx->conn.has_frame()) return fail(WSYNC_ERR_PEER_FAILED, "the sender closed its connection");
   return WSYNC_OK;
 }
 
 // Wait for the instance's send or receive of `seq`, in slices, until `deadline`.
-wsync_status_t wait_seq(wsync_receiver_t* rx, void* self, uint64_t seq, bool send, int64_t deadline) {
+wsync_status_t wait_seq(wsync_receiver_t* rx, void* self, uint64_t seq, bool send, int64_t deadline,
+                        const std::string& world = "") {
   for (;;) {
-    if (!send && sender_word(rx) != WSYNC_OK) return last_status();
+    if (!send && sender_word(rx, world) != WSYNC_OK) return last_status();
     clear_error();
     const int64_t slice = std::max<int64_t>(1, std::min<int64_t>(deadline - now_ms(), 100));
     wsync_status_t st = send ? tp(rx)->send_wait(self, seq, slice) : tp(rx)->recv_wait(self, seq, slice);
@@ -156,12 +165,13 @@ wsync_status_t send_range(wsync_receiver_t* rx, void* self, uint64_t seq, const 
   return st == WSYNC_OK ? st : fail(st, "transport '%s': %s", tp(rx)->name, last_error().c_str());
 }
 
-wsync_status_t recv_range(wsync_receiver_t* rx, void* self, uint64_t seq, void* data, uint64_t len, int64_t deadline) {
+wsync_status_t recv_range(wsync_receiver_t* rx, void* self, uint64_t seq, void* data, uint64_t len, int64_t deadline,
+                          const std::string& world) {
   wsync_iov_t iov{data, len};
   clear_error();
   wsync_status_t st = tp(rx)->recv_post(self, seq, &iov, 1);
   if (st != WSYNC_OK) return fail(st, "transport '%s': %s", tp(rx)->name, last_error().c_str());
-  return wait_seq(rx, self, seq, false, deadline);
+  return wait_seq(rx, self, seq, false, deadline, world);
 }
 
 // What the source can serve: its registered tensors, or why not.
@@ -172,9 +182,9 @@ Catalogue source_catalogue(const wsync_receiver_t* rx, uint64_t version) {
     c.status = WSYNC_ERR_INVALID_STATE;
     c.reason = "receiver rank " + std::to_string(rx->rank) + " holds version " + std::to_string(rx->committed) +
                ", not " + std::to_string(version);
-  } else if (!rx->staged && !rx->touched.empty()) {
+  } else if (!rx->touched.empty() || rx->apply_failed) {
     c.status = WSYNC_ERR_INVALID_STATE;
-    c.reason = "receiver rank " + std::to_string(rx->rank) + "'s buffers hold an unfinished update";
+    c.reason = "receiver rank " + std::to_string(rx->rank) + "'s buffers hold a mix (an update failed in them)";
   } else if (tp(rx)->caps & WSYNC_TRANSPORT_CAP_STAGING_ONLY) {
     c.status = WSYNC_ERR_UNSUPPORTED;
     c.reason = std::string("transport '") + tp(rx)->name + "' sends from its own staging only";
@@ -199,13 +209,18 @@ Catalogue source_catalogue(const wsync_receiver_t* rx, uint64_t version) {
   return c;
 }
 
+// The catalogue and the tensors, in order. What the transport may still read lives in
+// rx->catchup_keep until the instance is destroyed (at the next catch-up or at destroy).
 wsync_status_t serve(wsync_receiver_t* rx, void* self, const Catalogue& c, int64_t deadline, uint64_t* bytes) {
   const std::vector<uint8_t> cat = encode(c);
   const uint64_t head[2] = {kMagic, cat.size()};
+  std::vector<uint8_t>& keep = rx->catchup_keep;
+  keep.assign(reinterpret_cast<const uint8_t*>(head), reinterpret_cast<const uint8_t*>(head) + sizeof head);
+  keep.insert(keep.end(), cat.begin(), cat.end());
   uint64_t seq = 1;
-  wsync_status_t st = send_range(rx, self, seq, head, sizeof head, WSYNC_DEVICE_CPU, 0);
+  wsync_status_t st = send_range(rx, self, seq, keep.data(), sizeof head, WSYNC_DEVICE_CPU, 0);
   if (st == WSYNC_OK) st = wait_seq(rx, self, seq++, true, deadline);
-  if (st == WSYNC_OK) st = send_range(rx, self, seq, cat.data(), cat.size(), WSYNC_DEVICE_CPU, 0);
+  if (st == WSYNC_OK) st = send_range(rx, self, seq, keep.data() + sizeof head, cat.size(), WSYNC_DEVICE_CPU, 0);
   if (st == WSYNC_OK) st = wait_seq(rx, self, seq++, true, deadline);
   for (const Item& t : c.items) {
     const Registered& r = rx->registry.at(t.name);
@@ -224,11 +239,14 @@ wsync_status_t be_source(wsync_receiver_t* rx, const CatchupBody& c) {
   if (rx->catchup_self != nullptr) tp(rx)->destroy(rx->catchup_self);  // the last catch-up's (its joiner is done)
   rx->catchup_self = nullptr;
   const int64_t start = now_ms(), deadline = deadline_after(budget(rx, c));
-  const Catalogue cat = source_catalogue(rx, c.version);
   int fd = -1;
   uint64_t bytes = 0;
+  Catalogue cat;
   wsync_status_t st = open_world(rx, c.world, 0, 2, budget(rx, c), &rx->catchup_self, &fd);
-  if (st == WSYNC_OK) st = serve(rx, rx->catchup_self, cat, deadline, &bytes);
+  if (st == WSYNC_OK) {
+    cat = source_catalogue(rx, c.version);  // (hashed once the joiner is there)
+    st = serve(rx, rx->catchup_self, cat, deadline, &bytes);
+  }
   if (st != WSYNC_OK)
     WSYNC_LOGW("receiver rank %u: the catch-up of receiver rank %u to version %llu failed here: %s", rx->rank, c.peer,
                static_cast<unsigned long long>(c.version), last_error().c_str());
@@ -266,18 +284,26 @@ wsync_status_t target_of(wsync_receiver_t* rx, const Item& t, uint8_t** dst, boo
   return staged_block(rx, t.name, t.nbytes, dst);
 }
 
-wsync_status_t take_item(wsync_receiver_t* rx, void* self, const Item& t, uint64_t* seq, MemBlock* discard,
-                         int64_t deadline, bool* placed) {
+// What the joiner receives into, alive until its instance is destroyed.
+struct JoinBuffers {
+  uint64_t head[2] = {0, 0};
+  std::vector<uint8_t> raw;
+  MemBlock discard;
+};
+
+wsync_status_t take_item(wsync_receiver_t* rx, void* self, const CatchupBody& c, const Item& t, uint64_t* seq,
+                         JoinBuffers* bufs, int64_t deadline, bool* placed) {
   uint8_t* dst = nullptr;
   bool found = false;
   wsync_status_t st = target_of(rx, t, &dst, &found);
   for (uint64_t off = 0; off < t.nbytes && st == WSYNC_OK; off += kChunk) {
     const uint64_t len = std::min(kChunk, t.nbytes - off);
-    if (!found && discard->size() < len) {
-      discard->reset();
-      st = MemBlock::alloc(kChunk, rx->device_memory ? rx->device : -1, discard);
+    if (!found && bufs->discard.size() < len) {
+      bufs->discard.reset();
+      st = MemBlock::alloc(kChunk, rx->device_memory ? rx->device : -1, &bufs->discard);
     }
-    if (st == WSYNC_OK) st = recv_range(rx, self, (*seq)++, found ? dst + off : discard->data(), len, deadline);
+    if (st == WSYNC_OK)
+      st = recv_range(rx, self, (*seq)++, found ? dst + off : bufs->discard.data(), len, deadline, c.world);
   }
   if (st != WSYNC_OK || !found) return st;
   *placed = true;
@@ -295,58 +321,70 @@ wsync_status_t take_item(wsync_receiver_t* rx, void* self, const Item& t, uint64
   return WSYNC_OK;
 }
 
-wsync_status_t take_all(wsync_receiver_t* rx, void* self, const CatchupBody& c, int64_t deadline, uint64_t* tensors) {
-  uint64_t head[2] = {0, 0};
-  wsync_status_t st = recv_range(rx, self, 1, head, sizeof head, deadline);
+wsync_status_t take_all(wsync_receiver_t* rx, void* self, const CatchupBody& c, JoinBuffers* bufs, int64_t deadline,
+                        uint64_t* tensors) {
+  wsync_status_t st = recv_range(rx, self, 1, bufs->head, sizeof bufs->head, deadline, c.world);
   if (st != WSYNC_OK) return st;
-  if (head[0] != kMagic || head[1] > kMaxCatalogue)
+  if (bufs->head[0] != kMagic || bufs->head[1] > kMaxCatalogue)
     return fail(WSYNC_ERR_PROTOCOL, "the catch-up source sent no catalogue (a %llu-byte one, magic %llx)",
-                static_cast<unsigned long long>(head[1]), static_cast<unsigned long long>(head[0]));
-  std::vector<uint8_t> raw(head[1]);
+                static_cast<unsigned long long>(bufs->head[1]), static_cast<unsigned long long>(bufs->head[0]));
+  bufs->raw.resize(bufs->head[1]);
   Catalogue cat;
-  if ((st = recv_range(rx, self, 2, raw.data(), raw.size(), deadline)) != WSYNC_OK || (st = decode(raw, &cat)) != WSYNC_OK)
+  if ((st = recv_range(rx, self, 2, bufs->raw.data(), bufs->raw.size(), deadline, c.world)) != WSYNC_OK ||
+      (st = decode(bufs->raw, &cat)) != WSYNC_OK)
     return st;
-  if (cat.status != WSYNC_OK) return fail(wire_failure(cat.status, WSYNC_ERR_PROTOCOL), "%s", cat.reason.c_str());
+  if (cat.status != WSYNC_OK) return fail(WSYNC_ERR_PEER_FAILED, "the source cannot serve it: %s", cat.reason.c_str());
   if (cat.version != c.version)
     return fail(WSYNC_ERR_PROTOCOL, "the source serves version %llu, the sender asked for %llu",
                 static_cast<unsigned long long>(cat.version), static_cast<unsigned long long>(c.version));
-  MemBlock discard;
   uint64_t seq = 3;
   for (const Item& t : cat.items) {
     bool placed = false;
-    if ((st = take_item(rx, self, t, &seq, &discard, deadline, &placed)) != WSYNC_OK) return st;
+    if ((st = take_item(rx, self, c, t, &seq, bufs, deadline, &placed)) != WSYNC_OK) return st;
     *tensors += placed ? 1 : 0;
   }
+  std::unordered_set<std::string> listed;
+  for (const Item& t : cat.items) listed.insert(t.name);
   for (const auto& kv : rx->registry)
-    if (!kv.second.slice && std::none_of(cat.items.begin(), cat.items.end(), [&](const Item& t) { return t.name == kv.first; }))
-      WSYNC_LOGW("receiver rank %u: catch-up: the source holds no tensor '%s'; it keeps its bytes until an update "
-                 "carries it", rx->rank, kv.first.c_str());
+    if (!kv.second.slice && listed.count(kv.first) == 0)
+      WSYNC_LOGW("receiver rank %u: catch-up: the source holds no tensor '%s'", rx->rank, kv.first.c_str());
   return WSYNC_OK;
 }
 
-// The joiner: take the version, then COMMIT it (or refuse, and take no more buckets).
+// The catch-up failed: the sender hears why (CATCHUP_FAILED: it removes this receiver, which may
+// join again), what arrived is dropped, and no more buckets are taken.
+wsync_status_t catchup_failed(wsync_receiver_t* rx, const CatchupBody& c, wsync_status_t st) {
+  const std::string why = "the catch-up to version " + std::to_string(c.version) + " from receiver rank " +
+                          std::to_string(c.peer) + " failed: " + last_error();
+  // (the sender removes it for either; PROTOCOL names bytes or a catalogue that were wrong)
+  const wsync_status_t code = st == WSYNC_ERR_PROTOCOL ? st : WSYNC_ERR_PEER_FAILED;
+  rx->conn.pump();
+  if (!rx->conn.closed()) send_status(rx, MsgType::kCatchupFailed, 0, code, why);
+  drop_update(rx, why);
+  rx->broken = why;  // (in place, its buffers may hold a mix)
+  return fail(code, "%s", why.c_str());
+}
+
+// The joiner: take the version, then COMMIT it (or fail, and take no more buckets).
 wsync_status_t be_joiner(wsync_receiver_t* rx, const CatchupBody& c, wsync_receiver_event_t* ev) {
-  if (c.peer == 0 || c.peer == rx->rank || c.peer >= rx->world_size || c.version == 0)
-    return refuse(rx, 0, fail(WSYNC_ERR_PROTOCOL, "the sender's CATCHUP names source rank %u and version %llu", c.peer,
-                              static_cast<unsigned long long>(c.version)));
+  if (c.peer == 0 || c.peer == rx->rank || c.peer >= rx->world_size || c.version == 0) {
+    fail(WSYNC_ERR_PROTOCOL, "the sender's CATCHUP names source rank %u and version %llu", c.peer,
+         static_cast<unsigned long long>(c.version));
+    return catchup_failed(rx, c, WSYNC_ERR_PROTOCOL);
+  }
   if (c.version <= rx->committed) return WSYNC_OK;  // (it has that version already)
   const int64_t start = now_ms(), deadline = deadline_after(budget(rx, c));
+  JoinBuffers bufs;  // (outlives the instance)
   void* self = nullptr;
   int fd = -1;
   uint64_t tensors = 0;
   wsync_status_t st = open_world(rx, c.world, 1, 2, budget(rx, c), &self, &fd);
-  if (st == WSYNC_OK) st = take_all(rx, self, c, deadline, &tensors);
+  if (st == WSYNC_OK) st = take_all(rx, self, c, &bufs, deadline, &tensors);
+  const std::string why = st == WSYNC_OK ? "" : last_error();
   if (self != nullptr) tp(rx)->destroy(self);  // (no write into the buffers after this returns)
   if (st != WSYNC_OK) {
-    const std::string why = "the catch-up to version " + std::to_string(c.version) + " from receiver rank " +
-                            std::to_string(c.peer) + " failed: " + last_error();
-    // (the sender removes it for either; PROTOCOL names bytes or a catalogue that were wrong)
-    const wsync_status_t code = st == WSYNC_ERR_PROTOCOL ? st : WSYNC_ERR_PEER_FAILED;
-    rx->conn.pump();
-    if (!rx->conn.closed()) send_status(rx, MsgType::kNack, 0, code, why);
-    drop_update(rx, why);
-    rx->broken = why;  // (the sender removes it; in place, its buffers may hold a mix)
-    return fail(code, "%s", why.c_str());
+    fail(st, "%s", why.c_str());
+    return catchup_failed(rx, c, st);
   }
   uint64_t registered = 0;
   for (const auto& kv : rx->registry) registered += kv.second.slice ? 0 : 1;

@@ -75,8 +75,7 @@ wsync_status_t read_config(const wsync_receiver_config_t* config, wsync_receiver
   wsync_status_t st = read_struct(config, "config", &a->cfg, defaults);
   if (st != WSYNC_OK) return st;
   if (a->cfg.store_addr == nullptr) return fail(WSYNC_ERR_INVALID_ARGUMENT, "config->store_addr is NULL");
-  if (a->cfg.rank == 0)
-    return fail(WSYNC_ERR_INVALID_ARGUMENT, "config->rank is 0; rank 0 is the sender, receivers are 1..N");
+  // (rank 0: any rank; an elastic group's sender assigns one at the join)
   rx->rank = a->cfg.rank;
   rx->group_name = a->cfg.group_name ? a->cfg.group_name : "wsync";
   if ((st = copy_options(a->cfg.options, a->cfg.num_options, &a->opts)) != WSYNC_OK) return st;
@@ -184,7 +183,25 @@ wsync_status_t read_challenge(wsync_receiver_t* rx, const JoinArgs& a, std::vect
 
 // HELLO on the control port (proving the secret); WELCOME with the sender's proof, or REJECT with
 // the sender's reason.
-wsync_status_t hello(wsync_receiver_t* rx, const JoinArgs& a) {
+// ASSIGN (the sender gives a receiver that asked for any rank its rank), then the next frame.
+wsync_status_t take_assigned_rank(wsync_receiver_t* rx, JoinArgs& a, Frame* f) {
+  AssignBody assign;
+  if (a.cfg.rank != 0)
+    return fail(WSYNC_ERR_PROTOCOL, "the sender assigned a rank to rank %u, which asked for its own", a.cfg.rank);
+  if (decode_assign(f->body, &assign) != WSYNC_OK)
+    return fail(WSYNC_ERR_PROTOCOL, "the sender's ASSIGN is malformed: %s", last_error().c_str());
+  if (assign.rank < 1 || assign.rank >= rx->world_size)
+    return fail(WSYNC_ERR_PROTOCOL, "the sender assigned rank %u, outside 1..%u", assign.rank, rx->world_size - 1);
+  a.cfg.rank = rx->rank = assign.rank;  // (WELCOME's proof must bind it)
+  rx->rank_assigned = true;
+  wsync_status_t st = rx->conn.recv(f, std::max<int64_t>(a.deadline - now_ms(), 0));
+  if (st == WSYNC_ERR_TIMEOUT)
+    return fail(WSYNC_ERR_TIMEOUT, "the sender did not welcome rank %u within %lld ms", a.cfg.rank,
+                static_cast<long long>(a.timeout_ms));
+  return st;
+}
+
+wsync_status_t hello(wsync_receiver_t* rx, JoinArgs& a) {
   // A sender bound to a wildcard or loopback address announces 127.0.0.1; a receiver on another
   // host reaches the control port where it reached the store.
   std::string control_host = a.info.control_host;
@@ -207,6 +224,7 @@ wsync_status_t hello(wsync_receiver_t* rx, const JoinArgs& a) {
     return fail(WSYNC_ERR_TIMEOUT, "the sender did not answer rank %u's join within %lld ms", a.cfg.rank,
                 static_cast<long long>(a.timeout_ms));
   if (st != WSYNC_OK) return st;
+  if (f.type == static_cast<uint16_t>(MsgType::kAssign) && (st = take_assigned_rank(rx, a, &f)) != WSYNC_OK) return st;
   if (f.type == static_cast<uint16_t>(MsgType::kReject)) return rejected(a, f);
   if (f.type != static_cast<uint16_t>(MsgType::kWelcome))
     return fail(WSYNC_ERR_PROTOCOL, "the sender answered the join with %s, not WELCOME", msg_type_name(f.type));

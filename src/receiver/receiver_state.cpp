@@ -118,6 +118,8 @@ void fill_state(const wsync_receiver_t* rx, wsync_receiver_state_t* out) {
   out->staged_bytes = staged;
   out->num_senders = rx->num_senders > 1 ? rx->num_senders : 1;
   out->planned = rx->planned ? 1 : 0;
+  out->rank = rx->rank;
+  out->rank_assigned = rx->rank_assigned ? 1 : 0;
 }
 
 }  // namespace wsync

@@ -111,7 +111,7 @@
   I(wsync_receiver_event_t, WSYNC_RECEIVER_EVENT_INIT) \
   \
   /* since 1.4 */ \
-  S(wsync_receiver_state_t, 56) \
+  S(wsync_receiver_state_t, 64) \
   F(wsync_receiver_state_t, struct_size, 0, 4) \
   F(wsync_receiver_state_t, receive_mode, 4, 4) \
   F(wsync_receiver_state_t, committed_version, 8, 8) \
@@ -122,7 +122,9 @@
   F(wsync_receiver_state_t, staged_bytes, 40, 8) \
   F(wsync_receiver_state_t, num_senders, 48, 4) \
   F(wsync_receiver_state_t, planned, 52, 4) \
-  C(wsync_receiver_state_t, WSYNC_RECEIVER_STATE_STRUCT_SIZE, 56, planned) \
+  F(wsync_receiver_state_t, rank, 56, 4) \
+  F(wsync_receiver_state_t, rank_assigned, 60, 4) \
+  C(wsync_receiver_state_t, WSYNC_RECEIVER_STATE_STRUCT_SIZE, 64, rank_assigned) \
   I(wsync_receiver_state_t, WSYNC_RECEIVER_STATE_INIT) \
   \
   S(wsync_member_event_t, 32) \

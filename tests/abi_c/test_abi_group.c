@@ -127,6 +127,8 @@ static void receiver_state_of_a_fresh_receiver(wsync_receiver_t* rx) {
   assert_int_equal(rs.staged_bytes, 0);
   assert_int_equal(rs.num_senders, 1); /* since 1.5: one sender, which does not plan */
   assert_int_equal(rs.planned, 0);
+  assert_true(rs.rank >= 1); /* since 1.5: its rank, as configured */
+  assert_int_equal(rs.rank_assigned, 0);
   assert_null(wsync_receiver_touched_name(rx, 0));
   /* a caller whose struct ends at pending_version (24 bytes): nothing past it is written */
   memset(older, 0xAB, sizeof older);

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "harness.h"
@@ -45,6 +46,7 @@ struct RxPlan {
   uint64_t partial = 0;
   bool catchup_fails = false;
   bool in_place = false;  // receive_mode in_place (default: staged)
+  uint32_t expect_rank = 0;  // rank 0 (any): the rank the sender must assign
   std::string faulty;
 };
 
@@ -85,6 +87,14 @@ int run_rx(const RxPlan& p) {
   if (wsync_receiver_init(&cfg, &rx) != WSYNC_OK) {
     std::fprintf(stderr, "rank %u: init: %s\n", p.rank, wsync_last_error());
     return 1;
+  }
+  if (p.rank == 0) {
+    wsync_receiver_state_t st = WSYNC_RECEIVER_STATE_INIT;
+    if (wsync_receiver_get_state(rx, &st) != WSYNC_OK || st.rank != p.expect_rank || st.rank_assigned != 1) {
+      std::fprintf(stderr, "rank 0: assigned rank %u (flag %u), expected %u\n", st.rank, st.rank_assigned,
+                   p.expect_rank);
+      return 9;
+    }
   }
   const std::vector<synth_tensor_t> s = spec();
   std::vector<std::vector<uint8_t>> bufs(s.size());
@@ -579,8 +589,8 @@ TEST(Membership, WhenNoMemberHoldsTheVersionTheNextUpdateBringsIt) {
   kids.pids.push_back(spawn([addr_file] { return run_rx(joiner(addr_file, 2, {2})); }));
   ASSERT_TRUE(members_become(s, {2})) << "rank 2 did not join within 10 s";
   const std::vector<MemberEvent> evs = member_events(s, 2);
-  EXPECT_NE(std::string::npos, reason_of(evs, WSYNC_MEMBER_JOINED, 2).find("no member holds version 1: the next "
-                                                                          "update brings it its tensors"))
+  EXPECT_NE(std::string::npos, reason_of(evs, WSYNC_MEMBER_JOINED, 2).find("no member is free to catch it up to "
+                                                                          "version 1"))
       << reason_of(evs, WSYNC_MEMBER_JOINED, 2);
   ASSERT_EQ(WSYNC_OK, s.publish(2, &why)) << why;
   wsync_group_destroy(s.g);
@@ -634,6 +644,63 @@ TEST(Membership, ACatchUpWhoseSourceDiesFailsNamedAndTheRetryCatchesUpFromAnothe
   s.g = nullptr;
   EXPECT_EQ(0, kids.wait(1, 30000));
   EXPECT_EQ(0, kids.wait(3, 30000));
+}
+
+// Assigned ranks: a receiver that asks for rank 0 gets the lowest free one, at init and between
+// updates, and reads it back (wsync_receiver_get_state); with every rank taken it is refused
+// saying so, and a fixed group refuses rank 0 naming the option.
+TEST(Membership, AReceiverThatAsksForAnyRankGetsTheLowestFreeOne) {
+  const std::string addr_file = temp_dir() + "/store.addr";
+  Children kids;
+  RxPlan any = joiner(addr_file, 0, {1, 2});
+  any.expect_rank = 1;
+  kids.pids.push_back(spawn([any] { return run_rx(any); }));
+  Sender s;
+  ASSERT_EQ(WSYNC_OK, s.init(addr_file, {{"init_receivers", "1"}}, 2)) << wsync_last_error();
+  EXPECT_EQ((std::vector<uint32_t>{1}), s.members());
+  std::string why;
+  ASSERT_EQ(WSYNC_OK, s.publish(1, &why)) << why;
+  RxPlan late = joiner(addr_file, 0, {1, 2});
+  late.expect_rank = 2;
+  kids.pids.push_back(spawn([late] { return run_rx(late); }));
+  ASSERT_TRUE(members_become(s, {1, 2})) << "the receiver asking for any rank did not join as rank 2";
+  const std::string addr = read_addr_file(addr_file, 5000);
+  wsync_receiver_config_t cfg = WSYNC_RECEIVER_CONFIG_INIT;
+  cfg.rank = 0;
+  cfg.store_addr = addr.c_str();
+  cfg.group_name = kGroup;
+  cfg.timeout_ms = 5000;
+  wsync_receiver_t* rx = nullptr;
+  EXPECT_EQ(WSYNC_ERR_REJECTED, wsync_receiver_init(&cfg, &rx));
+  EXPECT_NE(std::string::npos, std::string(wsync_last_error()).find("no rank is free to assign")) << wsync_last_error();
+  wsync_receiver_destroy(rx);
+  ASSERT_EQ(WSYNC_OK, s.publish(2, &why)) << why;
+  wsync_group_destroy(s.g);
+  s.g = nullptr;
+  for (size_t i = 0; i < 2; ++i) EXPECT_EQ(0, kids.wait(i, 30000)) << "child " << i;
+}
+
+TEST(Membership, AFixedGroupRefusesRankZeroNamingTheOption) {
+  const std::string addr_file = temp_dir() + "/store.addr";
+  Children kids;
+  kids.pids.push_back(spawn([addr_file] { return run_rx(joiner(addr_file, 1, {})); }));
+  Sender s;
+  std::thread init([&] { EXPECT_EQ(WSYNC_OK, s.init(addr_file, {{"membership", "fixed"}}, 2)); });
+  const std::string addr = read_addr_file(addr_file, 5000);
+  wsync_receiver_config_t cfg = WSYNC_RECEIVER_CONFIG_INIT;
+  cfg.rank = 0;
+  cfg.store_addr = addr.c_str();
+  cfg.group_name = kGroup;
+  cfg.timeout_ms = 5000;
+  wsync_receiver_t* rx = nullptr;
+  EXPECT_EQ(WSYNC_ERR_REJECTED, wsync_receiver_init(&cfg, &rx));
+  EXPECT_NE(std::string::npos, std::string(wsync_last_error()).find("membership=elastic")) << wsync_last_error();
+  wsync_receiver_destroy(rx);
+  kids.pids.push_back(spawn([addr_file] { return run_rx(joiner(addr_file, 2, {})); }));
+  init.join();
+  wsync_group_destroy(s.g);
+  s.g = nullptr;
+  for (size_t i = 0; i < 2; ++i) EXPECT_EQ(0, kids.wait(i, 30000)) << "child " << i;
 }
 
 // A fixed group takes no receiver after init: one that comes with a member's rank waits for its

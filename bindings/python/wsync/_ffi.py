@@ -78,7 +78,8 @@ class ReceiverState(ctypes.Structure):  # since ABI 1.4
                 ("committed_version", ctypes.c_uint64), ("pending_version", ctypes.c_uint64),
                 ("buffers", ctypes.c_int32), ("late_writes", ctypes.c_int32), ("num_touched", ctypes.c_uint64),
                 ("staged_bytes", ctypes.c_uint64),
-                ("num_senders", ctypes.c_uint32), ("planned", ctypes.c_uint32)]  # since ABI 1.5
+                ("num_senders", ctypes.c_uint32), ("planned", ctypes.c_uint32),  # since ABI 1.5
+                ("rank", ctypes.c_uint32), ("rank_assigned", ctypes.c_uint32)]  # since ABI 1.5
 
 
 class MemberEvent(ctypes.Structure):  # since ABI 1.5
@@ -100,7 +101,7 @@ STRUCT_SIZES = {
     GroupStats: _struct_size(GroupStats, "members_left"),
     ReceiverConfig: _struct_size(ReceiverConfig, "timeout_ms"),
     ReceiverEvent: _struct_size(ReceiverEvent, "bytes"),
-    ReceiverState: _struct_size(ReceiverState, "planned"),
+    ReceiverState: _struct_size(ReceiverState, "rank_assigned"),
     PluginInfo: _struct_size(PluginInfo, "shadowed"),
     MemberEvent: _struct_size(MemberEvent, "reason"),
 }

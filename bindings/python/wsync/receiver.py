@@ -38,7 +38,9 @@ class ReceiverState:
     for the update in progress. late_writes: the transport gave up on a receive into registered
     buffers and may still write into them until close() (in place only). num_senders: the senders
     this receiver joined (many senders: each batch's tensors come from all of them, in any order);
-    planned: the senders wait for this receiver's needs (register(), also with nothing, says them)."""
+    planned: the senders wait for this receiver's needs (register(), also with nothing, says them).
+    rank: this receiver's rank (the one asked for, or the one an elastic group's sender assigned to
+    Receiver(rank=0)); rank_assigned: the sender assigned it."""
     receive_mode: ReceiveMode
     committed_version: int
     pending_version: int
@@ -48,6 +50,8 @@ class ReceiverState:
     staged_bytes: int
     num_senders: int = 1
     planned: bool = False
+    rank: int = 0
+    rank_assigned: bool = False
 
 
 class TensorView:
@@ -173,6 +177,9 @@ class Receiver(Closing):
             if ev.kind == wsync.EventKind.COMMIT:
                 rx.commit(ev.version)
 
+    rank: 1..num_receivers, or 0 to have a group with membership=elastic assign the lowest free
+    rank (self.rank then says which).
+
     Receiver options (`options`): timeout_ms, device, receive_mode ("in_place" or "staged"),
     transport.*. Used from one thread at a time."""
 
@@ -191,6 +198,8 @@ class Receiver(Closing):
         check(lib.wsync_receiver_init(ctypes.byref(cfg), ctypes.byref(handle)))
         self._handle = handle
         self._event = _ffi.new(_ffi.ReceiverEvent)
+        if rank == 0:  # (an elastic group's sender assigned one)
+            self.rank = self.state().rank
 
     def _handle_or_raise(self):
         if self._handle is None:
@@ -263,7 +272,7 @@ class Receiver(Closing):
             touched.append(name.decode("utf-8") if name is not None else "")
         return ReceiverState(ReceiveMode(s.receive_mode), s.committed_version, s.pending_version,
                              Buffers(s.buffers), bool(s.late_writes), touched, s.staged_bytes,
-                             max(1, s.num_senders), bool(s.planned))
+                             max(1, s.num_senders), bool(s.planned), s.rank, bool(s.rank_assigned))
 
     @property
     def committed_version(self):

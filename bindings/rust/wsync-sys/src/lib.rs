@@ -226,12 +226,14 @@ pub struct wsync_receiver_state_t {
     pub late_writes: i32,
     pub num_touched: u64,
     pub staged_bytes: u64,
-    pub num_senders: u32, // since 1.5
-    pub planned: u32,     // since 1.5
+    pub num_senders: u32,   // since 1.5
+    pub planned: u32,       // since 1.5
+    pub rank: u32,          // since 1.5
+    pub rank_assigned: u32, // since 1.5
 }
-pub const WSYNC_RECEIVER_STATE_STRUCT_SIZE: u32 = 56;
+pub const WSYNC_RECEIVER_STATE_STRUCT_SIZE: u32 = 64;
 
-/// Since ABI 1.5: a receiver left (or, reserved, joined) the group (option membership=elastic).
+/// Since ABI 1.5: a receiver joined the group between updates (option membership=elastic).
 pub const WSYNC_MEMBER_JOINED: i32 = 1;
 pub const WSYNC_MEMBER_LEFT: i32 = 2;
 
@@ -404,6 +406,8 @@ impl Default for wsync_receiver_state_t {
             staged_bytes: 0,
             num_senders: 0,
             planned: 0,
+            rank: 0,
+            rank_assigned: 0,
         }
     }
 }

@@ -139,7 +139,9 @@ fn rust_layout() -> Layout {
             num_touched,
             staged_bytes,
             num_senders,
-            planned
+            planned,
+            rank,
+            rank_assigned
         }
     );
     layout!(

@@ -179,6 +179,11 @@ pub struct ReceiverState {
     /// The senders plan (ABI 1.5): they wait for this receiver's needs, which `register` says
     /// (also with no buffers) or the first `next`.
     pub planned: bool,
+    /// This receiver's rank: the one it asked for, or the one an elastic group's sender assigned
+    /// when it asked for rank 0 (ABI 1.5; 0 with an older library).
+    pub rank: u32,
+    /// The sender assigned `rank` (ABI 1.5).
+    pub rank_assigned: bool,
 }
 
 // SAFETY: wsync allows a receiver to be used from any thread, one at a time.
@@ -338,6 +343,8 @@ impl Receiver {
             staged_bytes: s.staged_bytes,
             num_senders: s.num_senders.max(1),
             planned: s.planned != 0,
+            rank: s.rank,
+            rank_assigned: s.rank_assigned != 0,
         })
     }
 
