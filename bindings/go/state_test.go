@@ -114,7 +114,7 @@ func TestStagedBuffersChangeOnlyAtCommit(t *testing.T) {
 	if s.sumAtEvent != zero {
 		t.Errorf("staged: the Buffer changed before Commit")
 	}
-	want := wsync.ReceiverState{NumSenders: 1, ReceiveMode: wsync.ReceiveStaged, PendingVersion: 1, Buffers: wsync.BuffersClean,
+	want := wsync.ReceiverState{NumSenders: 1, Rank: 1, ReceiveMode: wsync.ReceiveStaged, PendingVersion: 1, Buffers: wsync.BuffersClean,
 		Touched: []string{"w"}, StagedBytes: uint64(spec.nbytes())}
 	if !reflect.DeepEqual(s.atCommitEvent, want) {
 		t.Errorf("at the commit event: %+v, want %+v", s.atCommitEvent, want)
@@ -122,7 +122,7 @@ func TestStagedBuffersChangeOnlyAtCommit(t *testing.T) {
 	if s.sumAfterCommit != expected(spec, 1) || s.afterCommit.CommittedVersion != 1 || len(s.afterCommit.Touched) != 0 {
 		t.Errorf("after Commit: %+v (checksum ok: %v)", s.afterCommit, s.sumAfterCommit == expected(spec, 1))
 	}
-	want = wsync.ReceiverState{NumSenders: 1, ReceiveMode: wsync.ReceiveStaged, CommittedVersion: 1, Buffers: wsync.BuffersClean,
+	want = wsync.ReceiverState{NumSenders: 1, Rank: 1, ReceiveMode: wsync.ReceiveStaged, CommittedVersion: 1, Buffers: wsync.BuffersClean,
 		StagedBytes: uint64(spec.nbytes())}
 	if !reflect.DeepEqual(s.afterAbandon, want) || s.sumAbandoned != expected(spec, 1) {
 		t.Errorf("after the abandoned update: %+v (version 1 intact: %v), want %+v", s.afterAbandon,
@@ -139,7 +139,7 @@ func TestInPlaceBuffersReportAMix(t *testing.T) {
 	if s.afterCommit.Buffers != wsync.BuffersClean {
 		t.Errorf("after Commit: %+v", s.afterCommit)
 	}
-	want := wsync.ReceiverState{NumSenders: 1, ReceiveMode: wsync.ReceiveInPlace, CommittedVersion: 1, Buffers: wsync.BuffersMixed,
+	want := wsync.ReceiverState{NumSenders: 1, Rank: 1, ReceiveMode: wsync.ReceiveInPlace, CommittedVersion: 1, Buffers: wsync.BuffersMixed,
 		Touched: []string{"w"}}
 	if !reflect.DeepEqual(s.afterAbandon, want) || s.sumAbandoned != expected(spec, 2) {
 		t.Errorf("after the abandoned update: %+v (holds version 2: %v), want %+v", s.afterAbandon,

@@ -42,14 +42,18 @@ static void null_store_addr(void** state) {
   assert_contains(wsync_last_error(), "store_addr");
 }
 
+/* Since 1.5 rank 0 asks an elastic group's sender to assign a rank: the config is accepted, and the
+ * failure here is the store nobody listens on (before 1.5: INVALID_ARGUMENT naming the rank). */
 static void rank_zero(void** state) {
   wsync_receiver_config_t c = WSYNC_RECEIVER_CONFIG_INIT;
+  wsync_status_t st;
   (void)state;
   c.rank = 0;
   c.store_addr = "127.0.0.1:1";
   c.timeout_ms = 100;
-  assert_status(rx_init_fails(&c), WSYNC_ERR_INVALID_ARGUMENT);
-  assert_contains(wsync_last_error(), "rank");
+  st = rx_init_fails(&c);
+  assert_true(st != WSYNC_ERR_INVALID_ARGUMENT);
+  assert_contains(wsync_last_error(), "store");
 }
 
 static void short_struct_size(void** state) {

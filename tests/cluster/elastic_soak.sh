@@ -10,10 +10,10 @@
 #     version it commits against the trainer's bytes for that version and logs "verified" or
 #     "CHECKSUM MISMATCH"; none logs a mismatch or a staged buffer that lost its version; every
 #     engine process ends with 0 at the close, or was killed by the chaos;
-#   - every engine that joined later (restarted or added) caught up: it verified the first or the
-#     second version the trainer committed after the engine started ("within one update
-#     interval"), unless the chaos killed it before that second version; its catch-up time is from
-#     its start to its first verified version.
+#   - every engine that joined later (restarted or added) caught up: it verified the version a peer
+#     held when it joined (catch-up), or the first or the second version the trainer committed after
+#     the engine started ("within one update interval"), unless the chaos killed it before that
+#     second version; its catch-up time is from its start to its first verified version.
 # It prints a table and the line
 #   soak: seed=S versions=V committed_all=A committed_quorum=Q failed=F joins=J leaves=L catchups=C
 #         served_mismatch=M rebuilds=R
@@ -145,7 +145,8 @@ for l in "${!started[@]}"; do
   fi
   catchups=$((catchups + 1))
   CATCHUP_TIMES+=("$(awk -v t="${first#* }" -v s="${started[$l]}" 'BEGIN { printf "%.2f", t - s }')")
-  if [ -z "$next" ] || [ "${first% *}" -gt $((next + 1)) ]; then slow+=("$l:first=${first% *},next=${next:-none}"); fi
+  # (a catch-up from a peer verifies a version committed before the engine came: never slow)
+  if [ -n "$next" ] && [ "${first% *}" -gt $((next + 1)) ]; then slow+=("$l:first=${first% *},next=$next"); fi
 done
 catch_max=$(printf '%s\n' "${CATCHUP_TIMES[@]:-0}" | sort -g | tail -1)
 catch_med=$(printf '%s\n' "${CATCHUP_TIMES[@]:-0}" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')

@@ -551,3 +551,35 @@ def test_elastic_membership_lets_a_receiver_that_starts_late_join_between_update
     assert first.error is None and sorted(first.committed) == [1, 2]
     assert late.error is None and sorted(late.committed) == [2]
     assert late.committed[2] == first.committed[2]
+
+
+def test_elastic_group_assigns_a_rank_and_a_late_receiver_catches_up_from_a_peer(tmp_path):
+    """Receiver(rank=0) asks an elastic group for the lowest free rank. The late one (rank 2) takes
+    version 1 from rank 1 (catch-up: a COMMIT before any bucket, into its registered array), then
+    version 2 from the trainer."""
+    tr = Trainer(tmp_path, num_receivers=2)
+    w1, w2 = np.zeros(4096, dtype=np.float32), np.zeros(4096, dtype=np.float32)
+    first = ReceiverThread(tr.addr_file, rank=0, register={"w": w1})
+    first.start()
+    with tr.group({"membership": "elastic", "init_receivers": "1", "timeout_ms": "5000"}) as g:
+        g.send({"w": np.full(4096, 1, dtype=np.float32)})
+        g.finalize(1)
+        late = ReceiverThread(tr.addr_file, rank=0, register={"w": w2})
+        late.start()
+        for _ in range(200):
+            if g.members() == [1, 2] and 1 in late.committed:
+                break
+            time.sleep(0.05)
+        assert g.members() == [1, 2] and late.committed.get(1) == {}, (g.members(), late.committed, late.error)
+        assert (first.rx.rank, late.rx.rank) == (1, 2)
+        s = late.rx.state()
+        assert (s.rank, s.rank_assigned, s.committed_version) == (2, True, 1), s
+        assert np.array_equal(w2, np.full(4096, 1, dtype=np.float32)), "version 1 did not come from rank 1"
+        events = g.member_events()
+        assert "catches up to version 1 from receiver rank 1" in events[0].reason, events
+        g.send({"w": np.full(4096, 2, dtype=np.float32)})
+        g.finalize(2)
+    first.join(20)
+    late.join(20)
+    assert first.error is None and late.error is None, (first.error, late.error)
+    assert sorted(late.committed) == [1, 2] and np.array_equal(w2, np.full(4096, 2, dtype=np.float32))
