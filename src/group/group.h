@@ -55,6 +55,7 @@ struct Peer {
   std::vector<uint8_t> nonce;      // the CHALLENGE sent to it
   int64_t accepted_ms = 0;         // when it connected (the HELLO deadline runs from here)
   bool catchup_failed = false;     // elastic: it said its catch-up failed (its removal is no update's loss)
+  uint64_t holds_version = 0;      // the last version it confirmed (COMMITTED); 0 before any
 };
 
 // One pipeline slot: host memory for host transports, CUDA memory (allocated at init) for

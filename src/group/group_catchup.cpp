@@ -23,11 +23,12 @@ bool in_open_catchup(const wsync_group_t* g, uint32_t rank) {
   });
 }
 
-// The members that may serve, best first.
-std::vector<Peer*> candidates(wsync_group_t* g, const Peer* joiner, const std::vector<uint32_t>& busy) {
+// The members that may serve `version`, best first: those that confirmed it.
+std::vector<Peer*> candidates(wsync_group_t* g, const Peer* joiner, const std::vector<uint32_t>& busy,
+                              uint64_t version) {
   std::vector<Peer*> out;
   for (auto& p : g->peers)
-    if (p && !p->dropped && p->alive && p.get() != joiner &&
+    if (p && !p->dropped && p->alive && p.get() != joiner && p->holds_version == version &&
         std::find(busy.begin(), busy.end(), p->rank) == busy.end() && !in_open_catchup(g, p->rank))
       out.push_back(p.get());
   const std::string host = host_of(joiner->addr);
@@ -52,7 +53,7 @@ std::string catchup_arrange(wsync_group_t* g, Peer* joiner, const std::vector<ui
   c.version = version;
   c.world = g->group_name + ".catchup" + std::to_string(++g->catchups);
   c.budget_ms = static_cast<uint64_t>(std::max<int64_t>(g->timeout_ms / 2, 1));
-  for (Peer* s : candidates(g, joiner, busy_ranks)) {
+  for (Peer* s : candidates(g, joiner, busy_ranks, version)) {
     c.role = CatchupBody::kSource;
     c.peer = joiner->rank;
     if (s->conn.send(MsgType::kCatchup, encode_catchup(c), std::min<int64_t>(g->timeout_ms, 1000)) != WSYNC_OK) {

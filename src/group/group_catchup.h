@@ -12,7 +12,8 @@ namespace wsync {
 
 // Between updates (pipeline thread), for `joiner`, which is about to become a member: when the
 // group committed a version, pick a member to catch it up and send both their CATCHUP. A source
-// serves one catch-up at a time: the candidates are the members that neither join at this
+// serves one catch-up at a time: the candidates are the members that confirmed the version (its
+// COMMITTED came; one caught up since has not) and neither join at this
 // boundary (`busy_ranks`) nor take part in a catch-up still running (as source or joiner); one on
 // the joiner's host first, then the lowest rank. Returns what happened, for the joiner's member
 // event ("" when there is nothing to catch up).

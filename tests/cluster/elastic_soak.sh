@@ -1,9 +1,16 @@
 #!/usr/bin/env bash
 # Elastic soak (issue 25): the sample trainer on h0 publishes a version every INTERVAL ms into
 # engines on h1..h8 (membership=elastic, commit_quorum=3, init_receivers=6, timeout_ms 5000,
-# --keep-going) while a seeded chaos loop SIGKILLs a random running engine every 3..8 s and
-# restarts it (same rank, same host) 1..4 s later; engines 7 and 8 are added midway; at the end
-# every engine is back for the last versions. Afterwards it asserts:
+# --keep-going) while a seeded chaos loop strikes a random running engine every 3..8 s and
+# restarts it (same rank, same host) 1..4 s after it is gone; engines 7 and 8 are added midway; at
+# the end every engine is back for the last versions. A strike is one of:
+#   kill       SIGKILL
+#   hang       SIGSTOP for 7 s (past the trainer's timeout_ms, so it is removed), then SIGKILL
+#   partition  its switch port down for 7 s (removed the same way), SIGKILL while cut off, port up
+# (A hung or partitioned engine is killed rather than resumed: a receiver removed while alive that
+# later closes its UCX endpoint in order can hit UCX 1.13's TCP use-after-free in the trainer,
+# docs/ABI.md "Membership".) An engine whose catch-up failed (its source was struck) exits on its
+# own, naming the source, and is restarted like the others. Afterwards it asserts:
 #   - the trainer never rebuilt its group (one process, one group, exit 0), every version either
 #     committed or failed naming its reason, and at most a tenth of them failed;
 #   - no engine served bytes that differ from the trainer's: each staged engine checksums every
@@ -20,9 +27,7 @@
 # committed_quorum: versions that committed while an engine was removed during them (not those
 # removed between updates, which the next version simply does not include). The seed fixes every
 # random draw (the waits, the downtimes, the index of the victim among the engines up then); which
-# engines are up at a draw depends on timing. Hangs and partitions are not in the chaos yet: a
-# receiver removed while alive and closed later can hit UCX 1.13's TCP use-after-free in the
-# trainer (docs/ABI.md "Membership").
+# engines are up at a draw depends on timing.
 #
 # Usage: elastic_soak.sh <build dir> [--seconds 600] [--seed 1] [--interval-ms 2000] [--rate 1gbit]
 set -euo pipefail
@@ -47,7 +52,7 @@ past() { awk -v a="$(now)" -v b="$1" 'BEGIN { exit !(a >= b) }'; }
 
 start_trainer 8 "$SCALE" 1 5000 --until-file "$LOGS/stop" --interval-ms "$INTERVAL" --keep-going 1 \
   --option route=star --option membership=elastic --option commit_quorum=3 --option init_receivers=6
-declare -A runs started killed  # rank -> processes so far; log -> start time; log -> 1 when killed
+declare -A runs started killed self_ended  # rank -> processes so far; log -> start time; log -> when struck / ended by itself
 PROCS=()                         # "pid log" of every engine process
 launch() {  # launch RANK: a staged engine on h<RANK>, log engine<RANK>_<n>
   local r=$1 n=$((${runs[$1]:-0} + 1))
@@ -65,8 +70,14 @@ alive "$trainer" || fail "the trainer ended: $(grep -v '^\[' "$LOGS/trainer.log"
 t0=$(now)
 end=$(awk -v t="$t0" -v s="$SECONDS_RUN" 'BEGIN { printf "%.3f", t + s }')
 half=$(awk -v t="$t0" -v s="$SECONDS_RUN" 'BEGIN { printf "%.3f", t + s / 2 }')
-added=0 kills=0
+added=0 kills=0 hangs=0 partitions=0 catchup_failures=0
 declare -A down_until  # rank -> when it is restarted
+declare -A strike_end  # rank -> when its hang or partition ends (SIGKILL then)
+declare -A strike_kind  # rank -> hang or partition
+gone() {  # gone RANK: it is dead; restart it 1..4 s later (the draw was made at the strike)
+  down_until[$1]=$(later "${down_of[$1]}")
+}
+declare -A down_of
 d=$((3 + RANDOM % 6)); next_chaos=$(later "$d")
 while ! past "$end"; do
   alive "$trainer" || fail "the trainer ended during the soak: $(grep -v '^\[' "$LOGS/trainer.log" | tail -3)"
@@ -77,25 +88,69 @@ while ! past "$end"; do
   for r in "${!down_until[@]}"; do
     if past "${down_until[$r]}"; then unset "down_until[$r]"; launch "$r"; fi
   done
+  for r in "${!strike_end[@]}"; do  # a hang or partition ends: SIGKILL, then the port comes back
+    if past "${strike_end[$r]}"; then
+      p="pid$r"
+      kill -KILL "${!p}" 2>/dev/null || true
+      [ "${strike_kind[$r]}" != partition ] || "$WSC_CLUSTER" port "h$r" up
+      unset "strike_end[$r]" "strike_kind[$r]"
+      gone "$r"
+    fi
+  done
+  for r in 1 2 3 4 5 6 7 8; do  # an engine that ended on its own (its catch-up failed): restarted
+    p="pid$r"
+    l="engine${r}_${runs[$r]:-0}"
+    if [ -n "${!p:-}" ] && [ -z "${down_until[$r]:-}" ] && [ -z "${strike_end[$r]:-}" ] && [ -z "${killed[$l]:-}" ] &&
+       ! alive "${!p}" && [ -z "${self_ended[$l]:-}" ]; then
+      self_ended[$l]=$(now)
+      if grep -q "the catch-up to version" "$LOGS/$l.log"; then catchup_failures=$((catchup_failures + 1)); fi
+      down_of[$r]=1
+      gone "$r"
+      echo "soak: $(seconds_since "$t0") s: engine $r ended on its own: $(grep -v '^\[' "$LOGS/$l.log" | tail -1)"
+    fi
+  done
   if past "$next_chaos"; then
     up=()
     for r in 1 2 3 4 5 6 7 8; do
       p="pid$r"
-      if [ -n "${!p:-}" ] && [ -z "${down_until[$r]:-}" ] && alive "${!p}"; then up+=("$r"); fi
+      if [ -n "${!p:-}" ] && [ -z "${down_until[$r]:-}" ] && [ -z "${strike_end[$r]:-}" ] && alive "${!p}"; then
+        up+=("$r")
+      fi
     done
-    pick=$RANDOM down=$((1 + RANDOM % 4)) d=$((3 + RANDOM % 6))
+    pick=$RANDOM down=$((1 + RANDOM % 4)) d=$((3 + RANDOM % 6)) kind=$((RANDOM % 3))
     if [ ${#up[@]} -gt 4 ]; then  # (the chaos alone never takes the group to the quorum of 3)
       r=${up[$((pick % ${#up[@]}))]}
       p="pid$r"
-      kill -KILL "${!p}" 2>/dev/null || true
       killed["engine${r}_${runs[$r]}"]=$(now)
-      kills=$((kills + 1))
-      down_until[$r]=$(later "$down")
-      echo "soak: $(seconds_since "$t0") s: engine $r killed (back in $down s)"
+      down_of[$r]=$down
+      case $kind in
+        0)
+          kill -KILL "${!p}" 2>/dev/null || true
+          kills=$((kills + 1))
+          gone "$r"
+          echo "soak: $(seconds_since "$t0") s: engine $r killed (back in $down s)" ;;
+        1)
+          kill -STOP "${!p}" 2>/dev/null || true
+          hangs=$((hangs + 1))
+          strike_end[$r]=$(later 7) strike_kind[$r]=hang
+          echo "soak: $(seconds_since "$t0") s: engine $r hung (killed in 7 s, back $down s later)" ;;
+        2)
+          "$WSC_CLUSTER" port "h$r" down
+          partitions=$((partitions + 1))
+          strike_end[$r]=$(later 7) strike_kind[$r]=partition
+          echo "soak: $(seconds_since "$t0") s: engine $r cut off (killed in 7 s, back $down s later)" ;;
+      esac
     fi
     next_chaos=$(later "$d")
   fi
   sleep 0.2
+done
+for r in "${!strike_end[@]}"; do  # (a strike still running ends now)
+  p="pid$r"
+  kill -KILL "${!p}" 2>/dev/null || true
+  [ "${strike_kind[$r]}" != partition ] || "$WSC_CLUSTER" port "h$r" up
+  unset "strike_end[$r]"
+  down_until[$r]=0
 done
 for r in "${!down_until[@]}"; do launch "$r"; done  # everyone back for the last versions
 sleep $(( (INTERVAL * 4) / 1000 + 4 ))
@@ -106,7 +161,9 @@ bad_exit=()
 for pl in "${PROCS[@]}"; do
   pid=${pl% *} l=${pl#* }
   reap "$pid" 30
-  if [ -z "${killed[$l]:-}" ] && [ "$rc" -ne 0 ]; then bad_exit+=("$l:$rc"); fi
+  if [ -z "${killed[$l]:-}" ] && [ "$rc" -ne 0 ] && ! grep -q "the catch-up to version" "$LOGS/$l.log"; then
+    bad_exit+=("$l:$rc")
+  fi
 done
 
 T=$LOGS/trainer.log
@@ -138,7 +195,8 @@ for l in "${!started[@]}"; do
   if [ -z "$first" ]; then
     # None verified: slow, unless the chaos killed it before the second version after its start.
     second_t=$(awk -v n="${next:-0}" '$1 == n + 1 { print $2; exit }' <<<"$commit_times")
-    if [ -z "${killed[$l]:-}" ] || { [ -n "$second_t" ] && awk -v k="${killed[$l]}" -v s="$second_t" 'BEGIN { exit !(k > s) }'; }; then
+    struck=${killed[$l]:-${self_ended[$l]:-}}  # (struck by the chaos, or its catch-up failed)
+    if [ -z "$struck" ] || { [ -n "$second_t" ] && awk -v k="$struck" -v s="$second_t" 'BEGIN { exit !(k > s) }'; }; then
       slow+=("$l:none")
     fi
     continue
@@ -152,9 +210,10 @@ catch_max=$(printf '%s\n' "${CATCHUP_TIMES[@]:-0}" | sort -g | tail -1)
 catch_med=$(printf '%s\n' "${CATCHUP_TIMES[@]:-0}" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')
 echo
 echo "catch-up (engine start to its first verified version), $catchups engines: median $catch_med s, max $catch_max s (a version every $INTERVAL ms)"
-echo "| seed | seconds | interval ms | versions | committed on all | committed on a quorum | failed | joins | leaves | catch-ups | engine-versions verified | served mismatch | kills | rebuilds |"
-echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
-echo "| $SEED | $SECONDS_RUN | $INTERVAL | $versions | $all | $quorum | $failed | $joins | $leaves | $catchups | $verified | $mismatch | $kills | $rebuilds |"
+peer=$(cat "$LOGS"/engine*.log | grep -c "caught up from a peer" || true)
+echo "| seed | seconds | interval ms | versions | committed on all | committed on a quorum | failed | joins | leaves | catch-ups (from a peer) | catch-ups failed | engine-versions verified | served mismatch | kills / hangs / partitions | rebuilds |"
+echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+echo "| $SEED | $SECONDS_RUN | $INTERVAL | $versions | $all | $quorum | $failed | $joins | $leaves | $catchups ($peer) | $catchup_failures | $verified | $mismatch | $kills / $hangs / $partitions | $rebuilds |"
 echo "soak: seed=$SEED versions=$versions committed_all=$all committed_quorum=$quorum failed=$failed joins=$joins leaves=$leaves catchups=$catchups served_mismatch=$mismatch rebuilds=$rebuilds"
 [ "$trainer_rc" -eq 0 ] || fail "the trainer exited with $trainer_rc: $(grep -v '^\[' "$T" | tail -3)"
 [ "$rebuilds" -eq 0 ] || fail "the trainer made its group $((rebuilds + 1)) times"
