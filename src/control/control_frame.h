@@ -51,20 +51,20 @@ enum class MsgType : uint16_t {
   // parent_world, u32 n, u32 children[n]. The receiver wires its relay transports and answers
   // JOINED again.
   kRoute = 15,
-  // tx->rx between updates, elastic groups (wsync 0.8): u32 role (1 source, 2 joiner), u32 peer
-  // rank, u64 version, str world, u64 budget_ms, str reason. The source sends the joiner its registered tensors as they are at
-  // `version` over a transport world of two (source rank 0) named `world`; the joiner takes them
-  // and commits `version` (docs/ABI.md "Membership", catch-up).
+  // tx->rx between updates, elastic groups (ABI 1.5 development): u32 role (1 source, 2 joiner),
+  // u32 peer rank, u64 version, str world, u64 budget_ms, str reason. The source sends the joiner its
+  // registered tensors as they are at `version` over a transport world of two (source rank 0) named
+  // `world`; the joiner takes them and commits `version` (docs/ABI.md "Membership", catch-up).
   kCatchup = 16,
-  // tx->rx (wsync 0.8): the same body; the source of the joiner's catch-up in `world` left the group
-  // (`reason` says why): the joiner stops waiting for its bytes. Ignored when no catch-up runs.
+  // tx->rx (ABI 1.5 development): the same body; the source of the joiner's catch-up in `world`
+  // left the group (`reason` says why): the joiner stops waiting for its bytes. Ignored otherwise.
   kCatchupCancel = 17,
-  // tx->rx (wsync 0.8), before WELCOME, to a receiver whose HELLO asked for any rank (rank 0; elastic
-  // groups): u32 rank, the rank it is given. WELCOME's proof then binds that rank.
+  // tx->rx (ABI 1.5 development), before WELCOME, to a receiver whose HELLO asked for any rank
+  // (rank 0; elastic groups): u32 rank, the rank it is given. WELCOME's proof then binds that rank.
   kAssign = 18,
-  // rx->tx (wsync 0.8): the body of a NACK (u64 seq 0, i32 status, str reason). The receiver's
-  // catch-up failed: the sender removes it, naming the reason, without counting it against the
-  // update in progress (it never held the group's version); it may join again.
+  // rx->tx (ABI 1.5 development): the body of a NACK (u64 seq 0, i32 status, str reason). The
+  // receiver's catch-up failed: the sender removes it, naming the reason, without counting it
+  // against the update in progress (it never held the group's version); it may join again.
   kCatchupFailed = 19,
 };
 

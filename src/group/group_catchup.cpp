@@ -64,6 +64,7 @@ std::string catchup_arrange(wsync_group_t* g, Peer* joiner, const std::vector<ui
     c.peer = s->rank;
     if (joiner->conn.send(MsgType::kCatchup, encode_catchup(c), std::min<int64_t>(g->timeout_ms, 1000)) != WSYNC_OK)
       clear_error();  // (the joiner is gone: the source gives up on it within half its timeout_ms)
+    joiner->catching_up = true;
     g->open_catchups.push_back({s->rank, joiner->rank, c.world, version,
                                 now_ms() + static_cast<int64_t>(c.budget_ms) + 1000});
     WSYNC_LOGI("group '%s': %s catches up to version %llu from %s", g->group_name.c_str(),
@@ -108,6 +109,7 @@ void catchup_member_left(wsync_group_t* g, uint32_t rank, const std::string& why
 }
 
 void catchup_done(wsync_group_t* g, uint32_t rank) {
+  if (rank >= 1 && rank <= g->peers.size() && g->peers[rank - 1]) g->peers[rank - 1]->catching_up = false;
   auto& open = g->open_catchups;
   open.erase(std::remove_if(open.begin(), open.end(), [&](const wsync_group_t::OpenCatchup& o) {
                return o.source == rank || o.joiner == rank;
@@ -117,6 +119,9 @@ void catchup_done(wsync_group_t* g, uint32_t rank) {
 wsync_status_t catchup_failed(wsync_group_t* g, Peer* p, const Frame& f) {
   (void)g;
   StatusBody body;
+  if (!p->catching_up)  // (only a joiner in its catch-up may leave without counting against the update)
+    return fail(WSYNC_ERR_PROTOCOL, "%s sent CATCHUP_FAILED but had no catch-up under way",
+                p->conn.peer_name().c_str());
   p->catchup_failed = true;
   if (decode_nack(f.body, &body) != WSYNC_OK)
     return fail(WSYNC_ERR_PROTOCOL, "%s sent a malformed CATCHUP_FAILED: %s", p->conn.peer_name().c_str(),

@@ -64,16 +64,19 @@ void ControlWarningsDeleter::operator()(ControlWarnings* w) const { delete w; }
 
 namespace {
 
-// The lowest rank no receiver holds or is joining with (0: none): at init one that has not joined,
-// between updates one whose receiver left or never came.
+// The lowest rank no receiver holds or is joining with (0: none): first one that no receiver ever
+// took (at init, one that has not joined), then one whose receiver was removed, which a restarting
+// engine that names its rank may want back.
 uint32_t free_rank(const wsync_group_t* g) {
-  for (uint32_t r = 1; r <= g->num_receivers; ++r) {
-    const Peer* had = g->peers.size() >= r ? g->peers[r - 1].get() : nullptr;
-    if (had != nullptr && !had->dropped) continue;
-    if (std::any_of(g->joining.begin(), g->joining.end(), [r](const std::unique_ptr<Peer>& j) { return j->rank == r; }))
-      continue;
-    return r;
-  }
+  for (int pass = 0; pass < 2; ++pass)
+    for (uint32_t r = 1; r <= g->num_receivers; ++r) {
+      const Peer* had = g->peers.size() >= r ? g->peers[r - 1].get() : nullptr;
+      if (had != nullptr && !had->dropped) continue;
+      if (pass == 0 && had != nullptr && !had->never_joined) continue;
+      if (std::any_of(g->joining.begin(), g->joining.end(), [r](const std::unique_ptr<Peer>& j) { return j->rank == r; }))
+        continue;
+      return r;
+    }
   return 0;
 }
 

@@ -77,6 +77,7 @@ void members_absent(wsync_group_t* g) {
     p->dropped = true;  // (not a member: skipped by every send and wait, like a receiver removed)
     p->alive = false;
     p->left = true;     // (nothing for the transport to forget)
+    p->never_joined = true;  // (assigned ranks go here first)
     p->conn.set_peer_name("receiver rank " + std::to_string(r) + " (not joined yet)");
     g->peers[r - 1] = std::move(p);
   }
@@ -118,7 +119,7 @@ bool admission_stopped(wsync_group_t* g) {
 }
 
 // What a member said between updates, when it said something: a joiner whose catch-up failed
-// refuses (NACK) with the reason; nothing else is expected there.
+// says CATCHUP_FAILED with the reason (a NACK is read as a refusal); nothing else is expected there.
 wsync_status_t idle_word(wsync_group_t* g, Peer* p) {
   Frame f;
   if (p->conn.recv(&f, 0) != WSYNC_OK) return fail(WSYNC_ERR_PEER_FAILED, "%s closed its connection between updates "

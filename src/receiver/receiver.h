@@ -42,6 +42,9 @@ struct Registered {
   bool slice = false;
   Box box;
   int64_t full_shape[WSYNC_MAX_NDIM] = {0};
+  // Its buffer holds the bytes of a committed version: a commit followed an update (or a catch-up)
+  // that wrote it. Registering it (again) clears it. A catch-up source serves only these.
+  bool held = false;
 };
 
 // A tensor that arrives in chunks over several buckets.

@@ -81,6 +81,7 @@ wsync_status_t register_buffers(wsync_receiver_t* rx, const wsync_tensor_t* buff
     reg.device_type = b.device_type;
     reg.device_index = b.device_type == WSYNC_DEVICE_CUDA ? b.device_index : 0;
     reg.slice = (b.flags & WSYNC_TENSOR_SLICE) != 0;
+    reg.held = false;  // (what the engine put there, until an update or a catch-up commits into it)
     reg.box = Box();
     std::memset(reg.full_shape, 0, sizeof reg.full_shape);
     if (reg.slice) {
@@ -149,7 +150,14 @@ WSYNC_API wsync_status_t wsync_receiver_commit(wsync_receiver_t* rx, uint64_t ve
     wsync_status_t st = check_staged_arrived(rx);
     if (st != WSYNC_OK) {
       rx->pending_commit = 0;
-      rx->catchup_commit = false;
+      if (rx->catchup_commit) {  // (the sender hears it as a failed catch-up, no update's loss)
+        rx->catchup_commit = false;
+        const std::string why = last_error();
+        send_status(rx, MsgType::kCatchupFailed, 0, st, "the caught-up version cannot commit: " + why);
+        drop_update(rx, why);
+        rx->broken = why;
+        return fail(st, "%s", why.c_str());
+      }
       return refuse(rx, 0, st);
     }
     // The sender first: if it cannot be told, staged bytes are not applied and the registered

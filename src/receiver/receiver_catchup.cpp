@@ -190,9 +190,15 @@ Catalogue source_catalogue(const wsync_receiver_t* rx, uint64_t version) {
     c.reason = std::string("transport '") + tp(rx)->name + "' sends from its own staging only";
   }
   if (c.status != WSYNC_OK) return c;
-  std::vector<std::string> names;
+  std::vector<std::string> names;  // (what it holds of the version: never what an engine put there)
   for (const auto& kv : rx->registry)
-    if (!kv.second.slice) names.push_back(kv.first);
+    if (!kv.second.slice && kv.second.held) names.push_back(kv.first);
+  if (names.empty()) {
+    c.status = WSYNC_ERR_INVALID_STATE;
+    c.reason = "receiver rank " + std::to_string(rx->rank) + " holds no registered tensor of version " +
+               std::to_string(version);
+    return c;
+  }
   std::sort(names.begin(), names.end());
   for (const std::string& n : names) {
     const Registered& r = rx->registry.at(n);
@@ -333,7 +339,11 @@ wsync_status_t take_all(wsync_receiver_t* rx, void* self, const CatchupBody& c, 
   if ((st = recv_range(rx, self, 2, bufs->raw.data(), bufs->raw.size(), deadline, c.world)) != WSYNC_OK ||
       (st = decode(bufs->raw, &cat)) != WSYNC_OK)
     return st;
-  if (cat.status != WSYNC_OK) return fail(WSYNC_ERR_PEER_FAILED, "the source cannot serve it: %s", cat.reason.c_str());
+  if (cat.status != WSYNC_OK) {  // (nothing moved: it takes the next update, as when no member is free)
+    WSYNC_LOGW("receiver rank %u: the catch-up source cannot serve version %llu: %s", rx->rank,
+               static_cast<unsigned long long>(c.version), cat.reason.c_str());
+    return WSYNC_OK;
+  }
   if (cat.version != c.version)
     return fail(WSYNC_ERR_PROTOCOL, "the source serves version %llu, the sender asked for %llu",
                 static_cast<unsigned long long>(cat.version), static_cast<unsigned long long>(c.version));

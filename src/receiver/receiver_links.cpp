@@ -206,6 +206,7 @@ wsync_status_t links_join(const wsync_receiver_config_t* config, wsync_receiver_
   wsync_receiver_config_t c = WSYNC_RECEIVER_CONFIG_INIT;
   std::memcpy(&c, config, std::min<size_t>(config->struct_size, sizeof c));
   c.struct_size = sizeof c;
+  c.rank = rx->rank;  // (the rank sender 0 gave it, had it asked for any)
   const int64_t timeout = c.timeout_ms > 0 ? c.timeout_ms : rx->timeout_ms;
   const int64_t deadline = deadline_after(timeout);
   rx->sh->links.assign(1, rx);

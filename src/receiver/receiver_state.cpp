@@ -81,6 +81,10 @@ wsync_status_t check_staged_arrived(const wsync_receiver_t* rx) {
 }
 
 wsync_status_t apply_commit(wsync_receiver_t* rx) {
+  for (const std::string& name : rx->touched) {  // (their buffers hold the version once this returns OK)
+    auto reg = rx->registry.find(name);
+    if (reg != rx->registry.end()) reg->second.held = true;
+  }
   if (rx->staged) {
     for (const std::string& name : rx->touched) {
       auto reg = rx->registry.find(name);

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -48,6 +49,9 @@ struct RxPlan {
   bool in_place = false;  // receive_mode in_place (default: staged)
   uint32_t expect_rank = 0;  // rank 0 (any): the rank the sender must assign
   std::string faulty;
+  // Per committed version, the version each tensor must hold (-1: zeros, never received); when
+  // absent, as `partial` says.
+  std::map<uint64_t, std::vector<int64_t>> expect;
 };
 
 // The version tensor i holds at `version` when updates from `partial` on (0: none) are partial.
@@ -55,11 +59,14 @@ uint64_t version_of(size_t i, uint64_t version, uint64_t partial) {
   return partial != 0 && version >= partial && i >= spec().size() / 2 ? partial - 1 : version;
 }
 
-bool holds(const std::vector<std::vector<uint8_t>>& bufs, uint64_t version, uint64_t partial = 0) {
+bool holds(const std::vector<std::vector<uint8_t>>& bufs, uint64_t version, uint64_t partial = 0,
+           const std::map<uint64_t, std::vector<int64_t>>* expect = nullptr) {
   const std::vector<synth_tensor_t> s = spec();
+  const bool listed = expect != nullptr && expect->count(version) != 0;
   for (size_t i = 0; i < s.size(); ++i) {
-    std::vector<uint8_t> want(s[i].nbytes);
-    synth_fill(&s[i], version_of(i, version, partial), want.data());
+    std::vector<uint8_t> want(s[i].nbytes, 0);
+    const int64_t v = listed ? expect->at(version)[i] : static_cast<int64_t>(version_of(i, version, partial));
+    if (v >= 0) synth_fill(&s[i], static_cast<uint64_t>(v), want.data());
     if (bufs[i] != want) return false;
   }
   return true;
@@ -137,7 +144,7 @@ int run_rx(const RxPlan& p) {
                      static_cast<unsigned long long>(ev.version));
         return 3;
       }
-      if (wsync_receiver_commit(rx, ev.version) != WSYNC_OK || !holds(bufs, ev.version, p.partial)) {
+      if (wsync_receiver_commit(rx, ev.version) != WSYNC_OK || !holds(bufs, ev.version, p.partial, &p.expect)) {
         std::fprintf(stderr, "rank %u: version %llu: commit or bytes wrong: %s\n", p.rank,
                      static_cast<unsigned long long>(ev.version), wsync_last_error());
         return 4;
@@ -596,6 +603,42 @@ TEST(Membership, WhenNoMemberHoldsTheVersionTheNextUpdateBringsIt) {
   wsync_group_destroy(s.g);
   s.g = nullptr;
   EXPECT_EQ(0, kids.wait(1, 30000));
+}
+
+// A source serves only what a committed version wrote: rank 2 joins when no member is left and
+// takes version 2, which carries half of the tensors (the other half stays zeros there). Rank 3
+// then joins: rank 2 serves it that half only, so rank 3 commits nothing of version 2 and takes
+// version 3 (every tensor) from the trainer.
+TEST(Membership, ASourceServesOnlyWhatACommittedVersionWrote) {
+  const std::string addr_file = temp_dir() + "/store.addr";
+  Children kids;
+  kids.pids.push_back(spawn([addr_file] { return run_rx(joiner(addr_file, 1, {1})); }));
+  Sender s;
+  ASSERT_EQ(WSYNC_OK, s.init(addr_file, {{"init_receivers", "1"}}, 3)) << wsync_last_error();
+  std::string why;
+  ASSERT_EQ(WSYNC_OK, s.publish(1, &why)) << why;
+  kill(kids.pids[0], SIGKILL);
+  kids.wait(0, 5000);
+  ASSERT_TRUE(members_become(s, {})) << "rank 1's death was not noticed between updates";
+  RxPlan second = joiner(addr_file, 2, {2, 3});
+  second.expect[2] = {2, 2, -1, -1};
+  kids.pids.push_back(spawn([second] { return run_rx(second); }));
+  ASSERT_TRUE(members_become(s, {2})) << "rank 2 did not join within 10 s";
+  s.m.fill(2);
+  const size_t half = s.m.descs.size() / 2;
+  ASSERT_EQ(WSYNC_OK, wsync_group_send_batch(s.g, s.m.descs.data(), half, -1)) << wsync_last_error();
+  ASSERT_EQ(WSYNC_OK, wsync_group_finalize(s.g, 2, -1)) << wsync_last_error();
+  kids.pids.push_back(spawn([addr_file] { return run_rx(joiner(addr_file, 3, {3})); }));
+  ASSERT_TRUE(members_become(s, {2, 3})) << "rank 3 did not join within 10 s";
+  const std::vector<MemberEvent> evs = member_events(s, 3);
+  EXPECT_NE(std::string::npos, reason_of(evs, WSYNC_MEMBER_JOINED, 3).find("catches up to version 2 from receiver rank 2"))
+      << reason_of(evs, WSYNC_MEMBER_JOINED, 3);
+  usleep(500 * 1000);
+  ASSERT_EQ(WSYNC_OK, s.publish(3, &why)) << why;
+  wsync_group_destroy(s.g);
+  s.g = nullptr;
+  EXPECT_EQ(0, kids.wait(1, 30000)) << "rank 2";
+  EXPECT_EQ(0, kids.wait(2, 30000)) << "rank 3 (it must not commit version 2, which it holds half of)";
 }
 
 // A catch-up whose source dies mid-transfer (rank 1 sends the catalogue, stalls on the first
