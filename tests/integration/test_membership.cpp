@@ -210,6 +210,14 @@ struct Sender {
     *why = st == WSYNC_OK ? "" : wsync_last_error();
     return st;
   }
+  // One update that carries the first half of the tensors only.
+  wsync_status_t publish_half(uint64_t version, std::string* why) {
+    m.fill(version);
+    wsync_status_t st = wsync_group_send_batch(g, m.descs.data(), m.descs.size() / 2, -1);
+    if (st == WSYNC_OK) st = wsync_group_finalize(g, version, -1);
+    *why = st == WSYNC_OK ? "" : wsync_last_error();
+    return st;
+  }
   std::vector<uint32_t> members() {
     uint32_t r[8];
     uint64_t n = 0;
@@ -570,14 +578,22 @@ TEST(Membership, ALateJoinerCatchesUpFromAPeerAndAPartialUpdateLeavesItWhole) {
   usleep(500 * 1000);
   ASSERT_EQ(WSYNC_OK, wsync_group_get_stats(s.g, &after));
   EXPECT_EQ(before.bytes, after.bytes) << "the trainer sent bytes for the catch-up";
-  // Version 3: the first half of the tensors only.
-  s.m.fill(3);
-  const size_t half = s.m.descs.size() / 2;
-  ASSERT_EQ(WSYNC_OK, wsync_group_send_batch(s.g, s.m.descs.data(), half, -1)) << wsync_last_error();
-  ASSERT_EQ(WSYNC_OK, wsync_group_finalize(s.g, 3, -1)) << wsync_last_error();
+  ASSERT_EQ(WSYNC_OK, s.publish_half(3, &why)) << why;  // (the first half of the tensors only)
   wsync_group_destroy(s.g);
   s.g = nullptr;
   for (size_t i = 0; i < 3; ++i) EXPECT_EQ(0, kids.wait(i, 30000)) << "child " << i;
+}
+
+// A group of `ranks` (init_receivers=1) whose only member, rank 1, commits version 1 and is then
+// SIGKILLed: no member holds version 1 any more.
+void lone_member_commits_one_and_dies(const std::string& addr_file, uint32_t ranks, Children* kids, Sender* s) {
+  kids->pids.push_back(spawn([addr_file] { return run_rx(joiner(addr_file, 1, {1})); }));
+  ASSERT_EQ(WSYNC_OK, s->init(addr_file, {{"init_receivers", "1"}}, ranks)) << wsync_last_error();
+  std::string why;
+  ASSERT_EQ(WSYNC_OK, s->publish(1, &why)) << why;
+  kill(kids->pids[0], SIGKILL);
+  kids->wait(0, 5000);
+  ASSERT_TRUE(members_become(*s, {})) << "rank 1's death was not noticed between updates";
 }
 
 // Catch-up from the trainer: when no member holds the committed version (the only one left), the
@@ -585,14 +601,9 @@ TEST(Membership, ALateJoinerCatchesUpFromAPeerAndAPartialUpdateLeavesItWhole) {
 TEST(Membership, WhenNoMemberHoldsTheVersionTheNextUpdateBringsIt) {
   const std::string addr_file = temp_dir() + "/store.addr";
   Children kids;
-  kids.pids.push_back(spawn([addr_file] { return run_rx(joiner(addr_file, 1, {1})); }));
   Sender s;
-  ASSERT_EQ(WSYNC_OK, s.init(addr_file, {{"init_receivers", "1"}}, 2)) << wsync_last_error();
   std::string why;
-  ASSERT_EQ(WSYNC_OK, s.publish(1, &why)) << why;
-  kill(kids.pids[0], SIGKILL);
-  kids.wait(0, 5000);
-  ASSERT_TRUE(members_become(s, {})) << "rank 1's death was not noticed between updates";
+  ASSERT_NO_FATAL_FAILURE(lone_member_commits_one_and_dies(addr_file, 2, &kids, &s));
   kids.pids.push_back(spawn([addr_file] { return run_rx(joiner(addr_file, 2, {2})); }));
   ASSERT_TRUE(members_become(s, {2})) << "rank 2 did not join within 10 s";
   const std::vector<MemberEvent> evs = member_events(s, 2);
@@ -612,22 +623,14 @@ TEST(Membership, WhenNoMemberHoldsTheVersionTheNextUpdateBringsIt) {
 TEST(Membership, ASourceServesOnlyWhatACommittedVersionWrote) {
   const std::string addr_file = temp_dir() + "/store.addr";
   Children kids;
-  kids.pids.push_back(spawn([addr_file] { return run_rx(joiner(addr_file, 1, {1})); }));
   Sender s;
-  ASSERT_EQ(WSYNC_OK, s.init(addr_file, {{"init_receivers", "1"}}, 3)) << wsync_last_error();
   std::string why;
-  ASSERT_EQ(WSYNC_OK, s.publish(1, &why)) << why;
-  kill(kids.pids[0], SIGKILL);
-  kids.wait(0, 5000);
-  ASSERT_TRUE(members_become(s, {})) << "rank 1's death was not noticed between updates";
+  ASSERT_NO_FATAL_FAILURE(lone_member_commits_one_and_dies(addr_file, 3, &kids, &s));
   RxPlan second = joiner(addr_file, 2, {2, 3});
   second.expect[2] = {2, 2, -1, -1};
   kids.pids.push_back(spawn([second] { return run_rx(second); }));
   ASSERT_TRUE(members_become(s, {2})) << "rank 2 did not join within 10 s";
-  s.m.fill(2);
-  const size_t half = s.m.descs.size() / 2;
-  ASSERT_EQ(WSYNC_OK, wsync_group_send_batch(s.g, s.m.descs.data(), half, -1)) << wsync_last_error();
-  ASSERT_EQ(WSYNC_OK, wsync_group_finalize(s.g, 2, -1)) << wsync_last_error();
+  ASSERT_EQ(WSYNC_OK, s.publish_half(2, &why)) << why;
   kids.pids.push_back(spawn([addr_file] { return run_rx(joiner(addr_file, 3, {3})); }));
   ASSERT_TRUE(members_become(s, {2, 3})) << "rank 3 did not join within 10 s";
   const std::vector<MemberEvent> evs = member_events(s, 3);
@@ -689,6 +692,22 @@ TEST(Membership, ACatchUpWhoseSourceDiesFailsNamedAndTheRetryCatchesUpFromAnothe
   EXPECT_EQ(0, kids.wait(3, 30000));
 }
 
+// One receiver init with `rank` against the group in `addr_file`; its status (its message in
+// *why), the receiver destroyed again.
+wsync_status_t join_once(const std::string& addr_file, uint32_t rank, int64_t timeout_ms, std::string* why) {
+  const std::string addr = read_addr_file(addr_file, 5000);
+  wsync_receiver_config_t cfg = WSYNC_RECEIVER_CONFIG_INIT;
+  cfg.rank = rank;
+  cfg.store_addr = addr.c_str();
+  cfg.group_name = kGroup;
+  cfg.timeout_ms = timeout_ms;
+  wsync_receiver_t* rx = nullptr;
+  const wsync_status_t st = wsync_receiver_init(&cfg, &rx);
+  *why = wsync_last_error();
+  wsync_receiver_destroy(rx);
+  return st;
+}
+
 // Assigned ranks: a receiver that asks for rank 0 gets the lowest free one, at init and between
 // updates, and reads it back (wsync_receiver_get_state); with every rank taken it is refused
 // saying so, and a fixed group refuses rank 0 naming the option.
@@ -707,16 +726,8 @@ TEST(Membership, AReceiverThatAsksForAnyRankGetsTheLowestFreeOne) {
   late.expect_rank = 2;
   kids.pids.push_back(spawn([late] { return run_rx(late); }));
   ASSERT_TRUE(members_become(s, {1, 2})) << "the receiver asking for any rank did not join as rank 2";
-  const std::string addr = read_addr_file(addr_file, 5000);
-  wsync_receiver_config_t cfg = WSYNC_RECEIVER_CONFIG_INIT;
-  cfg.rank = 0;
-  cfg.store_addr = addr.c_str();
-  cfg.group_name = kGroup;
-  cfg.timeout_ms = 5000;
-  wsync_receiver_t* rx = nullptr;
-  EXPECT_EQ(WSYNC_ERR_REJECTED, wsync_receiver_init(&cfg, &rx));
-  EXPECT_NE(std::string::npos, std::string(wsync_last_error()).find("no rank is free to assign")) << wsync_last_error();
-  wsync_receiver_destroy(rx);
+  EXPECT_EQ(WSYNC_ERR_REJECTED, join_once(addr_file, 0, 5000, &why));
+  EXPECT_NE(std::string::npos, why.find("no rank is free to assign")) << why;
   ASSERT_EQ(WSYNC_OK, s.publish(2, &why)) << why;
   wsync_group_destroy(s.g);
   s.g = nullptr;
@@ -729,16 +740,9 @@ TEST(Membership, AFixedGroupRefusesRankZeroNamingTheOption) {
   kids.pids.push_back(spawn([addr_file] { return run_rx(joiner(addr_file, 1, {})); }));
   Sender s;
   std::thread init([&] { EXPECT_EQ(WSYNC_OK, s.init(addr_file, {{"membership", "fixed"}}, 2)); });
-  const std::string addr = read_addr_file(addr_file, 5000);
-  wsync_receiver_config_t cfg = WSYNC_RECEIVER_CONFIG_INIT;
-  cfg.rank = 0;
-  cfg.store_addr = addr.c_str();
-  cfg.group_name = kGroup;
-  cfg.timeout_ms = 5000;
-  wsync_receiver_t* rx = nullptr;
-  EXPECT_EQ(WSYNC_ERR_REJECTED, wsync_receiver_init(&cfg, &rx));
-  EXPECT_NE(std::string::npos, std::string(wsync_last_error()).find("membership=elastic")) << wsync_last_error();
-  wsync_receiver_destroy(rx);
+  std::string why;
+  EXPECT_EQ(WSYNC_ERR_REJECTED, join_once(addr_file, 0, 5000, &why));
+  EXPECT_NE(std::string::npos, why.find("membership=elastic")) << why;
   kids.pids.push_back(spawn([addr_file] { return run_rx(joiner(addr_file, 2, {})); }));
   init.join();
   wsync_group_destroy(s.g);
@@ -756,15 +760,7 @@ TEST(Membership, AFixedGroupTakesNoReceiverAfterInit) {
   ASSERT_EQ(WSYNC_OK, s.init(addr_file, {{"membership", "fixed"}}, 1)) << wsync_last_error();
   std::string why;
   ASSERT_EQ(WSYNC_OK, s.publish(1, &why)) << why;
-  const std::string addr = read_addr_file(addr_file, 5000);
-  wsync_receiver_config_t cfg = WSYNC_RECEIVER_CONFIG_INIT;
-  cfg.rank = 1;
-  cfg.store_addr = addr.c_str();
-  cfg.group_name = kGroup;
-  cfg.timeout_ms = 1500;
-  wsync_receiver_t* rx = nullptr;
-  EXPECT_NE(WSYNC_OK, wsync_receiver_init(&cfg, &rx)) << "a second rank 1 joined a fixed group";
-  wsync_receiver_destroy(rx);
+  EXPECT_NE(WSYNC_OK, join_once(addr_file, 1, 1500, &why)) << "a second rank 1 joined a fixed group";
   wsync_group_destroy(s.g);
   s.g = nullptr;
   EXPECT_EQ(0, kids.wait(0, 30000));
