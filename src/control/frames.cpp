@@ -195,6 +195,8 @@ std::vector<uint8_t> encode_catchup(const CatchupBody& b) {
   w.str32(b.world);
   w.u64(b.budget_ms);
   w.str32(clip_reason(b.reason, kFrameMaxReasonBytes));
+  w.u32(static_cast<uint32_t>(b.names.size()));
+  for (const std::string& n : b.names) w.str32(n);
   return std::move(w.data());
 }
 
@@ -336,6 +338,16 @@ wsync_status_t decode_catchup(const std::vector<uint8_t>& body, CatchupBody* out
       !r.str(&b.world, kFrameMaxGroupBytes + 64, "world") || !r.u64(&b.budget_ms, "budget_ms") ||
       !r.text(&b.reason, kFrameMaxReasonBytes, "reason"))
     return r.error();
+  uint32_t n = 0;
+  if (!r.u32(&n, "names count")) return r.error();
+  if (n > kFrameMaxCatchupNames)
+    return fail(WSYNC_ERR_PROTOCOL, "CATCHUP: %u names, more than %u", n, kFrameMaxCatchupNames);
+  b.names.resize(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    if (!r.str(&b.names[i], static_cast<uint32_t>(kMaxTensorNameBytes), "names")) return r.error();
+    const std::string bad = tensor_name_problem(b.names[i].data(), b.names[i].size());
+    if (!bad.empty()) return fail(WSYNC_ERR_PROTOCOL, "CATCHUP: name %u is invalid: %s", i, bad.c_str());
+  }
   return done(std::move(b), out);
 }
 

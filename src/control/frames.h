@@ -111,7 +111,8 @@ struct RouteBody {
 };
 constexpr uint32_t kFrameMaxChildren = 4096;
 
-// CATCHUP and CATCHUP_CANCEL, tx->rx: u32 role, u32 peer, u64 version, str world, u64 budget_ms, str reason
+// CATCHUP and CATCHUP_CANCEL, tx->rx: u32 role, u32 peer, u64 version, str world, u64 budget_ms, str reason,
+// u32 n, str names[n]
 struct CatchupBody {
   static constexpr uint32_t kSource = 1, kJoiner = 2;
   uint32_t role = 0;     // kSource: send to `peer`; kJoiner: take from `peer`
@@ -120,7 +121,11 @@ struct CatchupBody {
   std::string world;     // the transport world of the two (group name of the instance)
   uint64_t budget_ms = 0;  // the catch-up ends within this long (the sender's timeout_ms / 2)
   std::string reason;      // CATCHUP_CANCEL: why the source left (empty in CATCHUP)
+  // CATCHUP to the joiner: the tensors the group has committed (those it registered must all come
+  // for it to commit `version`). At most kFrameMaxCatchupNames.
+  std::vector<std::string> names;
 };
+constexpr uint32_t kFrameMaxCatchupNames = 1u << 20;
 
 struct AbortUpdateBody {  // tx->rx: str reason
   std::string reason;
@@ -162,7 +167,8 @@ wsync_status_t decode_abort_update(const std::vector<uint8_t>& body, AbortUpdate
 wsync_status_t decode_bucket_sum(const std::vector<uint8_t>& body, BucketSumBody* out);
 // Trailing bytes refused; at most kFrameMaxChildren children.
 wsync_status_t decode_route(const std::vector<uint8_t>& body, RouteBody* out);
-// Trailing bytes ignored; the world name at most kFrameMaxGroupBytes + 64.
+// Trailing bytes ignored; the world name at most kFrameMaxGroupBytes + 64; each name a valid tensor
+// name, at most kFrameMaxCatchupNames of them.
 wsync_status_t decode_catchup(const std::vector<uint8_t>& body, CatchupBody* out);
 // A receiver's answer to END_UPDATE(version) that is not NACK: OK when it is COMMITTED(version),
 // else PROTOCOL with a message naming `who`, what came (the version it committed included) and

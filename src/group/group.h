@@ -222,6 +222,9 @@ struct wsync_group {
     int64_t until_ms = 0;
   };
   std::vector<OpenCatchup> open_catchups;
+  // The tensors the group has committed (elastic): a joiner's catch-up must bring those it registered.
+  std::vector<std::string> update_names;             // of the update in progress
+  std::unordered_set<std::string> committed_names;   // of every committed update
   std::unique_ptr<wsync::ControlWarnings, wsync::ControlWarningsDeleter> join_warnings;  // rate limits
   uint64_t next_seq = 1;
   uint64_t update_id = 1;

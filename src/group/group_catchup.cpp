@@ -62,6 +62,7 @@ std::string catchup_arrange(wsync_group_t* g, Peer* joiner, const std::vector<ui
     }
     c.role = CatchupBody::kJoiner;
     c.peer = s->rank;
+    c.names.assign(g->committed_names.begin(), g->committed_names.end());
     if (joiner->conn.send(MsgType::kCatchup, encode_catchup(c), std::min<int64_t>(g->timeout_ms, 1000)) != WSYNC_OK)
       clear_error();  // (the joiner is gone: the source gives up on it within half its timeout_ms)
     joiner->catching_up = true;

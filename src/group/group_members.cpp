@@ -263,4 +263,14 @@ void end_failed_update(wsync_group_t* g, const std::string& why) {
 
 void members_committed(wsync_group_t* g) { g->dropped_in_update.clear(); }
 
+void members_update_ended(wsync_group_t* g, uint64_t version) {
+  bool committed = false;
+  {
+    std::lock_guard<std::mutex> lk(g->shared.mu);
+    committed = g->shared.stats.committed_version == version;
+  }
+  if (committed) g->committed_names.insert(g->update_names.begin(), g->update_names.end());
+  g->update_names.clear();
+}
+
 }  // namespace wsync

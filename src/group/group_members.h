@@ -50,4 +50,8 @@ void end_failed_update(wsync_group_t* g, const std::string& why);
 // After a commit: the update's removals are history.
 void members_committed(wsync_group_t* g);
 
+// The finalize of `version` ended (pipeline thread): when it committed, the tensors it carried
+// join the group's committed names (what a catch-up must bring); either way they are forgotten.
+void members_update_ended(wsync_group_t* g, uint64_t version);
+
 }  // namespace wsync

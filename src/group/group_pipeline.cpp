@@ -376,9 +376,11 @@ void pipeline_main(wsync_group_t* g) {
         members_admit(g);
         g->update_begun = true;
       }
+      if (g->elastic) g->update_names.insert(g->update_names.end(), job.batch->names.begin(), job.batch->names.end());
       run_batches(g, std::move(job.batch), &held);
     } else if (job.finalize) {
       run_finalize(g, *job.finalize);
+      members_update_ended(g, job.finalize->version);
       g->update_begun = false;
     }
   }

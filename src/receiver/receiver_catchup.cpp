@@ -396,15 +396,22 @@ wsync_status_t be_joiner(wsync_receiver_t* rx, const CatchupBody& c, wsync_recei
     fail(st, "%s", why.c_str());
     return catchup_failed(rx, c, st);
   }
-  uint64_t registered = 0;
-  for (const auto& kv : rx->registry) registered += kv.second.slice ? 0 : 1;
-  if (registered == 0 || tensors < registered) {
+  // What it must hold to commit the version: every tensor it registered that the group committed
+  // (one the trainer never sent keeps what the engine put there, here as on every member).
+  uint64_t needed = 0, missing = 0;
+  const std::unordered_set<std::string> group(c.names.begin(), c.names.end());
+  for (const auto& kv : rx->registry) {
+    if (kv.second.slice || group.count(kv.first) == 0) continue;
+    ++needed;
+    if (rx->touched_set.count(kv.first) == 0) ++missing;
+  }
+  if (needed == 0 || missing != 0) {
     // It does not hold the version wholly: no commit. Staged bytes are dropped; in place, the
     // buffers written read as mixed until the next commit. The next update brings its tensors.
-    WSYNC_LOGW("receiver rank %u: the catch-up from receiver rank %u gave %llu of the %llu tensors registered here; "
-               "version %llu is not committed (the next update brings this receiver its tensors)", rx->rank, c.peer,
-               static_cast<unsigned long long>(tensors), static_cast<unsigned long long>(registered),
-               static_cast<unsigned long long>(c.version));
+    WSYNC_LOGW("receiver rank %u: the catch-up from receiver rank %u gave %llu of the %llu tensors registered here "
+               "that the group committed; version %llu is not committed (the next update brings this receiver its "
+               "tensors)", rx->rank, c.peer, static_cast<unsigned long long>(needed - missing),
+               static_cast<unsigned long long>(needed), static_cast<unsigned long long>(c.version));
     drop_staged(rx);
     rx->arrived.clear();
     return WSYNC_OK;

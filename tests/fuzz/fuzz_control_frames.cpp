@@ -173,7 +173,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case MsgType::kCatchup:
     case MsgType::kCatchupCancel:
       run<CatchupBody>(body, "CATCHUP", decode_catchup, encode_catchup, false, [](const CatchupBody& b) {
-        return reason_ok(b.reason) && b.world.size() <= wsync::kFrameMaxGroupBytes + 64;
+        return reason_ok(b.reason) && b.world.size() <= wsync::kFrameMaxGroupBytes + 64 &&
+               b.names.size() <= wsync::kFrameMaxCatchupNames;
       });
       return 0;
     default:  // JOINED, CLOSE and unknown types carry nothing to decode

@@ -325,7 +325,8 @@ TEST(Frames, PeerReasonsComeOutPrintable) {
 
 // Issue 22, finding 9c: the sender's message named only the version it waited for.
 // CATCHUP and CATCHUP_CANCEL (elastic groups): u32 role, u32 peer, u64 version, str world, u64
-// budget_ms, str reason; every cut refused naming the field; later bytes ignored.
+// budget_ms, str reason, u32 n, str names[n]; every cut refused naming the field; later bytes
+// ignored; an invalid name refused.
 TEST(Frames, Catchup) {
   std::vector<uint8_t> body;
   Put(body, CatchupBody::kSource, 4);
@@ -334,7 +335,9 @@ TEST(Frames, Catchup) {
   PutStr(body, "g.catchup1");
   Put(body, 1500, 8);
   PutStr(body, "gone");
-  const CatchupBody want{CatchupBody::kSource, 3, 7, "g.catchup1", 1500, "gone"};
+  Put(body, 1, 4);
+  PutStr(body, "layer.0.w");
+  const CatchupBody want{CatchupBody::kSource, 3, 7, "g.catchup1", 1500, "gone", {"layer.0.w"}};
   EXPECT_EQ(encode_catchup(want), body);
   CatchupBody out;
   ASSERT_EQ(decode_catchup(body, &out), WSYNC_OK) << last_error();
@@ -344,8 +347,10 @@ TEST(Frames, Catchup) {
   EXPECT_EQ(out.world, "g.catchup1");
   EXPECT_EQ(out.budget_ms, 1500u);
   EXPECT_EQ(out.reason, "gone");
+  EXPECT_EQ(out.names, std::vector<std::string>{"layer.0.w"});
   EveryTruncationIsRefused<CatchupBody>(body, decode_catchup, "CATCHUP",
-                                        {"role", "peer", "version", "world", "budget_ms", "reason"});
+                                        {"role", "peer", "version", "world", "budget_ms", "reason", "names count",
+                                         "names"});
   std::vector<uint8_t> longer = body;
   longer.push_back(9);
   EXPECT_EQ(decode_catchup(longer, &out), WSYNC_OK) << "a later field is tolerated";
@@ -357,6 +362,10 @@ TEST(Frames, Catchup) {
   huge.resize(huge.size() + kFrameMaxGroupBytes + 65, 'a');
   EXPECT_EQ(decode_catchup(huge, &out), WSYNC_ERR_PROTOCOL);
   EXPECT_NE(last_error().find("world"), std::string::npos) << last_error();
+  std::vector<uint8_t> bad = body;
+  bad[bad.size() - 1] = '\n';  // (a control character in the name)
+  EXPECT_EQ(decode_catchup(bad, &out), WSYNC_ERR_PROTOCOL);
+  EXPECT_NE(last_error().find("name 0 is invalid"), std::string::npos) << last_error();
 }
 
 TEST(Frames, ACommittedOfAnotherVersionNamesBoth) {
