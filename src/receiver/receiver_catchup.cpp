@@ -192,7 +192,7 @@ Catalogue source_catalogue(const wsync_receiver_t* rx, uint64_t version) {
   if (c.status != WSYNC_OK) return c;
   std::vector<std::string> names;  // (what it holds of the version: never what an engine put there)
   for (const auto& kv : rx->registry)
-    if (!kv.second.slice && kv.second.held) names.push_back(kv.first);
+    if (!kv.second.slice && (kv.second.held || kv.second.nbytes == 0)) names.push_back(kv.first);  // (no bytes to hold)
   if (names.empty()) {
     c.status = WSYNC_ERR_INVALID_STATE;
     c.reason = "receiver rank " + std::to_string(rx->rank) + " holds no registered tensor of version " +

@@ -27,7 +27,8 @@ constexpr const char* kGroup = "elastic";
 
 std::vector<synth_tensor_t> spec() {
   return {tensor_of("embed.weight", WSYNC_DTYPE_FLOAT32, {512, 64}), tensor_of("layer.0.w", WSYNC_DTYPE_BFLOAT16, {64, 256}),
-          tensor_of("layer.0.bias", WSYNC_DTYPE_INT64, {10}), tensor_of("norm.weight", WSYNC_DTYPE_FLOAT32, {64})};
+          tensor_of("layer.0.bias", WSYNC_DTYPE_INT64, {10}), tensor_of("norm.weight", WSYNC_DTYPE_FLOAT32, {64}),
+          tensor_of("rotary.unused_cache", WSYNC_DTYPE_FLOAT32, {0, 64})};  // (no bytes: held by every version)
 }
 
 // What a receiver does at one point of the run, and what it must see.
@@ -627,7 +628,7 @@ TEST(Membership, ASourceServesOnlyWhatACommittedVersionWrote) {
   std::string why;
   ASSERT_NO_FATAL_FAILURE(lone_member_commits_one_and_dies(addr_file, 3, &kids, &s));
   RxPlan second = joiner(addr_file, 2, {2, 3});
-  second.expect[2] = {2, 2, -1, -1};
+  second.expect[2] = {2, 2, -1, -1, 2};
   kids.pids.push_back(spawn([second] { return run_rx(second); }));
   ASSERT_TRUE(members_become(s, {2})) << "rank 2 did not join within 10 s";
   ASSERT_EQ(WSYNC_OK, s.publish_half(2, &why)) << why;
