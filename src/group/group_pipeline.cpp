@@ -34,6 +34,8 @@ bool take_job(wsync_group_t* g, Job* job, bool block) {
       *job = std::move(g->shared.queue.front());
       g->shared.queue.pop_front();
       g->shared.idle = false;
+      if (g->elastic && job->batch)  // (every batch of the update: what its commit adds to the group)
+        g->update_names.insert(g->update_names.end(), job->batch->names.begin(), job->batch->names.end());
       return true;
     }
     if (!block) return false;
@@ -376,7 +378,6 @@ void pipeline_main(wsync_group_t* g) {
         members_admit(g);
         g->update_begun = true;
       }
-      if (g->elastic) g->update_names.insert(g->update_names.end(), job.batch->names.begin(), job.batch->names.end());
       run_batches(g, std::move(job.batch), &held);
     } else if (job.finalize) {
       run_finalize(g, *job.finalize);
