@@ -302,28 +302,42 @@ def test_abort_from_another_thread_stops_a_blocked_send(tmp_path):
 
 
 def test_async_send_overlaps_with_producing_the_next_batch(tmp_path):
+    # Deterministic, not timed: the receiver holds the first bucket of update 2 until the
+    # trainer has produced its next batch in Python. That can only finish if send_async
+    # returned while the batch was still moving and the send runs without the GIL.
     tr = Trainer(tmp_path)
-    r = ReceiverThread(tr.addr_file, on_event=lambda rx, ev: rx.commit(ev.version)
-                       if ev.kind == wsync.EventKind.COMMIT else None)
+    gate, held = threading.Event(), threading.Event()
+    seen = {"commits": 0}
+
+    def on_event(rx, ev):
+        if ev.kind == wsync.EventKind.BUCKET and seen["commits"] == 1 and not held.is_set():
+            held.set()
+            gate.wait(20)
+        elif ev.kind == wsync.EventKind.COMMIT:
+            seen["commits"] += 1
+            rx.commit(ev.version)
+
+    r = ReceiverThread(tr.addr_file, on_event=on_event)
     r.start()
     batch = {"w%d" % i: np.ones(4 << 20, dtype=np.float32) for i in range(8)}  # 128 MiB
     with tr.group({"bucket_bytes": str(16 << 20)}) as g:
-        t0 = time.perf_counter()
         g.send(batch)
-        serial = time.perf_counter() - t0
         g.finalize(1)
-        t0 = time.perf_counter()
         h = g.send_async(batch)
-        in_flight = not h.done()
-        time.sleep(serial)  # "produce the next batch" for as long as a send takes
+        assert held.wait(20), "the receiver never saw update 2's first bucket"
+        # "Produce the next batch" in Python while update 2 is held mid-flight.
+        nxt = {k: v * 2.0 for k, v in batch.items()}
+        produced = sum(int(len(v)) for v in nxt.values())
+        still_in_flight = not h.done()
+        gate.set()
         h.wait()
-        overlapped = time.perf_counter() - t0
         assert h.done()
         g.finalize(2)
     r.join(10)
-    assert in_flight
-    # Serially it would take 2 x serial; overlapped it takes about 1 x.
-    assert overlapped < 1.6 * serial, (overlapped, serial)
+    assert r.error is None, r.error
+    assert produced == 8 * (4 << 20)
+    assert still_in_flight, "the batch was delivered before its receiver released a bucket"
+    assert seen["commits"] == 2
 
 
 def test_send_handle_keeps_tensors_alive_until_delivered(tmp_path):
