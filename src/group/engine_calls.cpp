@@ -7,6 +7,7 @@
 
 #include "common/api_guard.h"
 #include "common/error.h"
+#include "group/engine_members.h"
 #include "group/group_engines.h"
 #include "http/http_client.h"
 #include "http/reply.h"
@@ -132,11 +133,23 @@ void run_server(EngineCalls::Result* res, const std::string& url, const HttpOpti
 
 EngineCalls::~EngineCalls() { cancel(); }
 
+namespace {
+
+// The servers a step goes to: `only`, or every live one.
+std::vector<size_t> step_servers(const wsync_group_t* g, const CallMode& mode) {
+  if (mode.only != nullptr) return *mode.only;
+  std::vector<size_t> v;
+  for (size_t i = 0; i < g->engines.size(); ++i)
+    if (g->engines[i].live) v.push_back(i);
+  return v;
+}
+
+}  // namespace
+
 wsync_status_t EngineCalls::start(wsync_group_t* g, int step, const PlanBucket* bucket,
                                   const std::vector<wsync_tensor_t>* tensors, uint64_t version,
                                   std::atomic<bool>* failed, const CallMode& mode) {
   cancel();
-  stop_->store(false);
   g_ = g;
   step_ = step;
   bucket_ = bucket;
@@ -145,25 +158,26 @@ wsync_status_t EngineCalls::start(wsync_group_t* g, int step, const PlanBucket* 
   sent_ = 0;
   // A best-effort step runs after a failure or an abort: the abort flag must not stop it.
   group_aborted_ = mode.best_effort ? nullptr : &g->aborted;
-  std::vector<std::vector<OwnedRequest>> reqs(g->engines.size());
-  for (size_t i = 0; i < g->engines.size(); ++i) {
-    wsync_status_t st = build_requests(g, StepView(g, i, step, bucket, tensors, version), &reqs[i]);
+  drop_failed_ = g->elastic && !mode.best_effort && mode.only == nullptr;
+  const std::vector<size_t> servers = step_servers(g, mode);
+  std::vector<std::vector<OwnedRequest>> reqs(servers.size());
+  for (size_t k = 0; k < servers.size(); ++k) {
+    wsync_status_t st = build_requests(g, StepView(g, servers[k], step, bucket, tensors, version), &reqs[k]);
     if (st != WSYNC_OK) return st;
   }
   const HttpOptions http = mode.http != nullptr ? *mode.http : g->http;
-  for (size_t i = 0; i < g->engines.size(); ++i) {
-    if (reqs[i].empty()) continue;
-    sent_ += reqs[i].size();
+  for (size_t k = 0; k < servers.size(); ++k) {
+    if (reqs[k].empty()) continue;
+    sent_ += reqs[k].size();
     auto res = std::make_shared<Result>();
-    res->server_index = static_cast<uint32_t>(i);
+    res->server_index = static_cast<uint32_t>(servers[k]);
     results_.push_back(res);
-    std::string url = g->engines[i].url;
-    auto stop = stop_;
+    std::string url = g->engines[servers[k]].url;
     const char* what = step_name(step);
     const bool best = mode.best_effort;
-    threads_.emplace_back([res, url, http, stop, what, failed, best, rq = std::move(reqs[i])] {
+    threads_.emplace_back([res, url, http, what, failed, best, rq = std::move(reqs[k])] {
       try {  // an exception must not escape a thread (std::terminate): it fails this server's step
-        run_server(res.get(), url, http, stop.get(), what, failed, best, rq);
+        run_server(res.get(), url, http, &res->stop, what, failed, best, rq);
       } catch (...) {
         res->status = fail_exception("an engine request thread", std::current_exception());
         try {
@@ -178,22 +192,42 @@ wsync_status_t EngineCalls::start(wsync_group_t* g, int step, const PlanBucket* 
   return WSYNC_OK;
 }
 
-wsync_status_t EngineCalls::finish() {
+bool EngineCalls::done() const {
+  for (const auto& r : results_)
+    if (!r->done.load()) return false;
+  return true;
+}
+
+wsync_status_t EngineCalls::finish(Flight* flight) {
   // Wait without blocking in join, so that wsync_group_abort can stop requests in flight.
   for (;;) {
     bool all = true;
-    for (const auto& r : results_) all = all && r->done.load();
+    for (const auto& r : results_) {
+      // Elastic: a server dropped meanwhile (its receiver left) is not waited for.
+      if (drop_failed_ && !g_->engines[r->server_index].live) r->stop.store(true);
+      all = all && r->done.load();
+    }
     if (all) break;
-    if (group_aborted_ && group_aborted_->load()) stop_->store(true);
+    if (group_aborted_ && group_aborted_->load())
+      for (const auto& r : results_) r->stop.store(true);
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   for (auto& t : threads_) t.join();
   threads_.clear();
   std::vector<std::shared_ptr<Result>> results;
   results.swap(results_);
-  for (const auto& r : results)
-    if (r->status != WSYNC_OK) return fail_msg(r->status, r->why);
-  return hand_replies(results);
+  std::vector<std::shared_ptr<Result>> answered;
+  for (const auto& r : results) {
+    if (r->status == WSYNC_OK) {
+      answered.push_back(r);
+      continue;
+    }
+    if (!drop_failed_) return fail_msg(r->status, r->why);
+    // Elastic: the server is dropped (once: it may have been for its receiver already).
+    wsync_status_t st = engine_server_failed(g_, flight, r->server_index, r->status, r->why);
+    if (st != WSYNC_OK) return st;
+  }
+  return hand_replies(answered);
 }
 
 // The replies the adapter asked to read, server after server, on this thread.
@@ -216,7 +250,7 @@ wsync_status_t EngineCalls::hand_replies(const std::vector<std::shared_ptr<Resul
 
 void EngineCalls::cancel() {
   if (threads_.empty()) return;
-  stop_->store(true);
+  for (const auto& r : results_) r->stop.store(true);
   for (auto& t : threads_) t.join();
   threads_.clear();
   results_.clear();
@@ -227,7 +261,7 @@ wsync_status_t engines_step(wsync_group_t* g, int step, uint64_t version, const 
   wsync_status_t st = calls.start(g, step, nullptr, nullptr, version, nullptr, mode);
   if (sent != nullptr) *sent = calls.sent();
   if (st != WSYNC_OK) return st;
-  return calls.finish();
+  return calls.finish(mode.flight);
 }
 
 }  // namespace wsync

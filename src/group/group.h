@@ -37,6 +37,10 @@
 namespace wsync {
 
 class EngineCalls;  // group_engines.h
+struct EngineRejoin;  // engine_members.h
+struct InflightBucket;  // group_bucket.h
+// The buckets on the wire, oldest first (group_bucket.h).
+using Flight = std::deque<std::unique_ptr<InflightBucket>>;
 class ControlWarnings;  // group_join.cpp: rate-limited warnings about control connections
 struct ControlWarningsDeleter {
   void operator()(ControlWarnings* w) const;
@@ -277,4 +281,7 @@ struct wsync_group {
   bool engines_paused = false;              // the PAUSE step of the open update sent requests
   bool engines_joined = false;              // the INIT step was sent: destroy tears the engine side down
   bool engines_resume_on_failure = false;   // option engine_resume_on_failure
+  // membership=elastic (engine_members.cpp; pipeline thread): per server, bringing a dropped one back
+  std::vector<std::shared_ptr<wsync::EngineRejoin>> engine_rejoin;
+  int64_t engine_recheck_ms = 2000;         // option engine_recheck_ms
 };

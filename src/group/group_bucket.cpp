@@ -433,14 +433,16 @@ wsync_status_t send_sum(wsync_group_t* g, InflightBucket* b, Flight* flight) {
 }  // namespace
 
 // See group_bucket.h.
-wsync_status_t open_update(wsync_group_t* g) {
+wsync_status_t open_update(wsync_group_t* g, Flight* flight) {
   if (!g->http_engines || g->update_open) return WSYNC_OK;
   // Open from the first request on: a failure in PAUSE or BEGIN_UPDATE is abandoned too.
   g->update_open = true;
   size_t paused = 0;
-  wsync_status_t st = engines_step(g, WSYNC_STEP_PAUSE, 0, CallMode(), &paused);
+  CallMode mode;
+  mode.flight = flight;
+  wsync_status_t st = engines_step(g, WSYNC_STEP_PAUSE, 0, mode, &paused);
   g->engines_paused = paused > 0;
-  if (st == WSYNC_OK) st = engines_step(g, WSYNC_STEP_BEGIN_UPDATE);
+  if (st == WSYNC_OK) st = engines_step(g, WSYNC_STEP_BEGIN_UPDATE, 0, mode);
   return st;
 }
 
@@ -471,7 +473,7 @@ wsync_status_t flight_progress(wsync_group_t* g, Flight* flight) {
 
 wsync_status_t bucket_send(wsync_group_t* g, Flight* flight) {
   InflightBucket* b = flight->back().get();
-  wsync_status_t st = open_update(g);
+  wsync_status_t st = open_update(g, flight);
   if (st != WSYNC_OK) return st;
   const PlanBucket& pb = b->batch->plan[b->index];
   b->pieces = cut_pieces(pb.bytes, g->piece_bytes);
@@ -506,7 +508,7 @@ wsync_status_t bucket_complete(wsync_group_t* g, Flight* flight) {
   InflightBucket* b = flight->front().get();
   wsync_status_t st =
       await(g, flight, [b] { return b->want_ack.empty() && b->unsent.empty() && b->next_piece == b->pieces.size(); });
-  if (st == WSYNC_OK && g->http_engines && !g->planned) st = b->update_calls.finish();
+  if (st == WSYNC_OK && g->http_engines && !g->planned) st = b->update_calls.finish(flight);
   if (st == WSYNC_OK && g->http_engines && g->planned && b->index + 1 == b->batch->plan.size())
     st = announce_finish(b->batch);
   if (st != WSYNC_OK) return st;

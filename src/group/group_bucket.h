@@ -44,8 +44,6 @@ struct InflightBucket {
   EngineCalls update_calls;      // HTTP engines: this bucket's UPDATE requests
 };
 
-using Flight = std::deque<std::unique_ptr<InflightBucket>>;
-
 // `progress` is called between pieces of packing, so the flight keeps moving.
 wsync_status_t bucket_prepare(wsync_group_t* g, InflightBucket* b, const std::function<wsync_status_t()>& progress);
 // The newest bucket of the flight (pushed by the caller, so a failure finds it there).
@@ -55,6 +53,6 @@ wsync_status_t bucket_complete(wsync_group_t* g, Flight* flight);
 wsync_status_t flight_progress(wsync_group_t* g, Flight* flight);
 // HTTP engines: pause generation (if the adapter asks) and open the engine-side update, once per
 // update (the first bucket, or the finalize of an update that sent none).
-wsync_status_t open_update(wsync_group_t* g);
+wsync_status_t open_update(wsync_group_t* g, Flight* flight = nullptr);
 
 }  // namespace wsync

@@ -31,6 +31,8 @@ bool engines_option(wsync_group_t* g, const std::string& k, const std::string& v
     if ((*st = parse_u64_option(k, v, 1, 24ull * 3600 * 1000, &n)) == WSYNC_OK) g->http.request_timeout_ms = static_cast<int64_t>(n);
   } else if (k == "engine_retries") {
     if ((*st = parse_u64_option(k, v, 0, 100, &n)) == WSYNC_OK) g->http.retries = static_cast<int>(n);
+  } else if (k == "engine_recheck_ms") {
+    if ((*st = parse_u64_option(k, v, 100, 3600 * 1000, &n)) == WSYNC_OK) g->engine_recheck_ms = static_cast<int64_t>(n);
   } else if (k == "engine_resume_on_failure") {
     if ((*st = parse_u64_option(k, v, 0, 1, &n)) == WSYNC_OK) g->engines_resume_on_failure = n == 1;
   } else {
@@ -88,25 +90,33 @@ wsync_status_t engines_health(wsync_group_t* g, uint32_t configured) {
       return fail(WSYNC_ERR_REJECTED, "group '%s': %s", g->group_name.c_str(), res[i].why.c_str());
   std::vector<EngineServer> healthy;
   std::string down;
+  uint32_t healthy_gpus = 0;
   for (size_t i = 0; i < g->engines.size(); ++i) {
-    if (res[i].status == WSYNC_OK) {
-      healthy.push_back(g->engines[i]);
+    EngineServer& s = g->engines[i];
+    s.healthy = s.live = res[i].status == WSYNC_OK;
+    if (s.healthy) {
+      healthy.push_back(s);
+      healthy_gpus += s.gpus;
       continue;
     }
-    WSYNC_LOGW("group '%s': engine %s failed its health check and is left out: %s", g->group_name.c_str(),
-               g->engines[i].url.c_str(), res[i].why.c_str());
-    down += "\n  " + g->engines[i].url + ": " + res[i].why;
+    s.why_unhealthy = res[i].why;
+    WSYNC_LOGW("group '%s': engine %s failed its health check and is left out%s: %s", g->group_name.c_str(),
+               s.url.c_str(), g->elastic ? " until it answers (membership=elastic)" : "", res[i].why.c_str());
+    down += "\n  " + s.url + ": " + res[i].why;
   }
   if (healthy.empty())
     return fail(WSYNC_ERR_PEER_FAILED, "group '%s': no engine server passed its health check:%s", g->group_name.c_str(),
                 down.c_str());
-  g->engines = std::move(healthy);
-  uint32_t world = assign_rank_offsets(&g->engines);
+  // Elastic: every listed server keeps its ranks (one that is down joins with them later); init
+  // waits for the healthy ones. Fixed: the world is the healthy servers.
+  if (!g->elastic) g->engines = std::move(healthy);
+  uint32_t world = assign_rank_offsets(&g->engines, g->elastic);
   g->num_receivers = world - 1;
+  if (g->elastic) g->init_receivers = healthy_gpus;
   std::string list;
   for (const auto& s : g->engines)
     list += (list.empty() ? "" : ", ") + s.url + " (ranks " + std::to_string(s.rank_offset) + ".." +
-            std::to_string(s.rank_offset + s.gpus - 1) + ")";
+            std::to_string(s.rank_offset + s.gpus - 1) + (s.live ? ")" : ", down)");
   WSYNC_LOGI("group '%s': %zu engine server(s), world size %u: %s", g->group_name.c_str(), g->engines.size(), world,
              list.c_str());
   return WSYNC_OK;
@@ -166,6 +176,18 @@ void engines_abandon(wsync_group_t* g) {
   WSYNC_LOGW("group '%s': the update was %s on the engine servers; they hold a mix of weight versions%s",
              g->group_name.c_str(), adapter_knows_engine_13(g) ? "ended" : "left open (the adapter predates plugin ABI 1.3)",
              g->engines_paused ? " and generation stays paused" : "");
+}
+
+void engines_resume_committed(wsync_group_t* g) {
+  if (!g->http_engines || !g->update_open) return;
+  g->update_open = false;
+  const HttpOptions http = best_effort_http(g);
+  CallMode mode;
+  mode.best_effort = true;
+  mode.http = &http;
+  engines_step(g, WSYNC_STEP_RESUME, 0, mode);
+  g->engines_paused = false;
+  clear_error();
 }
 
 std::string engines_failure_note(const wsync_group_t* g, bool was_open) {

@@ -11,6 +11,8 @@
 //   failure:   ABANDON (best effort), then RESUME when engine_resume_on_failure=1
 //   destroy:   (ABANDON when an update is open), DESTROY, best effort
 // PROBE, RESET and ABANDON are plugin ABI 1.3: only for an adapter that has take_reply.
+// membership=elastic: every step goes to the live servers only; dropping a server and bringing it
+// back are in engine_members.h.
 #pragma once
 
 #include <atomic>
@@ -26,8 +28,8 @@
 namespace wsync {
 
 // Options of an HTTP group: engines, engine_receivers, engine_api_key, engine_connect_timeout_ms,
-// engine_timeout_ms, engine_retries, engine_resume_on_failure. Returns true when `key` is one of
-// them (st set on a bad value).
+// engine_timeout_ms, engine_retries, engine_resume_on_failure, engine_recheck_ms. Returns true
+// when `key` is one of them (st set on a bad value).
 bool engines_option(wsync_group_t* g, const std::string& key, const std::string& value, wsync_status_t* st);
 
 // HEALTH on every listed server; the healthy ones, in order, get cumulative rank offsets from 1,
@@ -40,6 +42,9 @@ wsync_status_t engines_probe_and_reset(wsync_group_t* g);
 // then RESUME if the group resumes on failure; best effort, bounded time. Nothing when no update
 // is open. Pipeline thread (or teardown after it stopped).
 void engines_abandon(wsync_group_t* g);
+// An elastic update committed on some receivers but failed (too few confirmed): the engines ran
+// its FINALIZE, so their generation resumes as after a commit (best effort).
+void engines_resume_committed(wsync_group_t* g);
 // What a failure message adds about the engines once engines_abandon ran ("" if nothing).
 std::string engines_failure_note(const wsync_group_t* g, bool was_open);
 
@@ -82,10 +87,16 @@ struct OwnedRequest {
 wsync_status_t build_requests(wsync_group_t* g, const StepView& v, std::vector<OwnedRequest>* out);
 
 // How a step is sent: best effort (every request sent, failures only logged, not stopped by the
-// group's abort flag), and with other HTTP settings than the group's.
+// group's abort flag), with other HTTP settings than the group's, to which servers.
 struct CallMode {
   bool best_effort = false;
   const HttpOptions* http = nullptr;
+  // Only these servers (by index; read in start()). Default: every live one (elastic groups drop
+  // servers; a fixed group's are all live).
+  const std::vector<size_t>* only = nullptr;
+  // Elastic: a server whose request fails is dropped instead of failing the step; its receivers
+  // are removed, from these buckets' waits too.
+  Flight* flight = nullptr;
 };
 
 // Requests of one step for every server, sent concurrently in the background.
@@ -102,6 +113,7 @@ class EngineCalls {
     std::string why;
     std::vector<AdapterReply> replies;  // of WSYNC_REPLY_TO_ADAPTER requests
     std::atomic<bool> done{false};
+    std::atomic<bool> stop{false};  // give up this server's requests (cancel, or it was dropped)
   };
 
   EngineCalls() = default;
@@ -114,8 +126,12 @@ class EngineCalls {
   wsync_status_t start(wsync_group_t* g, int step, const PlanBucket* bucket, const std::vector<wsync_tensor_t>* tensors,
                        uint64_t version, std::atomic<bool>* failed = nullptr, const CallMode& mode = CallMode());
   // Wait for every server's replies; the first failure, naming the server and carrying its words.
-  // Then the replies the adapter reads go to its take_reply, server after server.
-  wsync_status_t finish();
+  // Then the replies the adapter reads go to its take_reply, server after server. Elastic groups
+  // stop waiting for a server dropped meanwhile, and drop a server that failed (see engine_members.h):
+  // WSYNC_OK then, unless no receiver is left. `flight`: the buckets whose waits drop its receivers.
+  wsync_status_t finish(Flight* flight = nullptr);
+  // Every server answered (or failed): finish() returns at once.
+  bool done() const;
   // Stop waiting (abandon replies; used when the data plane failed) and join.
   void cancel();
   bool running() const { return !threads_.empty(); }
@@ -132,8 +148,8 @@ class EngineCalls {
   size_t sent_ = 0;
   std::vector<std::thread> threads_;
   std::vector<std::shared_ptr<Result>> results_;
-  std::shared_ptr<std::atomic<bool>> stop_ = std::make_shared<std::atomic<bool>>(false);
   const std::atomic<bool>* group_aborted_ = nullptr;  // wsync_group_abort stops the requests too
+  bool drop_failed_ = false;                          // elastic, not best effort: failures drop servers
 };
 
 // start + finish; *sent (if given) gets how many requests the adapter built.

@@ -10,6 +10,7 @@
 #include "common/error.h"
 #include "control/group_info.h"
 #include "group/group_device.h"
+#include "group/engine_members.h"
 #include "group/group_engines.h"
 #include "group/group_members.h"
 #include "group/group_internal.h"
@@ -368,6 +369,7 @@ wsync_status_t join(wsync_group_t* g, int64_t deadline) {
   if (st == WSYNC_OK && control && members_can_join(g)) st = connect_members(g, deadline);
   if (st == WSYNC_OK && control) st = wait_joined(g, deadline);
   if (!g->http_engines) return st;
+  for (auto& s : g->engines) s.inited = s.inited || s.live;  // (the INIT went to the live ones)
   // An engine's own refusal explains a receiver that never joined best.
   std::string why = last_error();
   if (st != WSYNC_OK && !g->engines_failed.load()) init_calls.cancel();
@@ -396,6 +398,7 @@ wsync_status_t group_init(const wsync_group_config_t* config, wsync_group_t* g) 
   if (!g->device_staging) g->staging.resize(g->staging_buckets);  // host slots grow on first use
   g->shared.stats.num_receivers = g->num_receivers;
   members_init(g);
+  engines_start_elastic(g);
   WSYNC_LOGI("group '%s': %zu of %u receiver(s) joined", g->group_name.c_str(), g->shared.members.size(),
              g->num_receivers);
   return pipeline_start(g);
@@ -426,12 +429,18 @@ void group_teardown(wsync_group_t* g) {
   // Only a group that sent INIT tears the engine side down: one refused at the probe must not
   // destroy a group of the same name that another trainer runs on those servers.
   if (g->http_engines && g->engines_joined && g->adapter_self && !g->engines.empty()) {
+    engines_readmit_stop(g);  // (elastic: servers on their way back stop there)
     engines_abandon(g);  // an update still open (destroyed mid-update): end it on the engines first
-    // Leave the engines' group, also after a failure: best effort, each request bounded.
+    // Leave the engines' group, also after a failure: best effort, each request bounded; every
+    // server that was sent INIT (elastic: dropped ones too, they may hold the group).
     g->http.request_timeout_ms = std::min<int64_t>(g->http.request_timeout_ms, 5000);
     g->http.retries = 0;
+    std::vector<size_t> inited;
+    for (size_t i = 0; i < g->engines.size(); ++i)
+      if (g->engines[i].inited) inited.push_back(i);
     CallMode mode;
     mode.best_effort = true;
+    mode.only = &inited;
     engines_step(g, WSYNC_STEP_DESTROY, 0, mode);
   }
   close_receivers(g);

@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "control/frames.h"
+#include "group/engine_members.h"
 #include "group/group_catchup.h"
 #include "group/group_internal.h"
 
@@ -41,9 +42,13 @@ wsync_status_t members_check_options(wsync_group_t* g) {
     return fail(WSYNC_ERR_INVALID_ARGUMENT, "option 'init_receivers' is %u but the group has %u receiver(s)",
                 g->init_receivers, g->num_receivers);
   if (!g->elastic) return WSYNC_OK;
-  if (!g->engines_spec.empty())
-    return fail(WSYNC_ERR_INVALID_ARGUMENT, "membership=elastic is not supported with HTTP engines (option 'engines') "
-                "yet: their servers are dropped and brought back by a later release");
+  if (!g->engines_spec.empty() && !g->engines_embed_wsync)
+    return fail(WSYNC_ERR_INVALID_ARGUMENT, "membership=elastic with HTTP engines needs engines that embed wsync "
+                "receivers (option engine_receivers=wsync): an unmodified engine's ranks cannot leave or join its "
+                "process group one by one");
+  if (!g->engines_spec.empty() && g->init_receivers != 0)
+    return fail(WSYNC_ERR_INVALID_ARGUMENT, "option 'init_receivers' is not used with HTTP engines: init waits for "
+                "the servers that pass their health check, the others join when they answer");
   if (g->planned)
     return fail(WSYNC_ERR_INVALID_ARGUMENT, "membership=elastic is not supported with option num_senders yet");
   if (g->route_set && g->route_spec.shape != RouteShape::kStar)
@@ -58,6 +63,9 @@ wsync_status_t members_check_transport(wsync_group_t* g) {
   if (!(g->transport.table->caps & WSYNC_TRANSPORT_CAP_FORGET_ONE))
     return fail(WSYNC_ERR_UNSUPPORTED, "membership=elastic needs a transport that can leave one receiver out and go on "
                 "with the others (WSYNC_TRANSPORT_CAP_FORGET_ONE); transport '%s' cannot", g->transport.table->name);
+  if (g->http_engines && !members_can_join(g))
+    return fail(WSYNC_ERR_UNSUPPORTED, "membership=elastic with HTTP engines needs a transport that connects a "
+                "receiver that joins later (plugin ABI 1.5 connect_peer); transport '%s' cannot", g->transport.table->name);
   if (g->init_receivers != 0 && g->init_receivers < g->num_receivers && !members_can_join(g))
     return fail(WSYNC_ERR_UNSUPPORTED, "option 'init_receivers' needs a transport that connects a receiver that joins "
                 "later (plugin ABI 1.5 connect_peer); transport '%s' cannot", g->transport.table->name);
@@ -99,7 +107,7 @@ void install(wsync_group_t* g, std::unique_ptr<Peer> p, const std::string& catch
   e.kind = WSYNC_MEMBER_JOINED;
   e.rank = r;
   e.update = g->shared.stats.updates + 1;
-  e.reason = name + " joined the group" + catchup;
+  e.reason = name + engines_rank_note(g, r, name) + " joined the group" + catchup;
   g->shared.member_events.push_back(e);
   auto& m = g->shared.members;
   m.insert(std::upper_bound(m.begin(), m.end(), r), r);
@@ -158,6 +166,7 @@ void drop_hung_up(wsync_group_t* g) {
 void members_admit(wsync_group_t* g) {
   if (!members_can_join(g) || g->update_begun || admission_stopped(g)) return;
   drop_hung_up(g);
+  engines_readmit(g);  // (HTTP engines: dropped servers on their way back; INIT makes their receivers come)
   take_hellos(g, 200);
   // One budget for everyone who joins now: the next update, or a destroy, waits at most this long.
   const int64_t deadline = deadline_after(std::min<int64_t>(g->timeout_ms, 10000));
@@ -176,6 +185,7 @@ void members_admit(wsync_group_t* g) {
     const std::string catchup = catchup_arrange(g, p.get(), busy);
     install(g, std::move(p), catchup);
   }
+  engines_after_admit(g);
 }
 
 void members_init(wsync_group_t* g) {
@@ -213,13 +223,14 @@ wsync_status_t member_failed(wsync_group_t* g, Flight* flight, Peer* p, wsync_st
     e.rank = p->rank;
     e.status = st;
     e.update = g->shared.stats.updates + 1;
-    e.reason = why;
+    e.reason = why + engines_rank_note(g, p->rank, why);
     g->shared.member_events.push_back(std::move(e));
     auto& m = g->shared.members;
     m.erase(std::remove(m.begin(), m.end(), p->rank), m.end());
   }
   WSYNC_LOGW("group '%s': receiver rank %u left the group (%u remain): %s", g->group_name.c_str(), p->rank,
              members_left_in(g), why.c_str());
+  engines_rank_left(g, flight, p->rank, why);  // (HTTP engines: its server is dropped with it)
   catchup_member_left(g, p->rank, why);
   if (members_left_in(g) == 0)
     return fail(WSYNC_ERR_PEER_FAILED, "every receiver of group '%s' has left; the last: %s", g->group_name.c_str(),

@@ -332,8 +332,10 @@ void run_finalize(wsync_group_t* g, const FinalizeJob& job) {
       g->update_id++;
       g->bucket_in_update = 0;
       for (auto& p : g->peers) p->buckets = 0;
+      engines_resume_committed(g);  // (HTTP engines: the live ones committed it at FINALIZE)
     } else {
       end_failed_update(g, why);
+      engines_abandon(g);  // (HTTP engines: the live servers' update ends, as after any failure)
     }
     fail_msg(st, why);
     WSYNC_LOGW("group '%s': %s", g->group_name.c_str(), why.c_str());

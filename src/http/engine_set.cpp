@@ -193,11 +193,11 @@ wsync_status_t parse_engine_servers(const std::string& value, std::vector<Engine
   return parse_engine_servers("engines", value, out);
 }
 
-uint32_t assign_rank_offsets(std::vector<EngineServer>* servers) {
+uint32_t assign_rank_offsets(std::vector<EngineServer>* servers, bool every) {
   // At most kMaxEngineServers * kMaxEngineGpus = 2^24 ranks: no overflow.
   uint32_t next = 1;
   for (EngineServer& s : *servers) {
-    if (!s.healthy) {
+    if (!s.healthy && !every) {
       s.rank_offset = 0;
       continue;
     }

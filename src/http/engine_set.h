@@ -18,6 +18,10 @@ struct EngineServer {
   uint32_t rank_offset = 0; // rank of its first GPU; 0 while unassigned or unhealthy
   bool healthy = true;
   std::string why_unhealthy;
+  // membership=elastic: the server takes part in updates (every step goes to it). A server that
+  // failed, or whose receivers left, is dropped (not live) and brought back between updates.
+  bool live = true;
+  bool inited = false;  // an INIT was sent to it: a destroy tears its side down
 };
 
 constexpr uint32_t kMaxEngineGpus = 4096;    // per server
@@ -34,9 +38,9 @@ wsync_status_t parse_engine_servers(const std::string& key, const std::string& v
 // The same for the group option "engines" (messages name that key).
 wsync_status_t parse_engine_servers(const std::string& value, std::vector<EngineServer>* out);
 
-// Give the healthy servers, in order, consecutive rank offsets from 1 (the sender is rank 0);
-// unhealthy ones get 0. Returns world_size = 1 + the GPUs of the healthy servers.
-uint32_t assign_rank_offsets(std::vector<EngineServer>* servers);
+// Give the healthy servers (`every`: all of them), in order, consecutive rank offsets from 1 (the
+// sender is rank 0); the others get 0. Returns world_size = 1 + the GPUs of those servers.
+uint32_t assign_rank_offsets(std::vector<EngineServer>* servers, bool every = false);
 
 // fn(0) .. fn(n-1) at the same time, one std::thread each, all joined before it
 // returns. fn must not throw (an escaping exception ends the process, as in any std::thread); a

@@ -153,10 +153,10 @@ void Engine::run_loop(Member* m) {
       st = wsync_receiver_commit(m->rx, ev.version);
       if (st != WSYNC_OK) { reason = status_text("wsync_receiver_commit", st, wsync_last_error()); break; }
     } else if (ev.kind == WSYNC_EVENT_ABORTED) {
-      reason = "the sender aborted the update";
+      // The update ends; the receiver stays in the group (an elastic group takes the next update;
+      // a broken fixed group closes, which ends this loop).
       std::unique_lock<std::mutex> lk(mu_);
       end_update(lk, m->local);  // the aborted update's data
-      break;
     } else if (ev.kind == WSYNC_EVENT_CLOSED) {
       reason = "the sender closed the group";
       break;

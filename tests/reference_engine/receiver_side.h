@@ -4,7 +4,7 @@
 // {dtype, shape, bytes} that persists across groups. init_group() joins a wsync group with one
 // receiver per worker (rank = rank_offset + i, concurrently, blocking until all joined); each
 // receiver then runs one loop thread that copies every arriving tensor into its worker's model,
-// commits on COMMIT, and stops on CLOSED/ABORTED/error (destroying its receiver). A group stays
+// commits on COMMIT, ends the update on ABORTED, and stops on CLOSED/error (destroying its receiver). A group stays
 // registered after its receivers stopped (a real engine keeps the name of a process group whose
 // peer died) until destroy_group() or replace_group().
 //

@@ -772,6 +772,11 @@ TEST(EngineSet, ParsesNormalisesAndAssignsOffsets) {
   w[1].healthy = true;  // back: offsets are recomputed from scratch
   EXPECT_EQ(assign_rank_offsets(&w), 8u);
   EXPECT_EQ(w[2].rank_offset, 4u);
+  // Elastic: every server keeps its ranks, down or not (it joins with them later).
+  w[1].healthy = false;
+  EXPECT_EQ(assign_rank_offsets(&w, true), 8u);
+  EXPECT_EQ(w[1].rank_offset, 3u);
+  EXPECT_EQ(w[2].rank_offset, 4u);
 
   std::vector<EngineServer> one;
   ASSERT_EQ(parse_engine_servers("k", "http://localhost=4096", &one), WSYNC_OK) << last_error();

@@ -1,0 +1,265 @@
+// See engine_members.h.
+#include "group/engine_members.h"
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "common/error.h"
+#include "group/group_engines.h"
+#include "group/group_members.h"
+
+namespace wsync {
+namespace {
+
+bool elastic_engines(const wsync_group_t* g) { return g->http_engines && g->elastic && !g->engines.empty(); }
+
+std::string ranks_of(const EngineServer& s) {
+  return s.gpus == 1 ? "rank " + std::to_string(s.rank_offset)
+                     : "ranks " + std::to_string(s.rank_offset) + ".." + std::to_string(s.rank_offset + s.gpus - 1);
+}
+
+EngineRejoin& rejoin(wsync_group_t* g, size_t i) {
+  if (g->engine_rejoin.size() < g->engines.size()) g->engine_rejoin.resize(g->engines.size());
+  if (!g->engine_rejoin[i]) g->engine_rejoin[i] = std::make_shared<EngineRejoin>();
+  return *g->engine_rejoin[i];
+}
+
+// Every rank of the server is a member.
+bool all_members(const wsync_group_t* g, const EngineServer& s) {
+  for (uint32_t r = s.rank_offset; r < s.rank_offset + s.gpus; ++r)
+    if (r == 0 || r > g->peers.size() || !g->peers[r - 1] || g->peers[r - 1]->dropped) return false;
+  return true;
+}
+
+// Remove the server's receivers that are members, each named with `reason`.
+void remove_ranks(wsync_group_t* g, Flight* flight, const EngineServer& s, wsync_status_t st, const std::string& reason) {
+  for (uint32_t r = s.rank_offset; r < s.rank_offset + s.gpus; ++r) {
+    if (r == 0 || r > g->peers.size() || !g->peers[r - 1] || g->peers[r - 1]->dropped) continue;
+    fail(st, "%s", reason.c_str());
+    if (member_failed(g, flight, g->peers[r - 1].get(), st) != WSYNC_OK) clear_error();  // (the caller counts who is left)
+  }
+}
+
+// Start `step` on server i alone, as the next stage of its way back; false (and kDown) when the
+// adapter could not build it.
+bool start_stage(wsync_group_t* g, size_t i, EngineRejoin::Stage stage, int step, const HttpOptions& http,
+                 bool best_effort) {
+  EngineRejoin& r = rejoin(g, i);
+  const std::vector<size_t> only{i};
+  CallMode mode;
+  mode.only = &only;
+  mode.http = &http;
+  mode.best_effort = best_effort;
+  r.calls.reset(new EngineCalls());
+  r.stage = stage;
+  if (r.calls->start(g, step, nullptr, nullptr, 0, nullptr, mode) == WSYNC_OK) return true;
+  WSYNC_LOGW("group '%s': engine server %s: %s", g->group_name.c_str(), g->engines[i].url.c_str(), last_error().c_str());
+  clear_error();
+  r.calls.reset();
+  r.stage = EngineRejoin::kDown;
+  r.next_check_ms = now_ms() + g->engine_recheck_ms;
+  return false;
+}
+
+// The HTTP settings of the steps that bring a server back: a health check is quick or it fails;
+// the others as the group's, without retries (the next check retries).
+HttpOptions quick_http(const wsync_group_t* g) {
+  HttpOptions h = g->http;
+  h.connect_timeout_ms = h.connect_timeout_ms > 0 ? std::min<int64_t>(h.connect_timeout_ms, 2000) : 2000;
+  h.request_timeout_ms = h.request_timeout_ms > 0 ? std::min<int64_t>(h.request_timeout_ms, 5000) : 5000;
+  h.retries = 0;
+  return h;
+}
+
+HttpOptions rejoin_http(const wsync_group_t* g) {
+  HttpOptions h = g->http;
+  h.retries = 0;
+  return h;
+}
+
+void back_down(wsync_group_t* g, size_t i) {
+  EngineRejoin& r = rejoin(g, i);
+  r.calls.reset();
+  r.stage = EngineRejoin::kDown;
+  r.next_check_ms = now_ms() + g->engine_recheck_ms;
+}
+
+void drop_server(wsync_group_t* g, Flight* flight, size_t i, wsync_status_t st, const std::string& reason) {
+  EngineServer& s = g->engines[i];
+  s.live = false;
+  WSYNC_LOGW("group '%s': %s; its %s leave the group and it is checked again every %lld ms", g->group_name.c_str(),
+             reason.c_str(), ranks_of(s).c_str(), static_cast<long long>(g->engine_recheck_ms));
+  remove_ranks(g, flight, s, st, reason);
+  back_down(g, i);
+  // What a failure does in a fixed group, for this server alone: its open update is ended, and its
+  // generation resumed when the group resumes on failure. In the background: it may be wedged.
+  const bool resume = g->engines_paused && g->engines_resume_on_failure;
+  if (g->update_open && (adapter_knows_engine_13(g) || resume)) {
+    HttpOptions h = quick_http(g);
+    h.request_timeout_ms = std::min<int64_t>(g->http.request_timeout_ms > 0 ? g->http.request_timeout_ms : 10000, 10000);
+    start_stage(g, i, EngineRejoin::kLeaving, adapter_knows_engine_13(g) ? WSYNC_STEP_ABANDON : WSYNC_STEP_RESUME, h,
+                true);
+    rejoin(g, i).next_check_ms = now_ms() + g->engine_recheck_ms;
+    rejoin(g, i).resume_next = resume && adapter_knows_engine_13(g);
+  }
+}
+
+// Server i's INIT answered: live when its ranks are all members, else back down (named).
+void finish_init(wsync_group_t* g, size_t i) {
+  EngineRejoin& r = rejoin(g, i);
+  EngineServer& s = g->engines[i];
+  wsync_status_t st = r.calls->finish();
+  std::string why = st == WSYNC_OK ? std::string() : last_error();
+  clear_error();
+  if (st == WSYNC_OK && !all_members(g, s)) why = "its receivers (" + ranks_of(s) + ") did not all join";
+  if (why.empty()) {
+    s.live = true;
+    r.calls.reset();
+    r.stage = EngineRejoin::kDown;
+    r.told_down = false;
+    WSYNC_LOGI("group '%s': engine server %s is back (%s); it takes part from the next update",
+               g->group_name.c_str(), s.url.c_str(), ranks_of(s).c_str());
+    return;
+  }
+  const std::string reason = "engine server " + s.url + " could not be brought back: " + why;
+  WSYNC_LOGW("group '%s': %s", g->group_name.c_str(), reason.c_str());
+  remove_ranks(g, nullptr, s, WSYNC_ERR_ENGINE, reason);
+  g->dropped_in_update.clear();  // (between updates: no update's loss)
+  back_down(g, i);
+}
+
+// Server i's stage `r.stage` answered (r.calls done): the next one.
+void next_stage(wsync_group_t* g, size_t i) {
+  EngineRejoin& r = rejoin(g, i);
+  if (r.stage == EngineRejoin::kInit) return finish_init(g, i);
+  const EngineServer& s = g->engines[i];
+  const wsync_status_t st = r.calls->finish();
+  const std::string why = st == WSYNC_OK ? std::string() : last_error();
+  clear_error();
+  r.calls.reset();
+  switch (r.stage) {
+    case EngineRejoin::kLeaving:
+      if (r.resume_next) {  // ABANDON done; RESUME (engine_resume_on_failure=1)
+        r.resume_next = false;
+        start_stage(g, i, EngineRejoin::kLeaving, WSYNC_STEP_RESUME, quick_http(g), true);
+        return;
+      }
+      r.stage = EngineRejoin::kDown;
+      return;
+    case EngineRejoin::kHealth:
+      if (st != WSYNC_OK) {
+        if (!r.told_down)
+          WSYNC_LOGI("group '%s': engine server %s is still down: %s", g->group_name.c_str(), s.url.c_str(), why.c_str());
+        r.told_down = true;
+        return back_down(g, i);
+      }
+      WSYNC_LOGI("group '%s': engine server %s answers again; probing, resetting and initialising it",
+                 g->group_name.c_str(), s.url.c_str());
+      if (adapter_knows_engine_13(g)) {
+        start_stage(g, i, EngineRejoin::kProbe, WSYNC_STEP_PROBE, rejoin_http(g), false);
+        return;
+      }
+      break;  // (an adapter before plugin ABI 1.3: no probe, no reset)
+    case EngineRejoin::kProbe:
+      if (st != WSYNC_OK) {
+        WSYNC_LOGW("group '%s': engine server %s failed its probe: %s", g->group_name.c_str(), s.url.c_str(), why.c_str());
+        return back_down(g, i);
+      }
+      start_stage(g, i, EngineRejoin::kReset, WSYNC_STEP_RESET, quick_http(g), true);
+      return;
+    default:
+      break;  // kReset: best effort, then INIT
+  }
+  g->engines[i].inited = true;  // (from here a destroy tears its side down)
+  start_stage(g, i, EngineRejoin::kInit, WSYNC_STEP_INIT, rejoin_http(g), false);
+}
+
+}  // namespace
+
+wsync_status_t engine_server_failed(wsync_group_t* g, Flight* flight, size_t server, wsync_status_t st,
+                                    const std::string& why) {
+  if (!elastic_engines(g) || g->aborted.load() || st == WSYNC_ERR_ABORTED) return fail_msg(st, why);
+  if (!g->engines[server].live) return WSYNC_OK;  // (dropped already: for its receiver)
+  drop_server(g, flight, server, WSYNC_ERR_ENGINE, "engine server " + g->engines[server].url + " was dropped: " + why);
+  if (members_left_in(g) == 0)
+    return fail(WSYNC_ERR_PEER_FAILED, "every receiver of group '%s' has left; the last engine server dropped: %s: %s",
+                g->group_name.c_str(), g->engines[server].url.c_str(), why.c_str());
+  clear_error();
+  return WSYNC_OK;
+}
+
+void engines_rank_left(wsync_group_t* g, Flight* flight, uint32_t rank, const std::string& why) {
+  if (!elastic_engines(g)) return;
+  for (size_t i = 0; i < g->engines.size(); ++i) {
+    const EngineServer& s = g->engines[i];
+    if (rank < s.rank_offset || rank >= s.rank_offset + s.gpus) continue;
+    if (s.live) {
+      drop_server(g, flight, i, WSYNC_ERR_PEER_FAILED,
+                  "engine server " + s.url + " was dropped: its receiver rank " + std::to_string(rank) + " left (" +
+                      why + ")");
+    } else if (rejoin(g, i).stage == EngineRejoin::kInit) {  // on its way back: it starts over
+      WSYNC_LOGW("group '%s': engine server %s is not brought back: its receiver rank %u left (%s)",
+                 g->group_name.c_str(), s.url.c_str(), rank, why.c_str());
+      remove_ranks(g, flight, s, WSYNC_ERR_PEER_FAILED, "engine server " + s.url + " is not brought back: its "
+                   "receiver rank " + std::to_string(rank) + " left");
+      back_down(g, i);
+    }
+    return;
+  }
+}
+
+std::string engines_rank_note(const wsync_group_t* g, uint32_t rank, const std::string& text) {
+  if (!elastic_engines(g)) return std::string();
+  for (const EngineServer& s : g->engines)
+    if (rank >= s.rank_offset && rank < s.rank_offset + s.gpus)
+      return text.find(s.url) == std::string::npos ? " (engine server " + s.url + ")" : std::string();
+  return std::string();
+}
+
+void engines_start_elastic(wsync_group_t* g) {
+  if (!elastic_engines(g)) return;
+  for (size_t i = 0; i < g->engines.size(); ++i) {
+    EngineServer& s = g->engines[i];
+    EngineRejoin& r = rejoin(g, i);
+    if (s.live) continue;
+    r.stage = EngineRejoin::kDown;
+    r.next_check_ms = now_ms() + g->engine_recheck_ms;
+    r.told_down = true;  // (its health check failed at init: logged then)
+  }
+}
+
+void engines_readmit(wsync_group_t* g) {
+  if (!elastic_engines(g)) return;
+  for (size_t i = 0; i < g->engines.size(); ++i) {
+    if (g->engines[i].live || g->aborted.load()) continue;
+    EngineRejoin& r = rejoin(g, i);
+    if (r.calls) {
+      if (r.calls->done()) next_stage(g, i);
+      continue;
+    }
+    if (r.stage == EngineRejoin::kDown && now_ms() >= r.next_check_ms)
+      start_stage(g, i, EngineRejoin::kHealth, WSYNC_STEP_HEALTH, quick_http(g), false);
+  }
+}
+
+void engines_after_admit(wsync_group_t* g) {
+  if (!elastic_engines(g)) return;
+  for (size_t i = 0; i < g->engines.size(); ++i) {
+    EngineRejoin& r = rejoin(g, i);
+    if (g->engines[i].live || r.stage != EngineRejoin::kInit || !r.calls || !all_members(g, g->engines[i])) continue;
+    // Its receivers joined: the engine answers its INIT right after; wait for that a little, so
+    // that the server takes part in the next update.
+    const int64_t until = now_ms() + std::min<int64_t>(g->timeout_ms, 5000);
+    while (!r.calls->done() && now_ms() < until && !g->aborted.load())
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    if (r.calls->done()) finish_init(g, i);
+  }
+}
+
+void engines_readmit_stop(wsync_group_t* g) {
+  for (auto& r : g->engine_rejoin)
+    if (r) r->calls.reset();  // (cancels and joins its requests)
+}
+
+}  // namespace wsync

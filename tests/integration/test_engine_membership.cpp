@@ -1,0 +1,242 @@
+// HTTP engines in an elastic group (membership=elastic, engine_receivers=wsync), against the strict
+// reference engine (tests/reference_engine) over UCX on loopback: a server that dies, or that
+// refuses an update, is dropped by name and its ranks leave; the update goes on with the others;
+// between updates the trainer checks the dropped server again, and one that answers is probed,
+// reset, initialised and its receivers join with their old ranks. A server down at init joins when
+// it starts. Every tensor of every version is checked in the engines (XXH3 read back through their
+// debug route); the group is never rebuilt.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine_fixture.h"
+
+using namespace engines;
+using harness::Model;
+using harness::tensor_set;
+
+namespace {
+
+std::vector<uint32_t> members(wsync_group_t* g) {
+  uint32_t ranks[16];
+  uint64_t n = 0;
+  EXPECT_EQ(WSYNC_OK, wsync_group_members(g, ranks, 16, &n));
+  return std::vector<uint32_t>(ranks, ranks + std::min<uint64_t>(n, 16));
+}
+
+// Waits (the group is idle: its pipeline admits and checks servers) until the members are `want`.
+bool wait_members(wsync_group_t* g, const std::vector<uint32_t>& want, int timeout_ms = 20000) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (std::chrono::steady_clock::now() < until) {
+    if (members(g) == want) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+struct Event {
+  int kind;
+  uint32_t rank;
+  std::string reason;
+};
+
+std::vector<Event> events(wsync_group_t* g) {
+  std::vector<Event> out;
+  wsync_member_event_t e = WSYNC_MEMBER_EVENT_INIT;
+  while (wsync_group_next_member_event(g, &e) == WSYNC_OK) out.push_back({e.kind, e.rank, e.reason ? e.reason : ""});
+  return out;
+}
+
+// The event of `kind` for `rank`; fails the test when there is none.
+Event find_event(const std::vector<Event>& ev, int kind, uint32_t rank) {
+  for (const Event& e : ev)
+    if (e.kind == kind && e.rank == rank) return e;
+  ADD_FAILURE() << "no " << (kind == WSYNC_MEMBER_LEFT ? "LEFT" : "JOINED") << " event for rank " << rank;
+  return Event{0, 0, ""};
+}
+
+std::string str(const std::vector<uint32_t>& v) {
+  std::string s;
+  for (uint32_t r : v) s += (s.empty() ? "" : ",") + std::to_string(r);
+  return "[" + s + "]";
+}
+
+const Options kElastic = {{"membership", "elastic"}, {"engine_recheck_ms", "300"}, {"timeout_ms", "5000"},
+                          {"engine_timeout_ms", "8000"}};
+
+Options with(Options o, const Options& more) {
+  o.insert(o.end(), more.begin(), more.end());
+  return o;
+}
+
+class EngineMembership : public ::testing::TestWithParam<Release> {
+ protected:
+  void SetUp() override { m.spec = tensor_set(12, 0); }
+  std::string proto() const { return GetParam().protocol; }
+  // The server was initialised again after `from` requests: the init route answered 200.
+  void expect_initialised_again(const Engine& e, size_t from) {
+    const std::string init = proto() == "vllm" ? "/init_weight_transfer_engine" : "/init_weights_update_group";
+    std::vector<Seen> seen = requests(e);
+    bool inited = false;
+    for (size_t i = from; i < seen.size(); ++i) inited |= seen[i].path == init && seen[i].status == 200 && seen[i].body != "{}";
+    EXPECT_TRUE(inited) << e.url() << " was not initialised again";
+  }
+  Model m;
+};
+
+// A two-GPU server is SIGKILLed between updates: both its ranks leave, named with its URL; the next
+// version commits on the other server; the server restarts on its port and is brought back with
+// ranks 2 and 3; the version after reaches all three ranks.
+TEST_P(EngineMembership, AServerKilledBetweenUpdatesIsDroppedAndBroughtBackWhenItRestarts) {
+  Engine a, b;
+  start_engine(&a, proto(), GetParam().version);
+  start_engine(&b, proto(), GetParam().version, {"--gpus", "2"});
+  const int b_port = b.port;
+  Trainer tr;
+  ASSERT_EQ(WSYNC_OK, tr.init(proto(), a.url() + "=1," + b.url() + "=2", kElastic)) << wsync_last_error();
+  ASSERT_EQ(WSYNC_OK, publish(tr, m, 1)) << wsync_last_error();
+  expect_engine_holds(a, m.spec, 1);
+  expect_engine_holds(b, m.spec, 1);
+
+  b.kill_now();
+  ASSERT_TRUE(wait_members(tr.g, {1})) << "members " << str(members(tr.g));
+  std::vector<Event> ev = events(tr.g);
+  for (uint32_t r : {2u, 3u}) {
+    Event e = find_event(ev, WSYNC_MEMBER_LEFT, r);
+    EXPECT_NE(std::string::npos, e.reason.find(b.url())) << "rank " << r << ": " << e.reason;
+  }
+  ASSERT_EQ(WSYNC_OK, publish(tr, m, 2)) << "a dropped server must not fail the update: " << wsync_last_error();
+  expect_engine_holds(a, m.spec, 2);
+
+  Engine b2;
+  start_engine(&b2, proto(), GetParam().version, {"--gpus", "2", "--port", std::to_string(b_port)});
+  ASSERT_EQ(b_port, b2.port);
+  ASSERT_TRUE(wait_members(tr.g, {1, 2, 3})) << "the restarted server was not brought back; members "
+                                              << str(members(tr.g));
+  ev = events(tr.g);
+  for (uint32_t r : {2u, 3u})
+    EXPECT_NE(std::string::npos, find_event(ev, WSYNC_MEMBER_JOINED, r).reason.find(b2.url()));
+  expect_initialised_again(b2, 0);
+  ASSERT_EQ(WSYNC_OK, publish(tr, m, 3)) << wsync_last_error();
+  expect_engine_holds(a, m.spec, 3);
+  expect_engine_holds(b2, m.spec, 3);
+  if (proto() != "lmdeploy") { EXPECT_EQ("3", state(b2, "weight_version")); }
+  EXPECT_EQ("false", state(b2, "paused"));
+  wsync_group_stats_t s = WSYNC_GROUP_STATS_INIT;
+  ASSERT_EQ(WSYNC_OK, wsync_group_get_stats(tr.g, &s));
+  EXPECT_EQ(3u, s.committed_version);
+  EXPECT_EQ(3u, s.members);
+}
+
+// A server refuses its first update request: it is dropped mid-update, named with the engine's
+// own words. With commit_quorum=1 the version commits on the other server; without it the
+// update fails naming the server. Either way the server still answers, so it is reset and
+// initialised again between updates, and the next version reaches both.
+TEST_P(EngineMembership, AServerThatRefusesAnUpdateIsDroppedThenBroughtBack) {
+  for (bool quorum : {true, false}) {
+    SCOPED_TRACE(quorum ? "commit_quorum=1" : "no quorum");
+    Engine a, b;
+    start_engine(&a, proto(), GetParam().version);
+    start_engine(&b, proto(), GetParam().version, {"--fail-update", "weights are on fire", "--fail-updates", "1"});
+    Trainer tr;
+    Options o = quorum ? with(kElastic, {{"commit_quorum", "1"}}) : kElastic;
+    ASSERT_EQ(WSYNC_OK, tr.init(proto(), a.url() + "=1," + b.url() + "=1", o)) << wsync_last_error();
+    wsync_status_t st = publish(tr, m, 1);
+    const std::string why = st == WSYNC_OK ? "" : wsync_last_error();
+    if (quorum) {
+      ASSERT_EQ(WSYNC_OK, st) << why;
+      expect_engine_holds(a, m.spec, 1);
+    } else {
+      EXPECT_EQ(WSYNC_ERR_PEER_FAILED, st);
+      EXPECT_NE(std::string::npos, why.find(b.url())) << why;
+    }
+    Event left = find_event(events(tr.g), WSYNC_MEMBER_LEFT, 2);
+    EXPECT_NE(std::string::npos, left.reason.find(b.url())) << left.reason;
+    EXPECT_NE(std::string::npos, left.reason.find("weights are on fire")) << left.reason;
+    const size_t seen_before = requests(b).size();
+    ASSERT_TRUE(wait_members(tr.g, {1, 2})) << "members " << str(members(tr.g));
+    expect_initialised_again(b, seen_before);
+    ASSERT_EQ(WSYNC_OK, publish(tr, m, 2)) << wsync_last_error();
+    expect_engine_holds(a, m.spec, 2);
+    expect_engine_holds(b, m.spec, 2);
+    EXPECT_EQ("false", state(b, "paused"));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(HttpEngines, EngineMembership,
+                         ::testing::Values(Release{"sglang", "0.5.23"}, Release{"sglang", "0.5.6"},
+                                           Release{"vllm", "0.33.0"}, Release{"lmdeploy", "0.18.0"}),
+                         [](const ::testing::TestParamInfo<Release>& i) { return release_name(i.param); });
+
+// A listed server that is down at init leaves the world as it is (its rank is kept) and joins
+// once it starts; its first version comes with the next update.
+TEST(EngineMembershipInit, AServerDownAtInitJoinsWhenItStarts) {
+  Model m;
+  m.spec = tensor_set(8, 0);
+  Engine a;
+  start_engine(&a, "sglang");
+  const int late_port = closed_port();
+  Trainer tr;
+  const std::string late_url = "http://127.0.0.1:" + std::to_string(late_port);
+  ASSERT_EQ(WSYNC_OK, tr.init("sglang", a.url() + "=1," + late_url + "=1", kElastic)) << wsync_last_error();
+  wsync_group_stats_t s = WSYNC_GROUP_STATS_INIT;
+  ASSERT_EQ(WSYNC_OK, wsync_group_get_stats(tr.g, &s));
+  EXPECT_EQ(2u, s.num_receivers) << "the down server keeps its rank";
+  EXPECT_EQ((std::vector<uint32_t>{1}), members(tr.g));
+  ASSERT_EQ(WSYNC_OK, publish(tr, m, 1)) << wsync_last_error();
+  Engine late;
+  start_engine(&late, "sglang", "", {"--port", std::to_string(late_port)});
+  ASSERT_TRUE(wait_members(tr.g, {1, 2})) << "members " << str(members(tr.g));
+  ASSERT_EQ(WSYNC_OK, publish(tr, m, 2)) << wsync_last_error();
+  expect_engine_holds(a, m.spec, 2);
+  expect_engine_holds(late, m.spec, 2);
+}
+
+// A server that hangs (SIGSTOP) stops answering its update requests: it is dropped within
+// engine_timeout_ms, named, and the version commits on the other server (commit_quorum=1).
+// Killed and restarted, it is brought back.
+TEST(EngineMembershipInit, AServerThatHangsIsDroppedWithinTheEngineTimeout) {
+  Model m;
+  m.spec = tensor_set(8, 0);
+  Engine a, b;
+  start_engine(&a, "sglang");
+  start_engine(&b, "sglang");
+  const int b_port = b.port;
+  Trainer tr;
+  ASSERT_EQ(WSYNC_OK, tr.init("sglang", a.url() + "=1," + b.url() + "=1", with(kElastic, {{"commit_quorum", "1"}})))
+      << wsync_last_error();
+  ASSERT_EQ(WSYNC_OK, publish(tr, m, 1)) << wsync_last_error();
+  ASSERT_EQ(0, ::kill(b.pid, SIGSTOP));
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(WSYNC_OK, publish(tr, m, 2)) << wsync_last_error();
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(took, 8.0 + 6.0) << "engine_timeout_ms is 8000";
+  expect_engine_holds(a, m.spec, 2);
+  Event left = find_event(events(tr.g), WSYNC_MEMBER_LEFT, 2);
+  EXPECT_NE(std::string::npos, left.reason.find(b.url())) << left.reason;
+  EXPECT_EQ((std::vector<uint32_t>{1}), members(tr.g));
+  b.kill_now();
+  Engine b2;
+  start_engine(&b2, "sglang", "", {"--port", std::to_string(b_port)});
+  ASSERT_TRUE(wait_members(tr.g, {1, 2})) << "members " << str(members(tr.g));
+  ASSERT_EQ(WSYNC_OK, publish(tr, m, 3)) << wsync_last_error();
+  expect_engine_holds(a, m.spec, 3);
+  expect_engine_holds(b2, m.spec, 3);
+}
+
+TEST(EngineMembershipInit, ElasticNeedsEnginesThatEmbedWsyncReceivers) {
+  Trainer tr;
+  tr.transport = "";
+  wsync_status_t st = tr.init("sglang", "http://127.0.0.1:1=1", {{"membership", "elastic"}, {"engine_receivers", "none"}});
+  EXPECT_EQ(WSYNC_ERR_INVALID_ARGUMENT, st);
+  EXPECT_NE(std::string::npos, std::string(wsync_last_error()).find("engine_receivers=wsync")) << wsync_last_error();
+  st = tr.init("sglang", "http://127.0.0.1:1=1", {{"membership", "elastic"}, {"init_receivers", "1"}});
+  EXPECT_EQ(WSYNC_ERR_INVALID_ARGUMENT, st);
+  EXPECT_NE(std::string::npos, std::string(wsync_last_error()).find("init_receivers")) << wsync_last_error();
+}
+
+}  // namespace
