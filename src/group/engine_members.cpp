@@ -12,7 +12,7 @@
 namespace wsync {
 namespace {
 
-bool elastic_engines(const wsync_group_t* g) { return g->http_engines && g->elastic && !g->engines.empty(); }
+bool elastic_engines(const wsync_group_t* g) { return g->engines_elastic_on && !g->engines.empty(); }
 
 std::string ranks_of(const EngineServer& s) {
   return s.gpus == 1 ? "rank " + std::to_string(s.rank_offset)
@@ -88,7 +88,7 @@ void back_down(wsync_group_t* g, size_t i) {
 void drop_server(wsync_group_t* g, Flight* flight, size_t i, wsync_status_t st, const std::string& reason) {
   EngineServer& s = g->engines[i];
   s.live = false;
-  WSYNC_LOGW("group '%s': %s; its %s leave the group and it is checked again every %lld ms", g->group_name.c_str(),
+  WSYNC_LOGW("group '%s': %s; its receivers (%s) leave the group and it is checked again every %lld ms", g->group_name.c_str(),
              reason.c_str(), ranks_of(s).c_str(), static_cast<long long>(g->engine_recheck_ms));
   remove_ranks(g, flight, s, st, reason);
   back_down(g, i);
@@ -124,9 +124,9 @@ void finish_init(wsync_group_t* g, size_t i) {
   }
   const std::string reason = "engine server " + s.url + " could not be brought back: " + why;
   WSYNC_LOGW("group '%s': %s", g->group_name.c_str(), reason.c_str());
+  back_down(g, i);  // (first: the removals below must not take this for a way back still running)
   remove_ranks(g, nullptr, s, WSYNC_ERR_ENGINE, reason);
   g->dropped_in_update.clear();  // (between updates: no update's loss)
-  back_down(g, i);
 }
 
 // Server i's stage `r.stage` answered (r.calls done): the next one.
@@ -179,8 +179,9 @@ void next_stage(wsync_group_t* g, size_t i) {
 
 wsync_status_t engine_server_failed(wsync_group_t* g, Flight* flight, size_t server, wsync_status_t st,
                                     const std::string& why) {
-  if (!elastic_engines(g) || g->aborted.load() || st == WSYNC_ERR_ABORTED) return fail_msg(st, why);
-  if (!g->engines[server].live) return WSYNC_OK;  // (dropped already: for its receiver)
+  if (!elastic_engines(g) || g->aborted.load()) return fail_msg(st, why);
+  if (!g->engines[server].live) return WSYNC_OK;  // (dropped already, for its receiver: its request was stopped)
+  if (st == WSYNC_ERR_ABORTED) return fail_msg(st, why);
   drop_server(g, flight, server, WSYNC_ERR_ENGINE, "engine server " + g->engines[server].url + " was dropped: " + why);
   if (members_left_in(g) == 0)
     return fail(WSYNC_ERR_PEER_FAILED, "every receiver of group '%s' has left; the last engine server dropped: %s: %s",
@@ -201,9 +202,9 @@ void engines_rank_left(wsync_group_t* g, Flight* flight, uint32_t rank, const st
     } else if (rejoin(g, i).stage == EngineRejoin::kInit) {  // on its way back: it starts over
       WSYNC_LOGW("group '%s': engine server %s is not brought back: its receiver rank %u left (%s)",
                  g->group_name.c_str(), s.url.c_str(), rank, why.c_str());
+      back_down(g, i);  // (first: see finish_init)
       remove_ranks(g, flight, s, WSYNC_ERR_PEER_FAILED, "engine server " + s.url + " is not brought back: its "
                    "receiver rank " + std::to_string(rank) + " left");
-      back_down(g, i);
     }
     return;
   }
@@ -218,6 +219,7 @@ std::string engines_rank_note(const wsync_group_t* g, uint32_t rank, const std::
 }
 
 void engines_start_elastic(wsync_group_t* g) {
+  g->engines_elastic_on = g->http_engines && g->elastic;
   if (!elastic_engines(g)) return;
   for (size_t i = 0; i < g->engines.size(); ++i) {
     EngineServer& s = g->engines[i];
@@ -245,15 +247,42 @@ void engines_readmit(wsync_group_t* g) {
 
 void engines_after_admit(wsync_group_t* g) {
   if (!elastic_engines(g)) return;
+  // Its receivers joined: the engine answers its INIT right after; wait for that a little (one
+  // budget for all), so that the server takes part in the next update.
+  const int64_t until = now_ms() + std::min<int64_t>(g->timeout_ms, 5000);
   for (size_t i = 0; i < g->engines.size(); ++i) {
     EngineRejoin& r = rejoin(g, i);
     if (g->engines[i].live || r.stage != EngineRejoin::kInit || !r.calls || !all_members(g, g->engines[i])) continue;
-    // Its receivers joined: the engine answers its INIT right after; wait for that a little, so
-    // that the server takes part in the next update.
-    const int64_t until = now_ms() + std::min<int64_t>(g->timeout_ms, 5000);
     while (!r.calls->done() && now_ms() < until && !g->aborted.load())
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     if (r.calls->done()) finish_init(g, i);
+  }
+}
+
+void engines_before_update(wsync_group_t* g) {
+  if (!elastic_engines(g)) return;
+  const int64_t until = now_ms() + std::min<int64_t>(g->timeout_ms, 5000);
+  for (size_t i = 0; i < g->engines.size(); ++i) {
+    EngineServer& s = g->engines[i];
+    bool any = false;
+    for (uint32_t rk = s.rank_offset; rk < s.rank_offset + s.gpus && !any; ++rk)
+      any = rk >= 1 && rk <= g->peers.size() && g->peers[rk - 1] && !g->peers[rk - 1]->dropped;
+    if (s.live || !any) continue;
+    // Its receivers are members but its INIT has not answered: wait for it (bounded), else they
+    // leave, since no step of the update would reach their engine.
+    EngineRejoin& r = rejoin(g, i);
+    while (r.stage == EngineRejoin::kInit && r.calls && !r.calls->done() && now_ms() < until && !g->aborted.load())
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    if (r.stage == EngineRejoin::kInit && r.calls && r.calls->done()) {
+      finish_init(g, i);
+      continue;
+    }
+    const std::string reason = "engine server " + s.url + " could not be brought back: its init did not answer "
+                               "before the next update";
+    WSYNC_LOGW("group '%s': %s", g->group_name.c_str(), reason.c_str());
+    back_down(g, i);
+    remove_ranks(g, nullptr, s, WSYNC_ERR_TIMEOUT, reason);
+    g->dropped_in_update.clear();  // (before the update: no update's loss)
   }
 }
 

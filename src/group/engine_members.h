@@ -49,6 +49,10 @@ void engines_readmit(wsync_group_t* g);
 // After receivers were admitted: a server whose INIT is in flight and whose ranks all joined waits
 // for its INIT's answer (bounded) and is live then.
 void engines_after_admit(wsync_group_t* g);
+// Right before an update's first batch: a server on its way back whose receivers are members but
+// whose INIT has not answered is waited for (bounded), else its receivers leave: every member's
+// engine gets every step of the update.
+void engines_before_update(wsync_group_t* g);
 // Teardown: stop every way back in flight.
 void engines_readmit_stop(wsync_group_t* g);
 

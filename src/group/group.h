@@ -283,5 +283,6 @@ struct wsync_group {
   bool engines_resume_on_failure = false;   // option engine_resume_on_failure
   // membership=elastic (engine_members.cpp; pipeline thread): per server, bringing a dropped one back
   std::vector<std::shared_ptr<wsync::EngineRejoin>> engine_rejoin;
+  bool engines_elastic_on = false;          // init is done: a failing server is dropped, not fatal
   int64_t engine_recheck_ms = 2000;         // option engine_recheck_ms
 };

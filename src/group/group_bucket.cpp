@@ -437,11 +437,12 @@ wsync_status_t open_update(wsync_group_t* g, Flight* flight) {
   if (!g->http_engines || g->update_open) return WSYNC_OK;
   // Open from the first request on: a failure in PAUSE or BEGIN_UPDATE is abandoned too.
   g->update_open = true;
-  size_t paused = 0;
   CallMode mode;
   mode.flight = flight;
-  wsync_status_t st = engines_step(g, WSYNC_STEP_PAUSE, 0, mode, &paused);
-  g->engines_paused = paused > 0;
+  EngineCalls pause;
+  wsync_status_t st = pause.start(g, WSYNC_STEP_PAUSE, nullptr, nullptr, 0, nullptr, mode);
+  g->engines_paused = pause.sent() > 0;  // (known before it finishes: a server dropped in it is resumed)
+  if (st == WSYNC_OK) st = pause.finish(flight);
   if (st == WSYNC_OK) st = engines_step(g, WSYNC_STEP_BEGIN_UPDATE, 0, mode);
   return st;
 }

@@ -183,10 +183,10 @@ void engines_resume_committed(wsync_group_t* g) {
   g->update_open = false;
   const HttpOptions http = best_effort_http(g);
   CallMode mode;
-  mode.best_effort = true;
   mode.http = &http;
-  engines_step(g, WSYNC_STEP_RESUME, 0, mode);
-  g->engines_paused = false;
+  // (elastic: a server whose RESUME fails is dropped; WSYNC_OK unless none is left)
+  if (engines_step(g, WSYNC_STEP_RESUME, 0, mode) == WSYNC_OK) g->engines_paused = false;
+  else WSYNC_LOGW("group '%s': resuming the engine servers failed: %s", g->group_name.c_str(), last_error().c_str());
   clear_error();
 }
 

@@ -43,7 +43,7 @@ wsync_status_t engines_probe_and_reset(wsync_group_t* g);
 // is open. Pipeline thread (or teardown after it stopped).
 void engines_abandon(wsync_group_t* g);
 // An elastic update committed on some receivers but failed (too few confirmed): the engines ran
-// its FINALIZE, so their generation resumes as after a commit (best effort).
+// its FINALIZE, so their generation resumes as after a commit (a server that fails it is dropped).
 void engines_resume_committed(wsync_group_t* g);
 // What a failure message adds about the engines once engines_abandon ran ("" if nothing).
 std::string engines_failure_note(const wsync_group_t* g, bool was_open);

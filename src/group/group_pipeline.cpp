@@ -15,6 +15,7 @@
 #include "common/api_guard.h"
 #include "common/error.h"
 #include "control/frames.h"
+#include "group/engine_members.h"
 #include "group/group_bucket.h"
 #include "group/group_device.h"
 #include "group/group_internal.h"
@@ -328,11 +329,11 @@ void run_finalize(wsync_group_t* g, const FinalizeJob& job) {
     // it keep it) and the group takes the next one.
     const std::string why = last_error();
     if (partly) {
+      engines_resume_committed(g);  // (HTTP engines: the live ones committed it at FINALIZE)
       g->dropped_in_update.clear();
       g->update_id++;
       g->bucket_in_update = 0;
       for (auto& p : g->peers) p->buckets = 0;
-      engines_resume_committed(g);  // (HTTP engines: the live ones committed it at FINALIZE)
     } else {
       end_failed_update(g, why);
       engines_abandon(g);  // (HTTP engines: the live servers' update ends, as after any failure)
@@ -378,10 +379,12 @@ void pipeline_main(wsync_group_t* g) {
     if (job.batch) {
       if (!g->update_begun) {  // the update's first batch: receivers that came meanwhile join first
         members_admit(g);
+        engines_before_update(g);  // (HTTP engines: no member whose server is not live)
         g->update_begun = true;
       }
       run_batches(g, std::move(job.batch), &held);
     } else if (job.finalize) {
+      if (!g->update_begun) engines_before_update(g);  // (an update without batches)
       run_finalize(g, *job.finalize);
       members_update_ended(g, job.finalize->version);
       g->update_begun = false;

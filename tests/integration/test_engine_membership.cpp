@@ -145,6 +145,7 @@ TEST_P(EngineMembership, AServerThatRefusesAnUpdateIsDroppedThenBroughtBack) {
     Trainer tr;
     Options o = quorum ? with(kElastic, {{"commit_quorum", "1"}}) : kElastic;
     ASSERT_EQ(WSYNC_OK, tr.init(proto(), a.url() + "=1," + b.url() + "=1", o)) << wsync_last_error();
+    const size_t seen_before = requests(b).size();
     wsync_status_t st = publish(tr, m, 1);
     const std::string why = st == WSYNC_OK ? "" : wsync_last_error();
     if (quorum) {
@@ -157,7 +158,6 @@ TEST_P(EngineMembership, AServerThatRefusesAnUpdateIsDroppedThenBroughtBack) {
     Event left = find_event(events(tr.g), WSYNC_MEMBER_LEFT, 2);
     EXPECT_NE(std::string::npos, left.reason.find(b.url())) << left.reason;
     EXPECT_NE(std::string::npos, left.reason.find("weights are on fire")) << left.reason;
-    const size_t seen_before = requests(b).size();
     ASSERT_TRUE(wait_members(tr.g, {1, 2})) << "members " << str(members(tr.g));
     expect_initialised_again(b, seen_before);
     ASSERT_EQ(WSYNC_OK, publish(tr, m, 2)) << wsync_last_error();
@@ -196,9 +196,10 @@ TEST(EngineMembershipInit, AServerDownAtInitJoinsWhenItStarts) {
   expect_engine_holds(late, m.spec, 2);
 }
 
-// A server that hangs (SIGSTOP) stops answering its update requests: it is dropped within
-// engine_timeout_ms, named, and the version commits on the other server (commit_quorum=1).
-// Killed and restarted, it is brought back.
+// A server that hangs (SIGSTOP) between updates stops answering its update requests: it is
+// dropped within engine_timeout_ms, named, and the version commits on the other server
+// (commit_quorum=1). Killed and restarted, it is brought back. Hung in the middle of an update, its
+// receiver's silence removes it within timeout_ms, and its requests in flight are dropped with it.
 TEST(EngineMembershipInit, AServerThatHangsIsDroppedWithinTheEngineTimeout) {
   Model m;
   m.spec = tensor_set(8, 0);
@@ -226,6 +227,24 @@ TEST(EngineMembershipInit, AServerThatHangsIsDroppedWithinTheEngineTimeout) {
   ASSERT_EQ(WSYNC_OK, publish(tr, m, 3)) << wsync_last_error();
   expect_engine_holds(a, m.spec, 3);
   expect_engine_holds(b2, m.spec, 3);
+
+  // Now it hangs in the middle of an update, with its update requests waiting: its receiver does
+  // not answer within timeout_ms, so it leaves, the server is dropped, and its requests are no
+  // longer waited for.
+  m.fill(4);
+  const size_t half = m.descs.size() / 2;
+  ASSERT_EQ(WSYNC_OK, wsync_group_send_batch(tr.g, m.descs.data(), half, -1)) << wsync_last_error();
+  ASSERT_EQ(0, ::kill(b2.pid, SIGSTOP));
+  const auto t1 = std::chrono::steady_clock::now();
+  ASSERT_EQ(WSYNC_OK, wsync_group_send_batch(tr.g, m.descs.data() + half, m.descs.size() - half, -1))
+      << wsync_last_error();
+  ASSERT_EQ(WSYNC_OK, wsync_group_finalize(tr.g, 4, -1)) << wsync_last_error();
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count(), 5.0 + 5.0)
+      << "timeout_ms is 5000";
+  expect_engine_holds(a, m.spec, 4);
+  left = find_event(events(tr.g), WSYNC_MEMBER_LEFT, 2);
+  EXPECT_NE(std::string::npos, left.reason.find(b2.url())) << left.reason;
+  b2.kill_now();
 }
 
 TEST(EngineMembershipInit, ElasticNeedsEnginesThatEmbedWsyncReceivers) {
