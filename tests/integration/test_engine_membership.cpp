@@ -247,6 +247,41 @@ TEST(EngineMembershipInit, AServerThatHangsIsDroppedWithinTheEngineTimeout) {
   b2.kill_now();
 }
 
+// Engines whose receivers register their model (--register-model, as an engine that loads its
+// weights before it joins does) are brought to the latest version before the next update: the
+// server that was dropped comes back, its receivers register what they hold, and they catch up
+// from the other server's receiver; the trainer sends nothing for it.
+TEST(EngineMembershipInit, ADroppedServerThatComesBackCatchesUpFromAPeer) {
+  Model m;
+  m.spec = tensor_set(8, 0);
+  Engine a, b;
+  start_engine(&a, "sglang", "", {"--register-model"});
+  start_engine(&b, "sglang", "", {"--register-model"});
+  Trainer tr;
+  ASSERT_EQ(WSYNC_OK, tr.init("sglang", a.url() + "=1," + b.url() + "=1", with(kElastic, {{"commit_quorum", "1"}})))
+      << wsync_last_error();
+  for (uint64_t v = 1; v <= 2; ++v) ASSERT_EQ(WSYNC_OK, publish(tr, m, v)) << wsync_last_error();
+  expect_engine_holds(b, m.spec, 2);
+  post(b, "/debug/fail_updates?count=1&message=refused%20once", "");
+  ASSERT_EQ(WSYNC_OK, publish(tr, m, 3)) << wsync_last_error();
+  expect_engine_holds(a, m.spec, 3);
+  EXPECT_NE(std::string::npos, find_event(events(tr.g), WSYNC_MEMBER_LEFT, 2).reason.find("refused once"));
+  ASSERT_TRUE(wait_members(tr.g, {1, 2})) << "members " << str(members(tr.g));
+  EXPECT_NE(std::string::npos, find_event(events(tr.g), WSYNC_MEMBER_JOINED, 2).reason.find("from receiver rank 1"));
+  // Its receiver commits version 3 from the peer, before any update.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < until && state(b, "weight_version") != "3" &&
+         get(b, "/debug/tensors").find("\"committed_version\":3") == std::string::npos)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  expect_engine_holds(b, m.spec, 3);
+  wsync_group_stats_t s = WSYNC_GROUP_STATS_INIT;
+  ASSERT_EQ(WSYNC_OK, wsync_group_get_stats(tr.g, &s));
+  EXPECT_EQ(3u, s.committed_version);
+  ASSERT_EQ(WSYNC_OK, publish(tr, m, 4)) << wsync_last_error();
+  expect_engine_holds(a, m.spec, 4);
+  expect_engine_holds(b, m.spec, 4);
+}
+
 TEST(EngineMembershipInit, ElasticNeedsEnginesThatEmbedWsyncReceivers) {
   Trainer tr;
   tr.transport = "";

@@ -73,7 +73,7 @@ void update(Shared& s, const httplib::Request& req, httplib::Response& res) {
   if (!s.engine.has_group(group))  // first: "finalize only" needs a live group too
     return lmdeploy_reduce(res, op, lmdeploy_all_ranks(s, false, "group " + py_str_repr(group) +
                                                                      " not initialized. Call init_weights_update_group first."));
-  if (s.take_failure()) return lmdeploy_reduce(res, op, lmdeploy_all_ranks(s, false, s.opt.fail_update_message));
+  if (s.take_failure()) return lmdeploy_reduce(res, op, lmdeploy_all_ranks(s, false, s.failure_message()));
   std::vector<TensorSpec> specs;
   if (cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(b.get(), "names")) > 0) {
     std::string err = prepare(b.get(), &specs);

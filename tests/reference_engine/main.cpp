@@ -87,7 +87,7 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  refeng::Engine engine(opt.gpus, opt.timeout_ms);
+  refeng::Engine engine(opt.gpus, opt.timeout_ms, opt.register_model);
   refeng::Shared shared(opt, engine);
   refeng::Router router(opt);
   add_routes(router, shared);

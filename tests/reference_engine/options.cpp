@@ -16,7 +16,7 @@ void usage(FILE* f) {
       "                              [--world-size N] [--lmdeploy-executor ray|uni] [--flush-busy N]\n"
       "                              [--lmdeploy-backend pytorch|turbomind]\n"
       "                              [--fail-update MESSAGE [--fail-updates N]] [--vllm-group NAME]\n"
-      "                              [--enable-abort-handling]\n"
+      "                              [--enable-abort-handling] [--register-model]\n"
       "\n"
       "A test double of an SGLang, vLLM or LMDeploy server: it serves the weight-update routes of\n"
       "the chosen release (--engine-version) as strictly as that release does, and joins the\n"
@@ -41,8 +41,12 @@ void usage(FILE* f) {
       "                           sets init_info's fields (wsync: store_addr, group_name, rank_offset,\n"
       "                           world_size, as the wsync package's backend takes them)\n"
       "  --enable-abort-handling  lmdeploy: /abort_request answers instead of 501\n"
+      "  --register-model         each receiver registers the model tensors its worker holds (at\n"
+      "                           its first event, and new ones after each commit): they are\n"
+      "                           written in place, and a peer that joins later catches up from them\n"
       "Debug routes (not part of any engine): GET /debug/tensors, GET|DELETE /debug/requests,\n"
-      "GET /debug/state, POST /debug/kill_receiver?rank=R.\n");
+      "GET /debug/state, POST /debug/kill_receiver?rank=R,\n"
+      "POST /debug/fail_updates?count=N&message=M.\n");
 }
 
 bool to_int(const std::string& s, long long lo, long long hi, long long* out) {
@@ -92,6 +96,7 @@ int parse_options(int argc, char** argv, Options* o) {
     std::string a = argv[i];
     if (a == "--help" || a == "-h") { usage(stdout); return 1; }
     if (a == "--enable-abort-handling") { o->enable_abort_handling = true; continue; }
+    if (a == "--register-model") { o->register_model = true; continue; }
     if (i + 1 >= argc) { std::fprintf(stderr, "wsync-reference-engine: %s needs a value\n", a.c_str()); return 2; }
     if (int rc = take(o, a, argv[++i])) return rc;
   }

@@ -31,6 +31,7 @@ struct Options {
   bool fail_update = false;         // every update request fails with fail_update_message
   std::string fail_update_message;
   int fail_update_count = -1;       // --fail-updates N: only the first N update requests fail (-1: all)
+  bool register_model = false;      // --register-model: receivers register the model's tensors
   std::string vllm_group = "weight_update_group";  // wsync group name the vLLM init joins
   std::string vllm_backend = "nccl";               // "nccl" | "wsync": the init_info vLLM's init takes
   bool enable_abort_handling = false;              // LMDeploy /abort_request (else 501)

@@ -25,7 +25,8 @@ std::string status_text(const char* what, wsync_status_t st, const char* detail)
 
 }  // namespace
 
-Engine::Engine(int gpus, int64_t timeout_ms) : gpus_(gpus), timeout_ms_(timeout_ms), workers_(gpus) {}
+Engine::Engine(int gpus, int64_t timeout_ms, bool register_model)
+    : gpus_(gpus), timeout_ms_(timeout_ms), register_model_(register_model), workers_(gpus) {}
 
 Engine::~Engine() { shutdown(); }
 
@@ -134,6 +135,7 @@ Outcome Engine::replace_group(const JoinRequest& req) {
 
 void Engine::run_loop(Member* m) {
   std::string reason;
+  register_held(m);  // (before the first event: a catch-up places what is registered)
   while (!m->stop.load()) {
     wsync_receiver_event_t ev = WSYNC_RECEIVER_EVENT_INIT;
     wsync_status_t st = wsync_receiver_next(m->rx, &ev, 200);
@@ -144,6 +146,7 @@ void Engine::run_loop(Member* m) {
     } else if (ev.kind == WSYNC_EVENT_COMMIT) {
       // Apply first, then confirm: once the trainer's finalize returns, the engine already shows
       // the new version. The update is over: its arrivals no longer satisfy a later request.
+      rehash_registered(m);  // (written in place, maybe by a catch-up: no BUCKET said so)
       {
         std::unique_lock<std::mutex> lk(mu_);
         workers_[m->local].committed_version = ev.version;
@@ -152,6 +155,7 @@ void Engine::run_loop(Member* m) {
       }
       st = wsync_receiver_commit(m->rx, ev.version);
       if (st != WSYNC_OK) { reason = status_text("wsync_receiver_commit", st, wsync_last_error()); break; }
+      register_held(m);
     } else if (ev.kind == WSYNC_EVENT_ABORTED) {
       // The update ends; the receiver stays in the group (an elastic group takes the next update;
       // a broken fixed group closes, which ends this loop).
@@ -172,6 +176,46 @@ void Engine::run_loop(Member* m) {
   cv_.notify_all();
 }
 
+// --register-model: the model tensors this receiver has not registered yet, registered (their
+// bytes then stay where they are: copy_bucket never replaces a registered tensor's storage).
+void Engine::register_held(Member* m) {
+  if (!register_model_) return;
+  std::vector<wsync_tensor_t> ts;
+  std::vector<std::string> names;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (auto& kv : workers_[m->local].tensors) {
+      const Tensor& x = kv.second;
+      if (m->registered.count(kv.first) || x.bytes.empty() || x.shape.size() > WSYNC_MAX_NDIM) continue;
+      wsync_tensor_t t = WSYNC_TENSOR_INIT;
+      t.name = kv.first.c_str();  // (map keys and the bytes stay put while registered)
+      t.dtype = x.dtype;
+      t.data = const_cast<uint8_t*>(x.bytes.data());
+      t.nbytes = x.bytes.size();
+      t.ndim = static_cast<int32_t>(x.shape.size());
+      for (size_t d = 0; d < x.shape.size(); ++d) t.shape[d] = x.shape[d];
+      ts.push_back(t);
+      names.push_back(kv.first);
+    }
+  }
+  if (ts.empty()) return;
+  wsync_status_t st = wsync_receiver_register(m->rx, ts.data(), ts.size());
+  if (st != WSYNC_OK) {
+    std::fprintf(stderr, "wsync-reference-engine: rank %u could not register its model: %s\n", m->rank,
+                 wsync_last_error());
+    return;
+  }
+  m->registered.insert(names.begin(), names.end());
+}
+
+// The registered tensors' checksums, from their bytes (a catch-up writes them without a BUCKET).
+void Engine::rehash_registered(Member* m) {
+  if (m->registered.empty()) return;
+  std::lock_guard<std::mutex> lk(mu_);
+  for (auto& kv : workers_[m->local].tensors)
+    if (m->registered.count(kv.first)) kv.second.xxh3 = XXH3_64bits(kv.second.bytes.data(), kv.second.bytes.size());
+}
+
 // Copies the views out (they die at the next call), hashes them, then publishes under the lock.
 bool Engine::copy_bucket(Member* m, const wsync_receiver_event_t& ev, std::string* reason) {
   std::vector<std::pair<std::string, Tensor>> got;
@@ -186,6 +230,11 @@ bool Engine::copy_bucket(Member* m, const wsync_receiver_event_t& ev, std::strin
     Tensor x;
     x.dtype = t.dtype;
     x.shape.assign(t.shape, t.shape + (t.ndim > 0 ? t.ndim : 0));
+    if (m->registered.count(t.name)) {  // in place (registered alike, or the bucket was refused)
+      x.xxh3 = XXH3_64bits(t.data, t.nbytes);
+      got.emplace_back(t.name, std::move(x));
+      continue;
+    }
     if (t.nbytes) x.bytes.assign(static_cast<const uint8_t*>(t.data), static_cast<const uint8_t*>(t.data) + t.nbytes);
     x.xxh3 = XXH3_64bits(x.bytes.data(), x.bytes.size());
     x.fresh = true;
@@ -193,7 +242,15 @@ bool Engine::copy_bucket(Member* m, const wsync_receiver_event_t& ev, std::strin
   }
   std::lock_guard<std::mutex> lk(mu_);
   auto& model = workers_[m->local].tensors;
-  for (auto& kv : got) model[kv.first] = std::move(kv.second);
+  for (auto& kv : got) {
+    auto it = model.find(kv.first);
+    if (it != model.end() && m->registered.count(kv.first)) {  // its receiver wrote it in place
+      it->second.xxh3 = kv.second.xxh3;
+      it->second.fresh = true;
+      continue;
+    }
+    model[kv.first] = std::move(kv.second);
+  }
   ++m->buckets;
   ++arrival_seq_;
   cv_.notify_all();

@@ -54,7 +54,10 @@ struct JoinRequest {
 
 class Engine {
  public:
-  Engine(int gpus, int64_t timeout_ms);
+  // register_model: each receiver registers the tensors its worker's model holds (before its first
+  // event, and those new after each commit), so that they are written in place and can serve a
+  // peer's catch-up (--register-model).
+  Engine(int gpus, int64_t timeout_ms, bool register_model = false);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -114,6 +117,7 @@ class Engine {
     std::string stop_reason;         // why stop was set (guarded by mu_)
     std::string end_reason;          // guarded by mu_
     uint64_t buckets = 0, commits = 0;
+    std::set<std::string> registered;  // (loop thread) model tensors its receiver writes in place
   };
   struct Group {
     std::string name, store;
@@ -125,12 +129,15 @@ class Engine {
   void start_loops(Group* g);
   void run_loop(Member* m);
   bool copy_bucket(Member* m, const wsync_receiver_event_t& ev, std::string* reason);
+  void register_held(Member* m);
+  void rehash_registered(Member* m);
   void end_update(std::unique_lock<std::mutex>& lk, int local);
   RankState rank_state(const Member& m, const std::vector<TensorSpec>& wants, std::string* why);
   static void stop_and_join(std::vector<std::unique_ptr<Group>>& groups);
 
   const int gpus_;
   const int64_t timeout_ms_;
+  const bool register_model_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool shutting_down_ = false;

@@ -9,6 +9,9 @@
 //   GET    /debug/state     the engine's state (see state_json)
 //   POST   /debug/kill_receiver?rank=R  destroy local rank R's receivers at once, as if its
 //                           worker process died (the trainer sees the connection close)
+//   POST   /debug/fail_updates?count=N&message=M  the next N update requests fail with M (as
+//                           --fail-update M --fail-updates N, from now on)
+#include <algorithm>
 #include <cstdlib>
 
 #include "replies.h"
@@ -90,6 +93,17 @@ void add_debug_routes(Router& r, Shared& s) {
   });
   r.add("POST", "/debug/kill_receiver",
         [&s](const httplib::Request& req, httplib::Response& res) { kill_receiver(s, req, res); });
+  r.add("POST", "/debug/fail_updates", [&s](const httplib::Request& req, httplib::Response& res) {
+    const long n = req.has_param("count") ? std::strtol(req.get_param_value("count").c_str(), nullptr, 10) : -1;
+    {
+      std::lock_guard<std::mutex> lk(s.mu);
+      s.fail_on = true;
+      s.fail_message = req.has_param("message") ? req.get_param_value("message") : "failing on purpose";
+      s.fail_updates_left = n < 0 ? -1 : static_cast<int>(std::min<long>(n, 1000000));
+    }
+    res.status = 200;
+    res.set_content("{}", "application/json");
+  });
 }
 
 }  // namespace refeng

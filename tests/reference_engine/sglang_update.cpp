@@ -129,7 +129,7 @@ void run_update(Shared& s, const cJSON* b, const std::string& group, httplib::Re
   UpdatePlan plan;
   std::string err;
   if (!plan_update(s, b, &plan, &err)) return reply_success(res, false, err);
-  if (s.take_failure()) return reply_success(res, false, s.opt.fail_update_message);
+  if (s.take_failure()) return reply_success(res, false, s.failure_message());
   std::vector<std::vector<TensorSpec>> wants(s.engine.gpus(), plan.specs);
   Outcome o = s.engine.wait_for_tensors(group, wants, s.opt.timeout_ms);
   if (!o.ok) return reply_success(res, false, sglang_update_failure(f, o.message));

@@ -17,7 +17,9 @@
 namespace refeng {
 
 struct Shared {
-  Shared(const Options& o, Engine& e) : opt(o), fam(o.family), engine(e), fail_updates_left(o.fail_update_count) {}
+  Shared(const Options& o, Engine& e)
+      : opt(o), fam(o.family), engine(e), fail_updates_left(o.fail_update_count), fail_on(o.fail_update),
+        fail_message(o.fail_update_message) {}
   const Options& opt;
   const Family& fam;
   Engine& engine;
@@ -55,15 +57,22 @@ struct Shared {
   bool packed = false;            // vLLM init_info.packed (recorded only: wsync carries the bytes)
 
   int fail_updates_left;          // --fail-updates: refusals still to give (-1: unlimited)
+  bool fail_on;                   // --fail-update, or armed by POST /debug/fail_updates
+  std::string fail_message;
 
-  // Whether this update request is to fail with --fail-update's message (counts --fail-updates).
+  // Whether this update request is to fail with failure_message() (counts --fail-updates).
   bool take_failure() {
-    if (!opt.fail_update) return false;
     std::lock_guard<std::mutex> lk(mu);
+    if (!fail_on) return false;
     if (fail_updates_left < 0) return true;
     if (fail_updates_left == 0) return false;
     --fail_updates_left;
     return true;
+  }
+
+  std::string failure_message() {
+    std::lock_guard<std::mutex> lk(mu);
+    return fail_message;
   }
 
   // Records an abort-all (SGLang abort_all_requests, pause mode abort, ...). Locks mu.

@@ -111,7 +111,7 @@ void update_weights(Shared& s, const httplib::Request& req, httplib::Response& r
   std::string err;
   for (int r = 0; r < s.engine.gpus(); ++r)  // the mp executor reports the first failed rank
     if (!worker_tensors(s, info, r, &wants[r], &err)) return abort_session(err);
-  if (s.take_failure()) return abort_session(s.opt.fail_update_message);
+  if (s.take_failure()) return abort_session(s.failure_message());
   Outcome o = s.engine.wait_for_tensors(s.opt.vllm_group, wants, s.opt.timeout_ms);
   if (!o.ok) return abort_session(o.message);
   reply_vllm_message(res, "Weights updated");
