@@ -53,6 +53,7 @@ bool start_stage(wsync_group_t* g, size_t i, EngineRejoin::Stage stage, int step
   mode.best_effort = best_effort;
   r.calls.reset(new EngineCalls());
   r.stage = stage;
+  r.init_wait_until = 0;
   if (r.calls->start(g, step, nullptr, nullptr, 0, nullptr, mode) == WSYNC_OK) return true;
   WSYNC_LOGW("group '%s': engine server %s: %s", g->group_name.c_str(), g->engines[i].url.c_str(), last_error().c_str());
   clear_error();
@@ -245,35 +246,42 @@ void engines_readmit(wsync_group_t* g) {
   }
 }
 
+namespace {
+
+// Server i's receivers all joined: its engine answers its INIT right after. Wait for that, at most
+// min(timeout_ms, 5 s) from the first time anyone waited for this INIT. True when it answered.
+bool wait_init(wsync_group_t* g, size_t i) {
+  EngineRejoin& r = rejoin(g, i);
+  if (r.init_wait_until == 0) r.init_wait_until = now_ms() + std::min<int64_t>(g->timeout_ms, 5000);
+  while (!r.calls->done() && now_ms() < r.init_wait_until && !g->aborted.load())
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  return r.calls->done();
+}
+
+}  // namespace
+
 void engines_after_admit(wsync_group_t* g) {
   if (!elastic_engines(g)) return;
-  // Its receivers joined: the engine answers its INIT right after; wait for that a little (one
-  // budget for all), so that the server takes part in the next update.
-  const int64_t until = now_ms() + std::min<int64_t>(g->timeout_ms, 5000);
   for (size_t i = 0; i < g->engines.size(); ++i) {
     EngineRejoin& r = rejoin(g, i);
     if (g->engines[i].live || r.stage != EngineRejoin::kInit || !r.calls || !all_members(g, g->engines[i])) continue;
-    while (!r.calls->done() && now_ms() < until && !g->aborted.load())
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    if (r.calls->done()) finish_init(g, i);
+    if (wait_init(g, i)) finish_init(g, i);  // (so that the server takes part in the next update)
   }
 }
 
 void engines_before_update(wsync_group_t* g) {
   if (!elastic_engines(g)) return;
-  const int64_t until = now_ms() + std::min<int64_t>(g->timeout_ms, 5000);
   for (size_t i = 0; i < g->engines.size(); ++i) {
     EngineServer& s = g->engines[i];
     bool any = false;
     for (uint32_t rk = s.rank_offset; rk < s.rank_offset + s.gpus && !any; ++rk)
       any = rk >= 1 && rk <= g->peers.size() && g->peers[rk - 1] && !g->peers[rk - 1]->dropped;
     if (s.live || !any) continue;
-    // Its receivers are members but its INIT has not answered: wait for it (bounded), else they
+    // Its receivers are members but its INIT has not answered: wait for it when they all joined
+    // (bounded; an INIT waiting for a rank still to be admitted cannot answer now), else they
     // leave, since no step of the update would reach their engine.
     EngineRejoin& r = rejoin(g, i);
-    while (r.stage == EngineRejoin::kInit && r.calls && !r.calls->done() && now_ms() < until && !g->aborted.load())
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    if (r.stage == EngineRejoin::kInit && r.calls && r.calls->done()) {
+    if (r.stage == EngineRejoin::kInit && r.calls && all_members(g, s) && wait_init(g, i)) {
       finish_init(g, i);
       continue;
     }

@@ -30,6 +30,7 @@ struct EngineRejoin {
   int64_t next_check_ms = 0;           // kDown: when to ask HEALTH again
   bool told_down = false;              // its failed health checks were logged once
   bool resume_next = false;            // kLeaving: RESUME follows the ABANDON
+  int64_t init_wait_until = 0;         // kInit, its receivers joined: how long its answer is waited for
 };
 
 // Elastic HTTP engines: a step to `server` failed with `st`/`why`. The server is dropped and its

@@ -181,11 +181,9 @@ void engines_abandon(wsync_group_t* g) {
 void engines_resume_committed(wsync_group_t* g) {
   if (!g->http_engines || !g->update_open) return;
   g->update_open = false;
-  const HttpOptions http = best_effort_http(g);
-  CallMode mode;
-  mode.http = &http;
-  // (elastic: a server whose RESUME fails is dropped; WSYNC_OK unless none is left)
-  if (engines_step(g, WSYNC_STEP_RESUME, 0, mode) == WSYNC_OK) g->engines_paused = false;
+  // As after a commit (the group's retries); elastic: a server whose RESUME fails is dropped
+  // (WSYNC_OK unless none is left).
+  if (engines_step(g, WSYNC_STEP_RESUME) == WSYNC_OK) g->engines_paused = false;
   else WSYNC_LOGW("group '%s': resuming the engine servers failed: %s", g->group_name.c_str(), last_error().c_str());
   clear_error();
 }

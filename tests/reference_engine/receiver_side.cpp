@@ -187,6 +187,7 @@ void Engine::register_held(Member* m) {
     for (auto& kv : workers_[m->local].tensors) {
       const Tensor& x = kv.second;
       if (m->registered.count(kv.first) || x.bytes.empty() || x.shape.size() > WSYNC_MAX_NDIM) continue;
+      workers_[m->local].pinned.insert(kv.first);  // (from here its storage stays put)
       wsync_tensor_t t = WSYNC_TENSOR_INIT;
       t.name = kv.first.c_str();  // (map keys and the bytes stay put while registered)
       t.dtype = x.dtype;
@@ -230,8 +231,9 @@ bool Engine::copy_bucket(Member* m, const wsync_receiver_event_t& ev, std::strin
     Tensor x;
     x.dtype = t.dtype;
     x.shape.assign(t.shape, t.shape + (t.ndim > 0 ? t.ndim : 0));
-    if (m->registered.count(t.name)) {  // in place (registered alike, or the bucket was refused)
+    if (ev.placed != nullptr && ev.placed[i] == WSYNC_PLACED_IN_PLACE) {  // its registered storage holds it
       x.xxh3 = XXH3_64bits(t.data, t.nbytes);
+      x.fresh = true;
       got.emplace_back(t.name, std::move(x));
       continue;
     }
@@ -241,15 +243,29 @@ bool Engine::copy_bucket(Member* m, const wsync_receiver_event_t& ev, std::strin
     got.emplace_back(t.name, std::move(x));
   }
   std::lock_guard<std::mutex> lk(mu_);
-  auto& model = workers_[m->local].tensors;
-  for (auto& kv : got) {
-    auto it = model.find(kv.first);
-    if (it != model.end() && m->registered.count(kv.first)) {  // its receiver wrote it in place
-      it->second.xxh3 = kv.second.xxh3;
-      it->second.fresh = true;
+  Worker& w = workers_[m->local];
+  for (size_t i = 0; i < got.size(); ++i) {
+    auto& kv = got[i];
+    auto it = w.tensors.find(kv.first);
+    if (it == w.tensors.end() || !w.pinned.count(kv.first)) {
+      w.tensors[kv.first] = std::move(kv.second);
       continue;
     }
-    model[kv.first] = std::move(kv.second);
+    // A registered tensor: its storage stays (written in place, or copied into here).
+    Tensor& have = it->second;
+    const bool in_place = ev.placed != nullptr && ev.placed[i] == WSYNC_PLACED_IN_PLACE;
+    if (!in_place) {
+      if (kv.second.bytes.size() != have.bytes.size()) {
+        *reason = "tensor '" + kv.first + "' arrived with " + std::to_string(kv.second.bytes.size()) +
+                  " bytes, but its registered storage has " + std::to_string(have.bytes.size());
+        return false;
+      }
+      std::copy(kv.second.bytes.begin(), kv.second.bytes.end(), have.bytes.begin());
+    }
+    have.dtype = kv.second.dtype;
+    have.shape = kv.second.shape;
+    have.xxh3 = kv.second.xxh3;
+    have.fresh = true;
   }
   ++m->buckets;
   ++arrival_seq_;

@@ -106,6 +106,9 @@ class Engine {
     uint32_t rank = 0;               // global rank in the last group joined
     uint64_t committed_version = 0;  // last version committed by any of its receivers
     std::map<std::string, Tensor> tensors;
+    // --register-model: tensors some receiver of this worker registered; their storage is never
+    // replaced (a bucket from another group is copied into it), so no registration dangles.
+    std::set<std::string> pinned;
   };
   struct Member {  // one worker's receiver in one group
     int local = 0;
