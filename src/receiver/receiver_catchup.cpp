@@ -256,6 +256,9 @@ wsync_status_t be_source(wsync_receiver_t* rx, const CatchupBody& c) {
   if (st != WSYNC_OK)
     WSYNC_LOGW("receiver rank %u: the catch-up of receiver rank %u to version %llu failed here: %s", rx->rank, c.peer,
                static_cast<unsigned long long>(c.version), last_error().c_str());
+  else if (cat.status != WSYNC_OK && rx->registry.empty())  // (an engine that takes views: expected)
+    WSYNC_LOGI("receiver rank %u: cannot catch receiver rank %u up to version %llu: %s", rx->rank, c.peer,
+               static_cast<unsigned long long>(c.version), cat.reason.c_str());
   else if (cat.status != WSYNC_OK)
     WSYNC_LOGW("receiver rank %u: cannot catch receiver rank %u up to version %llu: %s", rx->rank, c.peer,
                static_cast<unsigned long long>(c.version), cat.reason.c_str());
@@ -340,8 +343,13 @@ wsync_status_t take_all(wsync_receiver_t* rx, void* self, const CatchupBody& c, 
       (st = decode(bufs->raw, &cat)) != WSYNC_OK)
     return st;
   if (cat.status != WSYNC_OK) {  // (nothing moved: it takes the next update, as when no member is free)
-    WSYNC_LOGW("receiver rank %u: the catch-up source cannot serve version %llu: %s", rx->rank,
-               static_cast<unsigned long long>(c.version), cat.reason.c_str());
+    if (rx->registry.empty())  // (it takes views: nothing a source could have given it)
+      WSYNC_LOGI("receiver rank %u: the catch-up source cannot serve version %llu (%s); this receiver registered "
+                 "nothing and takes the next update", rx->rank, static_cast<unsigned long long>(c.version),
+                 cat.reason.c_str());
+    else
+      WSYNC_LOGW("receiver rank %u: the catch-up source cannot serve version %llu: %s", rx->rank,
+                 static_cast<unsigned long long>(c.version), cat.reason.c_str());
     return WSYNC_OK;
   }
   if (cat.version != c.version)
@@ -408,10 +416,16 @@ wsync_status_t be_joiner(wsync_receiver_t* rx, const CatchupBody& c, wsync_recei
   if (needed == 0 || missing != 0) {
     // It does not hold the version wholly: no commit. Staged bytes are dropped; in place, the
     // buffers written read as mixed until the next commit. The next update brings its tensors.
-    WSYNC_LOGW("receiver rank %u: the catch-up from receiver rank %u gave %llu of the %llu tensors registered here "
-               "that the group committed; version %llu is not committed (the next update brings this receiver its "
-               "tensors)", rx->rank, c.peer, static_cast<unsigned long long>(needed - missing),
-               static_cast<unsigned long long>(needed), static_cast<unsigned long long>(c.version));
+    if (needed == 0) {  // (it takes views, or registered other tensors: expected)
+      WSYNC_LOGI("receiver rank %u: registered none of the tensors the group committed; version %llu is not "
+                 "committed (the next update brings this receiver its tensors)", rx->rank,
+                 static_cast<unsigned long long>(c.version));
+    } else {
+      WSYNC_LOGW("receiver rank %u: the catch-up from receiver rank %u gave %llu of the %llu tensors registered "
+                 "here that the group committed; version %llu is not committed (the next update brings this "
+                 "receiver its tensors)", rx->rank, c.peer, static_cast<unsigned long long>(needed - missing),
+                 static_cast<unsigned long long>(needed), static_cast<unsigned long long>(c.version));
+    }
     drop_staged(rx);
     rx->arrived.clear();
     return WSYNC_OK;
