@@ -275,6 +275,9 @@ wsync_status_t complete_bucket(wsync_receiver_t* rx, wsync_receiver_event_t* ev)
 // One non-blocking look at the oldest bucket in flight (many senders: every link is looked at in
 // turn): *ready when it was reported as the BUCKET event; a failure is complete_bucket's.
 wsync_status_t bucket_step(wsync_receiver_t* rx, wsync_receiver_event_t* ev, bool* ready);
+// The sender's connection holds (already read, nothing waited for) a word that is not a bucket's
+// (ABORT_UPDATE, CLOSE) behind this update's MANIFESTs and BUCKET_SUMs, which are dropped.
+bool sender_said_why_already(wsync_receiver_t* rx);
 // Refuse: tell the sender (NACK seq) and return the same error to the engine.
 wsync_status_t refuse(wsync_receiver_t* rx, uint64_t seq, wsync_status_t st);
 // Send a status frame (NACK or ACK) with an optional transport blob.

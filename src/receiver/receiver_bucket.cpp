@@ -712,6 +712,8 @@ wsync_status_t accept_manifest(wsync_receiver_t* rx, const Frame& f) {
   return WSYNC_OK;
 }
 
+bool sender_said_why_already(wsync_receiver_t* rx) { return sender_said_why(rx, 0); }
+
 wsync_status_t bucket_step(wsync_receiver_t* rx, wsync_receiver_event_t* ev, bool* ready) {
   *ready = false;
   Incoming* in = rx->flight.front().get();

@@ -112,8 +112,17 @@ wsync_status_t receiver_next(wsync_receiver_t* rx, wsync_receiver_event_t* ev, i
 
 wsync_status_t handle_frame(wsync_receiver_t* rx, const Frame& f, wsync_receiver_event_t* ev) {
   switch (static_cast<MsgType>(f.type)) {
-    case MsgType::kManifest:
-      return accept_manifest(rx, f);
+    case MsgType::kManifest: {
+      const wsync_status_t st = accept_manifest(rx, f);
+      // Its READY found the sender gone, but the sender said why before it went (an ABORT_UPDATE
+      // or CLOSE behind this MANIFEST, kept from the socket): that word is the next event, not
+      // "gone" (the bucket was abandoned with the update).
+      if (st == WSYNC_ERR_PEER_FAILED && rx->flight.empty() && sender_said_why_already(rx)) {
+        clear_error();
+        return WSYNC_OK;
+      }
+      return st;
+    }
     case MsgType::kEndUpdate:
       return end_update(rx, f, ev);
     case MsgType::kAbortUpdate: {

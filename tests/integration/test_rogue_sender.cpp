@@ -5,12 +5,15 @@
 // why (NACK), and never write anything. Chunks that overlap are refused too, and the update they
 // belong to never commits (issue 22 finding 4).
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "common/error.h"
 #include "control/control_auth.h"
@@ -243,6 +246,46 @@ void corrupted_case(std::vector<uint8_t> raw, const std::string& needle) {
   EXPECT_EQ(WSYNC_ERR_PROTOCOL, code);
   EXPECT_NE(std::string::npos, why.find(needle)) << why;
   EXPECT_EQ(0, wait_child(rx, 15000));
+}
+
+// The sender said why (ABORT_UPDATE, then CLOSE) and reset its connection before this receiver
+// read the MANIFEST in front of those words: the READY finds the connection gone, and the receiver
+// still reports the sender's words (ABORTED, then CLOSED), not "the sender is gone". A fixed
+// group's surviving receiver once failed integration.e2e this way under load.
+TEST_F(RogueSender, ASenderThatSaidWhyBeforeItWentIsHeardThoughItsReadyFails) {
+  std::string addr_file = temp_dir() + "/store.addr";
+  Rogue rogue;
+  rogue.start(addr_file);
+  pid_t rx = spawn([=] {
+    std::string addr = read_addr_file(addr_file, 10000);
+    wsync_receiver_t* r = nullptr;
+    if (join(addr, 1, "rogue", 10000, &r) != WSYNC_OK) {
+      std::fprintf(stderr, "init: %s\n", wsync_last_error());
+      return 1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // (the sender says all and resets meanwhile)
+    wsync_receiver_event_t ev = WSYNC_RECEIVER_EVENT_INIT;
+    wsync_status_t st = wsync_receiver_next(r, &ev, 10000);
+    if (st != WSYNC_OK || ev.kind != WSYNC_EVENT_ABORTED) {
+      std::fprintf(stderr, "first event: %s (kind %d): %s\n", wsync_status_name(st), ev.kind, wsync_last_error());
+      return 2;
+    }
+    st = wsync_receiver_next(r, &ev, 10000);
+    if (st != WSYNC_OK || ev.kind != WSYNC_EVENT_CLOSED) {
+      std::fprintf(stderr, "second event: %s (kind %d): %s\n", wsync_status_name(st), ev.kind, wsync_last_error());
+      return 3;
+    }
+    wsync_receiver_destroy(r);
+    return 0;
+  });
+  rogue.admit();
+  rogue.post_manifest(encode_manifest(good_manifest()), 1);
+  ASSERT_EQ(WSYNC_OK, rogue.conn.send(MsgType::kAbortUpdate, encode_abort_update({"receiver rank 2 died"}), 1000));
+  ASSERT_EQ(WSYNC_OK, rogue.conn.send(MsgType::kClose, {}, 1000));
+  linger reset{1, 0};  // (closed with a reset: the receiver's READY then fails at once)
+  ASSERT_EQ(0, setsockopt(rogue.conn.fd(), SOL_SOCKET, SO_LINGER, &reset, sizeof reset));
+  rogue.conn.close();
+  EXPECT_EQ(0, wait_child(rx, 20000));
 }
 
 TEST_F(RogueSender, FlippedByteFailsTheChecksum) {
