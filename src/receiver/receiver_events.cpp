@@ -73,6 +73,26 @@ wsync_status_t wait_frame(wsync_receiver_t* rx, Frame* f, int64_t timeout_ms) {
   }
 }
 
+// A bucket failed because the sender's connection is gone (a READY or ACK found it reset, or it
+// closed while the bytes came), but the sender said why before it went: its ABORT_UPDATE or CLOSE,
+// behind this update's MANIFESTs and BUCKET_SUMs, was kept from the socket. That word is the
+// event, not "gone" (the update is void either way). Anything else: `st` as it was.
+wsync_status_t said_why_instead(wsync_receiver_t* rx, wsync_status_t st, wsync_receiver_event_t* ev) {
+  if (st != WSYNC_ERR_PEER_FAILED || rx->conn.open()) return st;
+  const std::string why = last_error();
+  const bool said = sender_said_why_already(rx);  // (drops the update's MANIFESTs and BUCKET_SUMs)
+  const uint16_t next = said ? rx->conn.next_type() : 0;
+  Frame word;
+  const bool word_is_why =
+      next == static_cast<uint16_t>(MsgType::kAbortUpdate) || next == static_cast<uint16_t>(MsgType::kClose);
+  if (!said || !word_is_why || rx->conn.recv(&word, 0) != WSYNC_OK) {
+    restore_error(st, why);
+    return st;
+  }
+  clear_error();
+  return handle_frame(rx, word, ev);
+}
+
 }  // namespace
 
 wsync_status_t receiver_next(wsync_receiver_t* rx, wsync_receiver_event_t* ev, int64_t timeout_ms) {
@@ -90,7 +110,8 @@ wsync_status_t receiver_next(wsync_receiver_t* rx, wsync_receiver_event_t* ev, i
   if (rx->pending_commit)
     return fail(WSYNC_ERR_INVALID_STATE, "version %llu is waiting for wsync_receiver_commit",
                 static_cast<unsigned long long>(rx->pending_commit));
-  if (!rx->flight.empty()) return complete_bucket(rx, ev);  // the next bucket is on the wire already
+  if (!rx->flight.empty())  // the next bucket is on the wire already
+    return said_why_instead(rx, complete_bucket(rx, ev), ev);
   const int64_t tmo = timeout_ms < 0 ? rx->timeout_ms : timeout_ms;
   const int64_t deadline = deadline_after(tmo);
   for (;;) {  // (a frame that makes no event, a catch-up served: the next one, within the time left)
@@ -103,26 +124,17 @@ wsync_status_t receiver_next(wsync_receiver_t* rx, wsync_receiver_event_t* ev, i
       drop_update(rx, why);
       return fail_msg(st, why);
     }
-    if ((st = handle_frame(rx, f, ev)) != WSYNC_OK) return st;
+    if ((st = handle_frame(rx, f, ev)) != WSYNC_OK) return said_why_instead(rx, st, ev);
     // A MANIFEST: the bucket is on the wire; report it once its bytes are in.
-    if (ev->kind == WSYNC_EVENT_NONE && !rx->flight.empty()) return complete_bucket(rx, ev);
+    if (ev->kind == WSYNC_EVENT_NONE && !rx->flight.empty()) return said_why_instead(rx, complete_bucket(rx, ev), ev);
     if (ev->kind != WSYNC_EVENT_NONE) return WSYNC_OK;
   }
 }
 
 wsync_status_t handle_frame(wsync_receiver_t* rx, const Frame& f, wsync_receiver_event_t* ev) {
   switch (static_cast<MsgType>(f.type)) {
-    case MsgType::kManifest: {
-      const wsync_status_t st = accept_manifest(rx, f);
-      // Its READY found the sender gone, but the sender said why before it went (an ABORT_UPDATE
-      // or CLOSE behind this MANIFEST, kept from the socket): that word is the next event, not
-      // "gone" (the bucket was abandoned with the update).
-      if (st == WSYNC_ERR_PEER_FAILED && rx->flight.empty() && sender_said_why_already(rx)) {
-        clear_error();
-        return WSYNC_OK;
-      }
-      return st;
-    }
+    case MsgType::kManifest:
+      return accept_manifest(rx, f);
     case MsgType::kEndUpdate:
       return end_update(rx, f, ev);
     case MsgType::kAbortUpdate: {
