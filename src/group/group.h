@@ -59,7 +59,8 @@ struct Peer {
   std::vector<uint8_t> nonce;      // the CHALLENGE sent to it
   int64_t accepted_ms = 0;         // when it connected (the HELLO deadline runs from here)
   bool catchup_failed = false;     // elastic: it said its catch-up failed (its removal is no update's loss)
-  uint64_t holds_version = 0;      // the last version it confirmed (COMMITTED); 0 before any
+  uint64_t holds_version = 0;      // the last version it confirmed (COMMITTED); 0 before any, and
+                                   // after a catch-up from it failed (group_catchup.cpp)
   bool catching_up = false;        // elastic: paired with a catch-up source, no bucket answered since
   bool never_joined = false;       // elastic: a placeholder for a rank no receiver took yet
 };

@@ -117,13 +117,31 @@ void catchup_done(wsync_group_t* g, uint32_t rank) {
              }), open.end());
 }
 
+namespace {
+
+// A joiner's catch-up failed: its source is suspect (struck, hung or cut off, and the trainer may
+// not know yet), so it serves no other joiner until it confirms a version again. A restarted
+// joiner would otherwise be sent to the same silent source at once, and fail again.
+void source_suspect(wsync_group_t* g, const Peer* joiner) {
+  for (const auto& o : g->open_catchups) {
+    if (o.joiner != joiner->rank || o.source < 1 || o.source > g->peers.size()) continue;
+    Peer* s = g->peers[o.source - 1].get();
+    if (s == nullptr || s->dropped || s->holds_version == 0) continue;
+    s->holds_version = 0;
+    WSYNC_LOGW("group '%s': %s serves no catch-up until it confirms a version again: %s's catch-up from it failed",
+               g->group_name.c_str(), s->conn.peer_name().c_str(), joiner->conn.peer_name().c_str());
+  }
+}
+
+}  // namespace
+
 wsync_status_t catchup_failed(wsync_group_t* g, Peer* p, const Frame& f) {
-  (void)g;
   StatusBody body;
   if (!p->catching_up)  // (only a joiner in its catch-up may leave without counting against the update)
     return fail(WSYNC_ERR_PROTOCOL, "%s sent CATCHUP_FAILED but had no catch-up under way",
                 p->conn.peer_name().c_str());
   p->catchup_failed = true;
+  source_suspect(g, p);
   if (decode_nack(f.body, &body) != WSYNC_OK)
     return fail(WSYNC_ERR_PROTOCOL, "%s sent a malformed CATCHUP_FAILED: %s", p->conn.peer_name().c_str(),
                 last_error().c_str());

@@ -693,6 +693,46 @@ TEST(Membership, ACatchUpWhoseSourceDiesFailsNamedAndTheRetryCatchesUpFromAnothe
   EXPECT_EQ(0, kids.wait(3, 30000));
 }
 
+// A catch-up whose source hangs between updates (rank 1 SIGSTOPped: its connection stays open, so
+// the trainer cannot tell): the joiner's catch-up fails within its budget, and its retry is sent to
+// rank 2, not to the silent rank 1 again (the soak's failure: a restarted joiner failed twice on
+// the same cut-off source). Rank 1 is then killed, and the next update commits on 2 and 3.
+TEST(Membership, AJoinerWhoseCatchUpFromAHungSourceFailedRetriesFromAnother) {
+  const std::string addr_file = temp_dir() + "/store.addr";
+  Children kids;
+  for (uint32_t r = 1; r <= 2; ++r)
+    kids.pids.push_back(spawn([addr_file, r] { return run_rx(joiner(addr_file, r, r == 1 ? std::vector<uint64_t>{1}
+                                                                                       : std::vector<uint64_t>{1, 2})); }));
+  Sender s;
+  ASSERT_EQ(WSYNC_OK, s.init(addr_file, {{"init_receivers", "2"}})) << wsync_last_error();
+  std::string why;
+  ASSERT_EQ(WSYNC_OK, s.publish(1, &why)) << why;
+  kill(kids.pids[0], SIGSTOP);
+  RxPlan first = joiner(addr_file, 3, {});
+  first.catchup_fails = true;
+  kids.pids.push_back(spawn([first] { return run_rx(first); }));
+  ASSERT_TRUE(members_become(s, {1, 2, 3})) << "rank 3 did not join within 10 s";
+  EXPECT_EQ(0, kids.wait(2, 15000)) << "rank 3's catch-up from the hung rank 1 did not fail";
+  ASSERT_TRUE(members_become(s, {1, 2})) << "rank 3 was not removed after its catch-up failed";
+  const std::vector<MemberEvent> evs = member_events(s, 2);
+  EXPECT_NE(std::string::npos, reason_of(evs, WSYNC_MEMBER_JOINED, 3).find("from receiver rank 1"))
+      << reason_of(evs, WSYNC_MEMBER_JOINED, 3);
+  kids.pids.push_back(spawn([addr_file] { return run_rx(joiner(addr_file, 3, {1, 2})); }));  // the retry
+  ASSERT_TRUE(members_become(s, {1, 2, 3})) << "rank 3 did not join again within 10 s";
+  const std::vector<MemberEvent> again = member_events(s, 1);
+  EXPECT_NE(std::string::npos, reason_of(again, WSYNC_MEMBER_JOINED, 3).find("catches up to version 1 from receiver "
+                                                                            "rank 2"))
+      << reason_of(again, WSYNC_MEMBER_JOINED, 3);
+  kill(kids.pids[0], SIGKILL);
+  kids.wait(0, 5000);
+  ASSERT_TRUE(members_become(s, {2, 3})) << "rank 1's death was not noticed between updates";
+  ASSERT_EQ(WSYNC_OK, s.publish(2, &why)) << why;
+  wsync_group_destroy(s.g);
+  s.g = nullptr;
+  EXPECT_EQ(0, kids.wait(1, 30000));
+  EXPECT_EQ(0, kids.wait(3, 30000));
+}
+
 // One receiver init with `rank` against the group in `addr_file`; its status (its message in
 // *why), the receiver destroyed again.
 wsync_status_t join_once(const std::string& addr_file, uint32_t rank, int64_t timeout_ms, std::string* why) {
