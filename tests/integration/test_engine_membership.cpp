@@ -172,6 +172,21 @@ INSTANTIATE_TEST_SUITE_P(HttpEngines, EngineMembership,
                                            Release{"vllm", "0.33.0"}, Release{"lmdeploy", "0.18.0"}),
                          [](const ::testing::TestParamInfo<Release>& i) { return release_name(i.param); });
 
+// Two one-GPU SGLang servers, a (rank 1) and b (rank 2), in an elastic group.
+class TwoServers : public ::testing::Test {
+ protected:
+  void SetUp() override { m.spec = tensor_set(8, 0); }
+  // Starts both (with `engine_args`) and the trainer (kElastic and `more`).
+  wsync_status_t start(const Options& more, const std::vector<std::string>& engine_args = {}) {
+    start_engine(&a, "sglang", "", engine_args);
+    start_engine(&b, "sglang", "", engine_args);
+    return tr.init("sglang", a.url() + "=1," + b.url() + "=1", with(kElastic, more));
+  }
+  Model m;
+  Engine a, b;
+  Trainer tr;  // (destroyed before the servers)
+};
+
 // A listed server that is down at init leaves the world as it is (its rank is kept) and joins
 // once it starts; its first version comes with the next update.
 TEST(EngineMembershipInit, AServerDownAtInitJoinsWhenItStarts) {
@@ -199,16 +214,9 @@ TEST(EngineMembershipInit, AServerDownAtInitJoinsWhenItStarts) {
 // A server that hangs (SIGSTOP) between updates stops answering its update requests: it is
 // dropped within engine_timeout_ms, named, and the version commits on the other server
 // (commit_quorum=1). Killed and restarted, it is brought back.
-TEST(EngineMembershipInit, AServerThatHangsIsDroppedWithinTheEngineTimeout) {
-  Model m;
-  m.spec = tensor_set(8, 0);
-  Engine a, b;
-  start_engine(&a, "sglang");
-  start_engine(&b, "sglang");
+TEST_F(TwoServers, AServerThatHangsIsDroppedWithinTheEngineTimeout) {
+  ASSERT_EQ(WSYNC_OK, start({{"commit_quorum", "1"}})) << wsync_last_error();
   const int b_port = b.port;
-  Trainer tr;
-  ASSERT_EQ(WSYNC_OK, tr.init("sglang", a.url() + "=1," + b.url() + "=1", with(kElastic, {{"commit_quorum", "1"}})))
-      << wsync_last_error();
   ASSERT_EQ(WSYNC_OK, publish(tr, m, 1)) << wsync_last_error();
   ASSERT_EQ(0, ::kill(b.pid, SIGSTOP));
   const auto t0 = std::chrono::steady_clock::now();
@@ -231,16 +239,8 @@ TEST(EngineMembershipInit, AServerThatHangsIsDroppedWithinTheEngineTimeout) {
 // A server hangs in the middle of an update, with its update requests waiting: its receiver does
 // not answer within timeout_ms (5 s), so it leaves, the server is dropped, and its requests are
 // no longer waited for (engine_timeout_ms is 60 s here: waiting for them would show).
-TEST(EngineMembershipInit, AServerThatHangsMidUpdateIsDroppedWithinTheTimeout) {
-  Model m;
-  m.spec = tensor_set(8, 0);
-  Engine a, b;
-  start_engine(&a, "sglang");
-  start_engine(&b, "sglang");
-  Trainer tr;
-  ASSERT_EQ(WSYNC_OK, tr.init("sglang", a.url() + "=1," + b.url() + "=1",
-                              with(kElastic, {{"commit_quorum", "1"}, {"engine_timeout_ms", "60000"}})))
-      << wsync_last_error();
+TEST_F(TwoServers, AServerThatHangsMidUpdateIsDroppedWithinTheTimeout) {
+  ASSERT_EQ(WSYNC_OK, start({{"commit_quorum", "1"}, {"engine_timeout_ms", "60000"}})) << wsync_last_error();
   ASSERT_EQ(WSYNC_OK, publish(tr, m, 1)) << wsync_last_error();
   m.fill(2);
   const size_t half = m.descs.size() / 2;
@@ -263,16 +263,9 @@ TEST(EngineMembershipInit, AServerThatHangsMidUpdateIsDroppedWithinTheTimeout) {
 // weights before it joins does) are brought to the latest version before the next update: the
 // server that was dropped comes back, its receivers register what they hold, and they catch up
 // from the other server's receiver; the trainer sends nothing for it.
-TEST(EngineMembershipInit, ADroppedServerThatComesBackCatchesUpFromAPeer) {
-  Model m;
-  m.spec = tensor_set(8, 0);
-  Engine a, b;
-  start_engine(&a, "sglang", "", {"--register-model"});
-  start_engine(&b, "sglang", "", {"--register-model"});
-  Trainer tr;
+TEST_F(TwoServers, ADroppedServerThatComesBackCatchesUpFromAPeer) {
   // (a catch-up must end within half of timeout_ms: room for a slow, sanitized build)
-  ASSERT_EQ(WSYNC_OK, tr.init("sglang", a.url() + "=1," + b.url() + "=1",
-                              with(kElastic, {{"commit_quorum", "1"}, {"timeout_ms", "10000"}})))
+  ASSERT_EQ(WSYNC_OK, start({{"commit_quorum", "1"}, {"timeout_ms", "10000"}}, {"--register-model"}))
       << wsync_last_error();
   for (uint64_t v = 1; v <= 2; ++v) ASSERT_EQ(WSYNC_OK, publish(tr, m, v)) << wsync_last_error();
   expect_engine_holds(b, m.spec, 2);
