@@ -62,6 +62,8 @@ struct Peer {
   uint64_t holds_version = 0;      // the last version it confirmed (COMMITTED); 0 before any, and
                                    // after a catch-up from it failed (group_catchup.cpp)
   bool catching_up = false;        // elastic: paired with a catch-up source, no bucket answered since
+  uint32_t catchup_source = 0;     // elastic: the rank it was sent to catch up from (0: none), and
+  int64_t catchup_source_ms = 0;   // that source's accepted_ms (a later process may take the rank)
   bool never_joined = false;       // elastic: a placeholder for a rank no receiver took yet
 };
 

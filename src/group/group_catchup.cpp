@@ -66,6 +66,8 @@ std::string catchup_arrange(wsync_group_t* g, Peer* joiner, const std::vector<ui
     if (joiner->conn.send(MsgType::kCatchup, encode_catchup(c), std::min<int64_t>(g->timeout_ms, 1000)) != WSYNC_OK)
       clear_error();  // (the joiner is gone: the source gives up on it within half its timeout_ms)
     joiner->catching_up = true;
+    joiner->catchup_source = s->rank;
+    joiner->catchup_source_ms = s->accepted_ms;
     g->open_catchups.push_back({s->rank, joiner->rank, c.world, version,
                                 now_ms() + static_cast<int64_t>(c.budget_ms) + 1000});
     WSYNC_LOGI("group '%s': %s catches up to version %llu from %s", g->group_name.c_str(),
@@ -123,14 +125,12 @@ namespace {
 // not know yet), so it serves no other joiner until it confirms a version again. A restarted
 // joiner would otherwise be sent to the same silent source at once, and fail again.
 void source_suspect(wsync_group_t* g, const Peer* joiner) {
-  for (const auto& o : g->open_catchups) {
-    if (o.joiner != joiner->rank || o.source < 1 || o.source > g->peers.size()) continue;
-    Peer* s = g->peers[o.source - 1].get();
-    if (s == nullptr || s->dropped || s->holds_version == 0) continue;
-    s->holds_version = 0;
-    WSYNC_LOGW("group '%s': %s serves no catch-up until it confirms a version again: %s's catch-up from it failed",
-               g->group_name.c_str(), s->conn.peer_name().c_str(), joiner->conn.peer_name().c_str());
-  }
+  const uint32_t r = joiner->catchup_source;
+  Peer* s = r >= 1 && r <= g->peers.size() ? g->peers[r - 1].get() : nullptr;
+  if (s == nullptr || s->dropped || s->accepted_ms != joiner->catchup_source_ms || s->holds_version == 0) return;
+  s->holds_version = 0;
+  WSYNC_LOGW("group '%s': %s serves no catch-up until it confirms a version again: %s's catch-up from it failed",
+             g->group_name.c_str(), s->conn.peer_name().c_str(), joiner->conn.peer_name().c_str());
 }
 
 }  // namespace
