@@ -59,8 +59,9 @@ struct Peer {
   std::vector<uint8_t> nonce;      // the CHALLENGE sent to it
   int64_t accepted_ms = 0;         // when it connected (the HELLO deadline runs from here)
   bool catchup_failed = false;     // elastic: it said its catch-up failed (its removal is no update's loss)
-  uint64_t holds_version = 0;      // the last version it confirmed (COMMITTED); 0 before any, and
-                                   // after a catch-up from it failed (group_catchup.cpp)
+  uint64_t holds_version = 0;      // the last version it confirmed (COMMITTED); 0 before any
+  bool catchup_suspect = false;    // elastic: a catch-up from it failed since (it serves none until
+                                   // its next COMMITTED)
   bool catching_up = false;        // elastic: paired with a catch-up source, no bucket answered since
   uint32_t catchup_source = 0;     // elastic: the rank it was sent to catch up from (0: none), and
   int64_t catchup_source_ms = 0;   // that source's accepted_ms (a later process may take the rank)

@@ -460,6 +460,12 @@ void announce_abort(wsync_group_t* g, const std::string& why) {
 }
 
 wsync_status_t peer_lost(wsync_group_t* g, Peer* p, const char* during) {
+  wsync_status_t said = WSYNC_OK;
+  if (catchup_failed_unread(g, p, &said)) {  // (a joiner that said why it went)
+    p->alive = false;
+    if (g->transport_self && !p->left) g->transport.table->forget_peer(g->transport_self, p->rank);
+    return said;
+  }
   p = first_failed_upstream(g, p);
   p->alive = false;
   if (g->transport_self && !p->left) g->transport.table->forget_peer(g->transport_self, p->rank);

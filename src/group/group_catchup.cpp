@@ -28,7 +28,7 @@ std::vector<Peer*> candidates(wsync_group_t* g, const Peer* joiner, const std::v
                               uint64_t version) {
   std::vector<Peer*> out;
   for (auto& p : g->peers)
-    if (p && !p->dropped && p->alive && p.get() != joiner && p->holds_version == version &&
+    if (p && !p->dropped && p->alive && p.get() != joiner && p->holds_version == version && !p->catchup_suspect &&
         std::find(busy.begin(), busy.end(), p->rank) == busy.end() && !in_open_catchup(g, p->rank))
       out.push_back(p.get());
   const std::string host = host_of(joiner->addr);
@@ -127,8 +127,8 @@ namespace {
 void source_suspect(wsync_group_t* g, const Peer* joiner) {
   const uint32_t r = joiner->catchup_source;
   Peer* s = r >= 1 && r <= g->peers.size() ? g->peers[r - 1].get() : nullptr;
-  if (s == nullptr || s->dropped || s->accepted_ms != joiner->catchup_source_ms || s->holds_version == 0) return;
-  s->holds_version = 0;
+  if (s == nullptr || s->dropped || s->accepted_ms != joiner->catchup_source_ms || s->catchup_suspect) return;
+  s->catchup_suspect = true;
   WSYNC_LOGW("group '%s': %s serves no catch-up until it confirms a version again: %s's catch-up from it failed",
              g->group_name.c_str(), s->conn.peer_name().c_str(), joiner->conn.peer_name().c_str());
 }
@@ -148,6 +148,18 @@ wsync_status_t catchup_failed(wsync_group_t* g, Peer* p, const Frame& f) {
   wsync_status_t st = wire_failure(body.status, WSYNC_ERR_PEER_FAILED);
   if (st != WSYNC_ERR_PROTOCOL) st = WSYNC_ERR_PEER_FAILED;  // (its own trouble, never the sender's)
   return fail(st, "%s could not catch up: %s", p->conn.peer_name().c_str(), body.reason.c_str());
+}
+
+bool catchup_failed_unread(wsync_group_t* g, Peer* p, wsync_status_t* st) {
+  if (!p->catching_up || p->catchup_failed) return false;
+  p->conn.pump();
+  Frame f;
+  while (p->conn.has_frame() && p->conn.recv(&f, 0) == WSYNC_OK)
+    if (f.type == static_cast<uint16_t>(MsgType::kCatchupFailed)) {
+      *st = catchup_failed(g, p, f);
+      return true;
+    }
+  return false;
 }
 
 }  // namespace wsync

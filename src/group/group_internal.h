@@ -63,7 +63,8 @@ void pipeline_wake(wsync_group_t* g);
 struct InflightBucket;
 // Tell receivers the update is void (once per update); `why` is quoted to them.
 void announce_abort(wsync_group_t* g, const std::string& why);
-// A receiver's connection closed: forget it in the transport and say so (PEER_FAILED).
+// A receiver's connection closed: forget it in the transport and say so (PEER_FAILED); a joiner
+// whose unread CATCHUP_FAILED explains it is removed with its own words instead.
 wsync_status_t peer_lost(wsync_group_t* g, Peer* p, const char* during);
 
 // ---- group_route.cpp

@@ -224,6 +224,7 @@ wsync_status_t take_committed(wsync_group_t* g, Peer* p, uint64_t version, const
   }
   if ((st = check_committed(f, version, p->conn.peer_name())) != WSYNC_OK) return st;
   p->holds_version = version;  // (a catch-up source must hold the group's version)
+  p->catchup_suspect = false;
   *done = true;
   return WSYNC_OK;
 }

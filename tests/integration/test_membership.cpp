@@ -43,8 +43,9 @@ struct RxPlan {
   // buffers then still hold the last committed version, bit for bit).
   std::vector<uint64_t> commits, aborts;
   // Catch-up: updates from version `partial` on carry the first half of the tensors only (the
-  // others keep version partial - 1); `catchup_fails`: its catch-up must fail (its source dies),
-  // and then it exits 0; `faulty`: the fault of transport 'faulty' in this process ("stall 3").
+  // others keep version partial - 1); `catchup_fails`: its catch-up must fail (its source dies or
+  // hangs), and then it exits 0; `faulty`: the fault of transport 'faulty' in this process
+  // ("stall 3").
   uint64_t partial = 0;
   bool catchup_fails = false;
   bool in_place = false;  // receive_mode in_place (default: staged)
@@ -707,7 +708,7 @@ TEST(Membership, AJoinerWhoseCatchUpFromAHungSourceFailedRetriesFromAnother) {
   ASSERT_EQ(WSYNC_OK, s.init(addr_file, {{"init_receivers", "2"}})) << wsync_last_error();
   std::string why;
   ASSERT_EQ(WSYNC_OK, s.publish(1, &why)) << why;
-  kill(kids.pids[0], SIGSTOP);
+  ASSERT_EQ(0, kill(kids.pids[0], SIGSTOP));
   RxPlan first = joiner(addr_file, 3, {});
   first.catchup_fails = true;
   kids.pids.push_back(spawn([first] { return run_rx(first); }));
