@@ -77,13 +77,20 @@ class EngineMembership : public ::testing::TestWithParam<Release> {
  protected:
   void SetUp() override { m.spec = tensor_set(12, 0); }
   std::string proto() const { return GetParam().protocol; }
-  // The server was initialised again after `from` requests: the init route answered 200.
+  // The server was initialised again after `from` requests: the init route answered 200. (Its
+  // receivers join while the request runs, and the engine records a request once it answered it:
+  // looked for up to 10 s.)
   void expect_initialised_again(const Engine& e, size_t from) {
     const std::string init = proto() == "vllm" ? "/init_weight_transfer_engine" : "/init_weights_update_group";
-    std::vector<Seen> seen = requests(e);
     bool inited = false;
-    for (size_t i = from; i < seen.size(); ++i) inited |= seen[i].path == init && seen[i].status == 200 && seen[i].body != "{}";
-    EXPECT_TRUE(inited) << e.url() << " was not initialised again";
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!inited && std::chrono::steady_clock::now() < until) {
+      const std::vector<Seen> seen = requests(e);
+      for (size_t i = from; i < seen.size(); ++i)
+        inited |= seen[i].path == init && seen[i].status == 200 && seen[i].body != "{}";
+      if (!inited) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    EXPECT_TRUE(inited) << e.url() << " was not initialised again within 10 s";
   }
   Model m;
 };
