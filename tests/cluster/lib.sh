@@ -9,6 +9,8 @@
 # call returns and the script goes on with its body. Exit 77 (skip) where no cluster can be made.
 CLUSTER_SH="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/scripts/cluster.sh"
 
+# WSC_KEEP_LOGS=DIR (by hand): the processes' logs are copied to DIR when the test ends; they are
+# deleted otherwise.
 # The fault tests' flags, read before cluster_test_main: --fault partition|kill|hang (required)
 # into FAULT, --rate (default 200mbit) into RATE; other flags are the script's own.
 fault_args() {
@@ -42,7 +44,7 @@ cluster_test_main() {
 
 LOGS=$(mktemp -d)
 PIDS=()
-trap 'for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$LOGS"' EXIT
+trap 'for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done; if [ -n "${WSC_KEEP_LOGS:-}" ]; then cp -r "$LOGS" "$WSC_KEEP_LOGS"; fi; rm -rf "$LOGS"' EXIT
 
 fail() {
   echo "$(basename "$0"): FAILED: $*" >&2
