@@ -29,10 +29,10 @@ extern "C" {
 #endif
 
 #define WSYNC_PLUGIN_ABI_VERSION 1 /* the major; tables grow by appending */
-#define WSYNC_PLUGIN_ABI_MINOR 5   /* 1: GPU fields and HTTP engines; 2: event fd, side channel, hints;
+#define WSYNC_PLUGIN_ABI_MINOR 6   /* 1: GPU fields and HTTP engines; 2: event fd, side channel, hints;
                                       3: engine probing, reset and abandon steps, take_reply;
                                       4: transport progress; 5: connect_peer (receivers that join
-                                      later) */
+                                      later); 6: the hint auth_key */
 
 /* Since 1.2. Does the versioned struct at `p` (which starts with struct_size) reach the end of
  * `field` of `type`? Read a field only when it does: an older peer passes a shorter struct. */
@@ -147,8 +147,12 @@ typedef struct wsync_transport_params_t {
    * so options win. May be NULL when num_hints is 0. Since plugin ABI 1.4 the core adds the hint
    * "local_address" on both sides: the IP or host name this process was bound to (the sender's
    * store address as the user gave it, a receiver's end of its control connection); a transport
-   * that listens should listen there only ("0.0.0.0", "::" or "" = everywhere). Receivers get no
-   * other hint. */
+   * that listens should listen there only ("0.0.0.0", "::" or "" = everywhere). Since plugin ABI
+   * 1.6 the core also adds the hint "auth_key" on both sides: 64 hex digits, a key derived from the
+   * group secret (HMAC-SHA-256 of the secret under the label "wsync transport key"), the same in
+   * every member of the group; a transport that opens connections of its own admits only peers
+   * that prove it (mix the world's group_name into the proof). It is a secret: never log it, never
+   * send it. Receivers get no other hint. */
   const wsync_option_t* hints;
   uint64_t num_hints;
 } wsync_transport_params_t;
@@ -160,6 +164,7 @@ typedef struct wsync_transport_params_t {
 #define WSYNC_HINT_LAZY_INIT "lazy_init"                      /* adapter -> nccl */
 #define WSYNC_HINT_ALLREDUCE_AFTER_INIT "allreduce_after_init" /* adapter -> nccl */
 #define WSYNC_HINT_JOIN_LATER "join_later"                    /* core -> transport, sender (1.5) */
+#define WSYNC_HINT_AUTH_KEY "auth_key"                        /* core -> transport, both sides (1.6) */
 #define WSYNC_PROPERTY_TORCH_STORE_KEY "torch_store_key"      /* nccl -> adapter */
 #define WSYNC_PROPERTY_NCCL_UNIQUE_ID "nccl_unique_id_b64"    /* nccl -> adapter */
 

@@ -16,7 +16,7 @@
 
 static const char kUsage[] =
     "usage: wsync-sample-trainer --receivers 2 [--store 127.0.0.1:0] [--store-file PATH] [--versions 3]\n"
-    "                            [--bucket-mib 256] [--transport ucx] [--tls sm|tcp|...] [--timeout-ms 60000]\n"
+    "                            [--bucket-mib 256] [--transport auto|tcp|ucx] [--tls sm|tcp|...] [--timeout-ms 60000]\n"
     "                            [--scale 1.0] [--until-file PATH] [--interval-ms 0] [--keep-going 0]\n"
     "                            [--option KEY=VALUE]...\n"
     "\n"
@@ -28,7 +28,7 @@ static const char kUsage[] =
     "  --until-file PATH   after the --versions, keep publishing new versions until PATH exists (a soak,\n"
     "                      or a group kept busy while a test does something to it)\n"
     "  --option KEY=VALUE  any group option, passed to wsync_group_init as it is (repeatable), e.g.\n"
-    "                      --option route=chain --option window=4 --option transport.error_mode=peer;\n"
+    "                      --option route=chain --option window=4 --option transport.streams=2;\n"
     "                      they come after the options the other flags set, so one given twice (e.g.\n"
     "                      --option timeout_ms=5000 with --timeout-ms) takes the --option's value.\n"
     "                      The group refuses an unknown key naming it (docs/ABI.md lists the keys)\n";
@@ -102,7 +102,7 @@ int main(int argc, char** argv) {
   unsigned receivers = 2, versions = 3;
   const char* store = "127.0.0.1:0";
   const char* store_file = NULL;
-  const char* transport = "ucx";
+  const char* transport = NULL; /* the default: ucx on one host, tcp across hosts without RDMA */
   const char* tls = NULL;
   const char* until_file = NULL;
   long interval_ms = 0;
@@ -177,7 +177,7 @@ int main(int argc, char** argv) {
   cfg.num_receivers = receivers;
   cfg.group_name = "demo";
   cfg.store_addr = store;
-  cfg.transport = transport;
+  cfg.transport = transport != NULL ? transport : tls != NULL ? "ucx" : NULL; /* --tls means UCX */
   cfg.adapter = "native";
   cfg.options = opts;
   cfg.num_options = nopts;

@@ -18,6 +18,13 @@ Mac control_welcome_proof(const std::string& secret, const std::string& group, u
   return h.finish();
 }
 
+std::string transport_auth_key(const std::string& secret) {
+  Hmac h(secret);
+  h.field(std::string("wsync transport key"));
+  const Mac key = h.finish();
+  return to_hex(key.data(), key.size());
+}
+
 bool proof_matches(const std::vector<uint8_t>& proof, const Mac& want) {
   return proof.size() == want.size() && equal_ct(proof.data(), want.data(), want.size());
 }

@@ -19,6 +19,10 @@ Mac control_hello_proof(const std::string& secret, const std::string& group, uin
                         const std::vector<uint8_t>& tx_nonce, const std::vector<uint8_t>& rx_nonce);
 Mac control_welcome_proof(const std::string& secret, const std::string& group, uint32_t rank, uint32_t world_size,
                           const std::vector<uint8_t>& tx_nonce, const std::vector<uint8_t>& rx_nonce);
+// The key transports that open connections of their own admit peers with (the hint auth_key,
+// plugin ABI 1.6): HMAC(secret, "wsync transport key"), as 64 hex digits. The same in every member;
+// the secret itself never leaves the core. The transport mixes each world's name into its proofs.
+std::string transport_auth_key(const std::string& secret);
 // True when `proof` (any length) equals `want`, compared in constant time.
 bool proof_matches(const std::vector<uint8_t>& proof, const Mac& want);
 

@@ -8,12 +8,14 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "control/control_auth.h"
 #include "control/group_info.h"
 #include "group/group_device.h"
 #include "group/engine_members.h"
 #include "group/group_engines.h"
 #include "group/group_members.h"
 #include "group/group_internal.h"
+#include "loader/transport_choice.h"
 #include "store/host_port.h"
 
 namespace wsync {
@@ -299,6 +301,7 @@ wsync_status_t create_transport(wsync_group_t* g, const InitArgs& a) {
   wsync_status_t st = adapter_needs(g, t_opts, &hints, &properties);
   if (st != WSYNC_OK) return st;
   hints.emplace_back(WSYNC_HINT_LOCAL_ADDRESS, a.host);  // where the user bound the store: the transport listens there too
+  hints.emplace_back(WSYNC_HINT_AUTH_KEY, transport_auth_key(g->secret.value));  // what its own connections prove
   if (members_can_join(g)) hints.emplace_back(WSYNC_HINT_JOIN_LATER, "1");  // elastic: connect_peer per receiver
   std::vector<wsync_option_t> t_c = to_c_options(t_opts), h_c = to_c_options(hints);
   wsync_transport_params_t tp = WSYNC_TRANSPORT_PARAMS_INIT;
@@ -384,7 +387,7 @@ wsync_status_t group_init(const wsync_group_config_t* config, wsync_group_t* g) 
   InitArgs a;
   wsync_status_t st = read_config(config, g, &a);
   if (st == WSYNC_OK) st = setup_adapter(g, a);  // plugins first: a missing one fails before any socket
-  if (st == WSYNC_OK) st = load_transport(a.cfg.transport ? a.cfg.transport : "ucx", &g->transport);
+  if (st == WSYNC_OK) st = load_group_transport(a.cfg.transport, a.host, &g->transport);
   if (st == WSYNC_OK) st = members_check_transport(g);
   if (st == WSYNC_OK) st = choose_staging(g);
   if (st == WSYNC_OK) st = choose_pipeline(g);

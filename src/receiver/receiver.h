@@ -152,6 +152,7 @@ struct wsync_receiver {
   // as at init, and the address this receiver's control connection leaves from.
   wsync::OptionList transport_opts;
   std::string local_ip;
+  std::string transport_key;  // the hint auth_key (control_auth.h), derived from the group secret at init
   // Catch-up (receiver_catchup.cpp): a source keeps its last catch-up's instance until the next
   // one or destroy (it never closes an endpoint under a joiner still reading); a joiner's COMMIT
   // event of a catch-up is confirmed locally, the sender waits for no COMMITTED of it.

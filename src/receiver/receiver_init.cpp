@@ -81,6 +81,7 @@ wsync_status_t read_config(const wsync_receiver_config_t* config, wsync_receiver
   if ((st = copy_options(a->cfg.options, a->cfg.num_options, &a->opts)) != WSYNC_OK) return st;
   if ((st = apply_options(rx, a->opts, a)) != WSYNC_OK) return st;
   if ((st = find_group_secret(a->secret_option, a->secret_file_option, false, &a->secret)) != WSYNC_OK) return st;
+  rx->transport_key = transport_auth_key(a->secret.value);
   // Zero means default: 0 or < 0 takes the option timeout_ms.
   a->timeout_ms = a->cfg.timeout_ms > 0 ? a->cfg.timeout_ms : rx->timeout_ms;
   a->deadline = deadline_after(a->timeout_ms);
@@ -333,7 +334,7 @@ wsync_status_t wire_route(wsync_receiver_t* rx, const JoinArgs& a) {
 wsync_status_t open_world(wsync_receiver_t* rx, const std::string& group, uint32_t rank, uint32_t world,
                           int64_t timeout_ms, void** self, int* fd) {
   const wsync_transport_v1_t* t = rx->transport.table;
-  const OptionList hints = {{WSYNC_HINT_LOCAL_ADDRESS, rx->local_ip}};
+  const OptionList hints = {{WSYNC_HINT_LOCAL_ADDRESS, rx->local_ip}, {WSYNC_HINT_AUTH_KEY, rx->transport_key}};
   std::vector<wsync_option_t> t_c = to_c_options(rx->transport_opts), h_c = to_c_options(hints);
   wsync_transport_params_t tp = WSYNC_TRANSPORT_PARAMS_INIT;
   tp.rank = rank;

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/auth.h"
 #include "common/error.h"
 #include "conformance.h"
 #include "loader/plugin_loader.h"
@@ -86,9 +87,17 @@ class Stores {
   std::vector<wsync_store> handles_;
 };
 
+// The hint every core since plugin ABI 1.6 gives (a key derived from the group secret; one per
+// run of the suite here): a transport that admits connections of its own needs it.
+const std::string& auth_key_hint() {
+  static const std::string key = ::wsync::to_hex(::wsync::random_bytes(32).data(), 32);
+  return key;
+}
+
 struct Params {
   wsync_transport_params_t p;
   std::vector<wsync_option_t> opts;
+  std::vector<wsync_option_t> hints;
   Params(const Config& cfg, const wsync_transport_v1_t* t, uint32_t rank, uint32_t world, wsync_store_t* store) {
     wsync_transport_params_t init = WSYNC_TRANSPORT_PARAMS_INIT;
     p = init;
@@ -102,6 +111,8 @@ struct Params {
       wsync_option_t o = WSYNC_OPTION(kv.first.c_str(), kv.second.c_str());
       opts.push_back(o);
     }
+    wsync_option_t h = WSYNC_OPTION(WSYNC_HINT_AUTH_KEY, auth_key_hint().c_str());
+    hints.push_back(h);
     wire();
   }
   Params(const Params&) = delete;
@@ -109,6 +120,8 @@ struct Params {
   wsync_transport_params_t* wire() {
     p.options = opts.empty() ? nullptr : opts.data();
     p.num_options = opts.size();
+    p.hints = hints.data();
+    p.num_hints = hints.size();
     return &p;
   }
 };
