@@ -114,16 +114,23 @@ static void slot_close(slot_t* s) {
   s->fd = -1;
 }
 
-static void refused(tcp_transport_t* t, int fd, const char* why) {
+/* Why a connection was closed before it proved the key; each reason is counted and logged at
+ * powers of two of its count, so a flood costs a few log lines. */
+static const char* const kRefusals[TCP_REFUSALS] = {
+    "it did not prove the group secret", "it did not prove the group secret in time",
+    "it closed before proving the group secret", "the handshake table was full and it was the oldest",
+    "it proved the key but gave a rank or stream outside this world"};
+
+static void refused(tcp_transport_t* t, int fd, int reason) {
   char who[TCP_HOST_TEXT];
   uint64_t n;
   tcp_peer_text(fd, who);
   pthread_mutex_lock(&t->mu);
-  n = ++t->refused;
+  n = ++t->refused[reason];
   pthread_mutex_unlock(&t->mu);
   if ((n & (n - 1)) == 0)
     wsp_log(WSYNC_LOG_WARN, TCP_LABEL ": world '%s': closed a connection from %s: %s (%llu such so far; logged at "
-            "powers of two)", t->world, who, why, (unsigned long long)n);
+            "powers of two)", t->world, who, kRefusals[reason], (unsigned long long)n);
 }
 
 /* A HELLO whose proof verified: it becomes a pending stream of its rank (t->mu taken here). */
@@ -131,7 +138,7 @@ static void admit(tcp_transport_t* t, slot_t* s, const tcp_hello_t* h) {
   uint8_t welcome[TCP_WELCOME_BYTES];
   tcp_peer_t* p;
   if (h->rank == 0 || h->rank >= t->world_size || h->streams != t->streams || h->stream >= t->streams) {
-    refused(t, s->fd, "it proved the key but gave a rank or stream outside this world");
+    refused(t, s->fd, TCP_REFUSED_RANK);
     slot_close(s);
     return;
   }
@@ -169,7 +176,7 @@ static void take_bytes(tcp_transport_t* t, slot_t* s) {
   ssize_t r = recv(s->fd, s->hello + s->got, TCP_HELLO_BYTES - s->got, 0);
   tcp_hello_t h;
   if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-    refused(t, s->fd, "it closed before proving the group secret");
+    refused(t, s->fd, TCP_REFUSED_CLOSED);
     slot_close(s);
     return;
   }
@@ -177,7 +184,7 @@ static void take_bytes(tcp_transport_t* t, slot_t* s) {
   s->got += (uint32_t)r;
   if (s->got < TCP_HELLO_BYTES) return;
   if (tcp_hello_verify(t, s->hello, s->nonce, &h) != 0) {
-    refused(t, s->fd, "it did not prove the group secret");
+    refused(t, s->fd, TCP_REFUSED_PROOF);
     slot_close(s);
     return;
   }
@@ -195,7 +202,7 @@ static void accept_one(tcp_transport_t* t, slot_t* slots) {
     s = &slots[0];
     for (i = 1; i < kSlots; ++i)
       if (slots[i].opened_ms < s->opened_ms) s = &slots[i];
-    refused(t, s->fd, "the handshake table was full and it was the oldest");
+    refused(t, s->fd, TCP_REFUSED_FULL);
     slot_close(s);
   }
   s->fd = fd;
@@ -230,7 +237,7 @@ static void* acceptor_main(void* arg) {
     for (i = 0; i < kSlots; ++i) {
       if (slots[i].fd < 0) continue;
       if (now >= slots[i].deadline_ms) {
-        refused(t, slots[i].fd, "it did not prove the group secret in time");
+        refused(t, slots[i].fd, TCP_REFUSED_SLOW);
         slot_close(&slots[i]);
         continue;
       }

@@ -39,6 +39,9 @@
 #define TCP_MAC_BYTES 32
 #define TCP_HOST_TEXT 80 /* "[v6 address]:port" */
 
+/* Why the acceptor closed a connection (tcp_listen.c counts and logs each). */
+enum { TCP_REFUSED_PROOF, TCP_REFUSED_SLOW, TCP_REFUSED_CLOSED, TCP_REFUSED_FULL, TCP_REFUSED_RANK, TCP_REFUSALS };
+
 typedef struct tcp_transport tcp_transport_t;
 typedef struct tcp_peer tcp_peer_t;
 
@@ -127,7 +130,7 @@ struct tcp_transport {
   int acceptor_started;
   int stopping;
   tcp_send_op_t* sends;
-  uint64_t refused; /* connections closed without a proof (logged at powers of two) */
+  uint64_t refused[TCP_REFUSALS]; /* connections closed without a proof, per reason (tcp_listen.c) */
 
   /* receiver */
   tcp_recv_op_t* recvs;

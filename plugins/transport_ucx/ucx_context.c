@@ -24,6 +24,7 @@
  * of other UCX variables: UCX 1.13 accepts any name in ucp_config_modify and only warns later,
  * so a typo could not be refused here. */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netdb.h>
@@ -113,6 +114,35 @@ const char* ucx_hint(const wsync_transport_params_t* params, const char* key) {
   return NULL;
 }
 
+/* Whether this host has an RDMA device (InfiniBand or RoCE: an entry in /sys/class/infiniband). */
+static int host_has_rdma(void) {
+  DIR* d = opendir("/sys/class/infiniband");
+  struct dirent* e;
+  int any = 0;
+  if (d == NULL) return 0;
+  while ((e = readdir(d)) != NULL)
+    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) any = 1;
+  closedir(d);
+  return any;
+}
+
+/* Across hosts with RDMA, UCX's own TCP transport stays out unless tls or UCX_TLS asks for it: it
+ * would open a TCP port whose error paths abort the process in UCX 1.13 (docs/SECURITY.md), and
+ * RDMA carries the bytes anyway. Without RDMA the core picks transport 'tcp' by default; a user
+ * who names 'ucx' there gets UCX's TCP as asked. */
+static wsync_status_t exclude_tcp_with_rdma(ucp_config_t* config, const char** tls) {
+  static const char kNoTcp[] = "^tcp";
+  ucs_status_t st;
+  if (*tls != NULL || getenv("UCX_TLS") != NULL || !host_has_rdma()) return WSYNC_OK;
+  st = ucp_config_modify(config, "TLS", kNoTcp);
+  if (st != UCS_OK)
+    return wsp_fail(WSYNC_ERR_IO, "transport 'ucx': cannot leave UCX's TCP transport out (%s): %s", kNoTcp,
+                    ucs_status_string(st));
+  *tls = kNoTcp;
+  wsp_log(WSYNC_LOG_DEBUG, "transport 'ucx': this host has RDMA: UCX's TCP transport is left out (no TCP listener)");
+  return WSYNC_OK;
+}
+
 /* Keep UCX's network transports on the interface the user bound, or off altogether when every
  * member is on this host (see the header comment). *tls is updated when this sets UCX_TLS. */
 static wsync_status_t restrict_interfaces(ucp_config_t* config, const wsync_transport_params_t* params,
@@ -126,7 +156,7 @@ static wsync_status_t restrict_interfaces(ucp_config_t* config, const wsync_tran
   if (!interface_of(addr, ifname, &loopback)) {
     if (!is_wildcard(addr) && !net_devices_set && getenv("UCX_NET_DEVICES") == NULL)
       wsp_log(WSYNC_LOG_INFO, "transport 'ucx': no interface holds %s; UCX may listen on every interface", addr);
-    return WSYNC_OK;
+    return exclude_tcp_with_rdma(config, tls);
   }
   /* error_mode "peer" asks for what no shared-memory transport of UCX 1.13 gives: keep TCP then. */
   if (loopback && *tls == NULL && getenv("UCX_TLS") == NULL && err_mode != ERR_MODE_PEER) {
@@ -138,6 +168,10 @@ static wsync_status_t restrict_interfaces(ucp_config_t* config, const wsync_tran
     wsp_log(WSYNC_LOG_DEBUG, "transport 'ucx': every member is on this host (%s is loopback): transports %s, "
             "no network listener", addr, kHostOnly);
     return WSYNC_OK;
+  }
+  if (!loopback) {
+    const wsync_status_t rc = exclude_tcp_with_rdma(config, tls);
+    if (rc != WSYNC_OK) return rc;
   }
   if (net_devices_set || getenv("UCX_NET_DEVICES") != NULL) return WSYNC_OK;
   st = ucp_config_modify(config, "NET_DEVICES", ifname);

@@ -6,6 +6,7 @@
 //
 //   wsync-cluster-bench --role sender --receivers N --store HOST:PORT [--mib 256] [--tensor-mib 32]
 //                       [--iters 3] [--warmup 1] [--timeout-ms 120000] [--option key=value ...]
+//                       [--transport auto|tcp|ucx]
 //   wsync-cluster-bench --role receiver --rank R --store HOST:PORT [--mib 256] [--tensor-mib 32]
 //                       [--timeout-ms 120000]
 //
@@ -40,6 +41,7 @@ namespace {
 const char kUsage[] =
     "usage: wsync-cluster-bench --role sender --receivers N --store HOST:PORT [--mib 256] [--tensor-mib 32]\n"
     "                           [--iters 3] [--warmup 1] [--timeout-ms 120000] [--option key=value ...]\n"
+    "                           [--transport auto|tcp|ucx]   (the sender's; receivers take what it announces)\n"
     "       wsync-cluster-bench --role receiver --rank R --store HOST:PORT [--mib 256] [--tensor-mib 32]\n"
     "                           [--timeout-ms 120000]\n"
     "       many senders: --senders M --sender-rank K [--sender0-store HOST:PORT] on each sender,\n"
@@ -51,7 +53,7 @@ const char kUsage[] =
 const char kGroup[] = "cluster-bench";
 
 struct Options {
-  std::string role, store, sender0_store;
+  std::string role, store, sender0_store, transport;
   uint64_t receivers = 0, rank = 0, mib = 256, tensor_mib = 32, iters = 3, warmup = 1, timeout_ms = 120000;
   uint64_t senders = 1, sender_rank = 0, tp = 1;
   bool senders_given = false;  // --senders on the command line: the senders plan (also one)
@@ -108,6 +110,10 @@ std::string take_flag(const std::string& a, const std::string& v, Options* o) {
   }
   if (a == "--store") {
     o->store = v;
+    return "";
+  }
+  if (a == "--transport") {
+    o->transport = v;
     return "";
   }
   if (a == "--sender0-store") {
@@ -230,6 +236,7 @@ int run_sender(const Options& o) {
   cfg.num_receivers = static_cast<uint32_t>(o.receivers);
   cfg.group_name = kGroup;
   cfg.store_addr = o.store.c_str();
+  cfg.transport = o.transport.empty() ? nullptr : o.transport.c_str();
   cfg.options = opts.data();
   cfg.num_options = opts.size();
   cfg.timeout_ms = static_cast<int64_t>(o.timeout_ms);
