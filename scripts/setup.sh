@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PACKAGES=(build-essential cmake pkg-config libucx-dev ucx-utils libcjson-dev libcurl4-openssl-dev libssl-dev
-          libcmocka-dev libgtest-dev libxxhash-dev libcpp-httplib-dev valgrind)
+          libcmocka-dev libgtest-dev libxxhash-dev libcpp-httplib-dev valgrind iperf3)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -5,9 +5,10 @@
 #   loopback: one sender and one receiver process on 127.0.0.1, for each stream count S of
 #             --streams: iperf3 -P S for --seconds, then wsync (transport.streams=S);
 #             tcp_vs_iperf3_loopback_S = wsync's rate / iperf3's.
-#   cluster:  two hosts of an emulated cluster (scripts/cluster.sh, NICs shaped to --rate), the
-#             same with one stream: tcp_vs_iperf3 (needs root; skipped with a line where no cluster
-#             can be made, or with --no-cluster).
+#   cluster:  two hosts of an emulated cluster (scripts/cluster.sh, NICs shaped to --rate): iperf3
+#             with one stream against wsync with every default (the transport it picks across hosts,
+#             its stream count): tcp_vs_iperf3 (needs root; skipped with a line where no cluster can
+#             be made, or with --no-cluster).
 #
 # wsync's rate is the model's bytes over the median whole update (send_batch of every tensor +
 # finalize, wsync-cluster-bench: every manifest, READY, ACK and commit inside), with
@@ -80,8 +81,10 @@ wsync_bps() {
   $server "$BENCH" --role receiver --rank 1 --store "$host:$port" --mib "$MIB" --timeout-ms 120000 \
     >"$TMP/receiver.log" 2>&1 &
   rpid=$!
+  local extra=()
+  [ -z "$streams" ] || extra=(--option "transport.streams=$streams")
   line=$($client "$BENCH" --role sender --receivers 1 --store "$host:$port" --mib "$MIB" --iters "$ITERS" \
-    --warmup 1 --transport "$transport" --option verify_payload=0 --option "transport.streams=$streams" \
+    --warmup 1 --transport "$transport" --option verify_payload=0 ${extra[@]+"${extra[@]}"} \
     2>"$TMP/sender.err" | grep "^cluster-bench: receivers=") || die "the wsync sender failed: $(tail -n 3 "$TMP/sender.err")"
   wait "$rpid" || die "the wsync receiver failed: $(tail -n 3 "$TMP/receiver.log")"
   median=$(echo "$line" | sed -n 's/.*median_s=\([0-9.e+-]*\).*/\1/p')
@@ -113,8 +116,8 @@ if [ "$CLUSTER" = 1 ]; then
     # iperf3 from h0 to h1 (server on h1); wsync's sender on h0 (store on h0), receiver on h1, the
     # default transport (tcp across hosts without RDMA).
     i=$(iperf3_bps "$on0" "$on1" 198.18.0.2 5201 1)
-    w=$(wsync_bps "$on0" "$on1" 198.18.0.1 29500 1 auto)
-    row "cluster $RATE, 1 stream" "$w" "$i"
+    w=$(wsync_bps "$on0" "$on1" 198.18.0.1 29500 "" auto)
+    row "cluster $RATE, defaults" "$w" "$i"
     echo "tcp_vs_iperf3: $RATIO"
   else
     echo "tcp-bench: no emulated cluster here ($(tail -n 1 "$TMP/cluster.log")); the cluster row is skipped"
