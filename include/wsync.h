@@ -305,7 +305,9 @@ typedef struct wsync_group_config_t {
   const char* store_addr;        /* "host:port" to host the rendezvous store on; port 0 picks a
                                     free port (see the store_addr_file option and
                                     wsync_group_store_addr); NULL = "127.0.0.1:0" */
-  const char* transport;         /* plugin name ("ucx") or absolute path to the .so; NULL = "ucx" */
+  const char* transport;         /* plugin name ("tcp", "ucx") or absolute path to the .so; NULL or
+                                    "auto" = the default: ucx when store_addr is a loopback address,
+                                    tcp across hosts without RDMA (docs/ABI.md; until 0.7: "ucx") */
   const char* adapter;           /* plugin name ("native") or absolute path; NULL = "native" */
   const wsync_option_t* options; /* may be NULL when num_options == 0 */
   uint64_t num_options;

@@ -19,7 +19,7 @@ type GroupConfig struct {
 	NumReceivers int           // required: receivers expected to join (ranks 1..NumReceivers)
 	GroupName    string        // "" = "wsync"; receivers must name the same group
 	StoreAddr    string        // "host:port" of the rendezvous store; "" = "127.0.0.1:0" (a free port)
-	Transport    string        // plugin name or absolute path; "" = "ucx"
+	Transport    string        // plugin name or absolute path; "" = the default (ucx on one host, tcp across hosts)
 	Adapter      string        // plugin name or absolute path; "" = "native"
 	Options      []Option      // group options, passed in this order
 	Timeout      time.Duration // how long NewGroup waits for every receiver; <= 0 = the timeout_ms option (60 s)

@@ -14,21 +14,29 @@
 #      times: the trainer reports it (or finishes, when the kill came late), never aborts.
 #
 # Each runs in the default configuration (every member on this host: UCX gets no network
-# transport, so there is no UCX port at all) and with transport.tls=tcp (UCX's TCP listener is
-# there: the door exists and must hold). Versions must keep committing during the attacks, and
-# every engine verifies the checksum of every tensor of every version.
+# transport, so there is no UCX port at all), with transport.tls=tcp (UCX's TCP listener is
+# there: the door exists and must hold against this recipe, whose forged endpoints die 0-3 ms in;
+# with a 0-40 ms window and a few hundred KB sent, UCX 1.13.1 aborts its victim: docs/SECURITY.md),
+# and with transport tcp forced on one host (wsync-tcp: wsync's own door): there
+# tests/integration/socket_outsider.c attacks every port of the trainer, ATTEMPTS connections killed
+# 0-40 ms in, with SILENT silent connections held meanwhile. Versions must keep committing during
+# the attacks, and every engine verifies the checksum of every tensor of every version.
+# (cluster.outsider makes the same attack from another host against the multi-host defaults.)
 #
-# Usage: outsider.sh <build dir> [default|tcp ...]   (env: ATTEMPTS=100 FLOOD_S=5 KILL_RUNS=6 OUTSIDER=<ucx_outsider binary>)
+# Usage: outsider.sh <build dir> [default|tcp|wsync-tcp ...]
+#        (env: ATTEMPTS=100 FLOOD_S=5 KILL_RUNS=6 SILENT=100 OUTSIDER=<ucx_outsider binary>)
 set -euo pipefail
 B=$(cd "$1" && pwd)
 shift
 modes=("$@")
-[ ${#modes[@]} -gt 0 ] || modes=(default tcp)
+[ ${#modes[@]} -gt 0 ] || modes=(default tcp wsync-tcp)
 ATTEMPTS=${ATTEMPTS:-100}
 FLOOD_S=${FLOOD_S:-5}
 KILL_RUNS=${KILL_RUNS:-6}
 SCALE=0.002
-OUTSIDER=${OUTSIDER:-$B/bin/ucx_outsider}  # another UCX's outsider, e.g. against a victim on another UCX
+OUTSIDER=${OUTSIDER:-$B/bin/ucx_outsider}
+SOCKET_OUTSIDER=$B/bin/socket_outsider
+SILENT=${SILENT:-100}  # another UCX's outsider, e.g. against a victim on another UCX
 export WSYNC_GROUP_SECRET="$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')"
 export UCX_WARN_UNUSED_ENV_VARS=n
 dir=$(mktemp -d)
@@ -77,6 +85,7 @@ start_group() {  # start_group <mode> <versions> [--until-file F]
   shift 2
   local tls=()
   [ "$mode" = tcp ] && tls=(--tls tcp)
+  [ "$mode" = wsync-tcp ] && tls=(--transport tcp)
   rm -f "$dir"/*.log "$dir/addr" "$dir/stop"
   "$B/bin/wsync-sample-trainer" --receivers 2 --versions "$versions" --store 127.0.0.1:0 --store-file "$dir/addr" \
     --scale "$SCALE" --timeout-ms 20000 ${tls[@]+"${tls[@]}"} "$@" >"$dir/trainer.log" 2>&1 &
@@ -88,11 +97,37 @@ start_group() {  # start_group <mode> <versions> [--until-file F]
   pids=("$trainer" "$engine1" "$engine2")
 }
 
+# wsync's own transport forced on one host: the trainer's every port (store, control, transport)
+# crashed at ATTEMPTS times with connections killed 0-40 ms in, while SILENT silent connections to
+# each are held; the engines listen on none.
+socket_attack() {
+  local ports p out s spids=()
+  ports=$(ss -ltnpH | grep "pid=$trainer," | awk '{ n = split($4, a, ":"); print a[n] }' | sort -n | paste -sd, -)
+  [ "$(echo "$ports" | tr ',' '\n' | grep -c .)" -eq 3 ] || fail "[wsync-tcp] the trainer listens on '$ports', three ports expected"
+  for p in "$engine1" "$engine2"; do
+    ! ss -ltnpH | grep -q "pid=$p," || fail "[wsync-tcp] an engine listens on a TCP port: $(ss -ltnpH | grep "pid=$p,")"
+  done
+  for p in ${ports//,/ }; do
+    "$SOCKET_OUTSIDER" silent 127.0.0.1 "$p" "$SILENT" >>"$dir/silent.log" 2>&1 &
+    spids+=($!)
+    pids+=($!)
+  done
+  out=$("$SOCKET_OUTSIDER" crash 127.0.0.1 "$ports" "$ATTEMPTS")
+  echo "[wsync-tcp] trainer: $out"
+  { kill -9 "${spids[@]}" && wait "${spids[@]}"; } 2>/dev/null || true
+  alive "$trainer" && alive "$engine1" && alive "$engine2" || { no_abort; fail "[wsync-tcp] a member died under the attack: $out"; }
+  s=$(echo "$out" | sed -n 's/.*, \([0-9]*\) connected.*/\1/p')
+  [ "${s:-0}" -ge $((ATTEMPTS / 2)) ] || fail "[wsync-tcp] the outsider connected too rarely to count: $out"
+}
+
 attack_case() {
   local mode=$1 before after out peak base rc_t rc_1 rc_2 n_t n_1 n_2 made died
   start_group "$mode" 1 --until-file "$dir/stop"
   wait_for 60 grep -q "version 1 committed" "$dir/trainer.log" || fail "[$mode] version 1 did not commit"
   before=$(committed)
+  if [ "$mode" = wsync-tcp ]; then
+    socket_attack
+  else
   # 1. crash, against the trainer and an engine.
   for victim in trainer engine1; do
     # UCX logs to stdout: keep only the outsider's own line.
@@ -121,6 +156,7 @@ attack_case() {
     [ $((peak - base)) -le 65536 ] || fail "[$mode] engine 2 grew from $base to $peak KiB under the flood"
     grep -q "dropped .* message(s) under tags no member of the group uses" "$dir/engine2.log" ||
       fail "[$mode] engine 2 never said it dropped the outsider's messages (did the flood reach it?)"
+  fi
   fi
   sleep 0.5
   after=$(committed)

@@ -3,7 +3,8 @@
  *
  *   ucx_outsider crash <pid> <attempts>      every attempt is a fresh process that builds a UCX
  *       worker address from its own with the victim's TCP port in it, creates an endpoint to it,
- *       sends under a random tag to start the wire-up, progresses for a random 0-3 ms and then
+ *       sends under a random tag to start the wire-up (OUTSIDER_SEND_KB: that many KiB more),
+ *       progresses for a random 0-3 ms (OUTSIDER_MAX_US: 0 to that many microseconds) and then
  *       dies (SIGKILL) mid-wire-up. UCX 1.13.1 asserted on the victim's side ("got REP message",
  *       uct_tcp_ep_pending_purge <- ucp_ep_set_failed) and the victim aborted.
  *   ucx_outsider flood <pid> <seconds>       one process that connects the same way and sends
@@ -173,6 +174,8 @@ static void crash_attempt(uint16_t port, unsigned seed) {
   memset(&o, 0, sizeof o);
   if (open_worker(&o) != 0 || connect_to(&o, port) != 0) _exit(3);
   send_some(&o, 64, 1);
+  /* OUTSIDER_SEND_KB: a few hundred KB more, as the third attack run sent (64 KiB messages). */
+  if (getenv("OUTSIDER_SEND_KB") != NULL) send_some(&o, 1 << 16, (int)(atol(getenv("OUTSIDER_SEND_KB")) / 64));
   budget_us = getenv("OUTSIDER_MAX_US") ? random() % atol(getenv("OUTSIDER_MAX_US")) : random() % 3000;
   clock_gettime(CLOCK_MONOTONIC, &until);
   until.tv_nsec += budget_us * 1000;

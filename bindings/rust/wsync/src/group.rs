@@ -36,7 +36,7 @@ impl GroupBuilder {
         self
     }
 
-    /// The transport plugin's name or path (default "ucx").
+    /// The transport plugin's name or path (default: ucx on one host, tcp across hosts without RDMA).
     pub fn transport(mut self, transport: &str) -> Self {
         self.transport = Some(transport.to_string());
         self
