@@ -1,7 +1,7 @@
 /* tcp_events.c — waking whoever waits: the core (an eventfd it polls, plugin ABI 1.2) and the
- * plugin's own calls (t->cond). The threads bump a generation under t->mu and then write the
- * eventfd; arm() tells the core "sleep" only when nothing happened since the last wait looked
- * (t->seen_gen), and drains the eventfd under the same lock, so a wake-up is never lost. */
+ * plugin's own calls (t->cond). The threads bump a generation and write the eventfd under t->mu;
+ * arm() drains the eventfd and tells the core "sleep" only when nothing happened since the last
+ * wait or arm looked (t->seen_gen), under the same lock, so a wake-up is never lost. */
 #include <errno.h>
 #include <sys/eventfd.h>
 #include <time.h>
@@ -56,11 +56,15 @@ wsync_status_t tcp_arm(void* self, int32_t* armed) {
   uint64_t v;
   if (t == NULL || armed == NULL) return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, TCP_LABEL ": arm: NULL argument");
   pthread_mutex_lock(&t->mu);
+  while (read(t->event_fd, &v, sizeof v) > 0) {
+  }
   if (t->gen != t->seen_gen || atomic_load(&t->aborted)) {
+    /* Something happened since the last look: the caller looks again (once; the next arm sleeps
+     * unless something happens meanwhile). Instances nobody waits on (a relay's world between
+     * updates) must not make the caller spin. */
+    t->seen_gen = t->gen;
     *armed = 0;
   } else {
-    while (read(t->event_fd, &v, sizeof v) > 0) {
-    }
     *armed = 1;
   }
   pthread_mutex_unlock(&t->mu);

@@ -143,7 +143,7 @@ wsync_status_t wait_seq(wsync_receiver_t* rx, void* self, uint64_t seq, bool sen
     const int64_t slice = std::max<int64_t>(1, std::min<int64_t>(deadline - now_ms(), 100));
     wsync_status_t st = send ? tp(rx)->send_wait(self, seq, slice) : tp(rx)->recv_wait(self, seq, slice);
     if (st != WSYNC_ERR_TIMEOUT) {
-      if (st != WSYNC_OK) return fail(st, "transport '%s': %s", tp(rx)->name, last_error().c_str());
+      if (st != WSYNC_OK) return fail(st, "transport '%s': %s", tp(rx)->name, plugin_error("transport", tp(rx)->name).c_str());
       return WSYNC_OK;
     }
     if (now_ms() >= deadline) return fail(WSYNC_ERR_TIMEOUT, "seq %llu did not %s in time",
@@ -162,7 +162,7 @@ wsync_status_t send_range(wsync_receiver_t* rx, void* self, uint64_t seq, const 
   const uint32_t joiner = 1;
   clear_error();
   wsync_status_t st = tp(rx)->send_post(self, seq, &buf, &joiner, 1);
-  return st == WSYNC_OK ? st : fail(st, "transport '%s': %s", tp(rx)->name, last_error().c_str());
+  return st == WSYNC_OK ? st : fail(st, "transport '%s': %s", tp(rx)->name, plugin_error("transport", tp(rx)->name).c_str());
 }
 
 wsync_status_t recv_range(wsync_receiver_t* rx, void* self, uint64_t seq, void* data, uint64_t len, int64_t deadline,
@@ -170,7 +170,7 @@ wsync_status_t recv_range(wsync_receiver_t* rx, void* self, uint64_t seq, void* 
   wsync_iov_t iov{data, len};
   clear_error();
   wsync_status_t st = tp(rx)->recv_post(self, seq, &iov, 1);
-  if (st != WSYNC_OK) return fail(st, "transport '%s': %s", tp(rx)->name, last_error().c_str());
+  if (st != WSYNC_OK) return fail(st, "transport '%s': %s", tp(rx)->name, plugin_error("transport", tp(rx)->name).c_str());
   return wait_seq(rx, self, seq, false, deadline, world);
 }
 

@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <dlfcn.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -353,6 +354,38 @@ TEST_F(TcpTransport, HungReceiverIsForgottenWithoutWaiting) {
   Plugin()->forget_peer(s.self, 1);
   EXPECT_LT(Clock::now() - t0, std::chrono::seconds(2));
   EXPECT_EQ(Plugin()->send_wait(s.self, 0, 0), WSYNC_OK) << t_error;
+}
+
+// After a transfer, with nothing outstanding, arm lets the caller sleep (at most one "look again"
+// first) and the event fd is quiet: a relay's world between updates must not make its owner spin.
+TEST_F(TcpTransport, AnIdleInstanceLetsItsOwnerSleep) {
+  MemStore store;
+  Inst s, r;
+  std::thread t([&] { ASSERT_EQ(Create(&r, &store, 1, 2), WSYNC_OK); ASSERT_EQ(Plugin()->connect(r.self, 10000), WSYNC_OK); });
+  ASSERT_EQ(Create(&s, &store, 0, 2), WSYNC_OK);
+  ASSERT_EQ(Plugin()->connect(s.self, 10000), WSYNC_OK);
+  t.join();
+  std::vector<uint8_t> got(1 << 20);
+  wsync_iov_t iov = {got.data(), got.size()};
+  ASSERT_EQ(Plugin()->recv_post(r.self, 0, &iov, 1), WSYNC_OK);
+  const std::vector<uint8_t> src = Bytes(4, got.size());
+  wsync_buffer_t b = Buf(src);
+  const uint32_t one = 1;
+  ASSERT_EQ(Plugin()->send_post(s.self, 0, &b, &one, 1), WSYNC_OK);
+  ASSERT_EQ(SendWait(s.self, 0, 20000), WSYNC_OK);
+  ASSERT_EQ(RecvWait(r.self, 0, 20000), WSYNC_OK);
+  for (void* self : {s.self, r.self}) {
+    int32_t fd = -1, armed = 0;
+    ASSERT_EQ(Plugin()->get_event_fd(self, &fd), WSYNC_OK);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(Plugin()->arm(self, &armed), WSYNC_OK);
+    if (!armed) {
+      ASSERT_EQ(Plugin()->arm(self, &armed), WSYNC_OK);
+    }
+    EXPECT_EQ(armed, 1) << "an idle instance keeps saying 'look again': its owner would spin";
+    pollfd p = {fd, POLLIN, 0};
+    EXPECT_EQ(poll(&p, 1, 0), 0) << "the event fd of an idle, armed instance is readable";
+  }
 }
 
 // The sender vanishes while a receiver waits: recv_wait names rank 0 and what had arrived.
