@@ -2,9 +2,10 @@
  * life of an instance (create, abort, destroy). See tcp_transport.h for the design.
  *
  * Options (keys arrive without the "transport." prefix):
- *   streams   TCP connections per receiver, 1..16 (default 2: on loopback one stream moved 2.6 GB/s
- *             and two 3.5 GB/s here, a shaped 1 Gbit/s NIC is full with either; docs/PERFORMANCE.md).
- *             Rank 0's value is published, so receivers always use the sender's.
+ *   streams   TCP connections per receiver, 1..16 (default 1: one stream fills the emulated
+ *             cluster's shaped NICs, and two made 4 senders into 2 receivers 20 % slower there, the
+ *             receivers' ports taking twice the flows; on loopback two moved 3.5 GB/s against one's
+ *             2.6; docs/PERFORMANCE.md). Rank 0's value is published, so receivers use the sender's.
  * Hints: auth_key (required: the core derives it from the group secret; without it the plugin
  * refuses to create, it would have nothing to admit connections with), local_address (rank 0
  * listens there only), join_later. */
@@ -17,7 +18,7 @@
 
 #include "tcp_transport.h"
 
-#define TCP_DEFAULT_STREAMS 2
+#define TCP_DEFAULT_STREAMS 1
 
 const char* tcp_hint(const wsync_transport_params_t* params, const char* key) {
   uint64_t i;
