@@ -310,7 +310,7 @@ TEST_F(TcpTransport, DeadReceiverIsNamedForgottenAndCanComeBack) {
   EXPECT_EQ(st, WSYNC_ERR_PEER_FAILED) << t_error;
   EXPECT_NE(t_error.find("rank 2"), std::string::npos) << t_error;
   EXPECT_NE(t_error.find("127.0.0.1"), std::string::npos) << t_error;
-  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(5));
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(10));  // a bound, not a speed: a hang is forever
   Plugin()->forget_peer(s.self, 2);
   EXPECT_EQ(SendWait(s.self, 0, 20000), WSYNC_OK) << t_error;
   EXPECT_EQ(RecvWait(r1.self, 0, 20000), WSYNC_OK) << t_error;
@@ -352,7 +352,7 @@ TEST_F(TcpTransport, HungReceiverIsForgottenWithoutWaiting) {
   EXPECT_NE(t_error.find("rank 1"), std::string::npos) << t_error;
   const auto t0 = Clock::now();
   Plugin()->forget_peer(s.self, 1);
-  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(2));
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(10));  // a blocked writer would never return
   EXPECT_EQ(Plugin()->send_wait(s.self, 0, 0), WSYNC_OK) << t_error;
 }
 
@@ -405,7 +405,7 @@ TEST_F(TcpTransport, DeadSenderIsNamedOnTheReceiver) {
   EXPECT_EQ(RecvWait(r.self, 0, 10000), WSYNC_ERR_PEER_FAILED) << t_error;
   EXPECT_NE(t_error.find("rank 0"), std::string::npos) << t_error;
   EXPECT_NE(t_error.find("0 of its 1048576 bytes"), std::string::npos) << t_error;
-  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(5));
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(10));  // a bound, not a speed: a hang is forever
 }
 
 }  // namespace
