@@ -85,14 +85,18 @@ static int pending_complete(const tcp_transport_t* t, const tcp_peer_t* p) { ret
 static wsync_status_t take_pending(tcp_transport_t* t, uint32_t r) {
   tcp_peer_t* p = &t->peers[r];
   int fds[TCP_MAX_STREAMS];
+  char host[TCP_HOST_TEXT];
   uint32_t i;
-  if (p->streams != NULL) tcp_peer_stop(t, p); /* a process of this rank from before */
+  /* Taken first: stopping the old streams releases t->mu, and the acceptor may meanwhile start a
+   * pending set of yet another process of this rank. */
   for (i = 0; i < t->streams; ++i) {
     fds[i] = p->pending_fd[i];
     p->pending_fd[i] = -1;
   }
   p->pending_count = 0;
-  return activate(t, p, fds, p->pending_host);
+  snprintf(host, sizeof host, "%s", p->pending_host);
+  if (p->streams != NULL) tcp_peer_stop(t, p); /* a process of this rank from before */
+  return activate(t, p, fds, host);
 }
 
 static wsync_status_t sender_connect(tcp_transport_t* t, int64_t timeout_ms) {
@@ -186,8 +190,8 @@ static wsync_status_t read_published(tcp_transport_t* t, int64_t timeout_ms, pub
   return WSYNC_OK;
 }
 
-/* A connected socket to host:port (non-blocking), or -1 with errno. */
-static int dial(const char* host, unsigned port, int64_t deadline_ms) {
+/* A connected socket to host:port (non-blocking), or -1 with errno; gives up at abort. */
+static int dial(tcp_transport_t* t, const char* host, unsigned port, int64_t deadline_ms) {
   struct addrinfo hints, *res = NULL, *ai;
   char service[16];
   int fd = -1, err = ECONNREFUSED;
@@ -208,15 +212,17 @@ static int dial(const char* host, unsigned port, int64_t deadline_ms) {
     if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) break;
     if (errno == EINPROGRESS) {
       struct pollfd pfd;
-      int so = 0;
+      int so = 0, ready = 0;
       socklen_t sl = sizeof so;
-      int64_t left = deadline_ms - wsp_now_ms();
+      int64_t left;
       pfd.fd = fd;
       pfd.events = POLLOUT;
-      pfd.revents = 0;
-      if (left > 0 && poll(&pfd, 1, (int)(left > 60000 ? 60000 : left)) == 1 &&
-          getsockopt(fd, SOL_SOCKET, SO_ERROR, &so, &sl) == 0 && so == 0)
-        break;
+      /* In slices of 100 ms, so that an abort is heard. */
+      while (!ready && !atomic_load(&t->aborted) && (left = deadline_ms - wsp_now_ms()) > 0) {
+        pfd.revents = 0;
+        ready = poll(&pfd, 1, (int)(left > 100 ? 100 : left)) == 1;
+      }
+      if (ready && getsockopt(fd, SOL_SOCKET, SO_ERROR, &so, &sl) == 0 && so == 0) break;
       err = so != 0 ? so : ETIMEDOUT;
     } else {
       err = errno;
@@ -241,7 +247,10 @@ static int open_stream(tcp_transport_t* t, const published_t* pub, uint32_t stre
     uint8_t challenge[TCP_CHALLENGE_BYTES], hello[TCP_HELLO_BYTES], welcome[TCP_WELCOME_BYTES];
     uint8_t server_nonce[TCP_NONCE_BYTES];
     tcp_hello_t h;
-    int fd = dial(host, pub->port, deadline_ms);
+    /* A live listener answers in a round trip; 5 s at most per attempt, so that the caller's loop
+     * hears an abort between attempts. */
+    const int64_t hs_deadline = deadline_ms < wsp_now_ms() + 5000 ? deadline_ms : wsp_now_ms() + 5000;
+    int fd = dial(t, host, pub->port, deadline_ms);
     if (fd < 0) {
       last_err = errno;
       snprintf(why, cap, "connecting to %s port %u failed: %s", host, pub->port, strerror(last_err));
@@ -252,11 +261,11 @@ static int open_stream(tcp_transport_t* t, const published_t* pub, uint32_t stre
     h.streams = pub->streams;
     h.instance = t->instance;
     errno = 0;
-    if (tcp_io_deadline(fd, challenge, sizeof challenge, 0, deadline_ms) != 0 ||
+    if (tcp_io_deadline(fd, challenge, sizeof challenge, 0, hs_deadline) != 0 ||
         tcp_challenge_decode(challenge, server_nonce) != 0 || tcp_random(h.nonce, sizeof h.nonce) != 0 ||
         tcp_hello_encode(t, &h, server_nonce, hello) != 0 ||
-        tcp_io_deadline(fd, hello, sizeof hello, 1, deadline_ms) != 0 ||
-        tcp_io_deadline(fd, welcome, sizeof welcome, 0, deadline_ms) != 0) {
+        tcp_io_deadline(fd, hello, sizeof hello, 1, hs_deadline) != 0 ||
+        tcp_io_deadline(fd, welcome, sizeof welcome, 0, hs_deadline) != 0) {
       snprintf(why, cap, "the handshake with %s port %u failed: %s", host, pub->port,
                errno ? strerror(errno) : "not a wsync tcp listener");
       close(fd);

@@ -191,11 +191,13 @@ static void take_bytes(tcp_transport_t* t, slot_t* s) {
   admit(t, s, &h);
 }
 
-static void accept_one(tcp_transport_t* t, slot_t* slots) {
+/* 0, or -1 when accept failed for lack of descriptors or memory: the caller then leaves the
+ * listener out of poll for a while (it stays readable, and polling it would spin). */
+static int accept_one(tcp_transport_t* t, slot_t* slots) {
   uint8_t challenge[TCP_CHALLENGE_BYTES];
   slot_t* s = NULL;
   int i, fd = accept4(t->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-  if (fd < 0) return;
+  if (fd < 0) return errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM ? -1 : 0;
   for (i = 0; i < kSlots && s == NULL; ++i)
     if (slots[i].fd < 0) s = &slots[i];
   if (s == NULL) { /* full: the oldest handshake makes room */
@@ -211,16 +213,18 @@ static void accept_one(tcp_transport_t* t, slot_t* slots) {
   s->deadline_ms = s->opened_ms + kHandshakeMs;
   if (tcp_random(s->nonce, sizeof s->nonce) != 0) {
     slot_close(s);
-    return;
+    return 0;
   }
   tcp_challenge_encode(s->nonce, challenge);
   if (send(fd, challenge, sizeof challenge, MSG_NOSIGNAL) != (ssize_t)sizeof challenge) slot_close(s);
+  return 0;
 }
 
 static void* acceptor_main(void* arg) {
   tcp_transport_t* t = (tcp_transport_t*)arg;
   slot_t slots[kSlots];
   struct pollfd pfd[kSlots + 2];
+  int64_t listen_again_ms = 0; /* out of descriptors: the listener rests until then */
   int i;
   for (i = 0; i < kSlots; ++i) slots[i].fd = -1;
   for (;;) {
@@ -232,8 +236,9 @@ static void* acceptor_main(void* arg) {
     if (stop) break;
     pfd[n].fd = t->wake_fd;
     pfd[n++].events = POLLIN;
-    pfd[n].fd = t->listen_fd;
+    pfd[n].fd = now >= listen_again_ms ? t->listen_fd : -1; /* (poll ignores a negative fd) */
     pfd[n++].events = POLLIN;
+    if (now < listen_again_ms && listen_again_ms < next) next = listen_again_ms;
     for (i = 0; i < kSlots; ++i) {
       if (slots[i].fd < 0) continue;
       if (now >= slots[i].deadline_ms) {
@@ -254,7 +259,7 @@ static void* acceptor_main(void* arg) {
       for (j = 2; j < n; ++j)
         if (pfd[j].fd == slots[i].fd && pfd[j].revents) take_bytes(t, &slots[i]);
     }
-    if (pfd[1].revents & POLLIN) accept_one(t, slots);
+    if ((pfd[1].revents & POLLIN) && accept_one(t, slots) != 0) listen_again_ms = wsp_now_ms() + 100;
   }
   for (i = 0; i < kSlots; ++i) slot_close(&slots[i]);
   return NULL;

@@ -138,11 +138,17 @@ static wsync_status_t tcp_create(const wsync_transport_params_t* params, void** 
   return WSYNC_OK;
 }
 
+/* Any thread. Every peer's sockets are shut down too: a writer blocked in sendmsg (reading the
+ * caller's buffer) or a reader in readv (writing its regions) returns at once, so the caller may
+ * reuse them once the waits answered ABORTED. */
 static void tcp_abort(void* self) {
   tcp_transport_t* t = (tcp_transport_t*)self;
+  uint32_t r;
   if (t == NULL) return;
   atomic_store(&t->aborted, 1);
   pthread_mutex_lock(&t->mu);
+  for (r = 0; r < t->world_size; ++r)
+    if (r != t->rank && t->peers[r].streams != NULL) tcp_peer_fail(t, &t->peers[r], WSYNC_ERR_ABORTED, "aborted");
   tcp_signal(t);
   pthread_mutex_unlock(&t->mu);
 }

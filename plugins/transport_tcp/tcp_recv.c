@@ -88,6 +88,7 @@ static int land(tcp_transport_t* t, tcp_stream_t* s, tcp_recv_op_t* op, uint64_t
       op->status = WSYNC_ERR_PROTOCOL;
       snprintf(op->why, sizeof op->why, "rank 0 (the sender, at %s) sent chunks of bucket %llu (by sequence number) "
                "that overlap", s->peer->host, (unsigned long long)op->seq);
+      tcp_peer_fail(t, s->peer, WSYNC_ERR_PROTOCOL, op->why);
     }
   }
   tcp_signal(t);
@@ -135,7 +136,10 @@ void* tcp_reader_main(void* arg) {
       snprintf(op->why, sizeof op->why, "rank 0 (the sender, at %s) sent bucket %llu (by sequence number) as %llu "
                "bytes; %llu were expected", p->host, (unsigned long long)seq, (unsigned long long)total,
                (unsigned long long)op->expected);
-      tcp_signal(t);
+      /* The sender is broken: its connection goes (a reader of another stream still landing a
+       * chunk of this piece stops at once, so recv_wait's report is never followed by a write). */
+      tcp_peer_fail(t, p, WSYNC_ERR_PROTOCOL, op->why);
+      break;
     }
     if (op == NULL || op->status != WSYNC_OK) { /* not ours (any more): read and drop */
       pthread_mutex_unlock(&t->mu);
@@ -238,6 +242,7 @@ wsync_status_t tcp_recv_wait(void* self, uint64_t seq, int64_t timeout_ms) {
   }
   for (;;) {
     const tcp_peer_t* p = &t->peers[0];
+    const uint64_t scan_gen = t->gen; /* what this look saw (arm compares with it) */
     if (recv_complete(op)) {
       remove_recv(t, op);
       pthread_mutex_unlock(&t->mu);
@@ -259,6 +264,7 @@ wsync_status_t tcp_recv_wait(void* self, uint64_t seq, int64_t timeout_ms) {
       return wsp_fail(st, TCP_LABEL ": %s", why);
     }
     if (atomic_load(&t->aborted)) {
+      wait_unused(t, op);  /* (abort shut the sockets down: the readers leave at once) */
       pthread_mutex_unlock(&t->mu);
       return wsp_fail(WSYNC_ERR_ABORTED, TCP_LABEL ": aborted");
     }
@@ -266,7 +272,7 @@ wsync_status_t tcp_recv_wait(void* self, uint64_t seq, int64_t timeout_ms) {
       snprintf(why, sizeof why, "bucket %llu (by sequence number) has %llu of its %llu bytes from rank 0 (the sender, "
                "at %s) so far", (unsigned long long)seq, (unsigned long long)op->received,
                (unsigned long long)op->expected, p->host);
-      t->seen_gen = t->gen;
+      t->seen_gen = scan_gen;
       pthread_mutex_unlock(&t->mu);
       return wsp_fail(WSYNC_ERR_TIMEOUT, TCP_LABEL ": %s", why);
     }

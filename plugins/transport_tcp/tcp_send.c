@@ -102,6 +102,12 @@ static wsync_status_t check_post(tcp_transport_t* t, uint64_t seq, const wsync_b
     if (find_op(t, seq, r) != NULL)
       return wsp_fail(WSYNC_ERR_INVALID_STATE, TCP_LABEL ": bucket %llu already posted to rank %u",
                       (unsigned long long)seq, r);
+    {
+      uint32_t j;
+      for (j = 0; j < i; ++j)
+        if (ranks[j] == r)
+          return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, TCP_LABEL ": send_post names rank %u twice", r);
+    }
   }
   return WSYNC_OK;
 }
@@ -182,6 +188,7 @@ wsync_status_t tcp_send_wait(void* self, uint64_t seq, int64_t timeout_ms) {
   pthread_mutex_lock(&t->mu);
   for (;;) {
     const tcp_send_op_t* waiting = NULL;
+    const uint64_t scan_gen = t->gen; /* what this look saw (arm compares with it) */
     int found = 0;
     for (op = t->sends; op != NULL; op = op->next) {
       if (op->seq != seq) continue;
@@ -206,7 +213,7 @@ wsync_status_t tcp_send_wait(void* self, uint64_t seq, int64_t timeout_ms) {
       const uint32_t r = waiting->rank;
       char host[TCP_HOST_TEXT];
       snprintf(host, sizeof host, "%s", t->peers[r].host);
-      t->seen_gen = t->gen;
+      t->seen_gen = scan_gen;
       pthread_mutex_unlock(&t->mu);
       return wsp_fail(WSYNC_ERR_TIMEOUT, TCP_LABEL ": bucket %llu has not left for rank %u at %s yet",
                       (unsigned long long)seq, r, host);
@@ -239,6 +246,19 @@ void tcp_forget_peer(void* self, uint32_t rank) {
   /* Joins its threads: when this returns no thread of ours reads the buffers posted to it or
    * writes into regions posted for it. */
   tcp_peer_stop(t, p);
+  /* Its ops (failed by the stop) go now: a process that takes the rank later (connect_peer) must
+   * not be blamed for them by a send_wait. */
+  {
+    tcp_send_op_t *op, **link;
+    for (link = &t->sends; (op = *link) != NULL;) {
+      if (op->rank == rank && op->pending == 0) {
+        *link = op->next;
+        free(op);
+      } else {
+        link = &op->next;
+      }
+    }
+  }
   pthread_mutex_unlock(&t->mu);
 }
 

@@ -34,11 +34,12 @@ wsync_status_t accept_receivers(wsync_group_t* g, int64_t deadline);
 // Wait until each receiver reports its transport connected (JOINED).
 wsync_status_t wait_joined(wsync_group_t* g, int64_t deadline);
 // membership=elastic, between updates (pipeline thread): connections that came meanwhile get
-// their CHALLENGE, and those whose HELLO proves the secret are welcomed into g->joining (waiting at
-// most wait_ms for HELLOs of connections that came just now).
-void take_hellos(wsync_group_t* g, int64_t wait_ms);
-// A welcomed receiver's JOINED (its transport connected), then the sender's transport connects to
-// it (connect_peer), before `deadline`.
+// their CHALLENGE, and those whose HELLO arrived and proves the secret are welcomed into
+// g->joining. Never waits: a HELLO not there yet is read at a later look.
+void take_hellos(wsync_group_t* g);
+// A welcomed receiver's JOINED (its transport connected), if it came; then the sender's transport
+// connects to it (connect_peer), before `deadline`. WSYNC_ERR_TIMEOUT: no JOINED yet (look again
+// later; the pipeline thread never waits for a joiner), any other error: it cannot join.
 wsync_status_t join_one(wsync_group_t* g, Peer* p, int64_t deadline);
 // The transport connects to receiver `p` alone (plugin ABI 1.5 connect_peer), before `deadline`;
 // a refusal names the transport and the receiver.

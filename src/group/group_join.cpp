@@ -292,45 +292,27 @@ wsync_status_t wait_joined(wsync_group_t* g, int64_t deadline) {
   return WSYNC_OK;
 }
 
-void take_hellos(wsync_group_t* g, int64_t wait_ms) {
+void take_hellos(wsync_group_t* g) {
   if (!g->join_warnings) g->join_warnings.reset(new ControlWarnings(g));  // one budget for the group's life
   ControlWarnings* warn = g->join_warnings.get();
   warn->flush();
-  const int64_t until = deadline_after(wait_ms);
-  for (;;) {
-    int fd = -1;
-    std::string addr;
-    // (at most a pending list's worth per look: a flood of connections cannot hold the thread here)
-    for (size_t n = 0; n < kMaxPendingHellos && g->listener.accept(0, &fd, &addr) == WSYNC_OK; ++n)
-      open_pending(g, fd, addr, &g->hello_pending, warn);
-    read_hellos(g, &g->hello_pending, g->timeout_ms, warn, true);
-    // A receiver that connected just now answers its CHALLENGE within a round trip: wait for it
-    // a little, so that it joins at this boundary rather than at the next.
-    const bool fresh = std::any_of(g->hello_pending.begin(), g->hello_pending.end(),
-                                   [](const std::unique_ptr<Peer>& p) { return now_ms() - p->accepted_ms < 1000; });
-    if (!fresh || now_ms() >= until || g->aborted.load()) return;
-    std::vector<pollfd> fds;
-    for (const auto& p : g->hello_pending) fds.push_back(pollfd{p->conn.fd(), POLLIN, 0});
-    ::poll(fds.data(), fds.size(), std::min(10, remaining_ms(until)));
-  }
+  int fd = -1;
+  std::string addr;
+  // (at most a pending list's worth per look: a flood of connections cannot hold the thread here)
+  for (size_t n = 0; n < kMaxPendingHellos && g->listener.accept(0, &fd, &addr) == WSYNC_OK; ++n)
+    open_pending(g, fd, addr, &g->hello_pending, warn);
+  // Only the HELLOs that are here: a connection that says nothing costs this thread nothing (the
+  // pipeline looks again every 100 ms while idle, and before every update).
+  read_hellos(g, &g->hello_pending, g->timeout_ms, warn, true);
 }
 
 wsync_status_t join_one(wsync_group_t* g, Peer* p, int64_t deadline) {
-  for (;;) {
-    if (g->aborted.load()) return fail(WSYNC_ERR_ABORTED, "group '%s' was aborted", g->group_name.c_str());
-    const int64_t left = deadline - now_ms();
-    Frame f;
-    wsync_status_t st = p->conn.recv(&f, std::max<int64_t>(0, std::min<int64_t>(left, 50)));
-    if (st == WSYNC_ERR_TIMEOUT) {
-      if (left <= 0)
-        return fail(WSYNC_ERR_TIMEOUT, "%s did not connect its transport within %lld ms", p->conn.peer_name().c_str(),
-                    static_cast<long long>(g->timeout_ms));
-      continue;
-    }
-    if (st != WSYNC_OK) return st;
-    if ((st = judge_join_frame(g, p, f)) != WSYNC_OK) return st;
-    break;
-  }
+  if (g->aborted.load()) return fail(WSYNC_ERR_ABORTED, "group '%s' was aborted", g->group_name.c_str());
+  Frame f;
+  wsync_status_t st = p->conn.recv(&f, 0);
+  if (st == WSYNC_ERR_TIMEOUT) return st;  // no JOINED yet: the caller looks again later
+  if (st != WSYNC_OK) return st;
+  if ((st = judge_join_frame(g, p, f)) != WSYNC_OK) return st;
   return connect_receiver(g, p, deadline);
 }
 

@@ -167,16 +167,25 @@ void members_admit(wsync_group_t* g) {
   if (!members_can_join(g) || g->update_begun || admission_stopped(g)) return;
   drop_hung_up(g);
   engines_readmit(g);  // (HTTP engines: dropped servers on their way back; INIT makes their receivers come)
-  take_hellos(g, 200);
-  // One budget for everyone who joins now: the next update, or a destroy, waits at most this long.
+  take_hellos(g);
+  // One budget for the transport connects of everyone who joins now (their JOINED says their side
+  // is up): the next update, or a destroy, waits at most this long.
   const int64_t deadline = deadline_after(std::min<int64_t>(g->timeout_ms, 10000));
-  std::vector<std::unique_ptr<Peer>> joining;
+  std::vector<std::unique_ptr<Peer>> joining, later;
   joining.swap(g->joining);
   std::vector<uint32_t> busy;  // (joiners at this boundary serve no catch-up)
   for (const auto& p : joining) busy.push_back(p->rank);
   for (auto& p : joining) {
     if (admission_stopped(g)) return;  // (their connections close: they see the group end)
-    if (join_one(g, p.get(), deadline) != WSYNC_OK) {
+    const wsync_status_t st = join_one(g, p.get(), deadline);
+    if (st == WSYNC_ERR_TIMEOUT && now_ms() - p->accepted_ms < g->timeout_ms) {
+      later.push_back(std::move(p));  // no JOINED yet: a later look (the thread never waits for it)
+      continue;
+    }
+    if (st != WSYNC_OK) {
+      if (st == WSYNC_ERR_TIMEOUT)
+        fail(st, "%s said HELLO but did not connect its transport (JOINED) within %lld ms",
+             p->conn.peer_name().c_str(), static_cast<long long>(g->timeout_ms));
       WSYNC_LOGW("group '%s': %s could not join: %s", g->group_name.c_str(), p->conn.peer_name().c_str(),
                  last_error().c_str());
       clear_error();
@@ -185,6 +194,7 @@ void members_admit(wsync_group_t* g) {
     const std::string catchup = catchup_arrange(g, p.get(), busy);
     install(g, std::move(p), catchup);
   }
+  for (auto& p : later) g->joining.push_back(std::move(p));
   engines_after_admit(g);
 }
 
