@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static const wsync_host_v1_t* g_host;
@@ -72,6 +73,17 @@ void wsp_sleep_us(int64_t us, int64_t deadline_us) {
   ts.tv_nsec = (long)(us % 1000000) * 1000;
   while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
   }
+}
+
+const char* wsp_hint(const wsync_transport_params_t* params, const char* key) {
+  uint64_t i;
+  if (!WSYNC_HAS_FIELD(params, wsync_transport_params_t, num_hints) || params->hints == NULL) return NULL;
+  for (i = 0; i < params->num_hints; ++i) {
+    const size_t stride = params->hints[0].struct_size ? params->hints[0].struct_size : sizeof(wsync_option_t);
+    const wsync_option_t* h = (const wsync_option_t*)((const char*)params->hints + i * stride);
+    if (h->key != NULL && h->value != NULL && strcmp(h->key, key) == 0) return h->value;
+  }
+  return NULL;
 }
 
 int wsp_reserve(void** arr, size_t* cap, size_t count, size_t size) {

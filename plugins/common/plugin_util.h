@@ -48,6 +48,11 @@ void wsp_sleep_us(int64_t us, int64_t deadline_us);
 wsync_status_t wsp_check_transport_params(const char* label, const wsync_transport_params_t* params, void** out,
                                           const char* store_use);
 
+/* The value of hint `key` given to a transport's create (plugin ABI 1.2 hints), or NULL when it is
+ * absent or the core's params predate hints. The array is stepped by its first element's
+ * struct_size, as every array of structs in the ABI. */
+const char* wsp_hint(const wsync_transport_params_t* params, const char* key);
+
 /* Grow *arr (elements of `size` bytes, capacity *cap) so that index `count` fits; 0, or -1 when out
  * of memory (*arr unchanged then). */
 int wsp_reserve(void** arr, size_t* cap, size_t count, size_t size);

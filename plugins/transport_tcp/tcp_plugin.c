@@ -20,17 +20,6 @@
 
 #define TCP_DEFAULT_STREAMS 1
 
-const char* tcp_hint(const wsync_transport_params_t* params, const char* key) {
-  uint64_t i;
-  if (!WSYNC_HAS_FIELD(params, wsync_transport_params_t, num_hints) || params->hints == NULL) return NULL;
-  for (i = 0; i < params->num_hints; ++i) {
-    const size_t stride = params->hints[0].struct_size ? params->hints[0].struct_size : sizeof(wsync_option_t);
-    const wsync_option_t* h = (const wsync_option_t*)((const char*)params->hints + i * stride);
-    if (h->key != NULL && h->value != NULL && strcmp(h->key, key) == 0) return h->value;
-  }
-  return NULL;
-}
-
 static int hex_value(int c) {
   if (c >= '0' && c <= '9') return c - '0';
   c = tolower(c);
@@ -63,9 +52,9 @@ static wsync_status_t read_options(tcp_transport_t* t, const wsync_transport_par
 }
 
 static wsync_status_t read_hints(tcp_transport_t* t, const wsync_transport_params_t* params) {
-  const char* key = tcp_hint(params, WSYNC_HINT_AUTH_KEY);
-  const char* addr = tcp_hint(params, WSYNC_HINT_LOCAL_ADDRESS);
-  const char* later = tcp_hint(params, WSYNC_HINT_JOIN_LATER);
+  const char* key = wsp_hint(params, WSYNC_HINT_AUTH_KEY);
+  const char* addr = wsp_hint(params, WSYNC_HINT_LOCAL_ADDRESS);
+  const char* later = wsp_hint(params, WSYNC_HINT_JOIN_LATER);
   size_t i;
   t->join_later = t->rank == 0 && later != NULL && strcmp(later, "1") == 0;
   if (addr != NULL) {

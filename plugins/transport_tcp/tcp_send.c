@@ -76,6 +76,19 @@ void* tcp_writer_main(void* arg) {
   return NULL;
 }
 
+/* Free the finished ops (no chunk left) of bucket `seq`, or of rank `rank` (t->mu held). */
+static void free_finished_ops(tcp_transport_t* t, int by_rank, uint64_t seq, uint32_t rank) {
+  tcp_send_op_t *op, **link;
+  for (link = &t->sends; (op = *link) != NULL;) {
+    if (op->pending == 0 && (by_rank ? op->rank == rank : op->seq == seq)) {
+      *link = op->next;
+      free(op);
+    } else {
+      link = &op->next;
+    }
+  }
+}
+
 static tcp_send_op_t* find_op(tcp_transport_t* t, uint64_t seq, uint32_t rank) {
   tcp_send_op_t* op;
   for (op = t->sends; op != NULL; op = op->next)
@@ -183,7 +196,7 @@ wsync_status_t tcp_send_post(void* self, uint64_t seq, const wsync_buffer_t* buf
 wsync_status_t tcp_send_wait(void* self, uint64_t seq, int64_t timeout_ms) {
   tcp_transport_t* t = (tcp_transport_t*)self;
   const int64_t deadline = wsp_deadline_ms(timeout_ms);
-  tcp_send_op_t *op, **link;
+  tcp_send_op_t* op;
   if (t == NULL) return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, TCP_LABEL ": send_wait on NULL");
   pthread_mutex_lock(&t->mu);
   for (;;) {
@@ -220,14 +233,7 @@ wsync_status_t tcp_send_wait(void* self, uint64_t seq, int64_t timeout_ms) {
     }
   }
   /* Every op of seq is complete (or its rank forgotten): drop them. */
-  for (link = &t->sends; (op = *link) != NULL;) {
-    if (op->seq == seq && op->pending == 0) {
-      *link = op->next;
-      free(op);
-    } else {
-      link = &op->next;
-    }
-  }
+  free_finished_ops(t, 0, seq, 0);
   pthread_mutex_unlock(&t->mu);
   return WSYNC_OK;
 }
@@ -248,17 +254,7 @@ void tcp_forget_peer(void* self, uint32_t rank) {
   tcp_peer_stop(t, p);
   /* Its ops (failed by the stop) go now: a process that takes the rank later (connect_peer) must
    * not be blamed for them by a send_wait. */
-  {
-    tcp_send_op_t *op, **link;
-    for (link = &t->sends; (op = *link) != NULL;) {
-      if (op->rank == rank && op->pending == 0) {
-        *link = op->next;
-        free(op);
-      } else {
-        link = &op->next;
-      }
-    }
-  }
+  free_finished_ops(t, 1, 0, rank);
   pthread_mutex_unlock(&t->mu);
 }
 

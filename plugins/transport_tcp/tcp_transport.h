@@ -141,10 +141,6 @@ struct tcp_transport {
   uint64_t gen, seen_gen;
 };
 
-/* tcp_plugin.c */
-/* The value of hint `key`, or NULL. */
-const char* tcp_hint(const wsync_transport_params_t* params, const char* key);
-
 /* tcp_auth.c: the handshake. Wire sizes are fixed, so a slot holds one in full. */
 #define TCP_CHALLENGE_BYTES 40 /* magic(8) nonce(32) */
 #define TCP_HELLO_BYTES 96     /* magic(8) rank stream streams reserved(4 each) instance(8) nonce(32) proof(32) */

@@ -102,18 +102,6 @@ static int interface_of(const char* host, char* ifname, int* loopback) {
   return found;
 }
 
-/* The value of hint `key`, or NULL (hints exist since plugin ABI 1.2; read only when present). */
-const char* ucx_hint(const wsync_transport_params_t* params, const char* key) {
-  uint64_t i;
-  if (!WSYNC_HAS_FIELD(params, wsync_transport_params_t, num_hints) || params->hints == NULL) return NULL;
-  for (i = 0; i < params->num_hints; ++i) {
-    const size_t stride = params->hints[0].struct_size ? params->hints[0].struct_size : sizeof(wsync_option_t);
-    const wsync_option_t* h = (const wsync_option_t*)((const char*)params->hints + i * stride);
-    if (h->key != NULL && h->value != NULL && strcmp(h->key, key) == 0) return h->value;
-  }
-  return NULL;
-}
-
 /* Whether this host has an RDMA device (InfiniBand or RoCE: an entry in /sys/class/infiniband). */
 static int host_has_rdma(void) {
   DIR* d = opendir("/sys/class/infiniband");
@@ -148,7 +136,7 @@ static wsync_status_t exclude_tcp_with_rdma(ucp_config_t* config, const char** t
 static wsync_status_t restrict_interfaces(ucp_config_t* config, const wsync_transport_params_t* params,
                                           int net_devices_set, int err_mode, const char** tls) {
   static const char kHostOnly[] = "sm,self";
-  const char* addr = ucx_hint(params, WSYNC_HINT_LOCAL_ADDRESS);
+  const char* addr = wsp_hint(params, WSYNC_HINT_LOCAL_ADDRESS);
   char ifname[IF_NAMESIZE];
   int loopback = 0;
   ucs_status_t st;

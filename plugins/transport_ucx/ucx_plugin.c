@@ -37,7 +37,7 @@ static wsync_status_t ucx_create(const wsync_transport_params_t* params, void** 
     t->peers[r].failed = UCS_OK;
   }
   {
-    const char* later = ucx_hint(params, WSYNC_HINT_JOIN_LATER);
+    const char* later = wsp_hint(params, WSYNC_HINT_JOIN_LATER);
     t->join_later = t->rank == 0 && later != NULL && strcmp(later, "1") == 0;
   }
   rc = ucx_context_open(t, params);

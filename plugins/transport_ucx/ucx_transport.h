@@ -97,8 +97,6 @@ wsync_status_t ucx_progress_until(ucx_transport_t* t, int (*done)(ucx_transport_
 void ucx_keep_iov(ucx_transport_t* t, ucp_dt_iov_t* iov);
 
 /* ucx_context.c */
-/* The value of hint `key` (plugin ABI 1.2), or NULL. */
-const char* ucx_hint(const wsync_transport_params_t* params, const char* key);
 wsync_status_t ucx_context_open(ucx_transport_t* t, const wsync_transport_params_t* params);
 void ucx_context_close(ucx_transport_t* t);
 /* The worker's event fd for the core to sleep on, and arming it (plugin ABI 1.2). */

@@ -32,6 +32,14 @@ bool all_members(const wsync_group_t* g, const EngineServer& s) {
   return true;
 }
 
+// Whether one of the server's ranks was welcomed and its JOINED has not been taken yet (the
+// sender never waits for it: a later look installs it).
+bool ranks_joining(const wsync_group_t* g, const EngineServer& s) {
+  for (const auto& j : g->joining)
+    if (j->rank >= s.rank_offset && j->rank < s.rank_offset + s.gpus) return true;
+  return false;
+}
+
 // Remove the server's receivers that are members, each named with `reason`.
 void remove_ranks(wsync_group_t* g, Flight* flight, const EngineServer& s, wsync_status_t st, const std::string& reason) {
   for (uint32_t r = s.rank_offset; r < s.rank_offset + s.gpus; ++r) {
@@ -133,7 +141,10 @@ void finish_init(wsync_group_t* g, size_t i) {
 // Server i's stage `r.stage` answered (r.calls done): the next one.
 void next_stage(wsync_group_t* g, size_t i) {
   EngineRejoin& r = rejoin(g, i);
-  if (r.stage == EngineRejoin::kInit) return finish_init(g, i);
+  if (r.stage == EngineRejoin::kInit) {
+    if (!all_members(g, g->engines[i]) && ranks_joining(g, g->engines[i])) return;  // (a later look: see above)
+    return finish_init(g, i);
+  }
   const EngineServer& s = g->engines[i];
   const wsync_status_t st = r.calls->finish();
   const std::string why = st == WSYNC_OK ? std::string() : last_error();

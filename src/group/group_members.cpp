@@ -166,7 +166,6 @@ void drop_hung_up(wsync_group_t* g) {
 void members_admit(wsync_group_t* g) {
   if (!members_can_join(g) || g->update_begun || admission_stopped(g)) return;
   drop_hung_up(g);
-  engines_readmit(g);  // (HTTP engines: dropped servers on their way back; INIT makes their receivers come)
   take_hellos(g);
   // One budget for the transport connects of everyone who joins now (their JOINED says their side
   // is up): the next update, or a destroy, waits at most this long.
@@ -195,6 +194,9 @@ void members_admit(wsync_group_t* g) {
     install(g, std::move(p), catchup);
   }
   for (auto& p : later) g->joining.push_back(std::move(p));
+  // HTTP engines: dropped servers on their way back (their INIT makes their receivers come); after
+  // this look's joins, so that an INIT that answered finds the receivers it brought installed.
+  engines_readmit(g);
   engines_after_admit(g);
 }
 
