@@ -91,6 +91,10 @@ wsync_bps() {
   awk -v m="$MIB" -v s="$median" 'BEGIN { printf "%.0f", m * 1048576 / s }'
 }
 
+# A TCP port of 127.0.0.1 free right now (the kernel's pick). Loopback rows take fresh ones per
+# run: a fixed port could be some other process's ephemeral port (the suite runs tests in parallel).
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
 row() {  # row LABEL WSYNC_BPS IPERF_BPS: prints a row, sets RATIO
   RATIO=$(awk -v a="$2" -v b="$3" 'BEGIN { printf "%.3f", a / b }')
   printf "%-22s %12.1f %12.1f %7s\n" "$1" "$(awk -v a="$2" 'BEGIN { print a / 1048576 }')" \
@@ -99,13 +103,12 @@ row() {  # row LABEL WSYNC_BPS IPERF_BPS: prints a row, sets RATIO
 
 echo "tcp-bench: wsync $MIB MiB whole updates over transport 'tcp' (verify_payload=0, median of $ITERS) vs iperf3 ($SECONDS_IPERF s)"
 printf "%-22s %12s %12s %7s\n" "where" "wsync MiB/s" "iperf3 MiB/s" "ratio"
-port=$((20000 + $$ % 20000))
 for s in ${STREAMS//,/ }; do
-  i=$(iperf3_bps "" "" 127.0.0.1 "$port" "$s")
-  w=$(wsync_bps "" "" 127.0.0.1 $((port + 1)) "$s" tcp)
+  # (a port taken between free_port and the bind: another try, on another port)
+  for try in 1 2 3; do i=$(iperf3_bps "" "" 127.0.0.1 "$(free_port)" "$s") && break; [ "$try" -lt 3 ] || exit 1; done
+  for try in 1 2 3; do w=$(wsync_bps "" "" 127.0.0.1 "$(free_port)" "$s" tcp) && break; [ "$try" -lt 3 ] || exit 1; done
   row "loopback, $s stream(s)" "$w" "$i"
   echo "tcp_vs_iperf3_loopback_$s: $RATIO"
-  port=$((port + 2))
 done
 
 if [ "$CLUSTER" = 1 ]; then
