@@ -242,6 +242,21 @@ TEST(Trust, ForgedHelloIsRefusedAndTheRankStaysFree) {
   EXPECT_NE(std::string::npos, LogTap::all().find("refused a receiver connecting from 127.0.0.1:")) << LogTap::all();
 }
 
+// An elastic group of 3 ranks in this process, its store address in `addr_file`: init waits for
+// `init_receivers` of them; `timeout_ms` is the group option.
+wsync_status_t elastic_group_init(const std::string& addr_file, const char* init_receivers, const char* timeout_ms,
+                                  wsync_group_t** g) {
+  wsync_option_t opts[] = {WSYNC_OPTION("store_addr_file", addr_file.c_str()), WSYNC_OPTION("membership", "elastic"),
+                           WSYNC_OPTION("init_receivers", init_receivers), WSYNC_OPTION("timeout_ms", timeout_ms)};
+  wsync_group_config_t cfg = WSYNC_GROUP_CONFIG_INIT;
+  cfg.num_receivers = 3;
+  cfg.group_name = kGroup;
+  cfg.options = opts;
+  cfg.num_options = sizeof opts / sizeof opts[0];
+  cfg.timeout_ms = 20000;
+  return wsync_group_init(&cfg, g);
+}
+
 // A member that says HELLO for `rank` with a valid proof (the test's secret) and is welcomed, and
 // then says nothing more: its control connection is left in *conn.
 bool half_join(const std::string& addr_file, uint32_t rank, wsync::ControlConn* conn) {
@@ -283,16 +298,8 @@ TEST(Trust, AJoinerThatNeverConnectsItsTransportDoesNotStallTheGroup) {
     p.timeout_ms = 3000;  // each wait for the next bucket (and the join): shorter than the old stall
     rx.push_back(spawn([p] { return run_receiver(p); }));
   }
-  wsync_option_t opts[] = {WSYNC_OPTION("store_addr_file", addr_file.c_str()), WSYNC_OPTION("membership", "elastic"),
-                           WSYNC_OPTION("init_receivers", "2"), WSYNC_OPTION("timeout_ms", "10000")};
-  wsync_group_config_t cfg = WSYNC_GROUP_CONFIG_INIT;
-  cfg.num_receivers = 3;
-  cfg.group_name = kGroup;
-  cfg.options = opts;
-  cfg.num_options = sizeof opts / sizeof opts[0];
-  cfg.timeout_ms = 20000;
   wsync_group_t* g = nullptr;
-  ASSERT_EQ(WSYNC_OK, wsync_group_init(&cfg, &g)) << wsync_last_error();
+  ASSERT_EQ(WSYNC_OK, elastic_group_init(addr_file, "2", "10000", &g)) << wsync_last_error();
   auto publish = [&](uint64_t v) {
     m.fill(v);
     wsync_status_t st = wsync_group_send_batch(g, m.descs.data(), m.descs.size(), -1);
@@ -321,14 +328,6 @@ TEST(Trust, AdmissionCostsTheGroupNothing) {
   const char* env = std::getenv("WSYNC_ADMISSION_SECONDS");
   const double phase_s = env != nullptr ? std::atof(env) : 1.5;
   std::atomic<bool> stop{false};
-  wsync_option_t opts[] = {WSYNC_OPTION("store_addr_file", addr_file.c_str()), WSYNC_OPTION("membership", "elastic"),
-                           WSYNC_OPTION("init_receivers", "1"), WSYNC_OPTION("timeout_ms", "6000")};
-  wsync_group_config_t cfg = WSYNC_GROUP_CONFIG_INIT;
-  cfg.num_receivers = 3;
-  cfg.group_name = kGroup;
-  cfg.options = opts;
-  cfg.num_options = sizeof opts / sizeof opts[0];
-  cfg.timeout_ms = 20000;
   const pid_t rx = spawn([addr_file] {
     const std::string addr = read_addr_file(addr_file, 20000);
     wsync_receiver_t* r = nullptr;
@@ -343,7 +342,7 @@ TEST(Trust, AdmissionCostsTheGroupNothing) {
     return 0;
   });
   wsync_group_t* g = nullptr;
-  ASSERT_EQ(WSYNC_OK, wsync_group_init(&cfg, &g)) << wsync_last_error();
+  ASSERT_EQ(WSYNC_OK, elastic_group_init(addr_file, "1", "6000", &g)) << wsync_last_error();
   uint64_t version = 0;
   auto phase = [&](const char* what) {
     const auto t0 = std::chrono::steady_clock::now();

@@ -180,6 +180,17 @@ size_t LogLinesWith(const std::string& s) {
   return n;
 }
 
+// Rank 0 (`s`) and rank 1 (`r`) of a world of two, created and connected (the receiver on a thread).
+void ConnectPair(MemStore* store, Inst* s, Inst* r) {
+  std::thread t([&] {
+    ASSERT_EQ(Create(r, store, 1, 2), WSYNC_OK);
+    ASSERT_EQ(Plugin()->connect(r->self, 10000), WSYNC_OK);
+  });
+  ASSERT_EQ(Create(s, store, 0, 2), WSYNC_OK);
+  ASSERT_EQ(Plugin()->connect(s->self, 10000), WSYNC_OK);
+  t.join();
+}
+
 class TcpTransport : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -340,10 +351,8 @@ TEST_F(TcpTransport, DeadReceiverIsNamedForgottenAndCanComeBack) {
 TEST_F(TcpTransport, HungReceiverIsForgottenWithoutWaiting) {
   MemStore store;
   Inst s, r;
-  std::thread t([&] { ASSERT_EQ(Create(&r, &store, 1, 2), WSYNC_OK); ASSERT_EQ(Plugin()->connect(r.self, 10000), WSYNC_OK); });
-  ASSERT_EQ(Create(&s, &store, 0, 2), WSYNC_OK);
-  ASSERT_EQ(Plugin()->connect(s.self, 10000), WSYNC_OK);
-  t.join();
+  ConnectPair(&store, &s, &r);
+  if (HasFatalFailure()) return;
   const std::vector<uint8_t> big = Bytes(2, 256u << 20);  // far more than the socket buffers hold
   wsync_buffer_t b = Buf(big);
   const uint32_t one = 1;
@@ -361,10 +370,8 @@ TEST_F(TcpTransport, HungReceiverIsForgottenWithoutWaiting) {
 TEST_F(TcpTransport, AnIdleInstanceLetsItsOwnerSleep) {
   MemStore store;
   Inst s, r;
-  std::thread t([&] { ASSERT_EQ(Create(&r, &store, 1, 2), WSYNC_OK); ASSERT_EQ(Plugin()->connect(r.self, 10000), WSYNC_OK); });
-  ASSERT_EQ(Create(&s, &store, 0, 2), WSYNC_OK);
-  ASSERT_EQ(Plugin()->connect(s.self, 10000), WSYNC_OK);
-  t.join();
+  ConnectPair(&store, &s, &r);
+  if (HasFatalFailure()) return;
   std::vector<uint8_t> got(1 << 20);
   wsync_iov_t iov = {got.data(), got.size()};
   ASSERT_EQ(Plugin()->recv_post(r.self, 0, &iov, 1), WSYNC_OK);
@@ -393,10 +400,8 @@ TEST_F(TcpTransport, DeadSenderIsNamedOnTheReceiver) {
   MemStore store;
   Inst r;
   auto* s = new Inst;
-  std::thread t([&] { ASSERT_EQ(Create(&r, &store, 1, 2), WSYNC_OK); ASSERT_EQ(Plugin()->connect(r.self, 10000), WSYNC_OK); });
-  ASSERT_EQ(Create(s, &store, 0, 2), WSYNC_OK);
-  ASSERT_EQ(Plugin()->connect(s->self, 10000), WSYNC_OK);
-  t.join();
+  ConnectPair(&store, s, &r);
+  if (HasFatalFailure()) return;
   std::vector<uint8_t> got(1 << 20);
   wsync_iov_t iov = {got.data(), got.size()};
   ASSERT_EQ(Plugin()->recv_post(r.self, 0, &iov, 1), WSYNC_OK);
