@@ -58,6 +58,7 @@ struct Peer {
   std::string addr;                // "ip:port" the connection came from
   std::vector<uint8_t> nonce;      // the CHALLENGE sent to it
   int64_t accepted_ms = 0;         // when it connected (the HELLO deadline runs from here)
+  int64_t welcomed_ms = 0;         // elastic: when its HELLO was welcomed (its JOINED deadline runs from here)
   bool catchup_failed = false;     // elastic: it said its catch-up failed (its removal is no update's loss)
   uint64_t holds_version = 0;      // the last version it confirmed (COMMITTED); 0 before any
   bool catchup_suspect = false;    // elastic: a catch-up from it failed since (it serves none until

@@ -158,7 +158,10 @@ void admit(wsync_group_t* g, std::unique_ptr<Peer> p, const Frame& f, int64_t ti
   WSYNC_LOGI("group '%s': %s joined%s", g->group_name.c_str(), p->conn.peer_name().c_str(),
              assigned ? " (its rank assigned)" : "");
   p->conn.set_abort_flag(&g->aborted);
-  if (between_updates) g->joining.push_back(std::move(p));  // a member from the next update
+  if (between_updates) {  // a member from the next update
+    p->welcomed_ms = now_ms();
+    g->joining.push_back(std::move(p));
+  }
   else g->peers[h.rank - 1] = std::move(p);
 }
 

@@ -177,14 +177,14 @@ void members_admit(wsync_group_t* g) {
   for (auto& p : joining) {
     if (admission_stopped(g)) return;  // (their connections close: they see the group end)
     const wsync_status_t st = join_one(g, p.get(), deadline);
-    if (st == WSYNC_ERR_TIMEOUT && now_ms() - p->accepted_ms < g->timeout_ms) {
+    if (st == WSYNC_ERR_TIMEOUT && now_ms() - p->welcomed_ms < g->timeout_ms) {
       later.push_back(std::move(p));  // no JOINED yet: a later look (the thread never waits for it)
       continue;
     }
     if (st != WSYNC_OK) {
       if (st == WSYNC_ERR_TIMEOUT)
         fail(st, "%s said HELLO but did not connect its transport (JOINED) within %lld ms",
-             p->conn.peer_name().c_str(), static_cast<long long>(g->timeout_ms));
+             p->conn.peer_name().c_str(), static_cast<long long>(g->timeout_ms));  // (of its WELCOME)
       WSYNC_LOGW("group '%s': %s could not join: %s", g->group_name.c_str(), p->conn.peer_name().c_str(),
                  last_error().c_str());
       clear_error();
