@@ -427,7 +427,8 @@ typedef struct wsync_engine_step_t {
 #define WSYNC_HTTP_POST 2
 
 /* How the core judges a reply. Any non-2xx status, a connection failure or a timeout is always a
- * failure (after the bounded retries of an idempotent request). */
+ * failure (after the bounded retries of an idempotent request), and so is a reply longer than
+ * 1 MiB (16 MiB for WSYNC_REPLY_TO_ADAPTER). */
 #define WSYNC_REPLY_STATUS 1  /* a 2xx status is success; the body is not read */
 #define WSYNC_REPLY_SUCCESS_FIELD 2 /* also a JSON object whose "success" is true; its "message" is
                                        the engine's detail, quoted in errors */

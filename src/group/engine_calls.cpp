@@ -117,6 +117,7 @@ void run_server(EngineCalls::Result* res, const std::string& url, const HttpOpti
     wsync_status_t s = http_call(url, v, http, stop, &why, &rep);
     if (s == WSYNC_OK && v.reply == WSYNC_REPLY_TO_ADAPTER)
       res->replies.push_back({static_cast<uint32_t>(k), static_cast<int32_t>(rep.status), std::move(rep.body)});
+    http_release(&rep);
     if (s == WSYNC_OK) continue;
     if (best_effort) {
       WSYNC_LOGI("%s (best effort): %s", what, why.c_str());

@@ -87,6 +87,17 @@ HttpOptions rejoin_http(const wsync_group_t* g) {
   return h;
 }
 
+// A failed way back of the same server is logged at its 1st, 2nd, 4th, 8th, ... time in a row: a
+// server that answers its health check and then fails (rogue, or misconfigured) every recheck
+// must not write a warning per recheck.
+bool count_failed_return(EngineRejoin& r, std::string* note) {
+  const uint64_t n = ++r.failed_returns;
+  if ((n & (n - 1)) != 0) return false;
+  *note = n == 1 ? std::string() : " (" + std::to_string(n) + " ways back in a row failed; the next is logged at " +
+                                        std::to_string(2 * n) + ")";
+  return true;
+}
+
 void back_down(wsync_group_t* g, size_t i) {
   EngineRejoin& r = rejoin(g, i);
   r.calls.reset();
@@ -127,12 +138,14 @@ void finish_init(wsync_group_t* g, size_t i) {
     r.calls.reset();
     r.stage = EngineRejoin::kDown;
     r.told_down = false;
+    r.failed_returns = 0;
     WSYNC_LOGI("group '%s': engine server %s is back (%s); it takes part from the next update",
                g->group_name.c_str(), s.url.c_str(), ranks_of(s).c_str());
     return;
   }
   const std::string reason = "engine server " + s.url + " could not be brought back: " + why;
-  WSYNC_LOGW("group '%s': %s", g->group_name.c_str(), reason.c_str());
+  std::string note;
+  if (count_failed_return(r, &note)) WSYNC_LOGW("group '%s': %s%s", g->group_name.c_str(), reason.c_str(), note.c_str());
   back_down(g, i);  // (first: the removals below must not take this for a way back still running)
   remove_ranks(g, nullptr, s, WSYNC_ERR_ENGINE, reason);
   g->dropped_in_update.clear();  // (between updates: no update's loss)
@@ -166,8 +179,9 @@ void next_stage(wsync_group_t* g, size_t i) {
         r.told_down = true;
         return back_down(g, i);
       }
-      WSYNC_LOGI("group '%s': engine server %s answers again; probing, resetting and initialising it",
-                 g->group_name.c_str(), s.url.c_str());
+      if (r.failed_returns == 0 || (r.failed_returns & (r.failed_returns + 1)) == 0)  // (before a logged failure)
+        WSYNC_LOGI("group '%s': engine server %s answers again; probing, resetting and initialising it",
+                   g->group_name.c_str(), s.url.c_str());
       if (adapter_knows_engine_13(g)) {
         start_stage(g, i, EngineRejoin::kProbe, WSYNC_STEP_PROBE, rejoin_http(g), false);
         return;
@@ -175,7 +189,10 @@ void next_stage(wsync_group_t* g, size_t i) {
       break;  // (an adapter before plugin ABI 1.3: no probe, no reset)
     case EngineRejoin::kProbe:
       if (st != WSYNC_OK) {
-        WSYNC_LOGW("group '%s': engine server %s failed its probe: %s", g->group_name.c_str(), s.url.c_str(), why.c_str());
+        std::string note;
+        if (count_failed_return(r, &note))
+          WSYNC_LOGW("group '%s': engine server %s failed its probe: %s%s", g->group_name.c_str(), s.url.c_str(),
+                     why.c_str(), note.c_str());
         return back_down(g, i);
       }
       start_stage(g, i, EngineRejoin::kReset, WSYNC_STEP_RESET, quick_http(g), true);

@@ -29,6 +29,9 @@ struct EngineRejoin {
   std::unique_ptr<EngineCalls> calls;  // the requests of `stage`, in flight
   int64_t next_check_ms = 0;           // kDown: when to ask HEALTH again
   bool told_down = false;              // its failed health checks were logged once
+  uint64_t failed_returns = 0;         // ways back that failed in a row at PROBE or INIT (a server
+                                       // that answers its health check but nothing else): logged
+                                       // at the first, second, fourth, ... of them
   bool resume_next = false;            // kLeaving: RESUME follows the ABANDON
   int64_t init_wait_until = 0;         // kInit, its receivers joined: how long its answer is waited for
 };

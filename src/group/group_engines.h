@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/heap.h"
 #include "common/options.h"
 #include "group/group.h"
 #include "planner/bucket_planner.h"
@@ -105,7 +106,7 @@ class EngineCalls {
   struct AdapterReply {
     uint32_t request_index;
     int32_t http_status;
-    std::string body;
+    PagesString body;
   };
   struct Result {
     uint32_t server_index = 0;

@@ -53,7 +53,10 @@ using SlistPtr = std::unique_ptr<curl_slist, SlistDeleter>;
 
 // State shared with libcurl's callbacks during one attempt.
 struct Transfer {
-  std::string body;
+  PagesString body;
+  uint64_t received = 0;  // body bytes that came, kept or not
+  uint64_t limit = kHttpMaxReplyBytes;
+  uint64_t keep = kHttpMaxReplyBytes;
   bool too_large = false;
   bool out_of_memory = false;
   const std::atomic<bool>* abort_flag = nullptr;
@@ -62,12 +65,13 @@ struct Transfer {
 size_t on_write(char* data, size_t size, size_t count, void* user) {
   auto* t = static_cast<Transfer*>(user);
   size_t len = size * count;
-  if (t->body.size() + len > kHttpMaxReplyBytes) {
+  if (t->received + len > t->limit) {
     t->too_large = true;
     return 0;  // CURLE_WRITE_ERROR
   }
+  t->received += len;
   try {
-    t->body.append(data, len);
+    if (t->body.size() < t->keep) t->body.append(data, std::min<uint64_t>(len, t->keep - t->body.size()));
   } catch (...) {  // no exception may cross libcurl
     t->out_of_memory = true;
     return 0;
@@ -148,7 +152,7 @@ void set_request_options(CURL* e, const std::string& url, const wsync_http_reque
   curl_easy_setopt(e, CURLOPT_HTTPHEADER, headers);
   if (opts.connect_timeout_ms > 0) curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(opts.connect_timeout_ms));
   if (opts.request_timeout_ms > 0) curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(opts.request_timeout_ms));
-  curl_easy_setopt(e, CURLOPT_MAXFILESIZE_LARGE, static_cast<curl_off_t>(kHttpMaxReplyBytes));
+  curl_easy_setopt(e, CURLOPT_MAXFILESIZE_LARGE, static_cast<curl_off_t>(t->limit));
   curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
   curl_easy_setopt(e, CURLOPT_WRITEDATA, t);
   curl_easy_setopt(e, CURLOPT_NOPROGRESS, 0L);
@@ -210,7 +214,7 @@ void judge_transfer(const Drive& d, CURL* e, const Transfer& t, const char* errb
     if (d.rc != CURLE_OK) r->error = errbuf[0] != '\0' ? errbuf : curl_easy_strerror(d.rc);
     if (r->outcome == HttpOutcome::kAborted) r->error = "aborted";
     if (r->outcome == HttpOutcome::kTooLarge)
-      r->error = "the reply is larger than " + std::to_string(kHttpMaxReplyBytes >> 20) + " MiB";
+      r->error = "the reply is larger than " + std::to_string(t.limit >> 20) + " MiB";
   }
 }
 
@@ -220,6 +224,8 @@ HttpResult attempt(const std::string& url, const wsync_http_request_t& req, cons
   HttpResult r;
   Transfer t;
   t.abort_flag = abort_flag;
+  t.limit = http_reply_limit(req.reply);
+  t.keep = http_reply_keep(req.reply);
   EasyPtr easy(curl_easy_init());
   MultiPtr multi(curl_multi_init());
   if (!easy || !multi) {
@@ -240,6 +246,7 @@ HttpResult attempt(const std::string& url, const wsync_http_request_t& req, cons
   r.reply.body = std::move(t.body);
   curl_multi_remove_handle(multi.get(), e);
   if (t.out_of_memory) throw std::bad_alloc();  // the body could not be stored
+  if (r.outcome != HttpOutcome::kReplied) http_release(&r.reply);  // nobody reads a failed body
   return r;
 }
 
@@ -270,6 +277,16 @@ const char* outcome_words(const HttpResult& r) {
 }
 
 }  // namespace
+
+uint64_t http_reply_limit(int32_t reply_kind) {
+  return reply_kind == WSYNC_REPLY_TO_ADAPTER ? kHttpMaxReplyBytes : kHttpMaxJudgedReplyBytes;
+}
+
+uint64_t http_reply_keep(int32_t reply_kind) {
+  return reply_kind == WSYNC_REPLY_STATUS ? kHttpStatusBodyKeep : http_reply_limit(reply_kind);
+}
+
+void http_release(HttpReply* reply) { PagesString().swap(reply->body); }
 
 const char* http_method_name(int32_t method) {
   switch (method) {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/heap.h"
 #include "wsync_plugin.h"
 
 namespace wsync {
@@ -24,12 +25,23 @@ struct HttpOptions {
 // What the server answered.
 struct HttpReply {
   long status = 0;           // HTTP status; 0 when no reply came
-  std::string body;          // at most kHttpMaxReplyBytes
+  PagesString body;          // at most http_reply_keep(kind) bytes of it (large ones off the heap)
   std::string content_type;  // as sent ("application/json; charset=utf-8"), or empty
 };
 
-// Replies larger than this are refused (HttpOutcome::kTooLarge).
+// Replies larger than this are refused (HttpOutcome::kTooLarge), by reply kind: the adapter may
+// read up to 16 MiB (docs/PLUGINS.md); what the core judges itself (a status, a "success"
+// field, JSON) is a small object, refused past 1 MiB.
 constexpr uint64_t kHttpMaxReplyBytes = 16ull << 20;
+constexpr uint64_t kHttpMaxJudgedReplyBytes = 1ull << 20;
+uint64_t http_reply_limit(int32_t reply_kind);
+// Of a WSYNC_REPLY_STATUS reply only the start is kept (for the message of a refusal).
+constexpr uint64_t kHttpStatusBodyKeep = 64ull << 10;
+uint64_t http_reply_keep(int32_t reply_kind);
+
+// Free a reply's body now: a burst of big replies (a rogue server, every route, every recheck)
+// must not stay in the process.
+void http_release(HttpReply* reply);
 
 // How one request ended at the transport level.
 enum class HttpOutcome {
@@ -39,7 +51,7 @@ enum class HttpOutcome {
   kConnectTimeout, // no connection within connect_timeout_ms
   kTimeout,        // connected, but no complete reply within request_timeout_ms
   kAborted,        // the abort flag was set
-  kTooLarge,       // the reply body exceeds kHttpMaxReplyBytes
+  kTooLarge,       // the reply body exceeds http_reply_limit(kind)
   kBadRequest,     // the request itself is malformed (bad method, path, URL): a caller bug
   kError,          // any other libcurl failure (TLS, out of memory, ...)
 };

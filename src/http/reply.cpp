@@ -24,6 +24,7 @@
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 
 #include "common/error.h"
@@ -40,11 +41,12 @@ struct JsonDeleter {
 using JsonPtr = std::unique_ptr<cJSON, JsonDeleter>;
 
 // Strict parse of the whole body (no trailing garbage, no embedded NUL); NULL if not JSON.
-JsonPtr parse_json(const std::string& body) {
-  if (body.empty() || body.find('\0') != std::string::npos) return nullptr;
+// `text` holds `size` bytes followed by a NUL (a string's c_str()).
+JsonPtr parse_json(const char* text, size_t size) {
+  if (size == 0 || std::memchr(text, '\0', size) != nullptr) return nullptr;
   const char* end = nullptr;
-  // +1: std::string's terminating NUL, which cJSON's require_null_terminated checks for.
-  return JsonPtr(cJSON_ParseWithLengthOpts(body.c_str(), body.size() + 1, &end, 1));
+  // +1: the terminating NUL, which cJSON's require_null_terminated checks for.
+  return JsonPtr(cJSON_ParseWithLengthOpts(text, size + 1, &end, 1));
 }
 
 std::string json_text(const cJSON* j) {
@@ -163,7 +165,7 @@ bool json_integer(const cJSON* j, const std::string& field, long long lo, long l
   return true;
 }
 
-std::string body_excerpt(const std::string& body, size_t max) {
+std::string body_excerpt(std::string_view body, size_t max) {
   std::string out;
   out.reserve(body.size() < max ? body.size() : max);
   bool space = false;
@@ -194,8 +196,9 @@ std::string body_excerpt(const std::string& body, size_t max) {
   return printable_text(out);  // what the C0 pass above leaves: C1 controls, invalid UTF-8
 }
 
-std::string engine_message(const std::string& body) {
-  JsonPtr root = parse_json(body);
+std::string engine_message(std::string_view body) {
+  const std::string text(body);  // NUL-terminated for the parser (an error body: small)
+  JsonPtr root = parse_json(text.c_str(), text.size());
   std::string m = root ? message_from_json(root.get()) : std::string();
   if (m.empty()) return body_excerpt(body);
   return body_excerpt(m, kMaxMessageBytes);
@@ -228,7 +231,7 @@ wsync_status_t judge_reply(const std::string& base_url, const wsync_http_request
       *message = what + " to " + who + " was aborted";
       return WSYNC_ERR_ABORTED;
     case HttpOutcome::kTooLarge:
-      *message = who + " answered " + what + " with a reply larger than " + std::to_string(kHttpMaxReplyBytes >> 20) +
+      *message = who + " answered " + what + " with a reply larger than " + std::to_string(http_reply_limit(req.reply) >> 20) +
                  " MiB (HTTP " + std::to_string(rep.status) + ")";
       return WSYNC_ERR_PROTOCOL;
     case HttpOutcome::kBadRequest:
@@ -244,21 +247,21 @@ wsync_status_t judge_reply(const std::string& base_url, const wsync_http_request
   if (rep.status == 401 || rep.status == 403) {
     *message = who + (opts.api_key.empty() ? " requires an API key, and group option engine_api_key is not set ("
                                        : " refused the API key of group option engine_api_key (") +
-               http + " to " + what + "): " + engine_message(rep.body);
+               http + " to " + what + "): " + engine_message(std::string_view(rep.body.data(), rep.body.size()));
     return WSYNC_ERR_REJECTED;
   }
   if (req.reply == WSYNC_REPLY_TO_ADAPTER) return WSYNC_OK;  // the adapter judges any status
   if (!is_2xx(rep.status)) {
-    *message = who + " answered " + what + " with " + http + ": " + engine_message(rep.body) + tries;
+    *message = who + " answered " + what + " with " + http + ": " + engine_message(std::string_view(rep.body.data(), rep.body.size())) + tries;
     return WSYNC_ERR_ENGINE;
   }
   if (req.reply == WSYNC_REPLY_STATUS) return WSYNC_OK;
 
-  JsonPtr root = parse_json(rep.body);
+  JsonPtr root = parse_json(rep.body.c_str(), rep.body.size());
   if (!root) {
     std::string ctype = rep.content_type.empty() ? std::string() : ", Content-Type " + rep.content_type;
     *message = who + " answered " + what + " (" + http + ctype + ") with a body that is not JSON: " +
-               body_excerpt(rep.body);
+               body_excerpt(std::string_view(rep.body.data(), rep.body.size()));
     return WSYNC_ERR_PROTOCOL;
   }
   if (req.reply == WSYNC_REPLY_JSON) return WSYNC_OK;
@@ -267,13 +270,13 @@ wsync_status_t judge_reply(const std::string& base_url, const wsync_http_request
   const cJSON* ok = cJSON_IsObject(root.get()) ? cJSON_GetObjectItemCaseSensitive(root.get(), "success") : nullptr;
   if (!cJSON_IsBool(ok)) {
     *message = who + " answered " + what + " (" + http + ") without a boolean \"success\" field: " +
-               body_excerpt(rep.body);
+               body_excerpt(std::string_view(rep.body.data(), rep.body.size()));
     return WSYNC_ERR_PROTOCOL;
   }
   std::string words = message_from_json(root.get());
   if (cJSON_IsFalse(ok)) {
     *message = who + " answered " + what + " with success=false: " +
-               (words.empty() ? body_excerpt(rep.body) : body_excerpt(words, kMaxMessageBytes));
+               (words.empty() ? body_excerpt(std::string_view(rep.body.data(), rep.body.size())) : body_excerpt(words, kMaxMessageBytes));
     return WSYNC_ERR_ENGINE;
   }
   *message = body_excerpt(words, kMaxMessageBytes);
@@ -286,7 +289,10 @@ wsync_status_t http_call(const std::string& base_url, const wsync_http_request_t
   HttpResult result = http_perform(base_url, req, opts, abort_flag);
   std::string message;
   wsync_status_t st = judge_reply(base_url, req, opts, result, &message);
-  if (reply != nullptr) *reply = std::move(result.reply);
+  if (reply != nullptr)
+    *reply = std::move(result.reply);
+  else
+    http_release(&result.reply);
   if (st != WSYNC_OK) {
     if (why != nullptr) *why = message;
     return fail_msg(st, message);

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstddef>
 #include <string>
+#include <string_view>
 
 #include "http/http_client.h"
 #include "wsync_plugin.h"
@@ -26,13 +27,13 @@ bool json_integer(const cJSON* j, const std::string& field, long long lo, long l
 // At most `max` bytes of `body` for a message: control characters become spaces, runs of
 // whitespace collapse, the ends are trimmed, a cut is marked with "..." (never inside a UTF-8
 // sequence). "(empty body)" for an empty or all-blank body.
-std::string body_excerpt(const std::string& body, size_t max = 300);
+std::string body_excerpt(std::string_view body, size_t max = 300);
 
 // The engine's own words in an error (or success) body: from a JSON object, "message" (string);
 // else "error" (string, or object with a string "message"); else FastAPI's "detail" (string, or a
 // list of {"loc":[...],"msg":...} rendered "body.field: msg" and joined by "; "). Anything else
 // (not JSON, other shapes): body_excerpt(body). Capped at 1000 bytes, sanitised like an excerpt.
-std::string engine_message(const std::string& body);
+std::string engine_message(std::string_view body);
 
 // Judge `result`, the outcome of `req` sent to the engine at `base_url` with `opts`. WSYNC_OK when
 // it matches req.reply (*message then gets the engine's "message" for SUCCESS_FIELD, else is

@@ -13,9 +13,6 @@
 
 #include <pthread.h>
 #include <time.h>
-#ifdef __GLIBC__
-#include <malloc.h>
-#endif
 
 #include <algorithm>
 #include <chrono>
@@ -25,6 +22,7 @@
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/heap.h"
 #include "common/socket.h"
 #include "store/fd_budget.h"
 #include "store/host_port.h"
@@ -96,9 +94,7 @@ void Impl::trim_memory(int64_t now) {
   if (released_since_trim < kTrimAfter || now - last_trim_ms < 1000) return;
   released_since_trim = 0;
   last_trim_ms = now;
-#ifdef __GLIBC__
-  malloc_trim(0);
-#endif
+  heap_return_free();
 }
 
 // Close one client and return everything it held; a non-empty `why` is logged as a warning

@@ -68,7 +68,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   wsync::HttpResult result;
   result.outcome = outcome;
   result.reply.status = status;
-  result.reply.body = body;
+  result.reply.body.assign(body);
   result.reply.content_type = "application/json";
   result.error = "e";
   result.attempts = 1 + (data[4] >> 1) % 3;

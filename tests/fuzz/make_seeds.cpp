@@ -244,6 +244,13 @@ void ownership_records() {
   tp.box.offset[1] = 2;
   tp.box.extent[1] = 2;
   put("ownership_record", "needs", cat({Bytes{1}, wsync::encode_needs(2, 3, {tp, wsync::Need{"b", true, wsync::Box{}}})}));
+  // The same records with a wrong checksum: the fuzzing build reads past it (fuzz_ownership_record).
+  Bytes bad = cat({Bytes{0}, wsync::encode_sender_record(r, 3)});
+  bad.back() ^= 0x5a;
+  put("ownership_record", "sender_bad_checksum", bad);
+  bad = cat({Bytes{1}, wsync::encode_needs(2, 3, {tp})});
+  bad.back() ^= 0x5a;
+  put("ownership_record", "needs_bad_checksum", bad);
 }
 
 }  // namespace

@@ -8,10 +8,14 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <atomic>
 #include <chrono>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <httplib.h>
 
 #include "engine_fixture.h"
 
@@ -306,6 +310,79 @@ TEST(EngineMembershipInit, ElasticNeedsEnginesThatEmbedWsyncReceivers) {
   st = tr.init("sglang", "http://127.0.0.1:1=1", {{"membership", "elastic"}, {"init_receivers", "1"}});
   EXPECT_EQ(WSYNC_ERR_INVALID_ARGUMENT, st);
   EXPECT_NE(std::string::npos, std::string(wsync_last_error()).find("init_receivers")) << wsync_last_error();
+}
+
+// What the group logs at WARN or above, while it lives.
+struct WarnTap {
+  static std::mutex mu;
+  static std::vector<std::string> lines;
+  static void fn(void*, int32_t level, const char* m) {
+    if (level > WSYNC_LOG_WARN) return;
+    std::lock_guard<std::mutex> l(mu);
+    lines.push_back(m);
+  }
+  WarnTap() { wsync_set_log_callback(&WarnTap::fn, nullptr, WSYNC_LOG_WARN); }
+  ~WarnTap() { wsync_set_log_callback(nullptr, nullptr, 0); }
+  size_t count(const std::string& what) {
+    std::lock_guard<std::mutex> l(mu);
+    size_t n = 0;
+    for (const auto& line : lines) n += line.find(what) != std::string::npos;
+    return n;
+  }
+};
+std::mutex WarnTap::mu;
+std::vector<std::string> WarnTap::lines;
+
+// The review's rogue engine server: its health check answers, every other route answers with a
+// body that never ends. Each recheck probes it and fails; the warning is logged at the 1st, 2nd,
+// 4th, ... failure in a row, not at every recheck (with a 100 ms recheck: 10 a second before).
+TEST(EngineMembershipInit, ARogueServerFailingEveryProbeIsNotLoggedAtEveryRecheck) {
+  Model m;
+  m.spec = tensor_set(4, 0);
+  Engine a;
+  start_engine(&a, "sglang");
+  const int rogue_port = closed_port();
+  const std::string rogue_url = "http://127.0.0.1:" + std::to_string(rogue_port);
+  WarnTap tap;
+  Trainer tr;
+  ASSERT_EQ(WSYNC_OK, tr.init("sglang", a.url() + "=1," + rogue_url + "=1", with(kElastic, {{"engine_recheck_ms", "100"}})))
+      << wsync_last_error();
+  ASSERT_EQ(WSYNC_OK, publish(tr, m, 1)) << wsync_last_error();
+
+  httplib::Server rogue;
+  std::atomic<bool> stopping{false};
+  std::atomic<int> probes{0};
+  // (the SGLang adapter's health check is GET /model_info)
+  rogue.Get("/model_info", [](const httplib::Request&, httplib::Response& res) { res.set_content("{}", "application/json"); });
+  auto endless = [&](const httplib::Request&, httplib::Response& res) {
+    probes++;
+    res.set_chunked_content_provider("application/json", [&](size_t, httplib::DataSink& sink) {
+      static const std::string chunk(64 << 10, '[');
+      if (stopping) {
+        sink.done();
+        return true;
+      }
+      return sink.write(chunk.data(), chunk.size());
+    });
+  };
+  rogue.Get(".*", endless);
+  rogue.Post(".*", endless);
+  ASSERT_TRUE(rogue.bind_to_port("127.0.0.1", rogue_port));
+  std::thread serving([&] { rogue.listen_after_bind(); });
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (probes.load() < 16 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const int seen = probes.load();
+  const size_t warned = tap.count("failed its probe");
+  stopping = true;
+  rogue.stop();
+  serving.join();
+  ASSERT_GE(seen, 16) << "the rogue server was not probed again and again";
+  EXPECT_GE(warned, 1u);
+  EXPECT_LE(warned, 6u) << warned << " warnings for " << seen << " failed probes";
+  EXPECT_EQ((std::vector<uint32_t>{1}), members(tr.g));
+  ASSERT_EQ(WSYNC_OK, publish(tr, m, 2)) << wsync_last_error();  // the group goes on
+  expect_engine_holds(a, m.spec, 2);
 }
 
 }  // namespace
