@@ -17,11 +17,14 @@
 #
 # Usage: scripts/cluster-bench.sh [--rate 1gbit] [--mib 256] [--iters 3] [--warmup 1]
 #          [--receivers 1,2,4,8] [--shapes auto,star] [--mtu 9000] [--build build] [--name bench] [--smoke]
+#          [--timeout-ms 120000]
 #   --shapes: a list (auto,star,chain,tree:2); each is passed to the sender as the group option
 #             route=<shape>; the first one gives the summary lines (auto: wsync's default).
 #   --receivers: 1 is always run (the rows are compared with it).
 #   --option KEY=VALUE: a group option for the sender (repeatable), e.g. --option piece_bytes=1m.
 #   --smoke: receivers 1,2, 8 MiB, 1 iteration, no warm-up (the suite's cluster.bench_smoke).
+#   --timeout-ms: the sender's and every receiver's timeout_ms. It bounds silence, not size: a short
+#             one (5000) with a large update shows that a healthy fleet never times out.
 # Needs root (network namespaces); exits 77 where an emulated cluster cannot be made, 2 on a bad
 # command line, 1 when a row fails or a figure is impossible (faster than the NIC allows).
 set -euo pipefail
@@ -29,6 +32,7 @@ cd "$(dirname "$0")/.."
 readonly REPO=$PWD
 . "$REPO/scripts/bench-lib.sh"  # wait_bounded
 RATE=1gbit MIB=256 ITERS=3 WARMUP=1 RECEIVERS=1,2,4,8 SHAPES=auto,star MTU=9000 BUILD=build NAME=bench
+TIMEOUT_MS=120000
 EXTRA_OPTIONS=()
 readonly PORT_BASE=29600
 
@@ -42,12 +46,13 @@ parse_args() {
       -h|--help) usage; exit 0 ;;
       --smoke) RECEIVERS=1,2 MIB=8 ITERS=1 WARMUP=0; shift; continue ;;
       --inside) INSIDE=1; shift; continue ;;
-      --rate|--mib|--iters|--warmup|--receivers|--shapes|--mtu|--build|--name|--option) [ $# -ge 2 ] || bad_usage "$1 needs a value" ;;
+      --rate|--mib|--iters|--warmup|--receivers|--shapes|--mtu|--build|--name|--option|--timeout-ms) [ $# -ge 2 ] || bad_usage "$1 needs a value" ;;
       *) bad_usage "unknown flag $1" ;;
     esac
     case $1 in
       --rate) RATE=$2 ;;
       --mib) MIB=$2 ;;
+      --timeout-ms) [[ $2 =~ ^[0-9]+$ ]] || bad_usage "--timeout-ms takes milliseconds"; TIMEOUT_MS=$2 ;;
       --iters) ITERS=$2 ;;
       --warmup) WARMUP=$2 ;;
       --receivers) RECEIVERS=$2 ;;
@@ -75,7 +80,7 @@ bench_bin() { echo "$BUILD_DIR/bin/wsync-cluster-bench"; }
 # sender_flags SHAPE N VERIFY PORT: the sender's command line.
 sender_flags() {
   local flags=(--role sender --receivers "$2" --store "$WSC_ADDR_0:$4" --mib "$MIB" --iters "$ITERS"
-               --warmup "$WARMUP" --option "verify_payload=$3")
+               --warmup "$WARMUP" --option "verify_payload=$3" --timeout-ms "$TIMEOUT_MS")
   flags+=(--option "route=$1" ${EXTRA_OPTIONS[@]+"${EXTRA_OPTIONS[@]}"})
   echo "${flags[@]}"
 }
@@ -93,7 +98,7 @@ run_row() {
   pids+=($!)
   for ((i = 1; i <= n; i++)); do
     "$WSC_CLUSTER" exec "h$i" "$(bench_bin)" --role receiver --rank "$i" --store "$WSC_ADDR_0:$port" --mib "$MIB" \
-      >"$ROW_DIR/receiver$i.out" 2>&1 &
+      --timeout-ms "$TIMEOUT_MS" >"$ROW_DIR/receiver$i.out" 2>&1 &
     pids+=($!)
   done
   local limit

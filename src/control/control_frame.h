@@ -21,7 +21,7 @@ constexpr uint32_t kControlMagic = 0x4E595357;  // "WSYN"
 // 2 (wsync 0.3): MANIFEST, READY and ACK carry a transport's side-channel blob.
 // 3 (wsync 0.7): the sender opens with CHALLENGE; HELLO and WELCOME carry proofs of the group
 //   secret (control/control_auth.h), so neither side trusts a peer that does not know it.
-constexpr uint32_t kControlProtocolVersion = 3;
+constexpr uint32_t kControlProtocolVersion = 4;
 // Before a peer proved the secret its frames are small: a HELLO (group name <= 4096 bytes), a
 // REJECT's reason (<= 64 KiB).
 constexpr uint32_t kControlMaxBodyUnauthenticated = 72u << 10;
@@ -66,7 +66,17 @@ enum class MsgType : uint16_t {
   // receiver's catch-up failed: the sender removes it, naming the reason, without counting it
   // against the update in progress (it never held the group's version); it may join again.
   kCatchupFailed = 19,
+  // rx->tx (control protocol 4): u64 landed, u64 waiting_seq. While buckets land, at most every
+  // kProgressEveryMs and only after something moved: `landed` counts the pieces this receiver
+  // took (received, or forwarded by a relay) since it joined; waiting_seq is the first piece it
+  // posted a receive for and does not hold yet, 0 when it holds every piece it asked for (it
+  // waits on someone else: its children, its engine, the sender). The sender's timeout_ms bounds
+  // silence, not size: a receiver whose count moves is never timed out (docs/ABI.md "Timeouts").
+  kProgress = 20,
 };
+
+// How often a receiver reports progress while its count moves.
+constexpr int64_t kProgressEveryMs = 250;
 
 const char* msg_type_name(uint16_t type);
 

@@ -1,6 +1,7 @@
 // Control frame bodies (see control/frames.h).
 #include "control/frames.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "common/bytes.h"
@@ -37,6 +38,7 @@ class BodyReader {
     return false;
   }
   bool at_end() const { return r_.at_end(); }
+  size_t left() const { return r_.left(); }
   // Nothing may follow `last`.
   bool end(const char* last) {
     if (r_.at_end()) return true;
@@ -163,6 +165,13 @@ std::vector<uint8_t> encode_committed(const CommittedBody& b) {
   return std::move(w.data());
 }
 
+std::vector<uint8_t> encode_progress(const ProgressBody& b) {
+  ByteWriter w;
+  w.u64(b.landed);
+  w.u64(b.waiting_seq);
+  return std::move(w.data());
+}
+
 std::vector<uint8_t> encode_bucket_sum(const BucketSumBody& b) {
   ByteWriter w;
   w.u64(b.seq);
@@ -196,7 +205,10 @@ std::vector<uint8_t> encode_catchup(const CatchupBody& b) {
   w.u64(b.budget_ms);
   w.str32(clip_reason(b.reason, kFrameMaxReasonBytes));
   w.u32(static_cast<uint32_t>(b.names.size()));
-  for (const std::string& n : b.names) w.str32(n);
+  for (size_t i = 0; i < b.names.size(); ++i) {
+    w.str32(b.names[i]);
+    w.u64(i < b.sums.size() ? b.sums[i] : 0);
+  }
   return std::move(w.data());
 }
 
@@ -301,6 +313,13 @@ wsync_status_t decode_committed(const std::vector<uint8_t>& body, CommittedBody*
   return done(std::move(b), out);
 }
 
+wsync_status_t decode_progress(const std::vector<uint8_t>& body, ProgressBody* out) {
+  BodyReader r("PROGRESS", body);
+  ProgressBody b;
+  if (!r.u64(&b.landed, "landed") || !r.u64(&b.waiting_seq, "waiting_seq") || !r.end("waiting_seq")) return r.error();
+  return done(std::move(b), out);
+}
+
 wsync_status_t decode_bucket_sum(const std::vector<uint8_t>& body, BucketSumBody* out) {
   BodyReader r("BUCKET_SUM", body);
   BucketSumBody b;
@@ -342,9 +361,14 @@ wsync_status_t decode_catchup(const std::vector<uint8_t>& body, CatchupBody* out
   if (!r.u32(&n, "names count")) return r.error();
   if (n > kFrameMaxCatchupNames)
     return fail(WSYNC_ERR_PROTOCOL, "CATCHUP: %u names, more than %u", n, kFrameMaxCatchupNames);
-  b.names.resize(n);
+  // (each name takes at least its length and its sum: nothing is allocated beyond what the body holds)
+  b.names.reserve(std::min<size_t>(n, r.left() / 12));
+  b.sums.reserve(std::min<size_t>(n, r.left() / 12));
   for (uint32_t i = 0; i < n; ++i) {
-    if (!r.str(&b.names[i], static_cast<uint32_t>(kMaxTensorNameBytes), "names")) return r.error();
+    b.names.emplace_back();
+    b.sums.emplace_back();
+    if (!r.str(&b.names[i], static_cast<uint32_t>(kMaxTensorNameBytes), "names") || !r.u64(&b.sums[i], "sums"))
+      return r.error();
     const std::string bad = tensor_name_problem(b.names[i].data(), b.names[i].size());
     if (!bad.empty()) return fail(WSYNC_ERR_PROTOCOL, "CATCHUP: name %u is invalid: %s", i, bad.c_str());
   }

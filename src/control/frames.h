@@ -96,6 +96,11 @@ struct CommittedBody {  // rx->tx: u64 version
   uint64_t version = 0;
 };
 
+struct ProgressBody {  // rx->tx: u64 landed, u64 waiting_seq
+  uint64_t landed = 0;
+  uint64_t waiting_seq = 0;
+};
+
 struct BucketSumBody {  // tx->rx: u64 seq, u64 checksum
   uint64_t seq = 0;
   uint64_t checksum = 0;
@@ -122,8 +127,10 @@ struct CatchupBody {
   uint64_t budget_ms = 0;  // the catch-up ends within this long (the sender's timeout_ms / 2)
   std::string reason;      // CATCHUP_CANCEL: why the source left (empty in CATCHUP)
   // CATCHUP to the joiner: the tensors the group has committed (those it registered must all come
-  // for it to commit `version`). At most kFrameMaxCatchupNames.
+  // for it to commit `version`), each with the XXH3-64 of its bytes as the sender sent them (what
+  // the source's bytes must match, protocol 4). At most kFrameMaxCatchupNames.
   std::vector<std::string> names;
+  std::vector<uint64_t> sums;  // one per name
 };
 constexpr uint32_t kFrameMaxCatchupNames = 1u << 20;
 
@@ -143,6 +150,7 @@ std::vector<uint8_t> encode_end_update(const EndUpdateBody& b);
 std::vector<uint8_t> encode_committed(const CommittedBody& b);
 std::vector<uint8_t> encode_abort_update(const AbortUpdateBody& b);
 std::vector<uint8_t> encode_bucket_sum(const BucketSumBody& b);
+std::vector<uint8_t> encode_progress(const ProgressBody& b);
 std::vector<uint8_t> encode_route(const RouteBody& b);
 std::vector<uint8_t> encode_catchup(const CatchupBody& b);
 
@@ -165,6 +173,7 @@ wsync_status_t decode_end_update(const std::vector<uint8_t>& body, EndUpdateBody
 wsync_status_t decode_committed(const std::vector<uint8_t>& body, CommittedBody* out);
 wsync_status_t decode_abort_update(const std::vector<uint8_t>& body, AbortUpdateBody* out);
 wsync_status_t decode_bucket_sum(const std::vector<uint8_t>& body, BucketSumBody* out);
+wsync_status_t decode_progress(const std::vector<uint8_t>& body, ProgressBody* out);
 // Trailing bytes refused; at most kFrameMaxChildren children.
 wsync_status_t decode_route(const std::vector<uint8_t>& body, RouteBody* out);
 // Trailing bytes ignored; the world name at most kFrameMaxGroupBytes + 64; each name a valid tensor

@@ -17,6 +17,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -67,6 +68,12 @@ struct Peer {
   uint32_t catchup_source = 0;     // elastic: the rank it was sent to catch up from (0: none), and
   int64_t catchup_source_ms = 0;   // that source's accepted_ms (a later process may take the rank)
   bool never_joined = false;       // elastic: a placeholder for a rank no receiver took yet
+  // Silence (group_bucket.cpp): timeout_ms bounds how long a receiver awaited by a bucket may make
+  // no progress (no READY, ACK, or PROGRESS whose count moved), not how long its share takes.
+  int64_t heard_ms = 0;            // its last progress, or when the sender began to await it
+  uint64_t progress = 0;           // the count of its last PROGRESS
+  bool caught_up = false;          // its last word: it holds every piece it asked for (a relay that
+                                   // waits on its children, a receiver on its engine: not silent)
 };
 
 // One pipeline slot: host memory for host transports, CUDA memory (allocated at init) for
@@ -231,9 +238,17 @@ struct wsync_group {
     int64_t until_ms = 0;
   };
   std::vector<OpenCatchup> open_catchups;
-  // The tensors the group has committed (elastic): a joiner's catch-up must bring those it registered.
-  std::vector<std::string> update_names;             // of the update in progress
-  std::unordered_set<std::string> committed_names;   // of every committed update
+  // The tensors the group has committed (elastic), each with the digest of its bytes as this sender
+  // sent them (XXH3-64, taken when its batch was delivered): a joiner's catch-up must bring those it
+  // registered, and what it brings must match these, not what its source says.
+  struct TensorDigest {
+    uint64_t nbytes = 0;
+    uint64_t sum = 0;
+  };
+  std::unordered_map<std::string, TensorDigest> update_digests;     // of the update in progress
+  std::unordered_map<std::string, TensorDigest> committed_digests;  // the latest of each committed tensor
+  std::string digest_failed;  // why a tensor of the update in progress could not be hashed (then
+                              // its commit clears committed_digests: no catch-up until the next)
   std::unique_ptr<wsync::ControlWarnings, wsync::ControlWarningsDeleter> join_warnings;  // rate limits
   uint64_t next_seq = 1;
   uint64_t update_id = 1;

@@ -130,8 +130,8 @@ wsync_status_t judge_reply(wsync_group_t* g, const InflightBucket& b, Peer* p, M
       return fail(WSYNC_ERR_PROTOCOL, "%s sent a malformed %s: %s", who.c_str(), msg_type_name(f.type),
                   last_error().c_str());
     if (nack || s.status != WSYNC_OK)
-      return fail(wire_failure(s.status, WSYNC_ERR_PROTOCOL), "%s refused %s: %s", who.c_str(), b.what.c_str(),
-                  s.reason.c_str());
+      return fail(wire_failure(s.status, WSYNC_ERR_PROTOCOL), "%s refused %s: %s%s", who.c_str(), b.what.c_str(),
+                  s.reason.c_str(), fed_by_note(g, p->rank).c_str());
     got = s.seq;
     blob = std::move(s.blob);
   } else if (f.type == static_cast<uint16_t>(MsgType::kReady)) {
@@ -165,6 +165,21 @@ InflightBucket* answered_by(Flight* flight, Peer* p, uint16_t type) {
   return nullptr;
 }
 
+// A PROGRESS: a count that moved is progress (the receiver is not silent, however long its share
+// takes); its last word says whether it waits for bytes of ours or on someone else.
+wsync_status_t take_progress(Peer* p, const Frame& f) {
+  ProgressBody b;
+  if (decode_progress(f.body, &b) != WSYNC_OK)
+    return fail(WSYNC_ERR_PROTOCOL, "%s sent a malformed PROGRESS: %s", p->conn.peer_name().c_str(),
+                last_error().c_str());
+  if (b.landed != p->progress) {
+    p->progress = b.landed;
+    p->heard_ms = now_ms();
+  }
+  p->caught_up = b.waiting_seq == 0;
+  return WSYNC_OK;
+}
+
 void forget(std::vector<Peer*>* v, Peer* p) { v->erase(std::remove(v->begin(), v->end(), p), v->end()); }
 
 // Some bucket of the flight still waits for a READY or an ACK from `p`.
@@ -194,6 +209,13 @@ wsync_status_t take_replies(wsync_group_t* g, Flight* flight) {
       Frame f;
       wsync_status_t st = p->conn.recv(&f, 0);
       if (st == WSYNC_ERR_TIMEOUT) break;
+      if (st == WSYNC_OK && f.type == static_cast<uint16_t>(MsgType::kProgress)) {
+        if ((st = take_progress(p, f)) != WSYNC_OK) {
+          if ((st = member_failed(g, flight, p, st)) != WSYNC_OK) return st;
+          break;
+        }
+        continue;
+      }
       InflightBucket* b = flight->empty() ? nullptr : answered_by(flight, p, f.type);
       StatusBody nack;
       const bool is_nack =
@@ -238,6 +260,8 @@ wsync_status_t take_replies(wsync_group_t* g, Flight* flight) {
         break;
       }
       forget(wants_ready ? &b->want_ready : &b->want_ack, p);
+      p->heard_ms = now_ms();
+      if (wants_ready) p->caught_up = false;  // (it posted receives: it waits for bytes now)
       if (!g->open_catchups.empty()) catchup_done(g, p->rank);  // (its frames come in order: it is past them)
     }
   }
@@ -313,6 +337,7 @@ wsync_status_t take_sends(wsync_group_t* g, Flight* flight) {
         continue;  // (elastic: the dead receiver was removed; the same piece again, for the others)
       }
       b->unsent.erase(b->unsent.begin());
+      b->deadline = deadline_after(b->batch->timeout_ms);  // (the transport moves: silence starts again)
       if ((st = post_more(g, b.get())) != WSYNC_OK) return st;  // the next piece takes its place
     }
     if (b->next_piece == b->pieces.size()) b->posted = false;
@@ -320,42 +345,77 @@ wsync_status_t take_sends(wsync_group_t* g, Flight* flight) {
   return WSYNC_OK;
 }
 
-// The bucket whose wait ran out: what it waited for, named. Elastic membership: the receivers that
-// did not answer are removed, each named, and the bucket waits afresh for what is left.
-wsync_status_t timed_out(wsync_group_t* g, Flight* flight, InflightBucket* b) {
-  const long long ms = static_cast<long long>(b->batch->timeout_ms);
+// A receiver the flight waits for, with what it owes first (the oldest bucket that awaits it).
+struct Awaited {
+  Peer* p;
+  InflightBucket* b;
+  bool ready;  // it owes b's READY (else its ACK)
+};
+
+std::vector<Awaited> awaited_peers(const Flight& flight) {
+  std::vector<Awaited> out;
+  auto add = [&out](Peer* p, InflightBucket* b, bool ready) {
+    for (const Awaited& a : out)
+      if (a.p == p) return;
+    out.push_back({p, b, ready});
+  };
+  for (const auto& b : flight) {
+    for (Peer* p : b->want_ready) add(p, b.get(), true);
+    if (b->moving)  // (until then they wait for the sender, which waits for another's READY)
+      for (Peer* p : b->want_ack) add(p, b.get(), false);
+  }
+  return out;
+}
+
+// Receivers that made no progress (no READY, ACK, or PROGRESS whose count moved) for the timeout
+// of what they owe, named. Those that wait for bytes are the ones that stopped; one that holds every
+// piece it asked for waits on someone else (a relay on its children), unless all silent ones do.
+// With relays, the first that stopped on each path (its parent not among them). Elastic
+// membership: they are removed, each named, and the flight goes on with the others.
+wsync_status_t silence(wsync_group_t* g, Flight* flight, const std::vector<Awaited>& silent) {
+  std::vector<Peer*> set;
+  for (const Awaited& a : silent)
+    if (!a.p->caught_up) set.push_back(a.p);
+  if (set.empty())
+    for (const Awaited& a : silent) set.push_back(a.p);
+  const std::vector<Peer*> failed = upstream_of_set(g, set);
+  auto owed = [&silent](const Peer* p) -> const Awaited& {
+    for (const Awaited& a : silent)
+      if (a.p == p) return a;
+    return silent.front();
+  };
+  auto word = [&](const Peer* p) {
+    const Awaited& a = owed(p);
+    return "made no progress within " + std::to_string(a.b->batch->timeout_ms) +
+           " ms (no piece landed, no answer) while the sender waited for its " + (a.ready ? "READY" : "ACK") + " of " +
+           a.b->what + fed_by_note(g, p->rank);
+  };
   // (when every receiver left is silent, the sender's side is the likelier cause: a timeout, as fixed)
-  const size_t silent_n = !b->want_ready.empty() ? b->want_ready.size() : b->want_ack.size();
-  if (g->elastic && silent_n > 0 && silent_n < members_left_in(g)) {
-    const bool ready = !b->want_ready.empty();
-    const std::vector<Peer*> silent = ready ? b->want_ready : b->want_ack;
-    for (Peer* p : silent) {
-      wsync_status_t st = fail(WSYNC_ERR_TIMEOUT, "%s did not answer %s of %s within %lld ms", p->conn.peer_name().c_str(),
-                               ready ? "READY" : "ACK", b->what.c_str(), ms);
+  if (g->elastic && failed.size() < members_left_in(g)) {
+    for (Peer* p : failed) {
+      wsync_status_t st = fail(WSYNC_ERR_TIMEOUT, "%s %s", p->conn.peer_name().c_str(), word(p).c_str());
       if ((st = member_failed(g, flight, p, st)) != WSYNC_OK) return st;
     }
-    b->deadline = deadline_after(b->batch->timeout_ms);
     return WSYNC_OK;
   }
-  if (!b->want_ready.empty() || !b->want_ack.empty()) {
-    const bool ready = !b->want_ready.empty();
-    // Those whose parent answered failed; the others only wait behind them (relays).
-    const std::vector<Peer*> failed = upstream_of_set(g, ready ? b->want_ready : b->want_ack);
-    std::string down;
-    for (Peer* p : failed) down += downstream_note(g, p->rank);
-    return fail(WSYNC_ERR_TIMEOUT, "%s did not answer %s of %s within %lld ms%s", peer_names(failed).c_str(),
-                ready ? "READY" : "ACK", b->what.c_str(), ms, down.c_str());
-  }
-  // Every receiver answered, the transport did not finish: its own word names the rank it waits for.
+  std::string down;
+  for (Peer* p : failed) down += downstream_note(g, p->rank);
+  return fail(WSYNC_ERR_TIMEOUT, "%s %s%s", peer_names(failed).c_str(), word(failed.front()).c_str(), down.c_str());
+}
+
+// Every receiver answered the bucket, the transport did not finish its sends for its timeout
+// (counted from the last send that finished): its own word names the rank it waits for.
+wsync_status_t transport_timed_out(wsync_group_t* g, InflightBucket* b) {
   clear_error();
   const bool still = tp(g)->send_wait(g->transport_self, b->unsent.front(), 0) == WSYNC_ERR_TIMEOUT;
   const std::string said = still ? last_error() : std::string();
-  return fail(WSYNC_ERR_TIMEOUT, "transport '%s' did not deliver %s within %lld ms%s%s", tp(g)->name, b->what.c_str(),
-              ms, said.empty() ? "" : ": ", said.c_str());
+  return fail(WSYNC_ERR_TIMEOUT, "transport '%s' did not deliver %s: no send finished within %lld ms%s%s", tp(g)->name,
+              b->what.c_str(), static_cast<long long>(b->batch->timeout_ms), said.empty() ? "" : ": ", said.c_str());
 }
 
-// Wait until `done()` holds, taking replies and sends for the whole flight meanwhile; each
-// bucket's wait bounded by its deadline.
+// Wait until `done()` holds, taking replies and sends for the whole flight meanwhile. What bounds
+// the wait is silence: each awaited receiver's last progress plus the timeout of what it owes, and
+// for sends only the transport still has, the last send that finished.
 wsync_status_t await(wsync_group_t* g, Flight* flight, const std::function<bool()>& done) {
   for (;;) {
     wsync_status_t st = flight_progress(g, flight);
@@ -366,16 +426,34 @@ wsync_status_t await(wsync_group_t* g, Flight* flight, const std::function<bool(
                   flight->empty() ? "an update" : flight->front()->what.c_str());
     WaitSet w;
     int64_t deadline = INT64_MAX;
-    for (auto& b : *flight) {
-      const bool waiting = !b->want_ready.empty() || !b->want_ack.empty() || !b->unsent.empty();
-      if (!waiting) continue;
-      if (now_ms() >= b->deadline) {
-        if ((st = timed_out(g, flight, b.get())) != WSYNC_OK) return st;
-        deadline = now_ms();  // (elastic: the silent ones were removed; look again at once)
-        break;
+    int64_t now = now_ms();
+    std::vector<Awaited> silent;
+    for (int look = 0; look < 2; ++look) {
+      silent.clear();
+      deadline = INT64_MAX;
+      for (const Awaited& a : awaited_peers(*flight)) {
+        const int64_t due = a.p->heard_ms + a.b->batch->timeout_ms;
+        if (now >= due)
+          silent.push_back(a);
+        else
+          deadline = std::min(deadline, due);
       }
+      // (what they said while this thread was busy, e.g. posting a bucket's pieces, is read before
+      // anyone is called silent)
+      if (silent.empty() || look == 1) break;
+      if ((st = take_replies(g, flight)) != WSYNC_OK) return st;
+      now = now_ms();
+    }
+    if (!silent.empty()) {
+      if ((st = silence(g, flight, silent)) != WSYNC_OK) return st;
+      continue;  // (elastic: the silent ones were removed; look again at once)
+    }
+    for (auto& b : *flight) {
+      if (b->unsent.empty()) continue;
+      if (w.transport_seq == 0) w.transport_seq = b->unsent.front();
+      if (!b->want_ready.empty() || !b->want_ack.empty()) continue;  // (its receivers' silence bounds it)
+      if (now >= b->deadline) return transport_timed_out(g, b.get());
       deadline = std::min(deadline, b->deadline);
-      if (w.transport_seq == 0 && !b->unsent.empty()) w.transport_seq = b->unsent.front();
     }
     for (auto& p : g->peers)
       if (p->alive) w.peers.push_back(p.get());
@@ -423,6 +501,7 @@ wsync_status_t send_sum(wsync_group_t* g, InflightBucket* b, Flight* flight) {
   const std::vector<uint8_t> body = encode_bucket_sum({b->seq, b->checksum});
   for (auto& p : g->peers) {
     if (p->dropped || !in_audience(*b, p.get())) continue;
+    p->heard_ms = std::max(p->heard_ms, now_ms());  // (one that holds every piece waited for this)
     if ((st = p->conn.send(MsgType::kBucketSum, body, b->batch->timeout_ms)) == WSYNC_ERR_PEER_FAILED)
       st = peer_lost(g, p.get(), b->what.c_str());
     if (st != WSYNC_OK && (st = member_failed(g, flight, p.get(), st)) != WSYNC_OK) return st;
@@ -500,13 +579,21 @@ wsync_status_t bucket_send(wsync_group_t* g, Flight* flight) {
     return st;
   std::vector<uint8_t> blob;
   if ((st = describe_send(g, *b, &blob)) != WSYNC_OK) return st;
-  for (auto& p : g->peers)
-    if (p->alive && in_audience(*b, p.get())) b->want_ready.push_back(p.get());
+  for (auto& p : g->peers) {
+    if (!p->alive || !in_audience(*b, p.get())) continue;
+    if (!awaited(*flight, p.get())) {  // (its silence counts from now)
+      p->heard_ms = now_ms();
+      p->caught_up = false;
+    }
+    b->want_ready.push_back(p.get());
+  }
   b->want_ack = b->want_ready;
   b->deadline = deadline_after(b->batch->timeout_ms);
   if ((st = send_manifest(g, flight, *b, blob)) != WSYNC_OK) return st;
   if ((st = await(g, flight, [b] { return b->want_ready.empty(); })) != WSYNC_OK) return st;
   b->deadline = deadline_after(b->batch->timeout_ms);
+  b->moving = true;
+  for (Peer* p : b->want_ack) p->heard_ms = std::max(p->heard_ms, now_ms());  // (its bytes start now)
   if ((st = post(g, b)) != WSYNC_OK) return st;
   return b->sum_follows ? send_sum(g, b, flight) : WSYNC_OK;
 }

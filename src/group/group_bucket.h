@@ -38,6 +38,8 @@ struct InflightBucket {
   std::vector<uint64_t> unsent;  // pieces posted whose send the transport has not finished
   size_t next_piece = 0;         // pieces posted so far (at most kPiecesOnTheWire unsent at once)
   bool posted = false;           // send_post was called for some piece (the caller's bytes may be read)
+  bool moving = false;           // every READY came and its pieces are being posted: from here its
+                                 // receivers owe progress on its bytes (before, they wait on the sender)
   std::vector<Peer*> want_ready, want_ack;  // receivers whose READY / ACK has not come
   int64_t deadline = 0;          // for what is awaited now (READY, then the ACKs and the send)
   std::string what;              // "bucket 3 (2 of 5 in batch 7) of update 1", for messages

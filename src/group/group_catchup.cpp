@@ -49,6 +49,9 @@ std::string catchup_arrange(wsync_group_t* g, Peer* joiner, const std::vector<ui
     version = g->shared.stats.committed_version;
   }
   if (version == 0) return "";
+  if (g->committed_digests.empty())  // (a commit whose digests the sender could not take)
+    return "; the sender holds no digests of version " + std::to_string(version) +
+           " to check a catch-up against: the next update brings it the tensors that update carries";
   CatchupBody c;
   c.version = version;
   c.world = g->group_name + ".catchup" + std::to_string(++g->catchups);
@@ -62,7 +65,12 @@ std::string catchup_arrange(wsync_group_t* g, Peer* joiner, const std::vector<ui
     }
     c.role = CatchupBody::kJoiner;
     c.peer = s->rank;
-    c.names.assign(g->committed_names.begin(), g->committed_names.end());
+    c.names.clear();
+    c.sums.clear();
+    for (const auto& kv : g->committed_digests) {
+      c.names.push_back(kv.first);
+      c.sums.push_back(kv.second.sum);
+    }
     if (joiner->conn.send(MsgType::kCatchup, encode_catchup(c), std::min<int64_t>(g->timeout_ms, 1000)) != WSYNC_OK)
       clear_error();  // (the joiner is gone: the source gives up on it within half its timeout_ms)
     joiner->catching_up = true;
@@ -124,13 +132,13 @@ namespace {
 // A joiner's catch-up failed: its source is suspect (struck, hung or cut off, and the trainer may
 // not know yet), so it serves no other joiner until it confirms a version again. A restarted
 // joiner would otherwise be sent to the same silent source at once, and fail again.
-void source_suspect(wsync_group_t* g, const Peer* joiner) {
+void source_suspect(wsync_group_t* g, const Peer* joiner, const std::string& why) {
   const uint32_t r = joiner->catchup_source;
   Peer* s = r >= 1 && r <= g->peers.size() ? g->peers[r - 1].get() : nullptr;
   if (s == nullptr || s->dropped || s->accepted_ms != joiner->catchup_source_ms || s->catchup_suspect) return;
   s->catchup_suspect = true;
-  WSYNC_LOGW("group '%s': %s serves no catch-up until it confirms a version again: %s's catch-up from it failed",
-             g->group_name.c_str(), s->conn.peer_name().c_str(), joiner->conn.peer_name().c_str());
+  WSYNC_LOGW("group '%s': %s serves no catch-up until it confirms a version again: %s's catch-up from it failed: %s",
+             g->group_name.c_str(), s->conn.peer_name().c_str(), joiner->conn.peer_name().c_str(), why.c_str());
 }
 
 }  // namespace
@@ -141,10 +149,12 @@ wsync_status_t catchup_failed(wsync_group_t* g, Peer* p, const Frame& f) {
     return fail(WSYNC_ERR_PROTOCOL, "%s sent CATCHUP_FAILED but had no catch-up under way",
                 p->conn.peer_name().c_str());
   p->catchup_failed = true;
-  source_suspect(g, p);
-  if (decode_nack(f.body, &body) != WSYNC_OK)
+  if (decode_nack(f.body, &body) != WSYNC_OK) {
+    source_suspect(g, p, "(its reason was malformed)");
     return fail(WSYNC_ERR_PROTOCOL, "%s sent a malformed CATCHUP_FAILED: %s", p->conn.peer_name().c_str(),
                 last_error().c_str());
+  }
+  source_suspect(g, p, body.reason);
   wsync_status_t st = wire_failure(body.status, WSYNC_ERR_PEER_FAILED);
   if (st != WSYNC_ERR_PROTOCOL) st = WSYNC_ERR_PEER_FAILED;  // (its own trouble, never the sender's)
   return fail(st, "%s could not catch up: %s", p->conn.peer_name().c_str(), body.reason.c_str());

@@ -76,6 +76,9 @@ wsync_status_t route_members(wsync_group_t* g, int64_t deadline);
 std::vector<uint32_t> direct_ranks(const wsync_group_t* g);
 // For a message about `rank` failing: "; downstream of it (cut off with it): ranks 3, 4", or "".
 std::string downstream_note(const wsync_group_t* g, uint32_t rank);
+// "; fed by relay rank 1 (at 10.0.0.2:41234)" for a receiver whose bytes come through a relay,
+// else "": a receiver that refuses a relayed piece, or waits for one, names who fed it.
+std::string fed_by_note(const wsync_group_t* g, uint32_t rank);
 // The receivers, every relay before the receivers downstream of it (breadth first along the
 // route; rank order for a star): a relay's close is read before the closes it causes.
 std::vector<Peer*> peers_upstream_first(const wsync_group_t* g);

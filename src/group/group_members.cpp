@@ -151,6 +151,11 @@ void drop_hung_up(wsync_group_t* g) {
   for (auto& p : g->peers) {
     if (p->dropped || !p->alive) continue;
     p->conn.pump();
+    while (p->conn.has_frame() && p->conn.next_type() == static_cast<uint16_t>(MsgType::kProgress)) {
+      Frame late;  // (a report of the last update's pieces: nothing to judge)
+      if (p->conn.recv(&late, 0) != WSYNC_OK) break;
+      p->conn.pump();
+    }
     if (!p->conn.closed() && !p->conn.has_frame()) continue;
     const wsync_status_t st = p->conn.has_frame() ? idle_word(g, p.get())
                                                   : fail(WSYNC_ERR_PEER_FAILED, "%s closed its connection between "
@@ -292,8 +297,16 @@ void members_update_ended(wsync_group_t* g, uint64_t version) {
     std::lock_guard<std::mutex> lk(g->shared.mu);
     committed = g->shared.stats.committed_version == version;
   }
-  if (committed) g->committed_names.insert(g->update_names.begin(), g->update_names.end());
-  g->update_names.clear();
+  if (committed && g->digest_failed.empty())
+    for (auto& kv : g->update_digests) g->committed_digests[kv.first] = kv.second;
+  if (committed && !g->digest_failed.empty()) {  // (what it vouches for would be incomplete)
+    WSYNC_LOGW("group '%s': no joiner catches up to version %llu from a peer (the next update brings it): the "
+               "sender could not take the digest of %s", g->group_name.c_str(), static_cast<unsigned long long>(version),
+               g->digest_failed.c_str());
+    g->committed_digests.clear();
+  }
+  g->update_digests.clear();
+  g->digest_failed.clear();
 }
 
 }  // namespace wsync

@@ -15,6 +15,7 @@
 #include "common/api_guard.h"
 #include "common/error.h"
 #include "control/frames.h"
+#include "device/tensor_digest.h"
 #include "group/engine_members.h"
 #include "group/group_bucket.h"
 #include "group/group_device.h"
@@ -35,8 +36,6 @@ bool take_job(wsync_group_t* g, Job* job, bool block) {
       *job = std::move(g->shared.queue.front());
       g->shared.queue.pop_front();
       g->shared.idle = false;
-      if (g->elastic && job->batch)  // (every batch of the update: what its commit adds to the group)
-        g->update_names.insert(g->update_names.end(), job->batch->names.begin(), job->batch->names.end());
       return true;
     }
     if (!block) return false;
@@ -76,6 +75,21 @@ void release_event(wsync_group_t* g, Batch* b) {
   b->cuda_event = nullptr;
 }
 
+// Elastic groups: the digest of every tensor of a delivered batch, as this sender sent it, for the
+// catch-ups of later joiners (what a source serves is checked against these).
+void record_digests(wsync_group_t* g, const Batch& b) {
+  for (const wsync_tensor_t& t : b.tensors) {
+    wsync_group_t::TensorDigest d;
+    d.nbytes = t.nbytes;
+    if (tensor_digest(t.data, t.nbytes, t.device_type, t.device_index, &d.sum) != WSYNC_OK) {
+      if (g->digest_failed.empty()) g->digest_failed = "tensor '" + std::string(t.name) + "': " + last_error();
+      clear_error();
+      continue;
+    }
+    g->update_digests[t.name] = d;
+  }
+}
+
 // Publish every batch at the front whose buckets are all delivered.
 wsync_status_t deliver_finished(wsync_group_t* g, BatchList* active) {
   while (!active->empty() && active->front()->delivered == active->front()->plan.size()) {
@@ -83,6 +97,7 @@ wsync_status_t deliver_finished(wsync_group_t* g, BatchList* active) {
     if (st != WSYNC_OK) return st;
     std::unique_ptr<Batch> b = std::move(active->front());
     active->pop_front();
+    if (g->elastic) record_digests(g, *b);  // (before the caller has its memory back)
     release_event(g, b.get());
     uint64_t bytes = 0;
     for (const auto& t : b->tensors) bytes += t.nbytes;
@@ -214,6 +229,7 @@ wsync_status_t take_committed(wsync_group_t* g, Peer* p, uint64_t version, const
   if (st == WSYNC_ERR_PEER_FAILED) return peer_lost(g, p, what.c_str());
   if (st != WSYNC_OK) return st;
   if (f.type == static_cast<uint16_t>(MsgType::kCatchupFailed)) return catchup_failed(g, p, f);  // (not its loss)
+  if (f.type == static_cast<uint16_t>(MsgType::kProgress)) return WSYNC_OK;  // (the last pieces' report)
   if (f.type == static_cast<uint16_t>(MsgType::kNack)) {
     StatusBody nack;
     if (decode_nack(f.body, &nack) != WSYNC_OK)

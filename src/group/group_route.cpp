@@ -141,6 +141,13 @@ std::string downstream_note(const wsync_group_t* g, uint32_t rank) {
   return s;
 }
 
+std::string fed_by_note(const wsync_group_t* g, uint32_t rank) {
+  if (!g->relays || rank >= g->plan.parent.size()) return "";
+  const uint32_t parent = g->plan.parent[rank];
+  if (parent == 0 || parent > g->peers.size() || !g->peers[parent - 1]) return "";
+  return "; fed by relay rank " + std::to_string(parent) + " (at " + g->peers[parent - 1]->addr + ")";
+}
+
 std::vector<Peer*> upstream_of_set(const wsync_group_t* g, const std::vector<Peer*>& set) {
   if (!g->relays) return set;
   std::vector<Peer*> out;

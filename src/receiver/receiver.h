@@ -79,7 +79,8 @@ struct Incoming {
   bool posted = false;                  // recv_post was called for its pieces
   MemBlock relay_block;                 // a relay receives the bucket here whole, forwards and places it
   std::vector<uint64_t> forwarding;     // pieces forwarded to the children, not yet sent
-  int64_t deadline = 0;                 // for its bytes, from the first look at it (0: not yet)
+  int64_t deadline = 0;                 // for its bytes: timeout_ms after the last piece this link took
+                                        // (from the first look at it; 0: not yet)
 };
 
 // What the links of a receiver share (receiver_links.cpp): a receiver of a many-sender group joins
@@ -126,6 +127,11 @@ struct wsync_receiver {
   bool planned = false;      // the group info says senders=: this receiver says what it needs
   std::string sender_addr;   // that sender's store, for messages
   int64_t last_frame_ms = 0;  // when its sender's last control frame came (which went silent first)
+  // Progress (control protocol 4, PROGRESS): pieces this link took (landed, or forwarded by a
+  // relay) since it joined, the count last reported to the sender and when.
+  uint64_t progress_count = 0;
+  uint64_t progress_sent = 0;
+  int64_t progress_sent_ms = 0;
   std::vector<std::unique_ptr<wsync_receiver>> extra_links;  // link 0 only: links to senders 1..M-1
 
   uint32_t rank = 0;

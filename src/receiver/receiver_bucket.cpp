@@ -330,6 +330,16 @@ void sleep_on_fds(wsync_receiver_t* rx, int64_t deadline) {
   sleep_on_transports(rx, deadline, 1000);
 }
 
+// The transport of a relay's world numbers its children 1..n: " (in this relay's world rank 1 is
+// receiver rank 3, rank 2 is receiver rank 4)", so that a warning speaks the group's ranks too.
+std::string relay_world_note(const wsync_receiver_t* rx) {
+  std::string s;
+  for (size_t i = 0; i < rx->children.size(); ++i)
+    s += (i == 0 ? " (in this relay's world rank " : ", rank ") + std::to_string(i + 1) + " is receiver rank " +
+         std::to_string(rx->children[i]);
+  return s.empty() ? s : s + ")";
+}
+
 // A relay: piece `p` of the bucket landed in its relay block. Forward it to the children (the
 // same sequence number in this relay's world), then place it where the manifest puts its bytes.
 wsync_status_t relay_piece(wsync_receiver_t* rx, Incoming* in, size_t index) {
@@ -343,8 +353,8 @@ wsync_status_t relay_piece(wsync_receiver_t* rx, Incoming* in, size_t index) {
   clear_error();
   wsync_status_t st = tp(rx)->send_post(rx->relay_self, in->seq + index, &buf, ranks.data(), static_cast<uint32_t>(ranks.size()));
   if (st != WSYNC_OK)  // a child that failed is the sender's to name (its control connection); this relay goes on
-    WSYNC_LOGW("receiver rank %u: forwarding %s to its children: %s", rx->rank, in->what.c_str(),
-               plugin_error("transport", tp(rx)->name).c_str());
+    WSYNC_LOGW("receiver rank %u: forwarding %s to its children: %s%s", rx->rank, in->what.c_str(),
+               plugin_error("transport", tp(rx)->name).c_str(), relay_world_note(rx).c_str());
   else
     in->forwarding.push_back(in->seq + index);
   for (const wsync_iov_t& r : slice_iov(in->iov, p.offset, p.len)) {
@@ -363,9 +373,10 @@ void take_forwarded(wsync_receiver_t* rx, Incoming* in) {
     const wsync_status_t st = tp(rx)->send_wait(rx->relay_self, in->forwarding.front(), 0);
     if (st == WSYNC_ERR_TIMEOUT) return;
     if (st != WSYNC_OK)
-      WSYNC_LOGW("receiver rank %u: forwarding %s: %s", rx->rank, in->what.c_str(),
-                 plugin_error("transport", tp(rx)->name).c_str());
+      WSYNC_LOGW("receiver rank %u: forwarding %s: %s%s", rx->rank, in->what.c_str(),
+                 plugin_error("transport", tp(rx)->name).c_str(), relay_world_note(rx).c_str());
     in->forwarding.erase(in->forwarding.begin());
+    rx->progress_count++;
   }
 }
 
@@ -410,6 +421,7 @@ bool take_landed(wsync_receiver_t* rx, wsync_status_t* st, std::string* why) {
       }
       if (in->relay_block.data()) relay_piece(rx, in, in->landed);
       in->landed++;
+      rx->progress_count++;
     }
     if (*st != WSYNC_OK) break;
   }
@@ -490,26 +502,53 @@ bool sender_said_why(wsync_receiver_t* rx, int64_t wait_ms = kSaidWhyMs) {
   }
 }
 
+// The first piece this link posted a receive for and does not hold yet; 0 when it holds every one.
+uint64_t waiting_seq(const wsync_receiver_t* rx) {
+  for (const auto& b : rx->flight)
+    if (b->posted && b->landed < b->pieces.size()) return b->seq + b->landed;
+  return 0;
+}
+
+// PROGRESS to the sender when the count moved and the last report is kProgressEveryMs old; the
+// time the next one may be due (0: none pending).
+int64_t report_progress(wsync_receiver_t* rx) {
+  if (rx->progress_count == rx->progress_sent) return 0;
+  const int64_t due = rx->progress_sent_ms + kProgressEveryMs;
+  if (now_ms() < due) return due;
+  rx->progress_sent = rx->progress_count;
+  rx->progress_sent_ms = now_ms();
+  rx->conn.send(MsgType::kProgress, encode_progress({rx->progress_count, waiting_seq(rx)}), 1000);
+  return 0;
+}
+
 // One look at the oldest bucket (never sleeps): *done when its bytes are in place and its sum is
 // known; *landed when its pieces are (the caller then sleeps on the fds even without an event fd).
+// Its deadline bounds silence: timeout_ms after the last piece this link took, however long the
+// bucket takes while its pieces move.
 wsync_status_t bytes_step(wsync_receiver_t* rx, Incoming* in, bool* done, bool* landed) {
   *done = false;
   // With many senders nobody else can say why a sender stopped: no grace beyond timeout_ms.
-  if (in->deadline == 0)
-    in->deadline = deadline_after(rx->timeout_ms + (rx->sh->links.size() > 1 ? 0 : abort_grace_ms(rx->timeout_ms)));
+  const int64_t wait_ms = rx->timeout_ms + (rx->sh->links.size() > 1 ? 0 : abort_grace_ms(rx->timeout_ms));
+  if (in->deadline == 0) in->deadline = deadline_after(wait_ms);
   wsync_status_t st;
   std::string why;
+  const uint64_t before = rx->progress_count;
   const bool all = take_landed(rx, &st, &why);
   *landed = all;
+  if (rx->progress_count != before) in->deadline = deadline_after(wait_ms);
+  report_progress(rx);
   const bool many = rx->sh->links.size() > 1;
   if (st != WSYNC_OK && st != WSYNC_ERR_TIMEOUT && many && sender_said_why(rx)) {
     fail(WSYNC_ERR_ABORTED, "the sender abandoned %s (its transport closed after it said why)", in->what.c_str());
     return give_up(rx, "the sender stopped during " + in->what);
   }
   if (st != WSYNC_OK && st != WSYNC_ERR_TIMEOUT) {
-    const std::string from = rx->parent == 0 ? "" : " (this receiver takes the bytes from receiver rank " +
-                                                         std::to_string(rx->parent) + ", a relay)";
-    fail(st, "transport '%s' failed during %s%s: %s", tp(rx)->name, in->what.c_str(), from.c_str(), why.c_str());
+    if (rx->parent != 0)  // (its transport's "rank 0" is the relay: name the relay, in the group's ranks)
+      fail(st, "receiver rank %u, the relay that feeds this receiver, failed during %s: transport '%s' (in the relay's "
+           "world, where the relay is rank 0, \"the sender\"): %s", rx->parent, in->what.c_str(), tp(rx)->name,
+           why.c_str());
+    else
+      fail(st, "transport '%s' failed during %s: %s", tp(rx)->name, in->what.c_str(), why.c_str());
     return give_up(rx, "the transport failed during " + in->what);
   }
   bool other = false;
@@ -532,12 +571,19 @@ wsync_status_t bytes_step(wsync_receiver_t* rx, Incoming* in, bool* done, bool* 
       fail(WSYNC_ERR_ABORTED, "the sender abandoned %s (it said why after its bytes stopped)", in->what.c_str());
       return give_up(rx, "the sender stopped during " + in->what);
     }
+    std::string stalled = in->landed == in->pieces.size() && !in->forwarding.empty()
+                              ? " (all of it is here; this relay's forwarding to its children stalled)"
+                              : "";
+    if (rx->parent != 0 && in->landed < in->pieces.size())
+      stalled += " (this receiver takes the bytes from receiver rank " + std::to_string(rx->parent) + ", a relay)";
     if (many)
-      fail(WSYNC_ERR_TIMEOUT, "%s did not arrive within %lld ms (timeout_ms)", in->what.c_str(),
-           static_cast<long long>(rx->timeout_ms));
+      fail(WSYNC_ERR_TIMEOUT, "%s did not arrive: nothing moved for %lld ms (timeout_ms)%s", in->what.c_str(),
+           static_cast<long long>(rx->timeout_ms), stalled.c_str());
     else
-      fail(WSYNC_ERR_TIMEOUT, "%s did not arrive within %lld ms (timeout_ms, plus %lld ms for the sender to say why)",
-           in->what.c_str(), static_cast<long long>(rx->timeout_ms), static_cast<long long>(abort_grace_ms(rx->timeout_ms)));
+      fail(WSYNC_ERR_TIMEOUT,
+           "%s did not arrive: nothing moved for %lld ms (timeout_ms, plus %lld ms for the sender to say why)%s",
+           in->what.c_str(), static_cast<long long>(rx->timeout_ms),
+           static_cast<long long>(abort_grace_ms(rx->timeout_ms)), stalled.c_str());
     return give_up(rx, "the transport failed during " + in->what);
   }
   return WSYNC_OK;
@@ -549,7 +595,8 @@ wsync_status_t wait_bytes(wsync_receiver_t* rx, Incoming* in) {
     bool done = false, landed = false;
     const wsync_status_t st = bytes_step(rx, in, &done, &landed);
     if (st != WSYNC_OK || done) return st;
-    if (has_fd || landed) sleep_on_fds(rx, in->deadline);
+    const int64_t report_due = report_progress(rx);
+    if (has_fd || landed) sleep_on_fds(rx, report_due != 0 ? std::min(in->deadline, report_due) : in->deadline);
   }
 }
 
@@ -560,8 +607,11 @@ wsync_status_t verify_payload(wsync_receiver_t* rx, Incoming* in) {
   }
   const uint64_t h = rx->hasher.digest();
   if (h == in->sum) return WSYNC_OK;
-  return fail(WSYNC_ERR_PROTOCOL, "payload checksum mismatch in %s (got %016llx, sender computed %016llx)",
-              in->what.c_str(), static_cast<unsigned long long>(h), static_cast<unsigned long long>(in->sum));
+  const std::string via = rx->parent == 0 ? "" : "; the bytes came through receiver rank " + std::to_string(rx->parent) +
+                                                    ", a relay";
+  return fail(WSYNC_ERR_PROTOCOL, "payload checksum mismatch in %s (got %016llx, sender computed %016llx%s)",
+              in->what.c_str(), static_cast<unsigned long long>(h), static_cast<unsigned long long>(in->sum),
+              via.c_str());
 }
 
 // The bytes are in place: check the payload, record which bytes arrived, and ACK (with our blob).

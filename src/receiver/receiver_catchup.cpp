@@ -9,15 +9,18 @@
 //   seq 1   16 bytes: u64 kMagic, u64 the catalogue's length (at most kMaxCatalogue)
 //   seq 2   the catalogue: i32 status, str reason (a source that cannot serve says why and nothing
 //           follows), u64 version, u32 n, n x (str name, i32 dtype, i32 ndim, i64 shape[ndim],
-//           u64 nbytes, u32 has_sum, u64 XXH3-64 of the bytes)
+//           u64 nbytes, u32 has_sum, u64 sum: written 0 since protocol 4, and never read)
 //   seq 3.. every tensor's bytes in catalogue order, in chunks of at most kChunk bytes
-// The source sends its registered tensors as they are (the committed version). The joiner places
-// those it registered with the same dtype and shape (in place, or staged until its commit),
-// checks each one's checksum, and drops the rest; then it reports COMMIT of the version, which its
-// engine confirms with wsync_receiver_commit as always (the sender waits for no COMMITTED of it).
+// The source sends its registered tensors as they are (what it holds of the committed version). The
+// joiner places those it registered with the same dtype and shape for which the sender's CATCHUP
+// carries a digest (in place, or staged until its commit), checks each one against that digest
+// (XXH3-64 of the bytes as the sender sent them: the source is trusted with nothing; a mismatch
+// fails the catch-up naming it), and drops the rest; then it reports COMMIT of the version, which
+// its engine confirms with wsync_receiver_commit as always (the sender waits for no COMMITTED).
 #include <xxhash.h>
 
 #include <algorithm>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "common/bytes.h"
@@ -25,6 +28,7 @@
 #include "common/error.h"
 #include "common/names.h"
 #include "control/frames.h"
+#include "device/tensor_digest.h"
 #include "receiver/receiver.h"
 
 namespace wsync {
@@ -208,8 +212,7 @@ Catalogue source_catalogue(const wsync_receiver_t* rx, uint64_t version) {
     t.ndim = r.ndim;
     std::copy(r.shape, r.shape + WSYNC_MAX_NDIM, t.shape);
     t.nbytes = r.nbytes;
-    t.has_sum = r.device_type == WSYNC_DEVICE_CPU;  // (device memory: the transport's integrity only)
-    if (t.has_sum) t.sum = XXH3_64bits(r.data != nullptr ? r.data : "", r.nbytes);
+    t.has_sum = false;  // (the joiner checks against the sender's digests, never the source's word)
     c.items.push_back(std::move(t));
   }
   return c;
@@ -300,11 +303,16 @@ struct JoinBuffers {
   MemBlock discard;
 };
 
-wsync_status_t take_item(wsync_receiver_t* rx, void* self, const CatchupBody& c, const Item& t, uint64_t* seq,
-                         JoinBuffers* bufs, int64_t deadline, bool* placed) {
+// The digest of each tensor of the version, as the sender sent it (CATCHUP): what the source's
+// bytes must match. A tensor without one is not taken (no digest, no commit).
+using SenderDigests = std::unordered_map<std::string, uint64_t>;
+
+wsync_status_t take_item(wsync_receiver_t* rx, void* self, const CatchupBody& c, const SenderDigests& digests,
+                         const Item& t, uint64_t* seq, JoinBuffers* bufs, int64_t deadline, bool* placed) {
   uint8_t* dst = nullptr;
   bool found = false;
-  wsync_status_t st = target_of(rx, t, &dst, &found);
+  const auto digest = digests.find(t.name);
+  wsync_status_t st = digest == digests.end() ? WSYNC_OK : target_of(rx, t, &dst, &found);
   for (uint64_t off = 0; off < t.nbytes && st == WSYNC_OK; off += kChunk) {
     const uint64_t len = std::min(kChunk, t.nbytes - off);
     if (!found && bufs->discard.size() < len) {
@@ -316,11 +324,20 @@ wsync_status_t take_item(wsync_receiver_t* rx, void* self, const CatchupBody& c,
   }
   if (st != WSYNC_OK || !found) return st;
   *placed = true;
-  // (bytes in device memory are not hashed here: the transport's integrity only)
-  const bool host = rx->staged ? rx->device < 0 : rx->registry.at(t.name).device_type == WSYNC_DEVICE_CPU;
-  if (t.has_sum && host && XXH3_64bits(dst != nullptr ? dst : reinterpret_cast<const uint8_t*>(""), t.nbytes) != t.sum)
-    return fail(WSYNC_ERR_PROTOCOL, "tensor '%s' arrived with other bytes than the source holds (checksum)",
-                t.name.c_str());
+  // What came must be what the sender sent: the source is a member, trusted with nothing else.
+  const Registered& reg = rx->registry.at(t.name);
+  const bool on_device = rx->staged ? rx->device >= 0 : reg.device_type == WSYNC_DEVICE_CUDA;
+  uint64_t sum = 0;
+  if ((st = tensor_digest(dst, t.nbytes, on_device ? WSYNC_DEVICE_CUDA : WSYNC_DEVICE_CPU,
+                          rx->staged ? rx->device : reg.device_index, &sum)) != WSYNC_OK)
+    return fail(st, "tensor '%s' from the catch-up source cannot be checked: %s", t.name.c_str(), last_error().c_str());
+  if (sum != digest->second)
+    return fail(WSYNC_ERR_PROTOCOL,
+                "tensor '%s' from receiver rank %u (the catch-up source) is not version %llu as the sender sent it "
+                "(XXH3 %016llx, the sender's %016llx): the source's copy changed after its commit (written to, or "
+                "post-processed in place)",
+                t.name.c_str(), c.peer, static_cast<unsigned long long>(c.version),
+                static_cast<unsigned long long>(sum), static_cast<unsigned long long>(digest->second));
   if (rx->staged) {
     ManifestEntry e;
     e.name = t.name;
@@ -355,10 +372,12 @@ wsync_status_t take_all(wsync_receiver_t* rx, void* self, const CatchupBody& c, 
   if (cat.version != c.version)
     return fail(WSYNC_ERR_PROTOCOL, "the source serves version %llu, the sender asked for %llu",
                 static_cast<unsigned long long>(cat.version), static_cast<unsigned long long>(c.version));
+  SenderDigests digests;
+  for (size_t i = 0; i < c.names.size() && i < c.sums.size(); ++i) digests[c.names[i]] = c.sums[i];
   uint64_t seq = 3;
   for (const Item& t : cat.items) {
     bool placed = false;
-    if ((st = take_item(rx, self, c, t, &seq, bufs, deadline, &placed)) != WSYNC_OK) return st;
+    if ((st = take_item(rx, self, c, digests, t, &seq, bufs, deadline, &placed)) != WSYNC_OK) return st;
     *tensors += placed ? 1 : 0;
   }
   std::unordered_set<std::string> listed;

@@ -166,6 +166,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       run<BucketSumBody>(body, "BUCKET_SUM", decode_bucket_sum, encode_bucket_sum, false,
                          [](const BucketSumBody&) { return true; });
       return 0;
+    case MsgType::kProgress:
+      run<ProgressBody>(body, "PROGRESS", decode_progress, encode_progress, true,
+                        [](const ProgressBody&) { return true; });
+      return 0;
     case MsgType::kRoute:
       run<RouteBody>(body, "ROUTE", decode_route, encode_route, true,
                      [](const RouteBody& b) { return b.children.size() <= wsync::kFrameMaxChildren; });

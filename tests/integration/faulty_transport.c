@@ -12,6 +12,10 @@
  *   late <n>      send the bucket, but hide its completion: send_wait answers "not yet" until the
  *                 core forgets the peer (forget_peer), as when a receiver took the bytes, ACKed
  *                 and closed before the sender's transport saw its own send complete
+ *   short <n>     send the bucket one byte short (the receiver's transport sees a message smaller
+ *                 than it posted for)
+ *   slow <ms>     every send waits <ms> milliseconds first: a slow link, whose buckets take long
+ *                 while their pieces keep moving
  *
  * The file is read at every send_post, so a test writes it between updates. A process without
  * WSYNC_FAULTY_FILE (the receivers) runs plain UCX. Test-only; never installed. */
@@ -20,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "wsync_plugin.h"
 
@@ -29,11 +34,13 @@ static const wsync_host_v1_t* g_host;
 static const wsync_transport_v1_t* g_ucx;
 static wsync_transport_v1_t g_table;
 static unsigned long g_sent;      /* send_post calls of this process */
+static pid_t g_sent_pid;          /* the process g_sent counts for (a forked child starts at 0) */
 static uint64_t g_stalled_seq;    /* the bucket never sent, 0: none */
 static uint64_t g_late_seq;       /* the bucket whose completion is hidden until forget_peer, 0: none */
 
-/* The fault for the send_post numbered `n`: 'c' (corrupt), 's' (stall), 'l' (late) or 0. */
-static int fault_for(unsigned long n) {
+/* The fault for the send_post numbered `n`: 'c' (corrupt), 's' (stall), 'l' (late), 'h' (short), 'w' (slow:
+ * *slow_ms) or 0. */
+static int fault_for(unsigned long n, unsigned long* slow_ms) {
   const char* path = getenv("WSYNC_FAULTY_FILE");
   char kind[16] = {0};
   unsigned long at = 0;
@@ -41,21 +48,41 @@ static int fault_for(unsigned long n) {
   if (path == NULL || (f = fopen(path, "r")) == NULL) return 0;
   if (fscanf(f, "%15s %lu", kind, &at) != 2) at = 0;
   fclose(f);
+  if (strcmp(kind, "slow") == 0) {
+    *slow_ms = at;
+    return 'w';
+  }
   if (at != n) return 0;
   if (strcmp(kind, "corrupt") == 0) return 'c';
   if (strcmp(kind, "stall") == 0) return 's';
   if (strcmp(kind, "late") == 0) return 'l';
+  if (strcmp(kind, "short") == 0) return 'h';
   return 0;
 }
 
 static wsync_status_t faulty_send_post(void* self, uint64_t seq, const wsync_buffer_t* buf, const uint32_t* ranks,
                                        uint32_t num_ranks) {
-  const int fault = fault_for(++g_sent);
+  unsigned long slow_ms = 0;
+  int fault;
+  if (g_sent_pid != getpid()) {
+    g_sent_pid = getpid();
+    g_sent = 0;
+  }
+  fault = fault_for(++g_sent, &slow_ms);
+  if (fault == 'w') {
+    struct timespec ts = {(time_t)(slow_ms / 1000), (long)(slow_ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+  }
   if (fault == 's') {
     g_stalled_seq = seq;
     return WSYNC_OK;
   }
   if (fault == 'l') g_late_seq = seq;
+  if (fault == 'h' && buf->len > 0) {
+    wsync_buffer_t cut = *buf;
+    cut.len--;
+    return g_ucx->send_post(self, seq, &cut, ranks, num_ranks);
+  }
   if (fault == 'c' && buf->len > 0 && buf->device_type != WSYNC_DEVICE_CUDA) {
     static unsigned char* copy; /* kept until the next corruption: the send may read it until then */
     wsync_buffer_t bent = *buf;

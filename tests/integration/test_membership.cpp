@@ -32,7 +32,9 @@ std::vector<synth_tensor_t> spec() {
 }
 
 // What a receiver does at one point of the run, and what it must see.
-enum class Fault { kNone, kDie, kHang, kRefuse };
+// kTamper: after committing fault_version it writes into its first tensor's buffer, as an engine
+// that post-processes its weights in place (a catch-up source whose bytes are no longer the version).
+enum class Fault { kNone, kDie, kHang, kRefuse, kTamper };
 
 struct RxPlan {
   uint32_t rank = 1;
@@ -126,7 +128,9 @@ int run_rx(const RxPlan& p) {
       // A refused bucket: the sender removes this receiver and closes; nothing else may fail.
       const bool expected = p.fault == Fault::kRefuse && st == WSYNC_ERR_PROTOCOL && committed + 1 == p.fault_version;
       // (a catch-up whose source died: nothing committed, the reason names the source)
-      const bool caught = p.catchup_fails && committed == 0 && st == WSYNC_ERR_PEER_FAILED &&
+      // (or whose bytes did not match the sender's digests: PROTOCOL)
+      const bool caught = p.catchup_fails && committed == 0 &&
+                          (st == WSYNC_ERR_PEER_FAILED || st == WSYNC_ERR_PROTOCOL) &&
                           std::strstr(wsync_last_error(), "catch-up to version") != nullptr;
       if (!expected || caught)
         std::fprintf(stderr, "rank %u: next: %s: %s\n", p.rank, wsync_status_name(st), wsync_last_error());
@@ -153,6 +157,7 @@ int run_rx(const RxPlan& p) {
       }
       committed = ev.version;
       ++commit_i;
+      if (p.fault == Fault::kTamper && committed == p.fault_version) bufs[0][bufs[0].size() / 2] ^= 0x5a;
       if (p.fault == Fault::kRefuse && committed + 1 == p.fault_version) {
         // From the next version on, this receiver wants embed.weight as int32; the sender sends
         // float32, so the update's first bucket is refused (before any of its bytes move: see
@@ -173,7 +178,8 @@ int run_rx(const RxPlan& p) {
     }
   }
   wsync_receiver_destroy(rx);
-  const bool ok = commit_i == p.commits.size() && abort_i == p.aborts.size() && p.fault == Fault::kNone;
+  const bool ok = commit_i == p.commits.size() && abort_i == p.aborts.size() &&
+                  (p.fault == Fault::kNone || p.fault == Fault::kTamper);
   if (!ok) std::fprintf(stderr, "rank %u: %zu commits, %zu aborts at the close\n", p.rank, commit_i, abort_i);
   return ok ? 0 : 6;
 }
@@ -732,6 +738,79 @@ TEST(Membership, AJoinerWhoseCatchUpFromAHungSourceFailedRetriesFromAnother) {
   s.g = nullptr;
   EXPECT_EQ(0, kids.wait(1, 30000));
   EXPECT_EQ(0, kids.wait(3, 30000));
+}
+
+// A source whose registered bytes changed after its commit (rank 1 writes into its first tensor,
+// as an engine that post-processes in place) is caught by the joiner against the digests the
+// sender sent, named, and serves no more; the joiner's retry catches up from rank 2, and commits
+// exactly version 1. Before, the joiner committed rank 1's bytes as version 1, with no warning.
+TEST(Membership, ASourceWhoseBytesChangedAfterItsCommitIsNamedAndTheRetryCatchesUpFromAnother) {
+  const std::string addr_file = temp_dir() + "/store.addr";
+  Children kids;
+  RxPlan tampering = joiner(addr_file, 1, {1, 2});
+  tampering.fault = Fault::kTamper;
+  tampering.fault_version = 1;
+  kids.pids.push_back(spawn([tampering] { return run_rx(tampering); }));
+  kids.pids.push_back(spawn([addr_file] { return run_rx(joiner(addr_file, 2, {1, 2})); }));
+  Sender s;
+  ASSERT_EQ(WSYNC_OK, s.init(addr_file, {{"init_receivers", "2"}})) << wsync_last_error();
+  std::string why;
+  ASSERT_EQ(WSYNC_OK, s.publish(1, &why)) << why;
+  usleep(300 * 1000);  // (rank 1 committed and wrote into its weights)
+  RxPlan first = joiner(addr_file, 3, {});
+  first.catchup_fails = true;
+  kids.pids.push_back(spawn([first] { return run_rx(first); }));
+  EXPECT_EQ(0, kids.wait(2, 15000)) << "rank 3 did not refuse rank 1's bytes";
+  ASSERT_TRUE(members_become(s, {1, 2})) << "rank 3 was not removed after its catch-up failed";
+  const std::vector<MemberEvent> evs = member_events(s, 2);
+  EXPECT_NE(std::string::npos, reason_of(evs, WSYNC_MEMBER_JOINED, 3).find("from receiver rank 1"))
+      << reason_of(evs, WSYNC_MEMBER_JOINED, 3);
+  EXPECT_NE(std::string::npos, reason_of(evs, WSYNC_MEMBER_LEFT, 3).find("from receiver rank 1 (the catch-up source) "
+                                                                        "is not version 1 as the sender sent it"))
+      << reason_of(evs, WSYNC_MEMBER_LEFT, 3);
+  kids.pids.push_back(spawn([addr_file] { return run_rx(joiner(addr_file, 3, {1, 2})); }));  // the retry
+  ASSERT_TRUE(members_become(s, {1, 2, 3})) << "rank 3 did not join again within 10 s";
+  const std::vector<MemberEvent> again = member_events(s, 1);
+  EXPECT_NE(std::string::npos, reason_of(again, WSYNC_MEMBER_JOINED, 3).find("catches up to version 1 from receiver "
+                                                                            "rank 2"))
+      << reason_of(again, WSYNC_MEMBER_JOINED, 3);
+  ASSERT_EQ(WSYNC_OK, s.publish(2, &why)) << why;
+  wsync_group_destroy(s.g);
+  s.g = nullptr;
+  EXPECT_EQ(0, kids.wait(0, 30000));
+  EXPECT_EQ(0, kids.wait(1, 30000));
+  EXPECT_EQ(0, kids.wait(3, 30000));
+}
+
+// A catch-up source whose transport sends a chunk one byte short (transport 'faulty', "short 3":
+// its third send, the first tensor's bytes): the joiner's catch-up fails naming the transport once
+// (the message said "transport 'faulty': transport 'faulty': ..." before).
+TEST(Membership, AShortCatchUpChunkFailsNamingTheTransportOnce) {
+  struct PluginPath {
+    PluginPath() { setenv("WSYNC_PLUGIN_PATH", WSYNC_TEST_FAULTY_DIR, 1); }
+    ~PluginPath() { unsetenv("WSYNC_PLUGIN_PATH"); }
+  } faulty_dir;
+  const std::string addr_file = temp_dir() + "/store.addr";
+  Children kids;
+  RxPlan source = joiner(addr_file, 1, {1});
+  source.faulty = "short 3";
+  kids.pids.push_back(spawn([source] { return run_rx(source); }));
+  Sender s;
+  ASSERT_EQ(WSYNC_OK, s.init(addr_file, {{"init_receivers", "1"}, {"transport", "faulty"}}, 2)) << wsync_last_error();
+  std::string why;
+  ASSERT_EQ(WSYNC_OK, s.publish(1, &why)) << why;
+  RxPlan first = joiner(addr_file, 2, {});
+  first.catchup_fails = true;
+  kids.pids.push_back(spawn([first] { return run_rx(first); }));
+  EXPECT_EQ(0, kids.wait(1, 15000)) << "rank 2's catch-up did not fail";
+  ASSERT_TRUE(members_become(s, {1})) << "rank 2 was not removed after its catch-up failed";
+  const std::string left = reason_of(member_events(s, 2), WSYNC_MEMBER_LEFT, 2);
+  const size_t at = left.find("transport 'faulty': ");
+  EXPECT_NE(std::string::npos, at) << left;
+  EXPECT_EQ(std::string::npos, left.find("transport 'faulty': ", at + 1)) << left;
+  wsync_group_destroy(s.g);
+  s.g = nullptr;
+  EXPECT_EQ(0, kids.wait(0, 30000));
 }
 
 // One receiver init with `rank` against the group in `addr_file`; its status (its message in

@@ -139,11 +139,20 @@ struct Rogue {
     r.str32(why, 1 << 16);
   }
 
+  // The receiver's next answer, past its PROGRESS reports (control protocol 4: a receiver reports
+  // the pieces it took while a bucket lands).
+  wsync_status_t answer(Frame* f, int64_t timeout_ms) {
+    for (;;) {
+      wsync_status_t st = conn.recv(f, timeout_ms);
+      if (st != WSYNC_OK || f->type != static_cast<uint16_t>(MsgType::kProgress)) return st;
+    }
+  }
+
   // Send a raw manifest and return the receiver's answer (type, status, reason).
   void send_manifest(const std::vector<uint8_t>& raw, uint64_t seq, uint16_t* type, int32_t* code, std::string* why) {
     post_manifest(raw, seq);
     Frame f;
-    ASSERT_EQ(WSYNC_OK, conn.recv(&f, 10000)) << last_error();
+    ASSERT_EQ(WSYNC_OK, answer(&f, 10000)) << last_error();
     read_answer(f, type, code, why);
   }
 
@@ -153,7 +162,7 @@ struct Rogue {
                    int32_t* code, std::string* why) {
     post_manifest(encode_manifest(m), seq);
     Frame f;
-    ASSERT_EQ(WSYNC_OK, conn.recv(&f, 10000)) << last_error();
+    ASSERT_EQ(WSYNC_OK, answer(&f, 10000)) << last_error();
     if (f.type == static_cast<uint16_t>(MsgType::kReady)) {
       wsync_buffer_t buf = WSYNC_BUFFER_INIT;
       buf.data = payload.data();
@@ -161,7 +170,7 @@ struct Rogue {
       const uint32_t rank = 1;
       ASSERT_EQ(WSYNC_OK, transport.table->send_post(tself, seq, &buf, &rank, 1)) << last_error();
       ASSERT_EQ(WSYNC_OK, transport.table->send_wait(tself, seq, 10000)) << last_error();
-      ASSERT_EQ(WSYNC_OK, conn.recv(&f, 10000)) << last_error();
+      ASSERT_EQ(WSYNC_OK, answer(&f, 10000)) << last_error();
     }
     read_answer(f, type, code, why);
   }
@@ -170,7 +179,7 @@ struct Rogue {
   uint16_t end_update(uint64_t version, uint64_t update, uint64_t buckets) {
     EXPECT_EQ(WSYNC_OK, conn.send(MsgType::kEndUpdate, encode_end_update({version, update, buckets}), 1000));
     Frame f;
-    EXPECT_EQ(WSYNC_OK, conn.recv(&f, 10000)) << last_error();
+    EXPECT_EQ(WSYNC_OK, answer(&f, 10000)) << last_error();
     return f.type;
   }
 };
@@ -369,7 +378,7 @@ TEST_F(RogueSender, EndOfUpdateWithAWrongBucketCountIsRefusedAndTheSenderTold) {
   w.u64(5);  // buckets: the receiver got none
   ASSERT_EQ(WSYNC_OK, rogue.conn.send(MsgType::kEndUpdate, w.data(), 1000));
   Frame f;
-  ASSERT_EQ(WSYNC_OK, rogue.conn.recv(&f, 10000));
+  ASSERT_EQ(WSYNC_OK, rogue.answer(&f, 10000));
   EXPECT_EQ(static_cast<uint16_t>(MsgType::kNack), f.type);
   EXPECT_EQ(0, wait_child(rx, 15000));
 }
@@ -776,7 +785,7 @@ void two_senders_finalize(uint64_t digest0, uint64_t digest1, bool expect_commit
   ASSERT_EQ(WSYNC_OK, s1.conn.send(MsgType::kEndUpdate, encode_end_update({1, 1, 0, true, digest1}), 1000));
   for (Rogue* s : {&s0, &s1}) {
     Frame f;
-    ASSERT_EQ(WSYNC_OK, s->conn.recv(&f, 10000)) << last_error();
+    ASSERT_EQ(WSYNC_OK, s->answer(&f, 10000)) << last_error();
     EXPECT_EQ(static_cast<uint16_t>(expect_commit ? MsgType::kCommitted : MsgType::kNack), f.type);
   }
   EXPECT_EQ(0, wait_child(rx, 15000));

@@ -325,8 +325,9 @@ TEST(Frames, PeerReasonsComeOutPrintable) {
 
 // Issue 22, finding 9c: the sender's message named only the version it waited for.
 // CATCHUP and CATCHUP_CANCEL (elastic groups): u32 role, u32 peer, u64 version, str world, u64
-// budget_ms, str reason, u32 n, str names[n]; every cut refused naming the field; later bytes
-// ignored; an invalid name refused.
+// budget_ms, str reason, u32 n, n x (str name, u64 sum: the sender's digest, protocol 4); every
+// cut refused naming the field; later bytes ignored; an invalid name refused; a count the body
+// cannot hold refused before anything is allocated for it.
 TEST(Frames, Catchup) {
   std::vector<uint8_t> body;
   Put(body, CatchupBody::kSource, 4);
@@ -337,7 +338,8 @@ TEST(Frames, Catchup) {
   PutStr(body, "gone");
   Put(body, 1, 4);
   PutStr(body, "layer.0.w");
-  const CatchupBody want{CatchupBody::kSource, 3, 7, "g.catchup1", 1500, "gone", {"layer.0.w"}};
+  Put(body, 0x0123456789abcdefull, 8);
+  const CatchupBody want{CatchupBody::kSource, 3, 7, "g.catchup1", 1500, "gone", {"layer.0.w"}, {0x0123456789abcdefull}};
   EXPECT_EQ(encode_catchup(want), body);
   CatchupBody out;
   ASSERT_EQ(decode_catchup(body, &out), WSYNC_OK) << last_error();
@@ -348,9 +350,14 @@ TEST(Frames, Catchup) {
   EXPECT_EQ(out.budget_ms, 1500u);
   EXPECT_EQ(out.reason, "gone");
   EXPECT_EQ(out.names, std::vector<std::string>{"layer.0.w"});
+  EXPECT_EQ(out.sums, std::vector<uint64_t>{0x0123456789abcdefull});
   EveryTruncationIsRefused<CatchupBody>(body, decode_catchup, "CATCHUP",
                                         {"role", "peer", "version", "world", "budget_ms", "reason", "names count",
-                                         "names"});
+                                         "names", "sums"});
+  std::vector<uint8_t> many(body.begin(), body.end() - (4 + 9 + 8 + 4));  // (up to the names count)
+  Put(many, 1u << 20, 4);
+  many.resize(many.size() + 64, 0);
+  EXPECT_EQ(decode_catchup(many, &out), WSYNC_ERR_PROTOCOL);  // (a million names announced, 64 bytes sent)
   std::vector<uint8_t> longer = body;
   longer.push_back(9);
   EXPECT_EQ(decode_catchup(longer, &out), WSYNC_OK) << "a later field is tolerated";
@@ -363,7 +370,7 @@ TEST(Frames, Catchup) {
   EXPECT_EQ(decode_catchup(huge, &out), WSYNC_ERR_PROTOCOL);
   EXPECT_NE(last_error().find("world"), std::string::npos) << last_error();
   std::vector<uint8_t> bad = body;
-  bad[bad.size() - 1] = '\n';  // (a control character in the name)
+  bad[bad.size() - 9] = '\n';  // (a control character in the name, before its sum)
   EXPECT_EQ(decode_catchup(bad, &out), WSYNC_ERR_PROTOCOL);
   EXPECT_NE(last_error().find("name 0 is invalid"), std::string::npos) << last_error();
 }
