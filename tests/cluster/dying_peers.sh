@@ -9,11 +9,12 @@
 #   relay     faults.sh --shape chain --victim 1   engine 1, relaying to engine 2
 #   sender    senders_faults.sh                    sender 1 of 2 (many senders)
 #   elastic   membership_faults.sh                 engine 2 of an elastic group (removed, the rest go on)
+#   joiner    joiner_faults.sh                     engine 2 of an elastic group, in its catch-up from engine 1
 #
 # Prints one line per run and a table: row, fault, runs, passed, failed, aborts, sanitizer reports.
 # Exit 0 when every run passed with no abort and no report, 1 otherwise, 2 on a bad command line.
 #
-# Usage: tests/cluster/dying_peers.sh <build dir> [--runs 20] [--rows receiver,relay,sender,elastic]
+# Usage: tests/cluster/dying_peers.sh <build dir> [--runs 20] [--rows receiver,relay,sender,elastic,joiner]
 #                                     [--faults kill,hang,partition]
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -21,7 +22,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 BUILD=$(cd "$1" && pwd)
 shift
 RUNS=20
-ROWS=receiver,relay,sender,elastic
+ROWS=receiver,relay,sender,elastic,joiner
 FAULTS=kill,hang,partition
 while [ $# -gt 0 ]; do
   case $1 in
@@ -37,6 +38,7 @@ row_cmd() {
     relay) echo "faults.sh --shape chain --victim 1" ;;
     sender) echo "senders_faults.sh" ;;
     elastic) echo "membership_faults.sh" ;;
+    joiner) echo "joiner_faults.sh" ;;
     *) echo "dying_peers.sh: unknown row $1" >&2; exit 2 ;;
   esac
 }
