@@ -270,7 +270,9 @@ wsync_status_t take_replies(wsync_group_t* g, Flight* flight) {
 
 // A transport error: a receiver that died explains it best. Its control connection may close a
 // moment after the transport noticed (a killed process's sockets reset one by one): look for a
-// while (kDeathWindowMs) before blaming the transport.
+// while (kDeathWindowMs) before blaming the transport. So does a receiver that says why it let go
+// (many senders: a NACK naming another sender that failed, after which it drops this sender's
+// transport too): what the receivers said is read in that window as well.
 constexpr int64_t kDeathWindowMs = 300;
 // Elastic membership: the dead receiver is removed and WSYNC_OK returned (the others' ACKs say
 // whether the bytes reached them).
@@ -279,12 +281,18 @@ wsync_status_t transport_failed(wsync_group_t* g, Flight* flight, const Inflight
   const int64_t until = deadline_after(kDeathWindowMs);
   for (;;) {
     WaitSet w;
+    bool said = false;
     for (auto& p : g->peers) {
       if (!p->alive) continue;
       p->conn.pump();
       if (p->conn.closed() && !p->conn.has_frame())
         return member_failed(g, flight, p.get(), peer_lost(g, p.get(), b.what.c_str()));
+      said = said || p->conn.has_frame();
       if (p->conn.open()) w.peers.push_back(p.get());
+    }
+    if (said) {  // (a refusal names its cause; anything else is taken as usual)
+      const wsync_status_t st_said = take_replies(g, flight);
+      if (st_said != WSYNC_OK) return st_said;
     }
     if (now_ms() >= until || g->aborted.load()) break;
     wait_for_progress(g, w, until);
