@@ -66,12 +66,13 @@ enum class MsgType : uint16_t {
   // receiver's catch-up failed: the sender removes it, naming the reason, without counting it
   // against the update in progress (it never held the group's version); it may join again.
   kCatchupFailed = 19,
-  // rx->tx (control protocol 4): u64 landed, u64 waiting_seq. While buckets land, at most every
-  // kProgressEveryMs and only after something moved: `landed` counts the pieces this receiver
-  // took (received, or forwarded by a relay) since it joined; waiting_seq is the first piece it
-  // posted a receive for and does not hold yet, 0 when it holds every piece it asked for (it
-  // waits on someone else: its children, its engine, the sender). The sender's timeout_ms bounds
-  // silence, not size: a receiver whose count moves is never timed out (docs/ABI.md "Timeouts").
+  // rx->tx (control protocol 4): u64 landed, u64 waiting_seq. Every kProgressEveryMs while it
+  // waits for a bucket: `landed` counts the pieces this receiver took (received, or forwarded by
+  // a relay) since it joined; waiting_seq is the first piece it posted a receive for and does not
+  // hold yet, 0 when it holds every piece it asked for (it waits on someone else: its children,
+  // the sender). The sender's timeout_ms bounds silence, not size: a receiver whose count moves is
+  // never timed out; one whose count stopped but that still reports holding everything is waiting
+  // on someone else and is not the one named (docs/ABI.md "Timeouts").
   kProgress = 20,
 };
 

@@ -72,8 +72,9 @@ struct Peer {
   // no progress (no READY, ACK, or PROGRESS whose count moved), not how long its share takes.
   int64_t heard_ms = 0;            // its last progress, or when the sender began to await it
   uint64_t progress = 0;           // the count of its last PROGRESS
+  int64_t report_ms = 0;           // when its last PROGRESS came (it reports every 250 ms while it waits)
   bool caught_up = false;          // its last word: it holds every piece it asked for (a relay that
-                                   // waits on its children, a receiver on its engine: not silent)
+                                   // waits on its children: not the one that stopped, while it reports)
 };
 
 // One pipeline slot: host memory for host transports, CUDA memory (allocated at init) for

@@ -176,6 +176,7 @@ wsync_status_t take_progress(Peer* p, const Frame& f) {
     p->progress = b.landed;
     p->heard_ms = now_ms();
   }
+  p->report_ms = now_ms();
   p->caught_up = b.waiting_seq == 0;
   return WSYNC_OK;
 }
@@ -377,13 +378,18 @@ std::vector<Awaited> awaited_peers(const Flight& flight) {
 
 // Receivers that made no progress (no READY, ACK, or PROGRESS whose count moved) for the timeout
 // of what they owe, named. Those that wait for bytes are the ones that stopped; one that holds every
-// piece it asked for waits on someone else (a relay on its children), unless all silent ones do.
+// piece it asked for and still reports so waits on someone else (a relay on its children), unless
+// all silent ones do. (A relay that stopped right after its last piece landed said it held them
+// all, then went quiet: its reports are stale, and it is named.)
 // With relays, the first that stopped on each path (its parent not among them). Elastic
 // membership: they are removed, each named, and the flight goes on with the others.
 wsync_status_t silence(wsync_group_t* g, Flight* flight, const std::vector<Awaited>& silent) {
   std::vector<Peer*> set;
-  for (const Awaited& a : silent)
-    if (!a.p->caught_up) set.push_back(a.p);
+  const int64_t now = now_ms();
+  for (const Awaited& a : silent) {
+    const bool waits_on_others = a.p->caught_up && now - a.p->report_ms <= a.b->batch->timeout_ms / 2;
+    if (!waits_on_others) set.push_back(a.p);
+  }
   if (set.empty())
     for (const Awaited& a : silent) set.push_back(a.p);
   const std::vector<Peer*> failed = upstream_of_set(g, set);

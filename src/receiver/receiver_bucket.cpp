@@ -509,10 +509,11 @@ uint64_t waiting_seq(const wsync_receiver_t* rx) {
   return 0;
 }
 
-// PROGRESS to the sender when the count moved and the last report is kProgressEveryMs old; the
-// time the next one may be due (0: none pending).
+// PROGRESS to the sender every kProgressEveryMs while this link waits for a bucket, whether the
+// count moved or not (the sender tells a member that waits on someone else, e.g. a relay whose
+// child stopped taking pieces, from one that stopped itself: only the first keeps reporting); the
+// time the next one is due.
 int64_t report_progress(wsync_receiver_t* rx) {
-  if (rx->progress_count == rx->progress_sent) return 0;
   const int64_t due = rx->progress_sent_ms + kProgressEveryMs;
   if (now_ms() < due) return due;
   rx->progress_sent = rx->progress_count;
@@ -596,7 +597,7 @@ wsync_status_t wait_bytes(wsync_receiver_t* rx, Incoming* in) {
     const wsync_status_t st = bytes_step(rx, in, &done, &landed);
     if (st != WSYNC_OK || done) return st;
     const int64_t report_due = report_progress(rx);
-    if (has_fd || landed) sleep_on_fds(rx, report_due != 0 ? std::min(in->deadline, report_due) : in->deadline);
+    if (has_fd || landed) sleep_on_fds(rx, std::min(in->deadline, report_due));
   }
 }
 
