@@ -145,12 +145,21 @@ wsync_receiver_t* vanished_other(wsync_receiver_t* rx, wsync_receiver_t* l) {
   return nullptr;
 }
 
+// A sender that finalized sends nothing more before this receiver's COMMITTED, unless the update
+// died on its side (another receiver refused the commit, a receiver or sender failed): its
+// ABORT_UPDATE or CLOSE is read at once, not after the others' finalize timed out.
+bool void_word_next(wsync_receiver_t* l) {
+  l->conn.pump();
+  const uint16_t next = l->conn.has_frame() ? l->conn.next_type() : 0;
+  return next == static_cast<uint16_t>(MsgType::kAbortUpdate) || next == static_cast<uint16_t>(MsgType::kClose);
+}
+
 // One look at link `l`: its oldest bucket, else its next control frame. *ready: `ev` is an event
 // to report; *busy: something happened.
 wsync_status_t look_at(wsync_receiver_t* rx, wsync_receiver_t* l, wsync_receiver_event_t* ev, bool* ready, bool* busy) {
   *ready = false;
   *busy = false;
-  if (l->pending_commit) return WSYNC_OK;
+  if (l->pending_commit && !void_word_next(l)) return WSYNC_OK;
   wsync_status_t st;
   if (!l->flight.empty()) {  // its frames (the next MANIFESTs, BUCKET_SUMs) are taken meanwhile
     st = bucket_step(l, ev, ready);
@@ -166,6 +175,10 @@ wsync_status_t look_at(wsync_receiver_t* rx, wsync_receiver_t* l, wsync_receiver
   if (st != WSYNC_OK) return link_failed(rx, l, st);
   l->last_frame_ms = now_ms();
   *busy = true;
+  if (l->pending_commit) {  // its ABORT_UPDATE or CLOSE after its finalize: the version commits nowhere
+    l->pending_commit = 0;
+    rx->sh->first_end_ms = 0;
+  }
   wsync_receiver_event_t lev = WSYNC_RECEIVER_EVENT_INIT;
   if ((st = handle_frame(l, f, &lev)) != WSYNC_OK) return link_failed(rx, l, st);
   switch (lev.kind) {

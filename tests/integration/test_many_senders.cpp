@@ -189,6 +189,7 @@ struct RxPlan {
   // buffers must then still hold version `versions`, bit for bit.
   std::string expect_error;
   double max_seconds = 0;  // the failure must be reported within this many seconds of the commit
+  bool expect_abort = false;  // the failure must come as another sender's ABORT_UPDATE, not its own timeout
   // A TP-2 engine worker: -1 takes whole tensors; 0 or 1 registers its half of embed.weight's
   // columns and of layer.0.qkv's rows (the senders split those by rows and by columns), and the
   // other tensors whole.
@@ -338,6 +339,10 @@ int run_receiver_of(const RxPlan& p) {
     // gave up because of it first, and then the close: the update never committed either way.
     const bool named = st != WSYNC_OK && why.find(p.expect_error) != std::string::npos;
     bad |= !(named || (st == WSYNC_OK && aborted)) || committed != p.versions;
+    if (p.expect_abort && !(st == WSYNC_OK && aborted)) {
+      std::fprintf(stderr, "receiver %u: expected sender 0's ABORT_UPDATE, not a failure of its own\n", p.rank);
+      bad = 1;
+    }
     if (p.max_seconds > 0 && took > p.max_seconds) bad = 1;
     if (p.take == Take::kStaged)  // staged: the failed update left the buffers at the last version
       for (size_t j = 0; j < bufs.size(); ++j)
@@ -519,5 +524,39 @@ void sender_fault(bool hang) {
 }  // namespace
 
 TEST(ManySenders, ASenderKilledMidUpdateIsNamedAndNothingCommits) { sender_fault(false); }
+
+// Sender 1 hangs before finalizing version 2, after its buckets landed. Every receiver holds sender
+// 0's finalize and waits for sender 1's: receivers 2 and 3 (timeout 3 s) give up and refuse the
+// commit, sender 0 gives up and aborts the update everywhere. Receiver 1 (timeout 20 s) must read
+// that ABORT_UPDATE on sender 0's link, which already finalized, at once: not sit out its own
+// timeout (the cluster's senders_hang row missed its bound this way, 1 run in 20).
+TEST(ManySenders, AReceiverHoldingOneSendersFinalizeHearsItsAbortAtOnce) {
+  Cluster c;
+  for (uint32_t k = 0; k < 2; ++k) {
+    SenderPlan p;
+    p.k = k;
+    p.dir = c.dir;
+    p.timeout_ms = 20000;
+    if (k == 1) p.hang_at = 2;
+    c.senders.push_back(spawn([p] { return run_sender(p); }));
+  }
+  for (uint32_t r = 1; r <= 3; ++r) {
+    RxPlan p;
+    p.rank = r;
+    p.dir = c.dir;
+    p.take = Take::kStaged;
+    p.versions = 1;
+    p.timeout_ms = r == 1 ? 20000 : 3000;
+    p.expect_error = "sender 1";
+    p.expect_abort = r == 1;
+    c.receivers.push_back(spawn([p] { return run_receiver_of(p); }));
+  }
+  EXPECT_EQ(wait_child(c.senders[0], 60000), 3) << "sender 0's finalize must fail";
+  for (pid_t p : c.receivers) EXPECT_EQ(wait_child(p, 60000), 0);
+  kill(c.senders[1], SIGKILL);
+  wait_child(c.senders[1], 5000);
+  c.senders.clear();
+  c.receivers.clear();
+}
 
 TEST(ManySenders, ASenderHungMidUpdateIsNamedWithinItsTimeoutAndNothingCommits) { sender_fault(true); }
