@@ -109,4 +109,9 @@ OptionList options_with_prefix(const OptionList& all, const std::string& prefix)
   return out;
 }
 
+wsync_status_t check_out_struct(uint32_t size, const char* what, const char* init) {
+  if (size >= 2 * sizeof(uint32_t) && size % 8 == 0) return WSYNC_OK;
+  return fail(WSYNC_ERR_INVALID_ARGUMENT, "%s->struct_size is %u; initialise with %s", what, size, init);
+}
+
 }  // namespace wsync

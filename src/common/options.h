@@ -2,6 +2,8 @@
 // the key and says what would be accepted.
 #pragma once
 
+#include <cstring>
+
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -34,6 +36,18 @@ OptionList options_with_prefix(const OptionList& all, const std::string& prefix)
 // Read min(struct_size, sizeof(T)) bytes of a caller's struct into a default-initialised T.
 template <typename T>
 wsync_status_t read_struct(const T* in, const char* what, T* out, T defaults);
+
+// A struct the library fills for the caller: its struct_size (`size`) must be a sequence of 8-byte
+// words, like every public struct's; else WSYNC_ERR_INVALID_ARGUMENT naming `what` ("event") and
+// its `init` macro.
+wsync_status_t check_out_struct(uint32_t size, const char* what, const char* init);
+// Fill the caller's struct with `value`, as much of it as its struct_size (`size`) holds: a caller
+// built against an older, shorter struct gets the fields it knows of.
+template <typename T>
+void write_struct(T value, uint32_t size, T* out) {
+  value.struct_size = size < sizeof value ? size : static_cast<uint32_t>(sizeof value);
+  std::memcpy(static_cast<void*>(out), &value, value.struct_size);
+}
 
 }  // namespace wsync
 

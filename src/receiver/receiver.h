@@ -29,6 +29,8 @@
 
 namespace wsync {
 
+struct Link;  // below
+
 struct Registered {
   void* data = nullptr;
   uint64_t nbytes = 0;
@@ -91,20 +93,43 @@ struct Incoming {
 struct RxShared {
   std::unordered_map<std::string, Registered> registry;
   std::unordered_map<std::string, Assembly> assembling;
-  Arrivals arrived, claimed;  // see wsync_receiver
+  // Which bytes of which tensor (whole or split) arrived in this update: a tensor is complete, and
+  // its staged bytes may be applied, only when its chunks tile it exactly. Cleared when the
+  // update commits or is dropped.
+  Arrivals arrived;
+  // Which bytes buckets on the wire will bring (planned, not yet arrived): with `arrived`, what a
+  // later manifest may not overlap.
+  Arrivals claimed;
+  // Buffers a receive was posted into when the transport gave up on it: UCX (for one) may still
+  // write into them until the transport is destroyed, so they are freed only then.
   std::vector<MemBlock> graveyard;
+  // Receiver option receive_mode: false = in_place (bytes of registered tensors are written
+  // straight into the registered buffers), true = staged (they land in `staged_blocks` and are
+  // copied into the registered buffers by wsync_receiver_commit only).
   bool staged = false;
+  // Registered tensors this update wrote into (in place) or staged (staged mode), in the order of
+  // their first bytes; `touched_set` holds the same names. In place, cleared by a commit only: after
+  // a failure they name the buffers that may hold a mix. Staged, cleared by a commit (after the copy)
+  // and by a failure (the staged bytes are dropped).
   std::vector<std::string> touched;
   std::unordered_set<std::string> touched_set;
+  // Staged mode: one block per registered tensor (its size), reused by later updates; freed at
+  // destroy (or moved to the graveyard when the transport gave up on a receive into it).
   std::unordered_map<std::string, MemBlock> staged_blocks;
-  uint64_t staged_retired_bytes = 0;
+  uint64_t staged_retired_bytes = 0;  // of staged blocks moved to the graveyard (freed at destroy)
+  // In place: the transport gave up on a receive posted into registered buffers, and may still
+  // write into them until it is destroyed (wsync_receiver_destroy).
   bool late_writes = false;
+  // A staged copy at commit failed midway (CUDA error): the registered buffers hold a mix.
   bool apply_failed = false;
+  // Why the current update may not commit here (empty: it may): ABORT_UPDATE came, or a bucket or
+  // END_UPDATE was refused or failed here. Cleared when a later update starts (RELIABILITY.md: the
+  // next update can start); today the sender breaks its group on a failure anyway.
   std::string update_void;
   uint64_t committed = 0;
   uint64_t update = 0;  // the update the shared state holds bytes of (its first manifest's update id)
   // Many senders: every link, link 0 (the receiver the caller holds, joined to sender 0) first.
-  std::vector<wsync_receiver*> links;
+  std::vector<Link*> links;
   int64_t first_end_ms = 0;  // when the first link of the current update asked for its commit
   uint64_t needs_published = 0;  // versions of this receiver's needs put in sender 0's store
   std::vector<uint8_t> needs_said;  // the last of them, without its version
@@ -113,15 +138,12 @@ struct RxShared {
   wsync_status_t link_status = WSYNC_OK;
 };
 
-}  // namespace wsync
-
-struct wsync_receiver {
-  // The state the links share (above): its own for link 0, link 0's for the others. The members
-  // below that are references name the shared copies.
-  wsync_receiver() : own_shared(new wsync::RxShared), sh(own_shared.get()) {}
-  explicit wsync_receiver(wsync::RxShared* shared) : sh(shared) {}
-  std::unique_ptr<wsync::RxShared> own_shared;
-  wsync::RxShared* sh;
+// One link: this receiver joined to one sender (its control connection, transport world, buckets
+// on the wire). A receiver of a one-sender group is one link; a many-sender receiver has one per
+// sender (receiver_links.cpp), all placing bytes through the same RxShared.
+struct Link {
+  explicit Link(RxShared* shared) : sh(shared) {}
+  RxShared* sh;  // the state the links share (the receiver's)
   uint32_t sender = 0;       // which sender this link is joined to
   uint32_t num_senders = 1;  // as the group info says
   bool planned = false;      // the group info says senders=: this receiver says what it needs
@@ -132,7 +154,6 @@ struct wsync_receiver {
   uint64_t progress_count = 0;
   uint64_t progress_sent = 0;
   int64_t progress_sent_ms = 0;
-  std::vector<std::unique_ptr<wsync_receiver>> extra_links;  // link 0 only: links to senders 1..M-1
 
   uint32_t rank = 0;
   bool rank_assigned = false;  // the config asked for rank 0 and the sender assigned `rank`
@@ -140,9 +161,9 @@ struct wsync_receiver {
   std::string group_name;
   int64_t timeout_ms = 60000;
 
-  std::unique_ptr<wsync::TcpStoreClient> store_client;
+  std::unique_ptr<TcpStoreClient> store_client;
   wsync_store store_handle{nullptr};
-  wsync::LoadedTransport transport;
+  LoadedTransport transport;
   void* transport_self = nullptr;
   int transport_fd = -1;  // the transport's event fd, or -1: its waits are polled in slices
   // Relays (group option route): the instance the bytes come from (transport_self, or this rank's
@@ -156,7 +177,7 @@ struct wsync_receiver {
   std::vector<uint32_t> children;
   // What a later transport instance needs (a catch-up's world: open_world): the transport's options
   // as at init, and the address this receiver's control connection leaves from.
-  wsync::OptionList transport_opts;
+  OptionList transport_opts;
   std::string local_ip;
   std::string transport_key;  // the hint auth_key (control_auth.h), derived from the group secret at init
   // Catch-up (receiver_catchup.cpp): a source keeps its last catch-up's instance until the next
@@ -165,40 +186,7 @@ struct wsync_receiver {
   void* catchup_self = nullptr;
   std::vector<uint8_t> catchup_keep;  // what catchup_self may still read (its catalogue)
   bool catchup_commit = false;
-  wsync::ControlConn conn;
-
-  std::unordered_map<std::string, wsync::Registered>& registry = sh->registry;
-  std::unordered_map<std::string, wsync::Assembly>& assembling = sh->assembling;
-  // Which bytes of which tensor (whole or split) arrived in this update: a tensor is complete, and
-  // its staged bytes may be applied, only when its chunks tile it exactly. Cleared when the
-  // update commits or is dropped.
-  wsync::Arrivals& arrived = sh->arrived;
-  // Which bytes buckets on the wire will bring (planned, not yet arrived): with `arrived`, what a
-  // later manifest may not overlap.
-  wsync::Arrivals& claimed = sh->claimed;
-  // Buffers a receive was posted into when the transport gave up on it: UCX (for one) may still
-  // write into them until the transport is destroyed, so they are freed only then.
-  std::vector<wsync::MemBlock>& graveyard = sh->graveyard;
-
-  // Receiver option receive_mode: false = in_place (bytes of registered tensors are written
-  // straight into the registered buffers), true = staged (they land in `staged_blocks` and are
-  // copied into the registered buffers by wsync_receiver_commit only).
-  bool& staged = sh->staged;
-  // Registered tensors this update wrote into (in place) or staged (staged mode), in the order of
-  // their first bytes; `touched_set` holds the same names. In place, cleared by a commit only: after
-  // a failure they name the buffers that may hold a mix. Staged, cleared by a commit (after the copy)
-  // and by a failure (the staged bytes are dropped).
-  std::vector<std::string>& touched = sh->touched;
-  std::unordered_set<std::string>& touched_set = sh->touched_set;
-  // Staged mode: one block per registered tensor (its size), reused by later updates; freed at
-  // destroy (or moved to the graveyard when the transport gave up on a receive into it).
-  std::unordered_map<std::string, wsync::MemBlock>& staged_blocks = sh->staged_blocks;
-  uint64_t& staged_retired_bytes = sh->staged_retired_bytes;  // of staged blocks moved to the graveyard (freed at destroy)
-  // In place: the transport gave up on a receive posted into registered buffers, and may still
-  // write into them until it is destroyed (wsync_receiver_destroy).
-  bool& late_writes = sh->late_writes;
-  // A staged copy at commit failed midway (CUDA error): the registered buffers hold a mix.
-  bool& apply_failed = sh->apply_failed;
+  ControlConn conn;
 
   // Where unregistered bytes land: host memory, or CUDA memory on `device` when the transport
   // moves device memory only (views then point into device memory).
@@ -206,23 +194,23 @@ struct wsync_receiver {
   bool device_memory = false;
   // Staging blocks for tensors that are not registered, one per bucket on the wire (the block of
   // the last event's bucket, which its views point into, until the next event); free ones wait here.
-  std::vector<wsync::MemBlock> staging_pool;
-  wsync::MemBlock ev_staging;
-  std::vector<wsync::MemBlock> relay_pool;  // a relay's free relay blocks
-  wsync::MemBlock scratch;  // padding between entries lands here
+  std::vector<MemBlock> staging_pool;
+  MemBlock ev_staging;
+  std::vector<MemBlock> relay_pool;  // a relay's free relay blocks
+  MemBlock scratch;  // padding between entries lands here
 
   // The pipeline the sender announced (group info): pieces per bucket, buckets on the wire at once.
   uint64_t piece_bytes = 0;
   uint32_t window = 1;
   // Buckets posted and not yet reported, oldest first (at most `window`).
-  std::deque<std::unique_ptr<wsync::Incoming>> flight;
+  std::deque<std::unique_ptr<Incoming>> flight;
 
   // The last event's storage: its manifest (the tensors' names point into it), descriptors,
   // placed flags, and assemblies it completed.
-  wsync::Manifest ev_manifest;
+  Manifest ev_manifest;
   std::vector<wsync_tensor_t> ev_tensors;
   std::vector<uint8_t> ev_placed;
-  std::vector<wsync::MemBlock> ev_owned;
+  std::vector<MemBlock> ev_owned;
 
   uint64_t current_update = 0;
   uint64_t expected_bucket = 0;  // buckets of the current update reported (each ACKed)
@@ -232,97 +220,101 @@ struct wsync_receiver {
   // plan digests, compared across the senders before a version commits.
   bool end_has_plan = false;
   uint64_t end_plan_digest = 0;
-  // Why the current update may not commit here (empty: it may): ABORT_UPDATE came, or a bucket or
-  // END_UPDATE was refused or failed here. Cleared when a later update starts (RELIABILITY.md: the
-  // next update can start); today the sender breaks its group on a failure anyway.
-  std::string& update_void = sh->update_void;
-  uint64_t& committed = sh->committed;
   bool closed = false;
   std::string broken;
   // Last: destroyed first, so its thread stops before any memory it may read goes.
-  wsync::PayloadHasher hasher;
+  PayloadHasher hasher;
+};
+
+}  // namespace wsync
+
+// The receiver the caller holds: the shared state and its links, link 0 (joined to sender 0) first.
+struct wsync_receiver {
+  wsync::RxShared shared;
+  std::vector<std::unique_ptr<wsync::Link>> links;  // made by init; a many-sender receiver's others by links_join
+  wsync::Link* link0() const { return links.empty() ? nullptr : links[0].get(); }
 };
 
 namespace wsync {
 
 // receiver_init.cpp
-wsync_status_t receiver_init(const wsync_receiver_config_t* config, wsync_receiver_t* rx);
+wsync_status_t receiver_init(const wsync_receiver_config_t* config, Link* rx);
 // Create and connect one more instance of the receiver's transport: rank `rank` of `world` members
 // under the name `group`, with the options of init, within timeout_ms.
-wsync_status_t open_world(wsync_receiver_t* rx, const std::string& group, uint32_t rank, uint32_t world,
+wsync_status_t open_world(Link* rx, const std::string& group, uint32_t rank, uint32_t world,
                           int64_t timeout_ms, void** self, int* fd);
 // receiver_catchup.cpp
 // CATCHUP from the sender: as the source, send the registered tensors to the joiner (no event);
 // as the joiner, take them and report COMMIT of the caught-up version (or refuse, naming why).
-wsync_status_t catchup(wsync_receiver_t* rx, const Frame& f, wsync_receiver_event_t* ev);
+wsync_status_t catchup(Link* rx, const Frame& f, wsync_receiver_event_t* ev);
 // receiver_events.cpp
-wsync_status_t receiver_next(wsync_receiver_t* rx, wsync_receiver_event_t* ev, int64_t timeout_ms);
+wsync_status_t receiver_next(Link* rx, wsync_receiver_event_t* ev, int64_t timeout_ms);
 // The last event's storage goes back (its views' staging to the pool).
-void release_event(wsync_receiver_t* rx);
+void release_event(Link* rx);
 // One control frame from the link's sender: a MANIFEST is accepted (its bucket goes on the wire,
 // no event yet), END_UPDATE becomes COMMIT, ABORT_UPDATE ABORTED, CLOSE CLOSED.
-wsync_status_t handle_frame(wsync_receiver_t* rx, const Frame& f, wsync_receiver_event_t* ev);
+wsync_status_t handle_frame(Link* rx, const Frame& f, wsync_receiver_event_t* ev);
 // receiver_links.cpp (many senders)
 // After link 0 joined sender 0: join senders 1..M-1 (their stores are listed in sender 0's).
-wsync_status_t links_join(const wsync_receiver_config_t* config, wsync_receiver_t* rx);
+wsync_status_t links_join(const wsync_receiver_config_t* config, wsync_receiver_t* receiver);
 // wsync_receiver_next of a many-sender receiver: every link looked at in turn, COMMIT once every
 // sender finalized the same version and every tensor is whole.
-wsync_status_t links_next(wsync_receiver_t* rx, wsync_receiver_event_t* ev, int64_t timeout_ms);
+wsync_status_t links_next(Link* rx, wsync_receiver_event_t* ev, int64_t timeout_ms);
 // wsync_receiver_commit of a many-sender receiver: COMMITTED on every link, applied once.
-wsync_status_t links_commit(wsync_receiver_t* rx, uint64_t version);
+wsync_status_t links_commit(Link* rx, uint64_t version);
 // What this receiver needs (the slices it registered; every other tensor whole), in sender 0's
 // store, where every sender reads it before it plans a batch.
-wsync_status_t links_publish_needs(wsync_receiver_t* rx);
+wsync_status_t links_publish_needs(Link* rx);
 // receiver_bucket.cpp
 // A MANIFEST: check it, post the receive of its pieces, READY; the bucket joins rx->flight.
-wsync_status_t accept_manifest(wsync_receiver_t* rx, const Frame& f);
+wsync_status_t accept_manifest(Link* rx, const Frame& f);
 // The oldest bucket in flight: wait for its pieces (taking the next MANIFESTs and BUCKET_SUMs
 // meanwhile), verify, ACK, and report it as the BUCKET event.
-wsync_status_t complete_bucket(wsync_receiver_t* rx, wsync_receiver_event_t* ev);
+wsync_status_t complete_bucket(Link* rx, wsync_receiver_event_t* ev);
 // One non-blocking look at the oldest bucket in flight (many senders: every link is looked at in
 // turn): *ready when it was reported as the BUCKET event; a failure is complete_bucket's.
-wsync_status_t bucket_step(wsync_receiver_t* rx, wsync_receiver_event_t* ev, bool* ready);
+wsync_status_t bucket_step(Link* rx, wsync_receiver_event_t* ev, bool* ready);
 // The sender's connection holds (already read, nothing waited for) a word that is not a bucket's
 // (ABORT_UPDATE, CLOSE) behind this update's MANIFESTs and BUCKET_SUMs, which are dropped.
-bool sender_said_why_already(wsync_receiver_t* rx);
+bool sender_said_why_already(Link* rx);
 // Refuse: tell the sender (NACK seq) and return the same error to the engine.
-wsync_status_t refuse(wsync_receiver_t* rx, uint64_t seq, wsync_status_t st);
+wsync_status_t refuse(Link* rx, uint64_t seq, wsync_status_t st);
 // Send a status frame (NACK or ACK) with an optional transport blob.
-void send_status(wsync_receiver_t* rx, MsgType type, uint64_t seq, wsync_status_t code, const std::string& why,
+void send_status(Link* rx, MsgType type, uint64_t seq, wsync_status_t code, const std::string& why,
                  const std::vector<uint8_t>& blob = {});
 // The update ended without a commit (`why`): forget half-assembled tensors, which bytes arrived
 // and staged bytes (their buffers go to the graveyard once the transport gave up, since it may
 // still write into them); no END_UPDATE may commit it.
-void drop_update(wsync_receiver_t* rx, const std::string& why);
+void drop_update(Link* rx, const std::string& why);
 
 // receiver_wait.cpp
 // Progress the transport instances nothing else progresses now (all: every one, e.g. between
 // buckets; else only the group's world once the bytes come from a relay).
-void progress_transports(wsync_receiver_t* rx, bool all);
+void progress_transports(Link* rx, bool all);
 // Arm every transport instance and sleep on them and the control socket until one has something,
 // `deadline`, or max_ms; false (at once) when an instance has work now.
-bool sleep_on_transports(wsync_receiver_t* rx, int64_t deadline, int max_ms);
+bool sleep_on_transports(Link* rx, int64_t deadline, int max_ms);
 
 // receiver_state.cpp
 // The memory the bytes of registered tensor `name` (`bytes` long) land in, in staged mode: its
 // staged block, allocated on first use (host or device memory, like the receiver's staging).
-wsync_status_t staged_block(wsync_receiver_t* rx, const std::string& name, uint64_t bytes, uint8_t** out);
+wsync_status_t staged_block(Link* rx, const std::string& name, uint64_t bytes, uint8_t** out);
 // A transport of this receiver (any link's, with many senders) gave up on a posted receive: it may
 // still write into what was posted, which therefore goes to the graveyard, never back to use.
-bool may_still_write(const wsync_receiver_t* rx);
+bool may_still_write(const Link* rx);
 // Bytes of registered tensor `name` were posted for receipt: remember it as touched.
-void note_touched(wsync_receiver_t* rx, const std::string& name);
+void note_touched(Link* rx, const std::string& name);
 // The update failed: staged bytes are dropped (the blocks are kept for reuse unless the transport
 // may still write into them); in place, the touched buffers stay listed.
-void drop_staged(wsync_receiver_t* rx);
+void drop_staged(Link* rx);
 // Staged mode: every byte of every staged tensor arrived in this update (else WSYNC_ERR_PROTOCOL
 // naming the tensor and the bytes missing). Asked at END_UPDATE and again before the commit tells
 // the sender, so a staged block is never copied into a buffer with bytes that did not arrive.
-wsync_status_t check_staged_arrived(const wsync_receiver_t* rx);
+wsync_status_t check_staged_arrived(const Link* rx);
 // wsync_receiver_commit's work after the sender was told: staged mode copies every staged tensor
 // into its registered buffer; both modes then forget the touched list and which bytes arrived.
-wsync_status_t apply_commit(wsync_receiver_t* rx);
+wsync_status_t apply_commit(Link* rx);
 // Fill `out` (the library's size) with the receiver's state.
-void fill_state(const wsync_receiver_t* rx, wsync_receiver_state_t* out);
+void fill_state(const Link* rx, wsync_receiver_state_t* out);
 
 }  // namespace wsync

@@ -14,7 +14,7 @@ using namespace wsync;
 
 namespace {
 
-wsync_status_t check_buffer(const wsync_receiver_t* rx, const wsync_tensor_t& b) {
+wsync_status_t check_buffer(const Link* rx, const wsync_tensor_t& b) {
   // A name no sender may send (invalid UTF-8, a control character) could never match, and could
   // print or hash as another name in the engine.
   const size_t len = strnlen(b.name, kMaxTensorNameBytes + 1);
@@ -53,26 +53,26 @@ wsync_status_t check_buffer(const wsync_receiver_t* rx, const wsync_tensor_t& b)
   if (cuda && b.device_index != rx->device)
     return fail(WSYNC_ERR_INVALID_ARGUMENT, "buffer '%s' is on CUDA device %d but this receiver works on device %d "
                 "(receiver option 'device')", b.name, b.device_index, rx->device);
-  if (rx->assembling.count(b.name))
+  if (rx->sh->assembling.count(b.name))
     return fail(WSYNC_ERR_INVALID_STATE, "tensor '%s' is arriving in chunks right now; register it between updates", b.name);
-  if (rx->planned && (b.flags & WSYNC_TENSOR_SLICE) && (!rx->arrived.empty() || !rx->claimed.empty()))
+  if (rx->planned && (b.flags & WSYNC_TENSOR_SLICE) && (!rx->sh->arrived.empty() || !rx->sh->claimed.empty()))
     return fail(WSYNC_ERR_INVALID_STATE, "buffer '%s': a slice is registered between updates (the senders cut every "
                 "batch of an update by what this receiver needs)", b.name);
-  if (rx->staged && rx->touched_set.count(b.name))
+  if (rx->sh->staged && rx->sh->touched_set.count(b.name))
     return fail(WSYNC_ERR_INVALID_STATE, "tensor '%s' has staged bytes waiting for wsync_receiver_commit; register it "
                 "again after the commit", b.name);
   return WSYNC_OK;
 }
 
-wsync_status_t register_buffers(wsync_receiver_t* rx, const wsync_tensor_t* buffers, uint64_t n) {
+wsync_status_t register_buffers(Link* rx, const wsync_tensor_t* buffers, uint64_t n) {
   std::vector<wsync_tensor_t> t;
   wsync_status_t st = copy_tensor_descs(buffers, n, "buffers", &t);
   if (st != WSYNC_OK) return st;
   for (const auto& b : t)  // all or nothing: every buffer is checked before any is registered
     if ((st = check_buffer(rx, b)) != WSYNC_OK) return st;
-  rx->registry.reserve(rx->registry.size() + t.size());
+  rx->sh->registry.reserve(rx->sh->registry.size() + t.size());
   for (const auto& b : t) {
-    Registered& reg = rx->registry[b.name];
+    Registered& reg = rx->sh->registry[b.name];
     reg.data = b.data;
     reg.nbytes = b.nbytes;
     reg.dtype = b.dtype;
@@ -106,39 +106,39 @@ WSYNC_API wsync_status_t wsync_receiver_init(const wsync_receiver_config_t* conf
   return api_call("wsync_receiver_init", [&] {
     return create_object(
         "wsync_receiver_init", "a receiver", out,
-        [&](wsync_receiver_t* rx) {
-          wsync_status_t st = receiver_init(config, rx);
-          return st == WSYNC_OK ? links_join(config, rx) : st;  // many senders: join the others too
+        [&](wsync_receiver_t* receiver) {
+          receiver->links.push_back(std::make_unique<Link>(&receiver->shared));
+          wsync_status_t st = receiver_init(config, receiver->link0());
+          return st == WSYNC_OK ? links_join(config, receiver) : st;  // many senders: join the others too
         },
         [](wsync_receiver_t* rx) { wsync_receiver_destroy(rx); });
   });
 }
 
-WSYNC_API wsync_status_t wsync_receiver_register(wsync_receiver_t* rx, const wsync_tensor_t* buffers, uint64_t n) {
+WSYNC_API wsync_status_t wsync_receiver_register(wsync_receiver_t* receiver, const wsync_tensor_t* buffers, uint64_t n) {
   return api_call("wsync_receiver_register", [&] {
-    if (rx == nullptr) return fail(WSYNC_ERR_INVALID_ARGUMENT, "receiver is NULL");
-    return register_buffers(rx, buffers, n);
+    if (receiver == nullptr) return fail(WSYNC_ERR_INVALID_ARGUMENT, "receiver is NULL");
+    return register_buffers(receiver->link0(), buffers, n);
   });
 }
 
-WSYNC_API wsync_status_t wsync_receiver_next(wsync_receiver_t* rx, wsync_receiver_event_t* event, int64_t timeout_ms) {
+WSYNC_API wsync_status_t wsync_receiver_next(wsync_receiver_t* receiver, wsync_receiver_event_t* event, int64_t timeout_ms) {
   return api_call("wsync_receiver_next", [&] {
-    if (rx == nullptr || event == nullptr) return fail(WSYNC_ERR_INVALID_ARGUMENT, "receiver or event is NULL");
+    if (receiver == nullptr || event == nullptr) return fail(WSYNC_ERR_INVALID_ARGUMENT, "receiver or event is NULL");
     const uint32_t size = event->struct_size;
-    if (size < 2 * sizeof(uint32_t) || size % 8 != 0)
-      return fail(WSYNC_ERR_INVALID_ARGUMENT, "event->struct_size is %u; initialise with WSYNC_RECEIVER_EVENT_INIT", size);
+    wsync_status_t st = check_out_struct(size, "event", "WSYNC_RECEIVER_EVENT_INIT");
+    if (st != WSYNC_OK) return st;
     wsync_receiver_event_t ev = WSYNC_RECEIVER_EVENT_INIT;
-    wsync_status_t st = receiver_next(rx, &ev, timeout_ms);
-    // A caller built against an older, shorter event gets the fields it knows of.
-    ev.struct_size = size < sizeof ev ? size : static_cast<uint32_t>(sizeof ev);
-    std::memcpy(event, &ev, ev.struct_size);
+    st = receiver_next(receiver->link0(), &ev, timeout_ms);
+    write_struct(ev, size, event);
     return st;
   });
 }
 
-WSYNC_API wsync_status_t wsync_receiver_commit(wsync_receiver_t* rx, uint64_t version) {
+WSYNC_API wsync_status_t wsync_receiver_commit(wsync_receiver_t* receiver, uint64_t version) {
   return api_call("wsync_receiver_commit", [&] {
-    if (rx == nullptr) return fail(WSYNC_ERR_INVALID_ARGUMENT, "receiver is NULL");
+    if (receiver == nullptr) return fail(WSYNC_ERR_INVALID_ARGUMENT, "receiver is NULL");
+    Link* rx = receiver->link0();
     if (rx->sh->links.size() > 1) return links_commit(rx, version);
     if (rx->pending_commit == 0)
       return fail(WSYNC_ERR_INVALID_STATE, "no version to commit: wait for a WSYNC_EVENT_COMMIT first");
@@ -166,55 +166,53 @@ WSYNC_API wsync_status_t wsync_receiver_commit(wsync_receiver_t* rx, uint64_t ve
     if (!rx->catchup_commit) st = rx->conn.send(MsgType::kCommitted, encode_committed({version}), rx->timeout_ms);
     if (st != WSYNC_OK) return st;
     rx->catchup_commit = false;
-    rx->committed = version;
+    rx->sh->committed = version;
     rx->pending_commit = 0;
     return apply_commit(rx);
   });
 }
 
-WSYNC_API uint64_t wsync_receiver_committed_version(const wsync_receiver_t* rx) { return rx ? rx->committed : 0; }
+WSYNC_API uint64_t wsync_receiver_committed_version(const wsync_receiver_t* receiver) {
+  return receiver ? receiver->shared.committed : 0;
+}
 
-WSYNC_API wsync_status_t wsync_receiver_get_state(const wsync_receiver_t* rx, wsync_receiver_state_t* state) {
+WSYNC_API wsync_status_t wsync_receiver_get_state(const wsync_receiver_t* receiver, wsync_receiver_state_t* state) {
   return api_call("wsync_receiver_get_state", [&] {
-    if (rx == nullptr || state == nullptr) return fail(WSYNC_ERR_INVALID_ARGUMENT, "receiver or state is NULL");
+    if (receiver == nullptr || state == nullptr) return fail(WSYNC_ERR_INVALID_ARGUMENT, "receiver or state is NULL");
     const uint32_t size = state->struct_size;
-    if (size < 2 * sizeof(uint32_t) || size % 8 != 0)
-      return fail(WSYNC_ERR_INVALID_ARGUMENT, "state->struct_size is %u; initialise with WSYNC_RECEIVER_STATE_INIT", size);
+    wsync_status_t st = check_out_struct(size, "state", "WSYNC_RECEIVER_STATE_INIT");
+    if (st != WSYNC_OK) return st;
     wsync_receiver_state_t s = WSYNC_RECEIVER_STATE_INIT;
-    fill_state(rx, &s);
-    // A caller built against an older, shorter struct gets the fields it knows of.
-    s.struct_size = size < sizeof s ? size : static_cast<uint32_t>(sizeof s);
-    std::memcpy(state, &s, s.struct_size);
+    fill_state(receiver->link0(), &s);
+    write_struct(s, size, state);
     return WSYNC_OK;
   });
 }
 
 // Cannot throw: an index into a vector the receiver owns.
-WSYNC_API const char* wsync_receiver_touched_name(const wsync_receiver_t* rx, uint64_t index) {
-  if (rx == nullptr || index >= rx->touched.size()) return nullptr;
-  return rx->touched[static_cast<size_t>(index)].c_str();
+WSYNC_API const char* wsync_receiver_touched_name(const wsync_receiver_t* receiver, uint64_t index) {
+  if (receiver == nullptr || index >= receiver->shared.touched.size()) return nullptr;
+  return receiver->shared.touched[static_cast<size_t>(index)].c_str();
 }
 
-WSYNC_API void wsync_receiver_destroy(wsync_receiver_t* rx) {
-  if (rx == nullptr) return;
+WSYNC_API void wsync_receiver_destroy(wsync_receiver_t* receiver) {
+  if (receiver == nullptr) return;
   guard_void("wsync_receiver_destroy", [&] {
-    // The other senders' links first (their memory and transports; the shared state is ours).
-    for (auto& l : rx->extra_links) {
+    receiver->shared.links.clear();
+    // The other senders' links first, then link 0; of each, the transport first: it may still be
+    // writing into staging and the graveyard.
+    for (size_t i = receiver->links.size(); i-- > 0;) {
+      Link* l = receiver->links[i].get();
+      if (l->relay_self) l->transport.table->destroy(l->relay_self);
+      if (l->catchup_self) l->transport.table->destroy(l->catchup_self);
+      if (l->recv_self && l->recv_self != l->transport_self) l->transport.table->destroy(l->recv_self);
       if (l->transport_self) l->transport.table->destroy(l->transport_self);
-      l->transport_self = nullptr;
+      l->relay_self = l->catchup_self = l->recv_self = l->transport_self = nullptr;
       l->conn.close();
       l->store_client.reset();
     }
-    rx->extra_links.clear();
-    rx->sh->links.clear();
-    // The transport first: it may still be writing into staging and the graveyard.
-    if (rx->relay_self) rx->transport.table->destroy(rx->relay_self);
-    if (rx->catchup_self) rx->transport.table->destroy(rx->catchup_self);
-    if (rx->recv_self && rx->recv_self != rx->transport_self) rx->transport.table->destroy(rx->recv_self);
-    if (rx->transport_self) rx->transport.table->destroy(rx->transport_self);
-    rx->conn.close();
-    rx->store_client.reset();
-    delete rx;
+    receiver->links.clear();
+    delete receiver;
   });
 }
 

@@ -3,7 +3,7 @@
 //   read_manifest    decode and check the MANIFEST against this receiver's update and limits
 //   check_entries    each entry against its registration (looked up once), sizes, padding
 //   plan_placement   each chunk against the bytes of its tensor that arrived in this update or that
-//                    buckets on the wire will bring (rx->arrived, rx->claimed), then where each byte
+//                    buckets on the wire will bring (rx->sh->arrived, rx->sh->claimed), then where each byte
 //                    range goes: registered buffers (staged mode: their staged blocks), the bucket's
 //                    staging block, assemblies, scratch
 //   post_receive     the transport's blob, recv_post of every piece, READY (with our blob)
@@ -15,7 +15,7 @@
 //                    sleeping on the control socket and the transport's event fd; meanwhile the next
 //                    MANIFESTs are accepted and BUCKET_SUMs noted; a vanished or abandoning sender
 //                    ends it
-//   finish_bucket    the payload checksum, record which bytes arrived (rx->arrived), ACK (with our
+//   finish_bucket    the payload checksum, record which bytes arrived (rx->sh->arrived), ACK (with our
 //                    blob)
 //   fill_event       the BUCKET event: placed tensors and views
 #include <poll.h>
@@ -40,7 +40,7 @@ constexpr uint64_t kMaxPadding = 64u << 10;  // between entries; the native layo
 
 bool whole(const ManifestEntry& e) { return e.tensor_offset == 0 && e.length == e.tensor_bytes; }
 
-const wsync_transport_v1_t* tp(wsync_receiver_t* rx) { return rx->transport.table; }
+const wsync_transport_v1_t* tp(Link* rx) { return rx->transport.table; }
 
 bool same_shape(const Registered& r, const ManifestEntry& e) {
   if (r.dtype != e.dtype || r.ndim != e.ndim || r.nbytes != e.tensor_bytes) return false;
@@ -57,12 +57,12 @@ std::string shape_str(int32_t dtype, int32_t ndim, const int64_t* shape) {
 
 // The slice of tensor `name` this receiver registered, or nullptr (the whole tensor).
 const Box* held_box(const void* ctx, const std::string& name) {
-  const wsync_receiver_t* rx = static_cast<const wsync_receiver_t*>(ctx);
-  auto it = rx->registry.find(name);
-  return it != rx->registry.end() && it->second.slice ? &it->second.box : nullptr;
+  const Link* rx = static_cast<const Link*>(ctx);
+  auto it = rx->sh->registry.find(name);
+  return it != rx->sh->registry.end() && it->second.slice ? &it->second.box : nullptr;
 }
 
-wsync_status_t read_manifest(wsync_receiver_t* rx, const Frame& f, Incoming* in) {
+wsync_status_t read_manifest(Link* rx, const Frame& f, Incoming* in) {
   ManifestFrameBody body;
   if (decode_manifest_frame(f.body, &body) != WSYNC_OK)
     return fail(WSYNC_ERR_PROTOCOL, "MANIFEST message is malformed: %s", last_error().c_str());
@@ -82,14 +82,14 @@ wsync_status_t read_manifest(wsync_receiver_t* rx, const Frame& f, Incoming* in)
     // voided that one does not void this one. With many senders the first link to see the
     // update's first bucket does this; the others join it.
     if (m.update_id != rx->sh->update || rx->sh->links.size() <= 1) {
-      if (!rx->assembling.empty())
+      if (!rx->sh->assembling.empty())
         return fail(WSYNC_ERR_PROTOCOL, "update %llu started while tensor '%s' of update %llu was incomplete",
-                    static_cast<unsigned long long>(m.update_id), rx->assembling.begin()->first.c_str(),
+                    static_cast<unsigned long long>(m.update_id), rx->sh->assembling.begin()->first.c_str(),
                     static_cast<unsigned long long>(rx->sh->update));
-      rx->arrived.clear();
-      rx->claimed.clear();
+      rx->sh->arrived.clear();
+      rx->sh->claimed.clear();
       drop_staged(rx);
-      rx->update_void.clear();
+      rx->sh->update_void.clear();
       rx->sh->update = m.update_id;
     }
     rx->current_update = m.update_id;
@@ -120,7 +120,7 @@ wsync_status_t read_manifest(wsync_receiver_t* rx, const Frame& f, Incoming* in)
   return WSYNC_OK;
 }
 
-wsync_status_t check_entries(wsync_receiver_t* rx, Incoming* in) {
+wsync_status_t check_entries(Link* rx, Incoming* in) {
   uint64_t cursor = 0;
   in->reg.resize(in->m.entries.size());
   for (size_t i = 0; i < in->m.entries.size(); ++i) {
@@ -130,8 +130,8 @@ wsync_status_t check_entries(wsync_receiver_t* rx, Incoming* in) {
                   static_cast<unsigned long long>(e.tensor_bytes));
     in->max_gap = std::max(in->max_gap, e.bucket_offset - cursor);
     cursor = e.bucket_offset + e.length;
-    auto it = rx->registry.find(e.name);
-    in->reg[i] = it == rx->registry.end() ? nullptr : &it->second;
+    auto it = rx->sh->registry.find(e.name);
+    in->reg[i] = it == rx->sh->registry.end() ? nullptr : &it->second;
     if (in->reg[i] != nullptr && !same_shape(*in->reg[i], e))
       return fail(WSYNC_ERR_PROTOCOL, "tensor '%s' is registered as %s but the sender sends %s", e.name.c_str(),
                   shape_str(in->reg[i]->dtype, in->reg[i]->ndim, in->reg[i]->shape).c_str(),
@@ -146,7 +146,7 @@ wsync_status_t check_entries(wsync_receiver_t* rx, Incoming* in) {
 }
 
 // The bucket's staging block: a free one of the pool, grown when too small.
-wsync_status_t allocate(wsync_receiver_t* rx, Incoming* in) {
+wsync_status_t allocate(Link* rx, Incoming* in) {
   wsync_status_t st;
   if (in->staging_need > 0) {
     if (!rx->staging_pool.empty()) {
@@ -164,7 +164,7 @@ wsync_status_t allocate(wsync_receiver_t* rx, Incoming* in) {
   return WSYNC_OK;
 }
 
-void add_piece(wsync_receiver_t* rx, Incoming* in, uint8_t* base, uint64_t len) {
+void add_piece(Link* rx, Incoming* in, uint8_t* base, uint64_t len) {
   if (len == 0) return;
   // Adjacent host regions merge; device regions never do (two cudaMalloc blocks may be adjacent in
   // the address space, and one copy may not span both).
@@ -176,9 +176,9 @@ void add_piece(wsync_receiver_t* rx, Incoming* in, uint8_t* base, uint64_t len) 
 }
 
 // The assembly a chunk of tensor `e` lands in (created with its first chunk).
-wsync_status_t assembly_for(wsync_receiver_t* rx, const ManifestEntry& e, const Registered* reg, Assembly** out) {
-  auto it = rx->assembling.find(e.name);
-  if (it == rx->assembling.end()) {
+wsync_status_t assembly_for(Link* rx, const ManifestEntry& e, const Registered* reg, Assembly** out) {
+  auto it = rx->sh->assembling.find(e.name);
+  if (it == rx->sh->assembling.end()) {
     Assembly a;
     a.tensor_bytes = e.tensor_bytes;
     a.dtype = e.dtype;
@@ -186,7 +186,7 @@ wsync_status_t assembly_for(wsync_receiver_t* rx, const ManifestEntry& e, const 
     std::memcpy(a.shape, e.shape, sizeof a.shape);
     if (reg != nullptr) {
       a.placed = true;
-      if (!rx->staged) {
+      if (!rx->sh->staged) {
         a.dst = static_cast<uint8_t*>(reg->data);
       } else {
         wsync_status_t st = staged_block(rx, e.name, e.tensor_bytes, &a.dst);
@@ -199,7 +199,7 @@ wsync_status_t assembly_for(wsync_receiver_t* rx, const ManifestEntry& e, const 
                                 "': " + last_error());
       a.dst = a.owned.data();
     }
-    it = rx->assembling.emplace(e.name, std::move(a)).first;
+    it = rx->sh->assembling.emplace(e.name, std::move(a)).first;
   } else if (it->second.tensor_bytes != e.tensor_bytes || it->second.dtype != e.dtype) {
     return fail(WSYNC_ERR_PROTOCOL, "chunks of tensor '%s' disagree on its size or dtype", e.name.c_str());
   }
@@ -209,18 +209,18 @@ wsync_status_t assembly_for(wsync_receiver_t* rx, const ManifestEntry& e, const 
 
 // Where a whole tensor's bytes land: its registered buffer (staged mode: its staged block), or
 // the staging the event's views point into.
-wsync_status_t whole_destination(wsync_receiver_t* rx, Incoming* in, const ManifestEntry& e, const Registered* reg,
+wsync_status_t whole_destination(Link* rx, Incoming* in, const ManifestEntry& e, const Registered* reg,
                                  uint8_t** out) {
   if (reg == nullptr) {
     *out = in->staging.data() + e.bucket_offset;
     return WSYNC_OK;
   }
-  if (rx->staged) return staged_block(rx, e.name, e.tensor_bytes, out);
+  if (rx->sh->staged) return staged_block(rx, e.name, e.tensor_bytes, out);
   *out = static_cast<uint8_t*>(reg->data);
   return WSYNC_OK;
 }
 
-wsync_status_t plan_placement(wsync_receiver_t* rx, Incoming* in) {
+wsync_status_t plan_placement(Link* rx, Incoming* in) {
   uint64_t cursor = 0;
   in->dst.assign(in->m.entries.size(), nullptr);
   for (size_t i = 0; i < in->m.entries.size(); ++i) {
@@ -229,8 +229,8 @@ wsync_status_t plan_placement(wsync_receiver_t* rx, Incoming* in) {
     cursor = e.bucket_offset + e.length;
     // Before any byte is posted: an overlapping chunk never overwrites bytes that already arrived
     // or that a bucket on the wire brings.
-    wsync_status_t st = rx->arrived.check(e);
-    if (st == WSYNC_OK) st = rx->claimed.check(e);
+    wsync_status_t st = rx->sh->arrived.check(e);
+    if (st == WSYNC_OK) st = rx->sh->claimed.check(e);
     if (st != WSYNC_OK) return st;
     if (whole(e)) {
       if ((st = whole_destination(rx, in, e, in->reg[i], &in->dst[i])) != WSYNC_OK) return st;
@@ -246,7 +246,7 @@ wsync_status_t plan_placement(wsync_receiver_t* rx, Incoming* in) {
 }
 
 // The transport's side of the side channel: what it says for `kind` (empty when nothing).
-wsync_status_t describe_recv(wsync_receiver_t* rx, const Incoming& in, int32_t kind, std::vector<uint8_t>* blob) {
+wsync_status_t describe_recv(Link* rx, const Incoming& in, int32_t kind, std::vector<uint8_t>* blob) {
   blob->clear();
   auto fn = WSYNC_HAS_FIELD(tp(rx), wsync_transport_v1_t, describe_recv) ? tp(rx)->describe_recv : nullptr;
   if (fn == nullptr || in.m.bucket_bytes == 0) return WSYNC_OK;
@@ -265,7 +265,7 @@ wsync_status_t describe_recv(wsync_receiver_t* rx, const Incoming& in, int32_t k
 }
 
 // A relay's block for the whole bucket: a free one of the pool, grown when too small.
-wsync_status_t relay_block(wsync_receiver_t* rx, Incoming* in) {
+wsync_status_t relay_block(Link* rx, Incoming* in) {
   if (!rx->relay_pool.empty()) {
     in->relay_block = std::move(rx->relay_pool.back());
     rx->relay_pool.pop_back();
@@ -278,7 +278,7 @@ wsync_status_t relay_block(wsync_receiver_t* rx, Incoming* in) {
 
 // Hand the sender's blob to the transport, post the receive of every piece, say READY. A failure
 // after a post leaves the buffers to the graveyard (the transport may still write into them).
-wsync_status_t post_receive(wsync_receiver_t* rx, Incoming* in) {
+wsync_status_t post_receive(Link* rx, Incoming* in) {
   wsync_status_t st;
   auto peer_blob = WSYNC_HAS_FIELD(tp(rx), wsync_transport_v1_t, peer_blob) ? tp(rx)->peer_blob : nullptr;
   if (!in->blob.empty()) {
@@ -312,27 +312,27 @@ wsync_status_t post_receive(wsync_receiver_t* rx, Incoming* in) {
 }
 
 // The transport gave up on the bucket: never wait for the sender there again. Keeps the error.
-wsync_status_t give_up(wsync_receiver_t* rx, const std::string& why) {
+wsync_status_t give_up(Link* rx, const std::string& why) {
   const wsync_status_t st = last_status();
   const std::string msg = last_error();
   tp(rx)->forget_peer(rx->recv_self, 0);
   for (uint32_t i = 1; i <= rx->children.size() && rx->relay_self != nullptr; ++i) tp(rx)->forget_peer(rx->relay_self, i);
   rx->broken = why;
-  rx->late_writes = true;  // a receive was posted: UCX (for one) may still complete part of it
+  rx->sh->late_writes = true;  // a receive was posted: UCX (for one) may still complete part of it
   restore_error(st, msg);
   return st;
 }
 
 // Sleep until a transport or the control socket has something (event fds armed), or a slice;
 // the group's world is progressed first when the bytes come from a relay.
-void sleep_on_fds(wsync_receiver_t* rx, int64_t deadline) {
+void sleep_on_fds(Link* rx, int64_t deadline) {
   progress_transports(rx, false);
   sleep_on_transports(rx, deadline, 1000);
 }
 
 // The transport of a relay's world numbers its children 1..n: " (in this relay's world rank 1 is
 // receiver rank 3, rank 2 is receiver rank 4)", so that a warning speaks the group's ranks too.
-std::string relay_world_note(const wsync_receiver_t* rx) {
+std::string relay_world_note(const Link* rx) {
   std::string s;
   for (size_t i = 0; i < rx->children.size(); ++i)
     s += (i == 0 ? " (in this relay's world rank " : ", rank ") + std::to_string(i + 1) + " is receiver rank " +
@@ -342,7 +342,7 @@ std::string relay_world_note(const wsync_receiver_t* rx) {
 
 // A relay: piece `p` of the bucket landed in its relay block. Forward it to the children (the
 // same sequence number in this relay's world), then place it where the manifest puts its bytes.
-wsync_status_t relay_piece(wsync_receiver_t* rx, Incoming* in, size_t index) {
+wsync_status_t relay_piece(Link* rx, Incoming* in, size_t index) {
   const Piece& p = in->pieces[index];
   const uint8_t* from = in->relay_block.data() + p.offset;
   std::vector<uint32_t> ranks;
@@ -367,7 +367,7 @@ wsync_status_t relay_piece(wsync_receiver_t* rx, Incoming* in, size_t index) {
 // A relay: the forwarded pieces whose sends finished leave the list, oldest first, up to the first
 // still moving (each look progresses the transport; looking at every piece each time would cost a
 // core at a few hundred pieces in flight).
-void take_forwarded(wsync_receiver_t* rx, Incoming* in) {
+void take_forwarded(Link* rx, Incoming* in) {
   while (!in->forwarding.empty()) {
     clear_error();
     const wsync_status_t st = tp(rx)->send_wait(rx->relay_self, in->forwarding.front(), 0);
@@ -388,7 +388,7 @@ void take_forwarded(wsync_receiver_t* rx, Incoming* in) {
 int64_t abort_grace_ms(int64_t timeout_ms) { return std::min<int64_t>(timeout_ms, 5000); }
 
 // Piece `p` of the bucket landed: hand its entries' bytes (padding excluded), in order, to the hasher.
-void hash_piece(wsync_receiver_t* rx, Incoming* in, const Piece& p) {
+void hash_piece(Link* rx, Incoming* in, const Piece& p) {
   if (!in->hashing) {
     rx->hasher.reset();
     in->hashing = true;
@@ -406,7 +406,7 @@ void hash_piece(wsync_receiver_t* rx, Incoming* in, const Piece& p) {
 // still moving (each look progresses the transport); the oldest bucket's new pieces go to the
 // hasher. True when every piece of the oldest bucket is in place; *st: the transport's word on the
 // piece it stopped at (TIMEOUT: still moving), *why its message.
-bool take_landed(wsync_receiver_t* rx, wsync_status_t* st, std::string* why) {
+bool take_landed(Link* rx, wsync_status_t* st, std::string* why) {
   const bool has_fd = rx->recv_fd >= 0;
   *st = WSYNC_OK;
   for (auto& b : rx->flight) {
@@ -433,7 +433,7 @@ bool take_landed(wsync_receiver_t* rx, wsync_status_t* st, std::string* why) {
 }
 
 // A BUCKET_SUM: the checksum of a bucket in flight that announced it.
-wsync_status_t note_sum(wsync_receiver_t* rx, const Frame& f) {
+wsync_status_t note_sum(Link* rx, const Frame& f) {
   BucketSumBody b;
   if (decode_bucket_sum(f.body, &b) != WSYNC_OK) return fail(WSYNC_ERR_PROTOCOL, "%s", last_error().c_str());
   for (auto& in : rx->flight)
@@ -449,7 +449,7 @@ wsync_status_t note_sum(wsync_receiver_t* rx, const Frame& f) {
 // What the sender says while the oldest bucket lands: the next buckets' MANIFESTs (accepted while
 // the window has room) and BUCKET_SUMs are taken; anything else (ABORT_UPDATE, CLOSE) stays
 // buffered for the next event and ends the wait (*other).
-wsync_status_t take_frames(wsync_receiver_t* rx, bool* other) {
+wsync_status_t take_frames(Link* rx, bool* other) {
   *other = false;
   rx->conn.pump();
   while (rx->conn.has_frame()) {
@@ -483,7 +483,7 @@ wsync_status_t take_frames(wsync_receiver_t* rx, bool* other) {
 // belong to the update it abandons and are dropped with it (a sender with a full window has sent
 // the next MANIFEST before its ABORT_UPDATE). `wait_ms` 0: only what has come already.
 constexpr int64_t kSaidWhyMs = 500;
-bool sender_said_why(wsync_receiver_t* rx, int64_t wait_ms = kSaidWhyMs) {
+bool sender_said_why(Link* rx, int64_t wait_ms = kSaidWhyMs) {
   const int64_t until = deadline_after(wait_ms);
   for (;;) {
     rx->conn.pump();
@@ -503,7 +503,7 @@ bool sender_said_why(wsync_receiver_t* rx, int64_t wait_ms = kSaidWhyMs) {
 }
 
 // The first piece this link posted a receive for and does not hold yet; 0 when it holds every one.
-uint64_t waiting_seq(const wsync_receiver_t* rx) {
+uint64_t waiting_seq(const Link* rx) {
   for (const auto& b : rx->flight)
     if (b->posted && b->landed < b->pieces.size()) return b->seq + b->landed;
   return 0;
@@ -513,7 +513,7 @@ uint64_t waiting_seq(const wsync_receiver_t* rx) {
 // count moved or not (the sender tells a member that waits on someone else, e.g. a relay whose
 // child stopped taking pieces, from one that stopped itself: only the first keeps reporting); the
 // time the next one is due.
-int64_t report_progress(wsync_receiver_t* rx) {
+int64_t report_progress(Link* rx) {
   const int64_t due = rx->progress_sent_ms + kProgressEveryMs;
   if (now_ms() < due) return due;
   rx->progress_sent = rx->progress_count;
@@ -526,7 +526,7 @@ int64_t report_progress(wsync_receiver_t* rx) {
 // known; *landed when its pieces are (the caller then sleeps on the fds even without an event fd).
 // Its deadline bounds silence: timeout_ms after the last piece this link took, however long the
 // bucket takes while its pieces move.
-wsync_status_t bytes_step(wsync_receiver_t* rx, Incoming* in, bool* done, bool* landed) {
+wsync_status_t bytes_step(Link* rx, Incoming* in, bool* done, bool* landed) {
   *done = false;
   // With many senders nobody else can say why a sender stopped: no grace beyond timeout_ms.
   const int64_t wait_ms = rx->timeout_ms + (rx->sh->links.size() > 1 ? 0 : abort_grace_ms(rx->timeout_ms));
@@ -590,7 +590,7 @@ wsync_status_t bytes_step(wsync_receiver_t* rx, Incoming* in, bool* done, bool* 
   return WSYNC_OK;
 }
 
-wsync_status_t wait_bytes(wsync_receiver_t* rx, Incoming* in) {
+wsync_status_t wait_bytes(Link* rx, Incoming* in) {
   const bool has_fd = rx->recv_fd >= 0;
   for (;;) {
     bool done = false, landed = false;
@@ -601,7 +601,7 @@ wsync_status_t wait_bytes(wsync_receiver_t* rx, Incoming* in) {
   }
 }
 
-wsync_status_t verify_payload(wsync_receiver_t* rx, Incoming* in) {
+wsync_status_t verify_payload(Link* rx, Incoming* in) {
   if (!in->hashing) {  // an empty bucket: nothing was fed
     rx->hasher.reset();
     in->hashing = true;
@@ -616,10 +616,10 @@ wsync_status_t verify_payload(wsync_receiver_t* rx, Incoming* in) {
 }
 
 // The bytes are in place: check the payload, record which bytes arrived, and ACK (with our blob).
-wsync_status_t finish_bucket(wsync_receiver_t* rx, Incoming* in) {
+wsync_status_t finish_bucket(Link* rx, Incoming* in) {
   wsync_status_t st = WSYNC_OK;
   if (in->m.flags & kManifestFlagPayloadChecksum) st = verify_payload(rx, in);
-  for (size_t i = 0; i < in->m.entries.size() && st == WSYNC_OK; ++i) st = rx->arrived.record(in->m.entries[i]);
+  for (size_t i = 0; i < in->m.entries.size() && st == WSYNC_OK; ++i) st = rx->sh->arrived.record(in->m.entries[i]);
   std::vector<uint8_t> blob;
   if (st == WSYNC_OK) st = describe_recv(rx, *in, WSYNC_BLOB_ACK, &blob);
   if (st != WSYNC_OK) return st;
@@ -628,7 +628,7 @@ wsync_status_t finish_bucket(wsync_receiver_t* rx, Incoming* in) {
   return WSYNC_OK;
 }
 
-void add_event_tensor(wsync_receiver_t* rx, const ManifestEntry& e, const Registered* reg, const Assembly* a,
+void add_event_tensor(Link* rx, const ManifestEntry& e, const Registered* reg, const Assembly* a,
                       void* data) {
   wsync_tensor_t t = WSYNC_TENSOR_INIT;
   t.name = e.name.c_str();  // into rx->ev_manifest, alive until the next event
@@ -641,12 +641,12 @@ void add_event_tensor(wsync_receiver_t* rx, const ManifestEntry& e, const Regist
   t.device_type = reg ? reg->device_type : (rx->device_memory ? WSYNC_DEVICE_CUDA : WSYNC_DEVICE_CPU);
   t.device_index = reg ? reg->device_index : (rx->device_memory ? rx->device : 0);
   rx->ev_tensors.push_back(t);
-  rx->ev_placed.push_back(reg == nullptr ? WSYNC_PLACED_VIEW : rx->staged ? WSYNC_PLACED_STAGED : WSYNC_PLACED_IN_PLACE);
+  rx->ev_placed.push_back(reg == nullptr ? WSYNC_PLACED_VIEW : rx->sh->staged ? WSYNC_PLACED_STAGED : WSYNC_PLACED_IN_PLACE);
 }
 
 // Whole tensors, and split ones whose last chunk just arrived. The bucket's staging block (views
 // point into it) stays the event's until the next one.
-void fill_event(wsync_receiver_t* rx, Incoming* in, wsync_receiver_event_t* ev) {
+void fill_event(Link* rx, Incoming* in, wsync_receiver_event_t* ev) {
   rx->ev_tensors.reserve(in->m.entries.size());
   rx->ev_placed.reserve(in->m.entries.size());
   for (size_t i = 0; i < in->m.entries.size(); ++i) {
@@ -655,11 +655,11 @@ void fill_event(wsync_receiver_t* rx, Incoming* in, wsync_receiver_event_t* ev) 
       add_event_tensor(rx, e, in->reg[i], nullptr, in->dst[i]);
       continue;
     }
-    auto it = rx->assembling.find(e.name);
-    if (it == rx->assembling.end() || !rx->arrived.complete(e.name)) continue;
+    auto it = rx->sh->assembling.find(e.name);
+    if (it == rx->sh->assembling.end() || !rx->sh->arrived.complete(e.name)) continue;
     add_event_tensor(rx, e, in->reg[i], &it->second, it->second.dst);
     if (it->second.owned.data()) rx->ev_owned.push_back(std::move(it->second.owned));
-    rx->assembling.erase(it);
+    rx->sh->assembling.erase(it);
   }
   ev->kind = WSYNC_EVENT_BUCKET;
   ev->bucket_index = in->m.bucket_index;
@@ -674,7 +674,7 @@ void fill_event(wsync_receiver_t* rx, Incoming* in, wsync_receiver_event_t* ev) 
 
 // The registered tensors of a bucket whose receive was posted: their buffers (or staged blocks)
 // may be written from now on.
-void note_posted(wsync_receiver_t* rx, const Incoming& in) {
+void note_posted(Link* rx, const Incoming& in) {
   for (size_t i = 0; i < in.m.entries.size(); ++i)
     if (in.reg[i] != nullptr && in.m.entries[i].length > 0) note_touched(rx, in.m.entries[i].name);
 }
@@ -682,21 +682,21 @@ void note_posted(wsync_receiver_t* rx, const Incoming& in) {
 // Every bucket in flight ends without an event: the hasher lets go of their memory, and when a
 // receive was posted the transport gives up on the sender (it may still write into the buffers,
 // which then go to the graveyard).
-void abandon_flight(wsync_receiver_t* rx, const std::string& why) {
+void abandon_flight(Link* rx, const std::string& why) {
   rx->hasher.cancel();
   bool posted = false;
   for (auto& in : rx->flight) posted |= in->posted;
   if (posted && rx->broken.empty()) give_up(rx, why);
   for (auto& in : rx->flight)
-    if (in->staging.data()) (rx->broken.empty() ? rx->staging_pool : rx->graveyard).push_back(std::move(in->staging));
+    if (in->staging.data()) (rx->broken.empty() ? rx->staging_pool : rx->sh->graveyard).push_back(std::move(in->staging));
   for (auto& in : rx->flight)
-    if (in->relay_block.data()) (rx->broken.empty() ? rx->relay_pool : rx->graveyard).push_back(std::move(in->relay_block));
+    if (in->relay_block.data()) (rx->broken.empty() ? rx->relay_pool : rx->sh->graveyard).push_back(std::move(in->relay_block));
   rx->flight.clear();
 }
 
 // The failure of a bucket: tell the sender (an ACK with the status, for `seq`) unless it is gone
 // or stopped on its own, and void the update. Returns `st` with its message.
-wsync_status_t fail_bucket(wsync_receiver_t* rx, uint64_t seq, wsync_status_t st, MsgType type) {
+wsync_status_t fail_bucket(Link* rx, uint64_t seq, wsync_status_t st, MsgType type) {
   const std::string why = last_error();
   abandon_flight(rx, "the update failed here: " + why);
   // A local failure (transport error, timeout, checksum) is reported so the sender learns why at
@@ -709,27 +709,27 @@ wsync_status_t fail_bucket(wsync_receiver_t* rx, uint64_t seq, wsync_status_t st
 
 }  // namespace
 
-void send_status(wsync_receiver_t* rx, MsgType type, uint64_t seq, wsync_status_t code, const std::string& why,
+void send_status(Link* rx, MsgType type, uint64_t seq, wsync_status_t code, const std::string& why,
                  const std::vector<uint8_t>& blob) {
   rx->conn.send(type, encode_status({seq, code, why, blob}), 1000);
 }
 
-void drop_update(wsync_receiver_t* rx, const std::string& why) {
+void drop_update(Link* rx, const std::string& why) {
   if (!rx->flight.empty()) abandon_flight(rx, why);
   // Many senders: the other links' buckets on the wire land in the same assemblies, which go now.
-  for (wsync_receiver_t* l : rx->sh->links)
+  for (Link* l : rx->sh->links)
     if (l != rx && !l->flight.empty()) abandon_flight(l, why);
-  if (rx->update_void.empty()) rx->update_void = why;
-  rx->arrived.clear();
-  rx->claimed.clear();
+  if (rx->sh->update_void.empty()) rx->sh->update_void = why;
+  rx->sh->arrived.clear();
+  rx->sh->claimed.clear();
   if (may_still_write(rx))  // (many senders: another link's transport may write into these)
-    for (auto& kv : rx->assembling)
-      if (kv.second.owned.data()) rx->graveyard.push_back(std::move(kv.second.owned));
-  rx->assembling.clear();
+    for (auto& kv : rx->sh->assembling)
+      if (kv.second.owned.data()) rx->sh->graveyard.push_back(std::move(kv.second.owned));
+  rx->sh->assembling.clear();
   drop_staged(rx);
 }
 
-wsync_status_t refuse(wsync_receiver_t* rx, uint64_t seq, wsync_status_t st) {
+wsync_status_t refuse(Link* rx, uint64_t seq, wsync_status_t st) {
   const std::string why = last_error();
   rx->conn.pump();  // notices a sender that is gone (the status alone cannot say: a transport's
                     // PEER_FAILED may come while the control connection is fine)
@@ -739,13 +739,13 @@ wsync_status_t refuse(wsync_receiver_t* rx, uint64_t seq, wsync_status_t st) {
   return fail_msg(st, sender_gone ? why : "bucket refused: " + why);
 }
 
-wsync_status_t accept_manifest(wsync_receiver_t* rx, const Frame& f) {
+wsync_status_t accept_manifest(Link* rx, const Frame& f) {
   auto in = std::make_unique<Incoming>();
   wsync_status_t st = read_manifest(rx, f, in.get());
   if (st == WSYNC_OK) st = check_entries(rx, in.get());
   if (st == WSYNC_OK) st = allocate(rx, in.get());
   if (st == WSYNC_OK) st = plan_placement(rx, in.get());
-  for (size_t i = 0; i < in->m.entries.size() && st == WSYNC_OK; ++i) st = rx->claimed.record(in->m.entries[i]);
+  for (size_t i = 0; i < in->m.entries.size() && st == WSYNC_OK; ++i) st = rx->sh->claimed.record(in->m.entries[i]);
   if (st == WSYNC_OK) st = post_receive(rx, in.get());
   if (in->posted) note_posted(rx, *in);
   const uint64_t seq = in->seq, index = in->m.bucket_index;
@@ -763,9 +763,9 @@ wsync_status_t accept_manifest(wsync_receiver_t* rx, const Frame& f) {
   return WSYNC_OK;
 }
 
-bool sender_said_why_already(wsync_receiver_t* rx) { return sender_said_why(rx, 0); }
+bool sender_said_why_already(Link* rx) { return sender_said_why(rx, 0); }
 
-wsync_status_t bucket_step(wsync_receiver_t* rx, wsync_receiver_event_t* ev, bool* ready) {
+wsync_status_t bucket_step(Link* rx, wsync_receiver_event_t* ev, bool* ready) {
   *ready = false;
   Incoming* in = rx->flight.front().get();
   const uint64_t seq = in->seq;
@@ -780,7 +780,7 @@ wsync_status_t bucket_step(wsync_receiver_t* rx, wsync_receiver_event_t* ev, boo
   return WSYNC_OK;
 }
 
-wsync_status_t complete_bucket(wsync_receiver_t* rx, wsync_receiver_event_t* ev) {
+wsync_status_t complete_bucket(Link* rx, wsync_receiver_event_t* ev) {
   Incoming* in = rx->flight.front().get();
   const uint64_t seq = in->seq;
   // (a failure of a later bucket met while waiting has abandoned this one too: `in` is gone then)

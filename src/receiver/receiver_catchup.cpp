@@ -39,12 +39,12 @@ constexpr uint64_t kMaxCatalogue = 64ull << 20;
 constexpr uint64_t kMaxTensors = 1u << 20;
 constexpr uint64_t kChunk = 64ull << 20;
 
-const wsync_transport_v1_t* tp(const wsync_receiver_t* rx) { return rx->transport.table; }
+const wsync_transport_v1_t* tp(const Link* rx) { return rx->transport.table; }
 
 // A catch-up ends within the sender's budget (half its timeout_ms: it waits timeout_ms for the
 // next update's first READY from both, and a catch-up that cannot finish must not cost the source
 // its membership), and within half the receiver's own timeout_ms.
-int64_t budget(const wsync_receiver_t* rx, const CatchupBody& c) {
+int64_t budget(const Link* rx, const CatchupBody& c) {
   const int64_t mine = std::max<int64_t>(rx->timeout_ms / 2, 1);
   return c.budget_ms == 0 ? mine : std::min<int64_t>(mine, static_cast<int64_t>(std::min<uint64_t>(c.budget_ms, 1ull << 40)));
 }
@@ -122,7 +122,7 @@ wsync_status_t decode(const std::vector<uint8_t>& b, Catalogue* out) {
 // The joiner, between slices: did the sender say the source of this catch-up (`world`) left
 // (CATCHUP_CANCEL, maybe behind the next update's frames), close the group, or go away? The frames
 // stay buffered for later.
-wsync_status_t sender_word(wsync_receiver_t* rx, const std::string& world) {
+wsync_status_t sender_word(Link* rx, const std::string& world) {
   rx->conn.pump();
   std::vector<std::vector<uint8_t>> bodies;
   rx->conn.peek_all(static_cast<uint16_t>(MsgType::kCatchupCancel), &bodies);
@@ -139,7 +139,7 @@ wsync_status_t sender_word(wsync_receiver_t* rx, const std::string& world) {
 }
 
 // Wait for the instance's send or receive of `seq`, in slices, until `deadline`.
-wsync_status_t wait_seq(wsync_receiver_t* rx, void* self, uint64_t seq, bool send, int64_t deadline,
+wsync_status_t wait_seq(Link* rx, void* self, uint64_t seq, bool send, int64_t deadline,
                         const std::string& world = "") {
   for (;;) {
     if (!send && sender_word(rx, world) != WSYNC_OK) return last_status();
@@ -155,7 +155,7 @@ wsync_status_t wait_seq(wsync_receiver_t* rx, void* self, uint64_t seq, bool sen
   }
 }
 
-wsync_status_t send_range(wsync_receiver_t* rx, void* self, uint64_t seq, const void* data, uint64_t len, int dev_type,
+wsync_status_t send_range(Link* rx, void* self, uint64_t seq, const void* data, uint64_t len, int dev_type,
                           int dev_index) {
   wsync_buffer_t buf{};
   buf.struct_size = sizeof buf;
@@ -169,7 +169,7 @@ wsync_status_t send_range(wsync_receiver_t* rx, void* self, uint64_t seq, const 
   return st == WSYNC_OK ? st : fail(st, "transport '%s': %s", tp(rx)->name, plugin_error("transport", tp(rx)->name).c_str());
 }
 
-wsync_status_t recv_range(wsync_receiver_t* rx, void* self, uint64_t seq, void* data, uint64_t len, int64_t deadline,
+wsync_status_t recv_range(Link* rx, void* self, uint64_t seq, void* data, uint64_t len, int64_t deadline,
                           const std::string& world) {
   wsync_iov_t iov{data, len};
   clear_error();
@@ -179,14 +179,14 @@ wsync_status_t recv_range(wsync_receiver_t* rx, void* self, uint64_t seq, void* 
 }
 
 // What the source can serve: its registered tensors, or why not.
-Catalogue source_catalogue(const wsync_receiver_t* rx, uint64_t version) {
+Catalogue source_catalogue(const Link* rx, uint64_t version) {
   Catalogue c;
   c.version = version;
-  if (rx->committed != version) {
+  if (rx->sh->committed != version) {
     c.status = WSYNC_ERR_INVALID_STATE;
-    c.reason = "receiver rank " + std::to_string(rx->rank) + " holds version " + std::to_string(rx->committed) +
+    c.reason = "receiver rank " + std::to_string(rx->rank) + " holds version " + std::to_string(rx->sh->committed) +
                ", not " + std::to_string(version);
-  } else if (!rx->touched.empty() || rx->apply_failed) {
+  } else if (!rx->sh->touched.empty() || rx->sh->apply_failed) {
     c.status = WSYNC_ERR_INVALID_STATE;
     c.reason = "receiver rank " + std::to_string(rx->rank) + "'s buffers hold a mix (an update failed in them)";
   } else if (tp(rx)->caps & WSYNC_TRANSPORT_CAP_STAGING_ONLY) {
@@ -195,7 +195,7 @@ Catalogue source_catalogue(const wsync_receiver_t* rx, uint64_t version) {
   }
   if (c.status != WSYNC_OK) return c;
   std::vector<std::string> names;  // (what it holds of the version: never what an engine put there)
-  for (const auto& kv : rx->registry)
+  for (const auto& kv : rx->sh->registry)
     if (!kv.second.slice && (kv.second.held || kv.second.nbytes == 0)) names.push_back(kv.first);  // (no bytes to hold)
   if (names.empty()) {
     c.status = WSYNC_ERR_INVALID_STATE;
@@ -205,7 +205,7 @@ Catalogue source_catalogue(const wsync_receiver_t* rx, uint64_t version) {
   }
   std::sort(names.begin(), names.end());
   for (const std::string& n : names) {
-    const Registered& r = rx->registry.at(n);
+    const Registered& r = rx->sh->registry.at(n);
     Item t;
     t.name = n;
     t.dtype = r.dtype;
@@ -220,7 +220,7 @@ Catalogue source_catalogue(const wsync_receiver_t* rx, uint64_t version) {
 
 // The catalogue and the tensors, in order. What the transport may still read lives in
 // rx->catchup_keep until the instance is destroyed (at the next catch-up or at destroy).
-wsync_status_t serve(wsync_receiver_t* rx, void* self, const Catalogue& c, int64_t deadline, uint64_t* bytes) {
+wsync_status_t serve(Link* rx, void* self, const Catalogue& c, int64_t deadline, uint64_t* bytes) {
   const std::vector<uint8_t> cat = encode(c);
   const uint64_t head[2] = {kMagic, cat.size()};
   std::vector<uint8_t>& keep = rx->catchup_keep;
@@ -232,7 +232,7 @@ wsync_status_t serve(wsync_receiver_t* rx, void* self, const Catalogue& c, int64
   if (st == WSYNC_OK) st = send_range(rx, self, seq, keep.data() + sizeof head, cat.size(), WSYNC_DEVICE_CPU, 0);
   if (st == WSYNC_OK) st = wait_seq(rx, self, seq++, true, deadline);
   for (const Item& t : c.items) {
-    const Registered& r = rx->registry.at(t.name);
+    const Registered& r = rx->sh->registry.at(t.name);
     for (uint64_t off = 0; off < t.nbytes && st == WSYNC_OK; off += kChunk) {
       const uint64_t len = std::min(kChunk, t.nbytes - off);
       st = send_range(rx, self, seq, static_cast<const uint8_t*>(r.data) + off, len, r.device_type, r.device_index);
@@ -244,7 +244,7 @@ wsync_status_t serve(wsync_receiver_t* rx, void* self, const Catalogue& c, int64
 }
 
 // The source: send, log, and go on whatever happened (a failure is the joiner's to report).
-wsync_status_t be_source(wsync_receiver_t* rx, const CatchupBody& c) {
+wsync_status_t be_source(Link* rx, const CatchupBody& c) {
   if (rx->catchup_self != nullptr) tp(rx)->destroy(rx->catchup_self);  // the last catch-up's (its joiner is done)
   rx->catchup_self = nullptr;
   const int64_t start = now_ms(), deadline = deadline_after(budget(rx, c));
@@ -259,7 +259,7 @@ wsync_status_t be_source(wsync_receiver_t* rx, const CatchupBody& c) {
   if (st != WSYNC_OK)
     WSYNC_LOGW("receiver rank %u: the catch-up of receiver rank %u to version %llu failed here: %s", rx->rank, c.peer,
                static_cast<unsigned long long>(c.version), last_error().c_str());
-  else if (cat.status != WSYNC_OK && rx->registry.empty())  // (an engine that takes views: expected)
+  else if (cat.status != WSYNC_OK && rx->sh->registry.empty())  // (an engine that takes views: expected)
     WSYNC_LOGI("receiver rank %u: cannot catch receiver rank %u up to version %llu: %s", rx->rank, c.peer,
                static_cast<unsigned long long>(c.version), cat.reason.c_str());
   else if (cat.status != WSYNC_OK)
@@ -275,11 +275,11 @@ wsync_status_t be_source(wsync_receiver_t* rx, const CatchupBody& c) {
 
 // Where the joiner puts item `t`: its registered buffer (staged: its staged block), or nullptr
 // (not registered alike: received into `discard` and dropped).
-wsync_status_t target_of(wsync_receiver_t* rx, const Item& t, uint8_t** dst, bool* found) {
+wsync_status_t target_of(Link* rx, const Item& t, uint8_t** dst, bool* found) {
   *dst = nullptr;
   *found = false;
-  auto it = rx->registry.find(t.name);
-  if (it == rx->registry.end()) return WSYNC_OK;
+  auto it = rx->sh->registry.find(t.name);
+  if (it == rx->sh->registry.end()) return WSYNC_OK;
   const Registered& r = it->second;
   if (r.slice || r.dtype != t.dtype || r.ndim != t.ndim || r.nbytes != t.nbytes ||
       !std::equal(r.shape, r.shape + r.ndim, t.shape)) {
@@ -289,7 +289,7 @@ wsync_status_t target_of(wsync_receiver_t* rx, const Item& t, uint8_t** dst, boo
   }
   note_touched(rx, t.name);
   *found = true;
-  if (!rx->staged) {
+  if (!rx->sh->staged) {
     *dst = static_cast<uint8_t*>(r.data);
     return WSYNC_OK;
   }
@@ -307,7 +307,7 @@ struct JoinBuffers {
 // bytes must match. A tensor without one is not taken (no digest, no commit).
 using SenderDigests = std::unordered_map<std::string, uint64_t>;
 
-wsync_status_t take_item(wsync_receiver_t* rx, void* self, const CatchupBody& c, const SenderDigests& digests,
+wsync_status_t take_item(Link* rx, void* self, const CatchupBody& c, const SenderDigests& digests,
                          const Item& t, uint64_t* seq, JoinBuffers* bufs, int64_t deadline, bool* placed) {
   uint8_t* dst = nullptr;
   bool found = false;
@@ -325,11 +325,11 @@ wsync_status_t take_item(wsync_receiver_t* rx, void* self, const CatchupBody& c,
   if (st != WSYNC_OK || !found) return st;
   *placed = true;
   // What came must be what the sender sent: the source is a member, trusted with nothing else.
-  const Registered& reg = rx->registry.at(t.name);
-  const bool on_device = rx->staged ? rx->device >= 0 : reg.device_type == WSYNC_DEVICE_CUDA;
+  const Registered& reg = rx->sh->registry.at(t.name);
+  const bool on_device = rx->sh->staged ? rx->device >= 0 : reg.device_type == WSYNC_DEVICE_CUDA;
   uint64_t sum = 0;
   if ((st = tensor_digest(dst, t.nbytes, on_device ? WSYNC_DEVICE_CUDA : WSYNC_DEVICE_CPU,
-                          rx->staged ? rx->device : reg.device_index, &sum)) != WSYNC_OK)
+                          rx->sh->staged ? rx->device : reg.device_index, &sum)) != WSYNC_OK)
     return fail(st, "tensor '%s' from the catch-up source cannot be checked: %s", t.name.c_str(), last_error().c_str());
   if (sum != digest->second)
     return fail(WSYNC_ERR_PROTOCOL,
@@ -338,16 +338,16 @@ wsync_status_t take_item(wsync_receiver_t* rx, void* self, const CatchupBody& c,
                 "post-processed in place)",
                 t.name.c_str(), c.peer, static_cast<unsigned long long>(c.version),
                 static_cast<unsigned long long>(sum), static_cast<unsigned long long>(digest->second));
-  if (rx->staged) {
+  if (rx->sh->staged) {
     ManifestEntry e;
     e.name = t.name;
     e.length = e.tensor_bytes = t.nbytes;
-    return rx->arrived.record(e);
+    return rx->sh->arrived.record(e);
   }
   return WSYNC_OK;
 }
 
-wsync_status_t take_all(wsync_receiver_t* rx, void* self, const CatchupBody& c, JoinBuffers* bufs, int64_t deadline,
+wsync_status_t take_all(Link* rx, void* self, const CatchupBody& c, JoinBuffers* bufs, int64_t deadline,
                         uint64_t* tensors) {
   wsync_status_t st = recv_range(rx, self, 1, bufs->head, sizeof bufs->head, deadline, c.world);
   if (st != WSYNC_OK) return st;
@@ -360,7 +360,7 @@ wsync_status_t take_all(wsync_receiver_t* rx, void* self, const CatchupBody& c, 
       (st = decode(bufs->raw, &cat)) != WSYNC_OK)
     return st;
   if (cat.status != WSYNC_OK) {  // (nothing moved: it takes the next update, as when no member is free)
-    if (rx->registry.empty())  // (it takes views: nothing a source could have given it)
+    if (rx->sh->registry.empty())  // (it takes views: nothing a source could have given it)
       WSYNC_LOGI("receiver rank %u: the catch-up source cannot serve version %llu (%s); this receiver registered "
                  "nothing and takes the next update", rx->rank, static_cast<unsigned long long>(c.version),
                  cat.reason.c_str());
@@ -382,7 +382,7 @@ wsync_status_t take_all(wsync_receiver_t* rx, void* self, const CatchupBody& c, 
   }
   std::unordered_set<std::string> listed;
   for (const Item& t : cat.items) listed.insert(t.name);
-  for (const auto& kv : rx->registry)
+  for (const auto& kv : rx->sh->registry)
     if (!kv.second.slice && listed.count(kv.first) == 0)
       WSYNC_LOGW("receiver rank %u: catch-up: the source holds no tensor '%s'", rx->rank, kv.first.c_str());
   return WSYNC_OK;
@@ -390,7 +390,7 @@ wsync_status_t take_all(wsync_receiver_t* rx, void* self, const CatchupBody& c, 
 
 // The catch-up failed: the sender hears why (CATCHUP_FAILED: it removes this receiver, which may
 // join again), what arrived is dropped, and no more buckets are taken.
-wsync_status_t catchup_failed(wsync_receiver_t* rx, const CatchupBody& c, wsync_status_t st) {
+wsync_status_t catchup_failed(Link* rx, const CatchupBody& c, wsync_status_t st) {
   const std::string why = "the catch-up to version " + std::to_string(c.version) + " from receiver rank " +
                           std::to_string(c.peer) + " failed: " + last_error();
   // (the sender removes it for either; PROTOCOL names bytes or a catalogue that were wrong)
@@ -403,13 +403,13 @@ wsync_status_t catchup_failed(wsync_receiver_t* rx, const CatchupBody& c, wsync_
 }
 
 // The joiner: take the version, then COMMIT it (or fail, and take no more buckets).
-wsync_status_t be_joiner(wsync_receiver_t* rx, const CatchupBody& c, wsync_receiver_event_t* ev) {
+wsync_status_t be_joiner(Link* rx, const CatchupBody& c, wsync_receiver_event_t* ev) {
   if (c.peer == 0 || c.peer == rx->rank || c.peer >= rx->world_size || c.version == 0) {
     fail(WSYNC_ERR_PROTOCOL, "the sender's CATCHUP names source rank %u and version %llu", c.peer,
          static_cast<unsigned long long>(c.version));
     return catchup_failed(rx, c, WSYNC_ERR_PROTOCOL);
   }
-  if (c.version <= rx->committed) return WSYNC_OK;  // (it has that version already)
+  if (c.version <= rx->sh->committed) return WSYNC_OK;  // (it has that version already)
   const int64_t start = now_ms(), deadline = deadline_after(budget(rx, c));
   JoinBuffers bufs;  // (outlives the instance)
   void* self = nullptr;
@@ -427,10 +427,10 @@ wsync_status_t be_joiner(wsync_receiver_t* rx, const CatchupBody& c, wsync_recei
   // (one the trainer never sent keeps what the engine put there, here as on every member).
   uint64_t needed = 0, missing = 0;
   const std::unordered_set<std::string> group(c.names.begin(), c.names.end());
-  for (const auto& kv : rx->registry) {
+  for (const auto& kv : rx->sh->registry) {
     if (kv.second.slice || group.count(kv.first) == 0) continue;
     ++needed;
-    if (rx->touched_set.count(kv.first) == 0) ++missing;
+    if (rx->sh->touched_set.count(kv.first) == 0) ++missing;
   }
   if (needed == 0 || missing != 0) {
     // It does not hold the version wholly: no commit. Staged bytes are dropped; in place, the
@@ -446,7 +446,7 @@ wsync_status_t be_joiner(wsync_receiver_t* rx, const CatchupBody& c, wsync_recei
                  static_cast<unsigned long long>(needed), static_cast<unsigned long long>(c.version));
     }
     drop_staged(rx);
-    rx->arrived.clear();
+    rx->sh->arrived.clear();
     return WSYNC_OK;
   }
   WSYNC_LOGI("receiver rank %u: caught up to version %llu from receiver rank %u (%llu tensors) in %lld ms", rx->rank,
@@ -461,7 +461,7 @@ wsync_status_t be_joiner(wsync_receiver_t* rx, const CatchupBody& c, wsync_recei
 
 }  // namespace
 
-wsync_status_t catchup(wsync_receiver_t* rx, const Frame& f, wsync_receiver_event_t* ev) {
+wsync_status_t catchup(Link* rx, const Frame& f, wsync_receiver_event_t* ev) {
   CatchupBody c;
   if (decode_catchup(f.body, &c) != WSYNC_OK) return refuse(rx, 0, last_status());
   if (rx->sh->links.size() > 1 || !rx->flight.empty() || rx->pending_commit != 0)

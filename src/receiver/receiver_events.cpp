@@ -10,7 +10,7 @@
 
 namespace wsync {
 
-void release_event(wsync_receiver_t* rx) {
+void release_event(Link* rx) {
   rx->ev_tensors.clear();
   rx->ev_placed.clear();
   rx->ev_owned.clear();
@@ -21,22 +21,22 @@ void release_event(wsync_receiver_t* rx) {
 namespace {
 
 // The update is complete on our side (no half-assembled tensor, every bucket arrived): COMMIT.
-wsync_status_t end_update(wsync_receiver_t* rx, const Frame& f, wsync_receiver_event_t* ev) {
+wsync_status_t end_update(Link* rx, const Frame& f, wsync_receiver_event_t* ev) {
   EndUpdateBody end;
   if (decode_end_update(f.body, &end) != WSYNC_OK)
     return refuse(rx, 0, fail(WSYNC_ERR_PROTOCOL, "END_UPDATE message is malformed: %s", last_error().c_str()));
   const uint64_t version = end.version, update = end.update_id, buckets = end.buckets;
   if (update != rx->sh->update && update != rx->current_update)
-    rx->update_void.clear();  // a later update, none of whose buckets came
-  if (!rx->update_void.empty())  // what arrived of it may be incomplete: never commit it
+    rx->sh->update_void.clear();  // a later update, none of whose buckets came
+  if (!rx->sh->update_void.empty())  // what arrived of it may be incomplete: never commit it
     return refuse(rx, 0, fail(WSYNC_ERR_PROTOCOL, "the sender finalized version %llu of an update that cannot commit "
-                              "here (%s)", static_cast<unsigned long long>(version), rx->update_void.c_str()));
+                              "here (%s)", static_cast<unsigned long long>(version), rx->sh->update_void.c_str()));
   // With many senders the other senders' boxes may still be coming: links_next checks the whole
   // update once every sender finalized it.
   const bool alone = rx->sh->links.size() <= 1;
-  if (alone && !rx->assembling.empty())
+  if (alone && !rx->sh->assembling.empty())
     return refuse(rx, 0, fail(WSYNC_ERR_PROTOCOL, "the sender finalized version %llu while tensor '%s' was incomplete",
-                              static_cast<unsigned long long>(version), rx->assembling.begin()->first.c_str()));
+                              static_cast<unsigned long long>(version), rx->sh->assembling.begin()->first.c_str()));
   if (alone && check_staged_arrived(rx) != WSYNC_OK) return refuse(rx, 0, last_status());
   const uint64_t got = update == rx->current_update ? rx->expected_bucket : 0;
   if (got != buckets)
@@ -59,7 +59,7 @@ wsync_status_t end_update(wsync_receiver_t* rx, const Frame& f, wsync_receiver_e
 // whenever their event fds fire (plugin ABI 1.4 progress): between buckets a transport may still
 // owe the sender messages about receives that completed, and the sender's sends complete only
 // once they went out.
-wsync_status_t wait_frame(wsync_receiver_t* rx, Frame* f, int64_t timeout_ms) {
+wsync_status_t wait_frame(Link* rx, Frame* f, int64_t timeout_ms) {
   const wsync_transport_v1_t* t = rx->transport.table;
   if (!WSYNC_HAS_FIELD(t, wsync_transport_v1_t, progress) || t->progress == nullptr || rx->recv_self == nullptr)
     return rx->conn.recv(f, timeout_ms);
@@ -77,7 +77,7 @@ wsync_status_t wait_frame(wsync_receiver_t* rx, Frame* f, int64_t timeout_ms) {
 // closed while the bytes came), but the sender said why before it went: its ABORT_UPDATE or CLOSE,
 // behind this update's MANIFESTs and BUCKET_SUMs, was kept from the socket. That word is the
 // event, not "gone" (the update is void either way). Anything else: `st` as it was.
-wsync_status_t said_why_instead(wsync_receiver_t* rx, wsync_status_t st, wsync_receiver_event_t* ev) {
+wsync_status_t said_why_instead(Link* rx, wsync_status_t st, wsync_receiver_event_t* ev) {
   if (st != WSYNC_ERR_PEER_FAILED || rx->conn.open()) return st;
   const std::string why = last_error();
   const bool said = sender_said_why_already(rx);  // (drops the update's MANIFESTs and BUCKET_SUMs)
@@ -95,7 +95,7 @@ wsync_status_t said_why_instead(wsync_receiver_t* rx, wsync_status_t st, wsync_r
 
 }  // namespace
 
-wsync_status_t receiver_next(wsync_receiver_t* rx, wsync_receiver_event_t* ev, int64_t timeout_ms) {
+wsync_status_t receiver_next(Link* rx, wsync_receiver_event_t* ev, int64_t timeout_ms) {
   if (rx->sh->links.size() > 1) return links_next(rx, ev, timeout_ms);
   release_event(rx);
   // One planning sender: it waits for this receiver's needs (none registered: every tensor whole).
@@ -131,7 +131,7 @@ wsync_status_t receiver_next(wsync_receiver_t* rx, wsync_receiver_event_t* ev, i
   }
 }
 
-wsync_status_t handle_frame(wsync_receiver_t* rx, const Frame& f, wsync_receiver_event_t* ev) {
+wsync_status_t handle_frame(Link* rx, const Frame& f, wsync_receiver_event_t* ev) {
   switch (static_cast<MsgType>(f.type)) {
     case MsgType::kManifest:
       return accept_manifest(rx, f);

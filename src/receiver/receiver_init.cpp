@@ -38,7 +38,7 @@ bool is_local_host(const std::string& h) {
   return h == "127.0.0.1" || h == "localhost" || h == "::1" || h == "0.0.0.0" || h == "::" || h.empty();
 }
 
-wsync_status_t apply_options(wsync_receiver_t* rx, const OptionList& opts, JoinArgs* a) {
+wsync_status_t apply_options(Link* rx, const OptionList& opts, JoinArgs* a) {
   for (const auto& kv : opts) {
     uint64_t n = 0;
     wsync_status_t st = WSYNC_OK;
@@ -49,7 +49,7 @@ wsync_status_t apply_options(wsync_receiver_t* rx, const OptionList& opts, JoinA
       if ((st = parse_u64_option(kv.first, kv.second, 0, 1023, &n)) == WSYNC_OK) rx->device = static_cast<int>(n);
     } else if (kv.first == "receive_mode") {
       if (kv.second == "staged" || kv.second == "in_place")
-        rx->staged = kv.second == "staged";
+        rx->sh->staged = kv.second == "staged";
       else
         st = fail(WSYNC_ERR_INVALID_ARGUMENT, "receiver option 'receive_mode' is '%s'; use 'in_place' (the default) "
                   "or 'staged'", kv.second.c_str());
@@ -70,7 +70,7 @@ wsync_status_t apply_options(wsync_receiver_t* rx, const OptionList& opts, JoinA
   return WSYNC_OK;
 }
 
-wsync_status_t read_config(const wsync_receiver_config_t* config, wsync_receiver_t* rx, JoinArgs* a) {
+wsync_status_t read_config(const wsync_receiver_config_t* config, Link* rx, JoinArgs* a) {
   const wsync_receiver_config_t defaults = WSYNC_RECEIVER_CONFIG_INIT;
   wsync_status_t st = read_struct(config, "config", &a->cfg, defaults);
   if (st != WSYNC_OK) return st;
@@ -88,7 +88,7 @@ wsync_status_t read_config(const wsync_receiver_config_t* config, wsync_receiver
   return parse_host_port(a->cfg.store_addr, &a->host, &a->port);
 }
 
-wsync_status_t read_group_info(wsync_receiver_t* rx, JoinArgs* a) {
+wsync_status_t read_group_info(Link* rx, JoinArgs* a) {
   const char* addr = a->cfg.store_addr;
   wsync_status_t st = TcpStoreClient::connect(a->host, a->port, a->timeout_ms, a->secret.value, &rx->store_client);
   if (st != WSYNC_OK) return fail_msg(st, "cannot reach the group's store at " + std::string(addr) + ": " + last_error());
@@ -118,7 +118,7 @@ wsync_status_t read_group_info(wsync_receiver_t* rx, JoinArgs* a) {
 
 // The transport the sender announced (a name from the unauthenticated store is only ever a plugin
 // name, never a path), and where its bytes land: host memory, or this receiver's CUDA device.
-wsync_status_t load_group_transport(wsync_receiver_t* rx, const JoinArgs& a) {
+wsync_status_t load_group_transport(Link* rx, const JoinArgs& a) {
   const std::string& announced = a.info.transport;
   if (a.cfg.transport == nullptr &&
       (announced.empty() ||
@@ -160,7 +160,7 @@ wsync_status_t rejected(const JoinArgs& a, const Frame& f) {
 }
 
 // The sender's CHALLENGE: its protocol and nonce.
-wsync_status_t read_challenge(wsync_receiver_t* rx, const JoinArgs& a, std::vector<uint8_t>* nonce) {
+wsync_status_t read_challenge(Link* rx, const JoinArgs& a, std::vector<uint8_t>* nonce) {
   Frame f;
   wsync_status_t st = rx->conn.recv(&f, std::max<int64_t>(a.deadline - now_ms(), 0));
   if (st == WSYNC_ERR_TIMEOUT)
@@ -185,7 +185,7 @@ wsync_status_t read_challenge(wsync_receiver_t* rx, const JoinArgs& a, std::vect
 // HELLO on the control port (proving the secret); WELCOME with the sender's proof, or REJECT with
 // the sender's reason.
 // ASSIGN (the sender gives a receiver that asked for any rank its rank), then the next frame.
-wsync_status_t take_assigned_rank(wsync_receiver_t* rx, JoinArgs& a, Frame* f) {
+wsync_status_t take_assigned_rank(Link* rx, JoinArgs& a, Frame* f) {
   AssignBody assign;
   if (a.cfg.rank != 0)
     return fail(WSYNC_ERR_PROTOCOL, "the sender assigned a rank to rank %u, which asked for its own", a.cfg.rank);
@@ -202,7 +202,7 @@ wsync_status_t take_assigned_rank(wsync_receiver_t* rx, JoinArgs& a, Frame* f) {
   return st;
 }
 
-wsync_status_t hello(wsync_receiver_t* rx, JoinArgs& a) {
+wsync_status_t hello(Link* rx, JoinArgs& a) {
   // A sender bound to a wildcard or loopback address announces 127.0.0.1; a receiver on another
   // host reaches the control port where it reached the store.
   std::string control_host = a.info.control_host;
@@ -256,7 +256,7 @@ OptionList transport_options(const JoinArgs& a) {
 
 // Create and connect one transport instance: rank `rank` of `world` members under `group`; a
 // failure is also told to the sender (NACK), which is waiting for JOINED.
-wsync_status_t open_transport(wsync_receiver_t* rx, const JoinArgs& a, const std::string& group, uint32_t rank,
+wsync_status_t open_transport(Link* rx, const JoinArgs& a, const std::string& group, uint32_t rank,
                               uint32_t world, void** self, int* fd) {
   if (rx->transport_opts.empty() && rx->local_ip.empty()) {
     rx->transport_opts = transport_options(a);
@@ -272,7 +272,7 @@ wsync_status_t open_transport(wsync_receiver_t* rx, const JoinArgs& a, const std
   return WSYNC_OK;
 }
 
-wsync_status_t connect_transport(wsync_receiver_t* rx, const JoinArgs& a) {
+wsync_status_t connect_transport(Link* rx, const JoinArgs& a) {
   wsync_status_t st = open_transport(rx, a, rx->group_name, a.cfg.rank, rx->world_size, &rx->transport_self,
                                      &rx->transport_fd);
   if (st != WSYNC_OK) return st;
@@ -285,7 +285,7 @@ wsync_status_t connect_transport(wsync_receiver_t* rx, const JoinArgs& a) {
 // A relay world: the members `relay` forwards to, under its own name in the store.
 std::string relay_world(const std::string& group, uint32_t relay) { return group + ".relay" + std::to_string(relay); }
 
-wsync_status_t check_route(const wsync_receiver_t* rx, const RouteBody& r) {
+wsync_status_t check_route(const Link* rx, const RouteBody& r) {
   const uint32_t me = rx->rank, n = rx->world_size;
   if (r.parent == me || r.parent >= n || (r.parent != 0 && (r.position == 0 || r.position >= r.parent_world ||
                                                            r.parent_world > n)))
@@ -302,7 +302,7 @@ wsync_status_t check_route(const wsync_receiver_t* rx, const RouteBody& r) {
 
 // A group that relays: take this receiver's ROUTE, join its parent's relay world (when its parent
 // is not the sender) and open its own for its children, then JOINED again.
-wsync_status_t wire_route(wsync_receiver_t* rx, const JoinArgs& a) {
+wsync_status_t wire_route(Link* rx, const JoinArgs& a) {
   if (a.info.route == "star") return WSYNC_OK;
   Frame f;
   wsync_status_t st = rx->conn.recv(&f, left(a));
@@ -331,7 +331,7 @@ wsync_status_t wire_route(wsync_receiver_t* rx, const JoinArgs& a) {
 
 }  // namespace
 
-wsync_status_t open_world(wsync_receiver_t* rx, const std::string& group, uint32_t rank, uint32_t world,
+wsync_status_t open_world(Link* rx, const std::string& group, uint32_t rank, uint32_t world,
                           int64_t timeout_ms, void** self, int* fd) {
   const wsync_transport_v1_t* t = rx->transport.table;
   const OptionList hints = {{WSYNC_HINT_LOCAL_ADDRESS, rx->local_ip}, {WSYNC_HINT_AUTH_KEY, rx->transport_key}};
@@ -367,7 +367,7 @@ wsync_status_t open_world(wsync_receiver_t* rx, const std::string& group, uint32
   return WSYNC_OK;
 }
 
-wsync_status_t receiver_init(const wsync_receiver_config_t* config, wsync_receiver_t* rx) {
+wsync_status_t receiver_init(const wsync_receiver_config_t* config, Link* rx) {
   JoinArgs a;
   wsync_status_t st = read_config(config, rx, &a);
   if (st == WSYNC_OK) st = read_group_info(rx, &a);

@@ -19,19 +19,19 @@
 namespace wsync {
 namespace {
 
-std::string link_name(const wsync_receiver_t* l) {
+std::string link_name(const Link* l) {
   return "sender " + std::to_string(l->sender) + " (store at " + l->sender_addr + ")";
 }
 
 // Link `l` failed with `st`: the update is void on every link, the other senders are told (each
 // as a NACK naming the failed sender), and the receiver takes no more updates.
-wsync_status_t link_failed(wsync_receiver_t* rx, wsync_receiver_t* l, wsync_status_t st) {
+wsync_status_t link_failed(Link* rx, Link* l, wsync_status_t st) {
   RxShared* sh = rx->sh;
   std::string cause = last_error();
   // Several senders gone at once (one died; the others gave up because of it and closed): blame
   // the one that went silent first, not the one whose close this receiver happened to read first.
   if (st == WSYNC_ERR_PEER_FAILED && l->conn.closed())
-    for (wsync_receiver_t* o : sh->links) {
+    for (Link* o : sh->links) {
       if (o == l) continue;
       o->conn.pump();
       if (o->conn.closed() && !o->conn.has_frame() && o->last_frame_ms < l->last_frame_ms) {
@@ -41,7 +41,7 @@ wsync_status_t link_failed(wsync_receiver_t* rx, wsync_receiver_t* l, wsync_stat
     }
   const std::string why = link_name(l) + " failed: " + cause;
   drop_update(l, why);
-  for (wsync_receiver_t* o : sh->links)
+  for (Link* o : sh->links)
     if (o != l && o->conn.open()) send_status(o, MsgType::kNack, 0, WSYNC_ERR_PEER_FAILED, why);
   sh->commit_ready = 0;
   sh->link_status = st == WSYNC_ERR_TIMEOUT ? WSYNC_ERR_PEER_FAILED : st;
@@ -51,8 +51,8 @@ wsync_status_t link_failed(wsync_receiver_t* rx, wsync_receiver_t* l, wsync_stat
 }
 
 // Every link's commit is refused for `why` (a NACK to each sender); the update is void.
-wsync_status_t refuse_all(wsync_receiver_t* rx, wsync_status_t st, const std::string& why) {
-  for (wsync_receiver_t* l : rx->sh->links) {
+wsync_status_t refuse_all(Link* rx, wsync_status_t st, const std::string& why) {
+  for (Link* l : rx->sh->links) {
     l->pending_commit = 0;
     if (l->conn.open()) send_status(l, MsgType::kNack, 0, st, why);
   }
@@ -63,7 +63,7 @@ wsync_status_t refuse_all(wsync_receiver_t* rx, wsync_status_t st, const std::st
 }
 
 // The plan digest chain a sender's END_UPDATE carried, for messages.
-std::string plan_text(const wsync_receiver_t* l) {
+std::string plan_text(const Link* l) {
   if (!l->end_has_plan) return "(none: it sent no plan digest)";
   char buf[24];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(l->end_plan_digest));
@@ -71,26 +71,26 @@ std::string plan_text(const wsync_receiver_t* l) {
 }
 
 // Every sender finalized: the same version, by the same plan, and every tensor whole.
-wsync_status_t merge_commit(wsync_receiver_t* rx, wsync_receiver_event_t* ev) {
-  const std::vector<wsync_receiver_t*>& links = rx->sh->links;
+wsync_status_t merge_commit(Link* rx, wsync_receiver_event_t* ev) {
+  const std::vector<Link*>& links = rx->sh->links;
   const uint64_t v = links[0]->pending_commit;
-  for (wsync_receiver_t* l : links)
+  for (Link* l : links)
     if (l->pending_commit != v)
       return refuse_all(rx, WSYNC_ERR_PROTOCOL,
                         "the senders disagree on the version: " + link_name(links[0]) + " finalized " +
                             std::to_string(v) + " but " + link_name(l) + " finalized " +
                             std::to_string(l->pending_commit) + "; nothing commits");
-  for (wsync_receiver_t* l : links)  // every sender sent its boxes by the same agreed plan
+  for (Link* l : links)  // every sender sent its boxes by the same agreed plan
     if (l->end_has_plan != links[0]->end_has_plan || l->end_plan_digest != links[0]->end_plan_digest)
       return refuse_all(rx, WSYNC_ERR_PROTOCOL,
                         "the senders did not send version " + std::to_string(v) + " by the same plan: " +
                             link_name(links[0]) + " agreed on plan " + plan_text(links[0]) + " but " + link_name(l) +
                             " on plan " + plan_text(l) + "; nothing commits");
-  if (!rx->assembling.empty())
+  if (!rx->sh->assembling.empty())
     return refuse_all(rx, WSYNC_ERR_PROTOCOL,
                       "every sender finalized version " + std::to_string(v) + " but tensor '" +
-                          rx->assembling.begin()->first + "' is incomplete (" +
-                          rx->arrived.missing(rx->assembling.begin()->first) + " missing): no sender sent it");
+                          rx->sh->assembling.begin()->first + "' is incomplete (" +
+                          rx->sh->arrived.missing(rx->sh->assembling.begin()->first) + " missing): no sender sent it");
   if (check_staged_arrived(rx) != WSYNC_OK) return refuse_all(rx, last_status(), last_error());
   rx->sh->first_end_ms = 0;
   rx->sh->commit_ready = v;
@@ -100,13 +100,13 @@ wsync_status_t merge_commit(wsync_receiver_t* rx, wsync_receiver_event_t* ev) {
 }
 
 // A sender finalized and another has not within timeout_ms: name the one that did not.
-wsync_status_t check_stragglers(wsync_receiver_t* rx) {
+wsync_status_t check_stragglers(Link* rx) {
   RxShared* sh = rx->sh;
   if (sh->first_end_ms == 0 || now_ms() < sh->first_end_ms + rx->timeout_ms) return WSYNC_OK;
-  wsync_receiver_t* done = nullptr;
-  for (wsync_receiver_t* l : sh->links)
+  Link* done = nullptr;
+  for (Link* l : sh->links)
     if (l->pending_commit) done = l;
-  for (wsync_receiver_t* l : sh->links)
+  for (Link* l : sh->links)
     if (!l->pending_commit) {
       fail(WSYNC_ERR_PEER_FAILED, "it did not finalize within %lld ms (timeout_ms) of %s finalizing version %llu",
            static_cast<long long>(rx->timeout_ms), done ? link_name(done).c_str() : "another sender",
@@ -118,9 +118,9 @@ wsync_status_t check_stragglers(wsync_receiver_t* rx) {
 
 // Sleep until a link's control socket or transport has something, or 20 ms (transports without
 // an event fd are polled in slices by their waits).
-void sleep_on_links(wsync_receiver_t* rx, int64_t deadline) {
+void sleep_on_links(Link* rx, int64_t deadline) {
   std::vector<pollfd> fds;
-  for (wsync_receiver_t* l : rx->sh->links) {
+  for (Link* l : rx->sh->links) {
     progress_transports(l, true);
     fds.push_back(pollfd{l->conn.fd(), POLLIN, 0});
     const wsync_transport_v1_t* t = l->transport.table;
@@ -136,8 +136,8 @@ void sleep_on_links(wsync_receiver_t* rx, int64_t deadline) {
 
 // Another link whose sender is gone without a word (its connection closed, no frame left): the
 // cause an ABORT or a CLOSE from `l` most likely answers (the other senders give up because of it).
-wsync_receiver_t* vanished_other(wsync_receiver_t* rx, wsync_receiver_t* l) {
-  for (wsync_receiver_t* o : rx->sh->links) {
+Link* vanished_other(Link* rx, Link* l) {
+  for (Link* o : rx->sh->links) {
     if (o == l) continue;
     o->conn.pump();
     if (o->conn.closed() && !o->conn.has_frame()) return o;
@@ -148,7 +148,7 @@ wsync_receiver_t* vanished_other(wsync_receiver_t* rx, wsync_receiver_t* l) {
 // A sender that finalized sends nothing more before this receiver's COMMITTED, unless the update
 // died on its side (another receiver refused the commit, a receiver or sender failed): its
 // ABORT_UPDATE or CLOSE is read at once, not after the others' finalize timed out.
-bool void_word_next(wsync_receiver_t* l) {
+bool void_word_next(Link* l) {
   l->conn.pump();
   const uint16_t next = l->conn.has_frame() ? l->conn.next_type() : 0;
   return next == static_cast<uint16_t>(MsgType::kAbortUpdate) || next == static_cast<uint16_t>(MsgType::kClose);
@@ -156,7 +156,7 @@ bool void_word_next(wsync_receiver_t* l) {
 
 // One look at link `l`: its oldest bucket, else its next control frame. *ready: `ev` is an event
 // to report; *busy: something happened.
-wsync_status_t look_at(wsync_receiver_t* rx, wsync_receiver_t* l, wsync_receiver_event_t* ev, bool* ready, bool* busy) {
+wsync_status_t look_at(Link* rx, Link* l, wsync_receiver_event_t* ev, bool* ready, bool* busy) {
   *ready = false;
   *busy = false;
   if (l->pending_commit && !void_word_next(l)) return WSYNC_OK;
@@ -186,20 +186,20 @@ wsync_status_t look_at(wsync_receiver_t* rx, wsync_receiver_t* l, wsync_receiver
       if (rx->sh->first_end_ms == 0) rx->sh->first_end_ms = now_ms();
       return WSYNC_OK;
     case WSYNC_EVENT_ABORTED:
-      if (wsync_receiver_t* o = vanished_other(rx, l))
+      if (Link* o = vanished_other(rx, l))
         return link_failed(rx, o, fail(WSYNC_ERR_PEER_FAILED, "its connection closed (the process died?)"));
       *ev = lev;
       *ready = true;
       WSYNC_LOGW("receiver rank %u: %s aborted the update", rx->rank, link_name(l).c_str());
       // The others' buckets of it were abandoned here: they must not wait for this receiver's ACK.
-      for (wsync_receiver_t* o : rx->sh->links)
+      for (Link* o : rx->sh->links)
         if (o != l && o->conn.open())
           send_status(o, MsgType::kNack, 0, WSYNC_ERR_ABORTED, link_name(l) + " aborted the update");
       return WSYNC_OK;
     case WSYNC_EVENT_CLOSED:  // one sender closing ends the group for this receiver
-      if (wsync_receiver_t* o = vanished_other(rx, l))
+      if (Link* o = vanished_other(rx, l))
         return link_failed(rx, o, fail(WSYNC_ERR_PEER_FAILED, "its connection closed (the process died?)"));
-      for (wsync_receiver_t* o : rx->sh->links) o->closed = true;
+      for (Link* o : rx->sh->links) o->closed = true;
       *ev = lev;
       *ready = true;
       return WSYNC_OK;
@@ -210,7 +210,8 @@ wsync_status_t look_at(wsync_receiver_t* rx, wsync_receiver_t* l, wsync_receiver
 
 }  // namespace
 
-wsync_status_t links_join(const wsync_receiver_config_t* config, wsync_receiver_t* rx) {
+wsync_status_t links_join(const wsync_receiver_config_t* config, wsync_receiver_t* receiver) {
+  Link* rx = receiver->link0();
   if (rx->num_senders <= 1) return WSYNC_OK;
   if (rx->sender != 0)
     return fail(WSYNC_ERR_INVALID_ARGUMENT, "the store at %s is sender %u's of group '%s' (%u senders); a receiver "
@@ -232,10 +233,10 @@ wsync_status_t links_join(const wsync_receiver_config_t* config, wsync_receiver_
     const std::string addr(v.begin(), v.end());
     c.store_addr = addr.c_str();
     c.timeout_ms = std::max<int64_t>(remaining_ms(deadline), 1);
-    auto link = std::make_unique<wsync_receiver>(rx->sh);
+    auto link = std::make_unique<Link>(rx->sh);
     st = receiver_init(&c, link.get());
-    wsync_receiver_t* l = link.get();
-    rx->extra_links.push_back(std::move(link));  // destroyed with the receiver, also after a failure
+    Link* l = link.get();
+    receiver->links.push_back(std::move(link));  // destroyed with the receiver, also after a failure
     if (st != WSYNC_OK) return fail_msg(st, "joining sender " + std::to_string(k) + " at " + addr + ": " + last_error());
     if (l->sender != k || l->num_senders != rx->num_senders || l->world_size != rx->world_size)
       return fail(WSYNC_ERR_PROTOCOL, "the store sender 0 lists for sender %u (%s) is sender %u of %u with %u "
@@ -243,14 +244,14 @@ wsync_status_t links_join(const wsync_receiver_config_t* config, wsync_receiver_
                   l->num_senders, l->world_size - 1, rx->num_senders, rx->world_size - 1);
     rx->sh->links.push_back(l);
   }
-  for (wsync_receiver_t* l : rx->sh->links) l->last_frame_ms = now_ms();
+  for (Link* l : rx->sh->links) l->last_frame_ms = now_ms();
   WSYNC_LOGI("receiver rank %u joined all %u senders of group '%s'", rx->rank, rx->num_senders, rx->group_name.c_str());
   return WSYNC_OK;
 }
 
-wsync_status_t links_publish_needs(wsync_receiver_t* rx) {
+wsync_status_t links_publish_needs(Link* rx) {
   std::vector<Need> needs;
-  for (const auto& kv : rx->registry)
+  for (const auto& kv : rx->sh->registry)
     if (kv.second.slice) {
       Need n;
       n.name = kv.first;
@@ -269,9 +270,9 @@ wsync_status_t links_publish_needs(wsync_receiver_t* rx) {
                                                 " needs (sender 0's store): " + last_error());
 }
 
-wsync_status_t links_next(wsync_receiver_t* rx, wsync_receiver_event_t* ev, int64_t timeout_ms) {
+wsync_status_t links_next(Link* rx, wsync_receiver_event_t* ev, int64_t timeout_ms) {
   RxShared* sh = rx->sh;
-  for (wsync_receiver_t* l : sh->links) release_event(l);
+  for (Link* l : sh->links) release_event(l);
   // Nothing registered as a slice by now: every tensor whole (the senders wait for this word).
   if (sh->needs_published == 0) {
     wsync_status_t st = links_publish_needs(rx);
@@ -284,7 +285,7 @@ wsync_status_t links_next(wsync_receiver_t* rx, wsync_receiver_event_t* ev, int6
     return WSYNC_OK;
   }
   bool all_ended = true;
-  for (wsync_receiver_t* l : sh->links) all_ended &= l->pending_commit != 0;
+  for (Link* l : sh->links) all_ended &= l->pending_commit != 0;
   if (all_ended)
     return fail(WSYNC_ERR_INVALID_STATE, "version %llu is waiting for wsync_receiver_commit",
                 static_cast<unsigned long long>(rx->pending_commit));
@@ -295,7 +296,7 @@ wsync_status_t links_next(wsync_receiver_t* rx, wsync_receiver_event_t* ev, int6
     bool any = false;
     const size_t n = sh->links.size();
     for (size_t i = 0; i < n; ++i) {
-      wsync_receiver_t* l = sh->links[(start + i) % n];
+      Link* l = sh->links[(start + i) % n];
       bool ready = false, busy = false;
       wsync_status_t st = look_at(rx, l, ev, &ready, &busy);
       if (st != WSYNC_OK || ready) return st;
@@ -303,15 +304,15 @@ wsync_status_t links_next(wsync_receiver_t* rx, wsync_receiver_event_t* ev, int6
     }
     start = (start + 1) % n;  // no link starves the others
     all_ended = true;
-    for (wsync_receiver_t* l : sh->links) all_ended &= l->pending_commit != 0;
+    for (Link* l : sh->links) all_ended &= l->pending_commit != 0;
     if (all_ended) return merge_commit(rx, ev);
     wsync_status_t st = check_stragglers(rx);
     if (st != WSYNC_OK) return st;
     bool flying = false;
-    for (wsync_receiver_t* l : sh->links) flying |= !l->flight.empty();
+    for (Link* l : sh->links) flying |= !l->flight.empty();
     if (!flying && now_ms() >= deadline) {
       std::string waiting;  // a version some senders finalized: name the ones still awaited
-      for (wsync_receiver_t* l : sh->links)
+      for (Link* l : sh->links)
         if (sh->first_end_ms != 0 && l->pending_commit == 0) waiting += (waiting.empty() ? "" : ", ") + link_name(l);
       if (!waiting.empty())
         return fail(WSYNC_ERR_TIMEOUT, "no event within %lld ms: still waiting for %s to finalize the update the "
@@ -323,7 +324,7 @@ wsync_status_t links_next(wsync_receiver_t* rx, wsync_receiver_event_t* ev, int6
   }
 }
 
-wsync_status_t links_commit(wsync_receiver_t* rx, uint64_t version) {
+wsync_status_t links_commit(Link* rx, uint64_t version) {
   // Link 0's sender may have finalized while others still send: only the merged COMMIT counts.
   if (rx->sh->commit_ready == 0)
     return fail(WSYNC_ERR_INVALID_STATE, "no version to commit: wait for a WSYNC_EVENT_COMMIT first (every sender "
@@ -336,12 +337,12 @@ wsync_status_t links_commit(wsync_receiver_t* rx, uint64_t version) {
   if (st != WSYNC_OK) return refuse_all(rx, st, last_error());
   // Every sender first: one that cannot be told means nothing is applied here (the others were
   // told; their finalize returned) and the receiver takes no more updates.
-  for (wsync_receiver_t* l : rx->sh->links) {
+  for (Link* l : rx->sh->links) {
     l->pending_commit = 0;
     if ((st = l->conn.send(MsgType::kCommitted, encode_committed({version}), rx->timeout_ms)) != WSYNC_OK)
       return link_failed(rx, l, st);
   }
-  rx->committed = version;
+  rx->sh->committed = version;
   return apply_commit(rx);
 }
 

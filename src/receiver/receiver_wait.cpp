@@ -17,7 +17,7 @@ struct Instance {
 };
 
 // The distinct instances, the one the bytes come from first.
-int instances(const wsync_receiver_t* rx, Instance out[3]) {
+int instances(const Link* rx, Instance out[3]) {
   int n = 0;
   if (rx->recv_self != nullptr) out[n++] = {rx->recv_self, rx->recv_fd};
   if (rx->transport_self != nullptr && rx->transport_self != rx->recv_self) out[n++] = {rx->transport_self, rx->transport_fd};
@@ -27,7 +27,7 @@ int instances(const wsync_receiver_t* rx, Instance out[3]) {
 
 }  // namespace
 
-void progress_transports(wsync_receiver_t* rx, bool all) {
+void progress_transports(Link* rx, bool all) {
   const wsync_transport_v1_t* t = rx->transport.table;
   auto progress = WSYNC_HAS_FIELD(t, wsync_transport_v1_t, progress) ? t->progress : nullptr;
   if (progress == nullptr) return;
@@ -37,7 +37,7 @@ void progress_transports(wsync_receiver_t* rx, bool all) {
     if (all || (in[i].self == rx->transport_self && in[i].self != rx->recv_self)) progress(in[i].self);
 }
 
-bool sleep_on_transports(wsync_receiver_t* rx, int64_t deadline, int max_ms) {
+bool sleep_on_transports(Link* rx, int64_t deadline, int max_ms) {
   const wsync_transport_v1_t* t = rx->transport.table;
   auto arm = WSYNC_HAS_FIELD(t, wsync_transport_v1_t, arm) ? t->arm : nullptr;
   Instance in[3];
