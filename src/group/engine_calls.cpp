@@ -33,27 +33,27 @@ const char* step_name(int step) {
 }
 
 bool adapter_knows_engine_13(const wsync_group_t* g) {
-  const wsync_adapter_v1_t* t = g->adapter.table;
+  const wsync_adapter_v1_t* t = g->plugins.adapter.table;
   return WSYNC_HAS_FIELD(t, wsync_adapter_v1_t, take_reply) && t->take_reply != nullptr;
 }
 
 StepView::StepView(wsync_group_t* g, size_t index, int step, const PlanBucket* bucket,
                    const std::vector<wsync_tensor_t>* tensors, uint64_t version) {
-  const EngineServer& s = g->engines[index];
+  const EngineServer& s = g->engines.servers[index];
   es.step = step;
   es.server_index = static_cast<uint32_t>(index);
   es.server_gpus = s.gpus;
   es.rank_offset = s.rank_offset;
-  es.world_size = g->num_receivers + 1;
+  es.world_size = g->shape.num_receivers + 1;
   uint16_t port = 0;
-  parse_host_port(g->store_addr, &host_, &port);
+  parse_host_port(g->rdv.store_addr, &host_, &port);
   es.master_address = host_.c_str();
   es.master_port = port;
-  es.group_name = g->group_name.c_str();
+  es.group_name = g->cfg.group_name.c_str();
   es.version = version;
-  es.update_index = g->bucket_in_update;  // UPDATE: this bucket; ABANDON: buckets sent so far
+  es.update_index = g->wire.bucket_in_update;  // UPDATE: this bucket; ABANDON: buckets sent so far
   // The transport properties the adapter asked for (get_needs), as the transport gave them.
-  props_ = to_c_options(g->transport_properties);
+  props_ = to_c_options(g->engines.transport_properties);
   es.properties = props_.data();
   es.num_properties = props_.size();
   if (bucket == nullptr || tensors == nullptr) return;
@@ -73,26 +73,26 @@ StepView::StepView(wsync_group_t* g, size_t index, int step, const PlanBucket* b
 }
 
 wsync_status_t build_requests(wsync_group_t* g, const StepView& v, std::vector<OwnedRequest>* out) {
-  const char* who = g->engines[v.es.server_index].url.c_str();
+  const char* who = g->engines.servers[v.es.server_index].url.c_str();
   const wsync_http_request_t* reqs = nullptr;
   uint32_t n = 0;
   clear_error();
-  wsync_status_t rc = g->adapter.table->build_requests(g->adapter_self, &v.es, &reqs, &n);
+  wsync_status_t rc = g->plugins.adapter.table->build_requests(g->plugins.adapter_self, &v.es, &reqs, &n);
   if (rc != WSYNC_OK)
-    return fail(rc, "adapter '%s' could not build the %s requests for %s: %s", g->adapter.table->name,
+    return fail(rc, "adapter '%s' could not build the %s requests for %s: %s", g->plugins.adapter.table->name,
                 step_name(v.es.step), who, last_error().c_str());
   if (n > 0 && reqs == nullptr)
-    return fail(WSYNC_ERR_INTERNAL, "adapter '%s' returned %u requests but no array", g->adapter.table->name, n);
+    return fail(WSYNC_ERR_INTERNAL, "adapter '%s' returned %u requests but no array", g->plugins.adapter.table->name, n);
   out->clear();
   for (uint32_t i = 0; i < n; ++i) {
     const wsync_http_request_t& r = reqs[i];
     if (r.struct_size < WSYNC_STRUCT_SIZE(wsync_http_request_t, reply) || r.path == nullptr || r.path[0] != '/' ||
         (r.method != WSYNC_HTTP_GET && r.method != WSYNC_HTTP_POST))
       return fail(WSYNC_ERR_INTERNAL, "adapter '%s' built a malformed %s request %u (path, method or struct_size)",
-                  g->adapter.table->name, step_name(v.es.step), i);
+                  g->plugins.adapter.table->name, step_name(v.es.step), i);
     if (r.reply == WSYNC_REPLY_TO_ADAPTER && !adapter_knows_engine_13(g))
       return fail(WSYNC_ERR_INTERNAL, "adapter '%s' asked to read the reply of %s request %u but has no take_reply",
-                  g->adapter.table->name, step_name(v.es.step), i);
+                  g->plugins.adapter.table->name, step_name(v.es.step), i);
     OwnedRequest o;
     o.req = r;
     o.path = r.path;
@@ -140,8 +140,8 @@ namespace {
 std::vector<size_t> step_servers(const wsync_group_t* g, const CallMode& mode) {
   if (mode.only != nullptr) return *mode.only;
   std::vector<size_t> v;
-  for (size_t i = 0; i < g->engines.size(); ++i)
-    if (g->engines[i].live) v.push_back(i);
+  for (size_t i = 0; i < g->engines.servers.size(); ++i)
+    if (g->engines.servers[i].live) v.push_back(i);
   return v;
 }
 
@@ -158,23 +158,23 @@ wsync_status_t EngineCalls::start(wsync_group_t* g, int step, const PlanBucket* 
   version_ = version;
   sent_ = 0;
   // A best-effort step runs after a failure or an abort: the abort flag must not stop it.
-  group_aborted_ = mode.best_effort ? nullptr : &g->aborted;
+  group_aborted_ = mode.best_effort ? nullptr : &g->pipe.aborted;
   // (during init a failing server fails the init, as in a fixed group)
-  drop_failed_ = g->engines_elastic_on && !mode.best_effort && mode.only == nullptr;
+  drop_failed_ = g->engines.elastic_on && !mode.best_effort && mode.only == nullptr;
   const std::vector<size_t> servers = step_servers(g, mode);
   std::vector<std::vector<OwnedRequest>> reqs(servers.size());
   for (size_t k = 0; k < servers.size(); ++k) {
     wsync_status_t st = build_requests(g, StepView(g, servers[k], step, bucket, tensors, version), &reqs[k]);
     if (st != WSYNC_OK) return st;
   }
-  const HttpOptions http = mode.http != nullptr ? *mode.http : g->http;
+  const HttpOptions http = mode.http != nullptr ? *mode.http : g->cfg.http;
   for (size_t k = 0; k < servers.size(); ++k) {
     if (reqs[k].empty()) continue;
     sent_ += reqs[k].size();
     auto res = std::make_shared<Result>();
     res->server_index = static_cast<uint32_t>(servers[k]);
     results_.push_back(res);
-    std::string url = g->engines[servers[k]].url;
+    std::string url = g->engines.servers[servers[k]].url;
     const char* what = step_name(step);
     const bool best = mode.best_effort;
     threads_.emplace_back([res, url, http, what, failed, best, rq = std::move(reqs[k])] {
@@ -206,7 +206,7 @@ wsync_status_t EngineCalls::finish(Flight* flight) {
     bool all = true;
     for (const auto& r : results_) {
       // Elastic: a server dropped meanwhile (its receiver left) is not waited for.
-      if (drop_failed_ && !g_->engines[r->server_index].live) r->stop.store(true);
+      if (drop_failed_ && !g_->engines.servers[r->server_index].live) r->stop.store(true);
       all = all && r->done.load();
     }
     if (all) break;
@@ -239,12 +239,12 @@ wsync_status_t EngineCalls::hand_replies(const std::vector<std::shared_ptr<Resul
     StepView v(g_, r->server_index, step_, bucket_, tensors_, version_);
     for (const auto& rep : r->replies) {
       clear_error();
-      const wsync_adapter_v1_t* t = g_->adapter.table;
-      wsync_status_t st = t->take_reply(g_->adapter_self, &v.es, rep.request_index, rep.http_status,
+      const wsync_adapter_v1_t* t = g_->plugins.adapter.table;
+      wsync_status_t st = t->take_reply(g_->plugins.adapter_self, &v.es, rep.request_index, rep.http_status,
                                         rep.body.data(), rep.body.size());
       if (st != WSYNC_OK)
         return fail(st, "adapter '%s' refused the %s answer of engine %s: %s", t->name, step_name(step_),
-                    g_->engines[r->server_index].url.c_str(), last_error().c_str());
+                    g_->engines.servers[r->server_index].url.c_str(), last_error().c_str());
     }
   }
   return WSYNC_OK;

@@ -22,7 +22,7 @@
 
 namespace wsync {
 
-// A server's way back (one per server, in g->engine_rejoin).
+// A server's way back (one per server, in g->engines.rejoin).
 struct EngineRejoin {
   enum Stage { kDown, kLeaving, kHealth, kProbe, kReset, kInit };
   Stage stage = kDown;

@@ -15,6 +15,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -30,6 +31,7 @@
 #include "http/http_client.h"
 #include "loader/plugin_loader.h"
 #include "planner/bucket_planner.h"
+#include "planner/delivery_plan.h"
 #include "planner/ownership_plan.h"
 #include "planner/route_planner.h"
 #include "store/store_handle.h"
@@ -47,6 +49,25 @@ struct ControlWarningsDeleter {
   void operator()(ControlWarnings* w) const;
 };
 
+// A receiver's catch-up (elastic groups; group_catchup.cpp).
+struct PeerCatchup {
+  bool failed = false;     // it said its catch-up failed (its removal is no update's loss)
+  bool suspect = false;    // a catch-up from it failed since (it serves none until its next COMMITTED)
+  bool running = false;    // paired with a catch-up source, no bucket answered since
+  uint32_t source = 0;     // the rank it was sent to catch up from (0: none), and
+  int64_t source_ms = 0;   // that source's accepted_ms (a later process may take the rank)
+};
+
+// Silence (group_bucket.cpp): timeout_ms bounds how long a receiver awaited by a bucket may make no
+// progress (no READY, ACK, or PROGRESS whose count moved), not how long its share takes.
+struct PeerSilence {
+  int64_t heard_ms = 0;    // its last progress, or when the sender began to await it
+  uint64_t progress = 0;   // the count of its last PROGRESS
+  int64_t report_ms = 0;   // when its last PROGRESS came (it reports every 250 ms while it waits)
+  bool caught_up = false;  // its last word: it holds every piece it asked for (a relay that waits on
+                           // its children: not the one that stopped, while it reports)
+};
+
 struct Peer {
   uint32_t rank = 0;
   uint64_t buckets = 0;  // sent to it in the current update (many senders: not every bucket goes to all)
@@ -60,21 +81,10 @@ struct Peer {
   std::vector<uint8_t> nonce;      // the CHALLENGE sent to it
   int64_t accepted_ms = 0;         // when it connected (the HELLO deadline runs from here)
   int64_t welcomed_ms = 0;         // elastic: when its HELLO was welcomed (its JOINED deadline runs from here)
-  bool catchup_failed = false;     // elastic: it said its catch-up failed (its removal is no update's loss)
   uint64_t holds_version = 0;      // the last version it confirmed (COMMITTED); 0 before any
-  bool catchup_suspect = false;    // elastic: a catch-up from it failed since (it serves none until
-                                   // its next COMMITTED)
-  bool catching_up = false;        // elastic: paired with a catch-up source, no bucket answered since
-  uint32_t catchup_source = 0;     // elastic: the rank it was sent to catch up from (0: none), and
-  int64_t catchup_source_ms = 0;   // that source's accepted_ms (a later process may take the rank)
+  PeerCatchup catchup;             // elastic: its catch-up (group_catchup.cpp)
   bool never_joined = false;       // elastic: a placeholder for a rank no receiver took yet
-  // Silence (group_bucket.cpp): timeout_ms bounds how long a receiver awaited by a bucket may make
-  // no progress (no READY, ACK, or PROGRESS whose count moved), not how long its share takes.
-  int64_t heard_ms = 0;            // its last progress, or when the sender began to await it
-  uint64_t progress = 0;           // the count of its last PROGRESS
-  int64_t report_ms = 0;           // when its last PROGRESS came (it reports every 250 ms while it waits)
-  bool caught_up = false;          // its last word: it holds every piece it asked for (a relay that
-                                   // waits on its children: not the one that stopped, while it reports)
+  PeerSilence silence;             // how long it made no progress (group_bucket.cpp)
 };
 
 // One pipeline slot: host memory for host transports, CUDA memory (allocated at init) for
@@ -142,7 +152,10 @@ struct MemberEvent {
   std::string reason;
 };
 
-// What the caller's thread and the pipeline thread share; guarded by `mu`.
+// The mailbox between the caller's thread and the pipeline thread, guarded by `mu`: the caller's
+// side (group_submit.cpp; group_api.cpp for stats and member events) queues jobs and reads
+// results, the pipeline thread (group_pipeline.cpp) takes jobs and publishes results, and
+// group_members.cpp publishes member events.
 struct PipelineShared {
   std::mutex mu;
   std::condition_variable cv;     // the pipeline thread waits for jobs; callers for results
@@ -168,77 +181,91 @@ struct PipelineShared {
   std::vector<uint32_t> members;
 };
 
-}  // namespace wsync
+// ---- The parts of the group. Each is written by the file named in its comment (others read it,
+// or ask that file through a function); options and the shape are read-only after init.
 
-struct wsync_group {
-  // configuration (set by init, read-only after)
+// The caller's config and options as given (group_options.cpp; the engine keys by
+// group_engines.cpp's engines_option). An option left out stays empty: init resolves it into
+// GroupShape.
+struct GroupOptions {
   std::string group_name;
-  uint32_t num_receivers = 0;
-  bool elastic = false;        // option membership=elastic: a receiver that fails is removed
-  uint32_t commit_quorum = 0;  // option commit_quorum (elastic): 0 = every member must hold the update
+  uint32_t num_receivers = 0;   // config->num_receivers
+  bool elastic = false;         // option membership=elastic: a receiver that fails is removed
+  uint32_t commit_quorum = 0;   // option commit_quorum (elastic): 0 = every member must hold the update
   uint32_t init_receivers = 0;  // option init_receivers (elastic): init waits for this many (0 = all)
   int64_t timeout_ms = 60000;
   uint32_t staging_buckets = 2;
-  // The pipeline (group_init.cpp, choose_pipeline): buckets on the wire at once (option window;
-  // 0 until init: staging_buckets), and the pieces a bucket moves in (option piece_bytes; 0 = whole).
-  // A transport without CAP_PIECES gets 1 and 0.
+  std::optional<uint32_t> window;       // buckets on the wire at once
+  std::optional<uint64_t> piece_bytes;  // the pieces a bucket moves in (0 = whole)
+  std::optional<RouteSpec> route;       // default auto
+  std::optional<bool> verify_payload;   // default: on for host transports
+  std::optional<uint64_t> bucket_bytes;
+  int requested_device = -1;  // option 'device'; -1 = the current device at init
+  std::string secret, secret_file;
+  bool torch_clients = false;  // the store's torch mode
+  std::optional<uint32_t> num_senders;  // given (1 too): the senders plan every batch
+  uint32_t sender_rank = 0;
+  std::string sender0_store;  // "host:port" of sender 0's store
+  // HTTP engines
+  std::string engines_spec;  // option 'engines'
+  HttpOptions http;
+  // option engine_receivers: "none" (an unmodified engine: its HTTP replies are the only
+  // acknowledgements; no wsync control channel) or "wsync" (the engine embeds wsync receivers)
+  bool engines_embed_wsync = false;
+  bool engines_resume_on_failure = false;
+  int64_t engine_recheck_ms = 2000;
+};
+
+// What init made of the options, the adapter and the transport (group_init.cpp).
+struct GroupShape {
+  uint32_t num_receivers = 0;   // ranks 1..num_receivers (HTTP engines: their GPUs)
+  uint32_t init_receivers = 0;  // elastic: init waits for this many (0 = all)
+  uint32_t staging_buckets = 2;
+  // The pipeline (choose_pipeline): buckets on the wire at once, and the pieces a bucket moves in
+  // (0 = whole). A transport without CAP_PIECES gets 1 and 0.
   uint32_t window = 0;
   uint64_t piece_bytes = 2u << 20;
-  bool piece_bytes_set = false;
-  wsync::RouteSpec route_spec;  // option route (default auto)
-  bool route_set = false;
-  wsync::RoutePlan plan;        // after init: who forwards to whom
-  bool relays = false;          // the plan is not a star: receivers forward to their children
+  RouteSpec route_spec;
   bool verify_payload = false;
-  bool verify_payload_set = false;  // the caller gave option verify_payload (else: on for host transports)
-  wsync::LayoutRule rule;
-  int requested_device = -1;      // option 'device'; -1 = the current device at init
-  bool bucket_bytes_set = false;  // the caller gave option bucket_bytes
+  LayoutRule rule;
+  bool planned = false;       // many senders: the senders plan every batch (records, needs)
+  uint32_t num_senders = 1;
+  bool http_engines = false;  // the adapter has WSYNC_ADAPTER_CAP_HTTP
+  bool device_staging = false;  // the transport moves CUDA memory only: staging is on the device
+  bool staging_only = false;    // the transport sends from registered staging only
+};
 
-  // plugins
-  wsync::LoadedAdapter adapter;
+// The plugins (group_init.cpp).
+struct GroupPlugins {
+  LoadedAdapter adapter;
   void* adapter_self = nullptr;
-  wsync::LoadedTransport transport;
+  LoadedTransport transport;
   void* transport_self = nullptr;
   int transport_fd = -1;  // the transport's event fd, or -1: poll its waits in slices
+};
 
-  // rendezvous and control
-  std::unique_ptr<wsync::TcpStoreServer> store_server;
-  std::unique_ptr<wsync::TcpStoreClient> store_client;
+// Rendezvous and control (group_init.cpp).
+struct Rendezvous {
+  std::unique_ptr<TcpStoreServer> store_server;
+  std::unique_ptr<TcpStoreClient> store_client;
   wsync_store store_handle{nullptr};
   std::string store_addr;
-  std::string secret_option, secret_file_option;  // options secret and secret_file
-  wsync::GroupSecret secret;                      // what authenticates the group's members
-  bool torch_clients = false;                     // option torch_clients: the store's torch mode
-  wsync::ControlListener listener;
-  std::vector<std::unique_ptr<wsync::Peer>> peers;  // index = rank - 1
+  GroupSecret secret;  // what authenticates the group's members
+  ControlListener listener;
+};
 
-  // the pipeline (group_pipeline.cpp): its thread, and what it shares with callers
-  wsync::PipelineShared shared;
-  std::thread pipeline;
-  int wake_fd = -1;  // eventfd: abort and destroy wake the pipeline thread out of poll()
-  std::atomic<bool> aborted{false};
+// Routes (group_route.cpp): who forwards to whom, and who gets each bucket from whom.
+struct Routes {
+  RoutePlan plan;
+  bool relays = false;    // the plan is not a star: receivers forward to their children
+  DeliveryPlan delivery;  // from the plan (or every engine rank, without control channels)
+};
 
-  // pipeline thread only (and init before it starts)
-  wsync::PayloadHasher sum_hasher;  // a bucket sent from the caller's memory, hashed while it moves
-  bool abort_announced = false;  // receivers were sent ABORT_UPDATE
-  // membership=elastic: receivers removed during the update in progress (named in its result)
-  std::vector<std::string> dropped_in_update;
-  bool update_lost_members = false;      // the finalize failed because receivers left (elastic)
-  bool update_committed_partly = false;  // ... after END_UPDATE: the others committed it
-  // membership=elastic: receivers join between updates (group_members.cpp, members_admit);
-  // pipeline thread only
-  bool update_begun = false;  // a batch of the current update was taken: joiners wait for its end
-  std::vector<std::unique_ptr<wsync::Peer>> hello_pending;  // connected, HELLO not read yet
-  std::vector<std::unique_ptr<wsync::Peer>> joining;        // welcomed, not yet members
-  uint64_t catchups = 0;  // catch-ups arranged (group_catchup.cpp): names each one's transport world
-  struct OpenCatchup {  // one arranged, maybe still running (until its budget ran out)
-    uint32_t source = 0, joiner = 0;
-    std::string world;
-    uint64_t version = 0;
-    int64_t until_ms = 0;
-  };
-  std::vector<OpenCatchup> open_catchups;
+// The receivers (group_members.cpp). A rank's slot is made at init and kept; membership=elastic
+// removes and readmits receivers in it.
+struct Members {
+  std::vector<std::unique_ptr<Peer>> peers;  // index = rank - 1
+  std::vector<std::string> dropped_in_update;  // elastic: removed during the update in progress
   // The tensors the group has committed (elastic), each with the digest of its bytes as this sender
   // sent them (XXH3-64, taken when its batch was delivered): a joiner's catch-up must bring those it
   // registered, and what it brings must match these, not what its source says.
@@ -250,60 +277,112 @@ struct wsync_group {
   std::unordered_map<std::string, TensorDigest> committed_digests;  // the latest of each committed tensor
   std::string digest_failed;  // why a tensor of the update in progress could not be hashed (then
                               // its commit clears committed_digests: no catch-up until the next)
-  std::unique_ptr<wsync::ControlWarnings, wsync::ControlWarningsDeleter> join_warnings;  // rate limits
+};
+
+// Receivers on their way in (group_join.cpp; elastic: between updates, pipeline thread only).
+struct Admission {
+  std::vector<std::unique_ptr<Peer>> hello_pending;  // connected, HELLO not read yet
+  std::vector<std::unique_ptr<Peer>> joining;        // welcomed, not yet members
+  std::unique_ptr<ControlWarnings, ControlWarningsDeleter> warnings;  // rate limits
+};
+
+// The catch-ups arranged (group_catchup.cpp).
+struct CatchupBook {
+  uint64_t arranged = 0;  // names each one's transport world
+  struct Open {  // one arranged, maybe still running (until its budget ran out)
+    uint32_t source = 0, joiner = 0;
+    std::string world;
+    uint64_t version = 0;
+    int64_t until_ms = 0;
+  };
+  std::vector<Open> open;
+};
+
+// The pipeline thread and the update it runs (group_pipeline.cpp).
+struct PipelineThread {
+  std::thread thread;
+  int wake_fd = -1;  // eventfd: abort and destroy wake the pipeline thread out of poll()
+  std::atomic<bool> aborted{false};
+  bool update_begun = false;             // a batch of the current update was taken: joiners wait for its end
+  bool update_lost_members = false;      // the finalize failed because receivers left (elastic)
+  bool update_committed_partly = false;  // ... after END_UPDATE: the others committed it
+};
+
+// Sequence numbers on the wire (group_bucket.cpp; pipeline thread).
+struct Wire {
   uint64_t next_seq = 1;
   uint64_t update_id = 1;
   uint64_t bucket_in_update = 0;
-  std::vector<wsync::StagingSlot> staging;
+  bool abort_announced = false;  // receivers were sent ABORT_UPDATE
+  PayloadHasher sum_hasher;      // a bucket sent from the caller's memory, hashed while it moves
+};
+
+// Host staging (group_stage.cpp): a slot per bucket on the wire.
+struct Staging {
+  std::vector<StagingSlot> slots;
   uint64_t buckets_started = 0;  // picks the staging slot of the next bucket
-  bool update_open = false;  // HTTP engines: PAUSE / BEGIN_UPDATE were sent for this update
-  std::atomic<uint64_t> staging_bytes{0};         // host staging held (stats)
-  std::atomic<uint64_t> device_staging_bytes{0};  // CUDA staging held (stats)
+  std::atomic<uint64_t> host_bytes{0};  // host staging held (stats)
+};
 
-  // caller thread only
-  std::unordered_set<std::string> names_in_update;  // of batches started in this update
-  void* caller_stream = nullptr;                    // wsync_group_set_cuda_stream
-
-  // device side (group_device.cpp); untouched by host-only groups
-  bool device_staging = false;  // the transport moves CUDA memory only: staging is on `device`
-  bool staging_only = false;    // the transport sends from registered staging only
-  int device = -1;              // CUDA ordinal of staging and the copy stream
+// The device side (group_device.cpp); untouched by host-only groups.
+struct DeviceSide {
+  int device = -1;  // CUDA ordinal of staging and the copy stream
   std::atomic<void*> copy_stream{nullptr};  // packs buckets; made at init or by the first CUDA batch
   std::mutex event_mu;
   std::vector<void*> free_events;  // recycled per-batch events
+  std::atomic<uint64_t> staging_bytes{0};  // CUDA staging held (stats)
+};
 
-  // Many senders (group_senders.cpp; options num_senders, sender_rank, sender0_store)
-  uint32_t num_senders = 1;
-  uint32_t sender_rank = 0;
-  // Option num_senders was given (1 too): the senders plan every batch (records, needs) and send
-  // each receiver the boxes it asked for. Without it, today's one-sender group.
-  bool planned = false;
-  std::string sender0_store;                              // "host:port" of sender 0's store
-  std::unique_ptr<wsync::TcpStoreClient> senders_client;  // sender 0's store (sender 0: its own)
-  std::vector<std::string> sender_addrs;                  // each sender's store address, for messages
+// The caller's thread only (group_submit.cpp).
+struct CallerSide {
+  std::unordered_set<std::string> names_in_update;  // of batches started in this update
+  void* stream = nullptr;                           // wsync_group_set_cuda_stream
+};
+
+// Many senders (group_senders.cpp).
+struct Senders {
+  std::unique_ptr<TcpStoreClient> client;  // sender 0's store (sender 0: its own)
+  std::vector<std::string> addrs;          // each sender's store address, for messages
   // caller thread only: one planner per batch position in an update (batch i of every update is
   // usually the same tensors: its plan is reused), and that position
-  std::vector<std::unique_ptr<wsync::OwnershipPlanner>> planners;
+  std::vector<std::unique_ptr<OwnershipPlanner>> planners;
   size_t batch_in_update = 0;
-  uint64_t plans_agreed = 0;                              // batches whose plan was agreed
-  uint64_t update_plan_digest = 0;                        // chain of this update's agreed digests
-  std::atomic<uint64_t> plans_computed{0};                // planner.computed(), for get_stats
+  uint64_t plans_agreed = 0;               // batches whose plan was agreed
+  uint64_t update_plan_digest = 0;         // chain of this update's agreed digests
+  std::atomic<uint64_t> plans_computed{0};  // planner.computed(), for get_stats
+};
 
-  // HTTP engines (group_engines.cpp); only for an adapter with WSYNC_ADAPTER_CAP_HTTP
-  bool http_engines = false;
-  std::string engines_spec;                 // option 'engines'
-  std::vector<wsync::EngineServer> engines; // the healthy servers, used for every step
-  wsync::HttpOptions http;
-  wsync::OptionList transport_properties;   // what the adapter asked for (get_needs), as read
-  // option engine_receivers: "none" (an unmodified engine: its HTTP replies are the only
-  // acknowledgements; no wsync control channel) or "wsync" (the engine embeds wsync receivers)
-  bool engines_embed_wsync = false;
-  std::atomic<bool> engines_failed{false};  // an INIT request failed: stop waiting for receivers
-  bool engines_paused = false;              // the PAUSE step of the open update sent requests
-  bool engines_joined = false;              // the INIT step was sent: destroy tears the engine side down
-  bool engines_resume_on_failure = false;   // option engine_resume_on_failure
+// HTTP engines (group_engines.cpp; engine_members.cpp for bringing dropped servers back).
+struct EngineSide {
+  std::vector<EngineServer> servers;  // the healthy servers, used for every step
+  OptionList transport_properties;    // what the adapter asked for (get_needs), as read
+  std::atomic<bool> failed{false};    // an INIT request failed: stop waiting for receivers
+  bool update_open = false;  // PAUSE / BEGIN_UPDATE were sent for this update
+  bool paused = false;       // the PAUSE step of the open update sent requests
+  bool joined = false;       // the INIT step was sent: destroy tears the engine side down
   // membership=elastic (engine_members.cpp; pipeline thread): per server, bringing a dropped one back
-  std::vector<std::shared_ptr<wsync::EngineRejoin>> engine_rejoin;
-  bool engines_elastic_on = false;          // init is done: a failing server is dropped, not fatal
-  int64_t engine_recheck_ms = 2000;         // option engine_recheck_ms
+  std::vector<std::shared_ptr<EngineRejoin>> rejoin;
+  bool elastic_on = false;  // init is done: a failing server is dropped, not fatal
+};
+
+}  // namespace wsync
+
+// The group: its parts, each written by one file (see each part's comment).
+struct wsync_group {
+  wsync::GroupOptions cfg;
+  wsync::GroupShape shape;
+  wsync::GroupPlugins plugins;
+  wsync::Rendezvous rdv;
+  wsync::Routes route;
+  wsync::Members members;
+  wsync::Admission admission;
+  wsync::CatchupBook catchups;
+  wsync::PipelineShared shared;  // what the caller's thread and the pipeline thread share
+  wsync::PipelineThread pipe;
+  wsync::Wire wire;
+  wsync::Staging staging;
+  wsync::DeviceSide dev;
+  wsync::CallerSide caller;
+  wsync::Senders senders;
+  wsync::EngineSide engines;
 };

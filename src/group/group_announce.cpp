@@ -58,7 +58,7 @@ void announce_cancel(Batch* b) {
 }
 
 wsync_status_t announce_alone(wsync_group_t* g, Batch* b) {
-  if (!g->http_engines || !g->planned || !b->plan.empty() || b->announced.empty() || b->announced_alone) return WSYNC_OK;
+  if (!g->shape.http_engines || !g->shape.planned || !b->plan.empty() || b->announced.empty() || b->announced_alone) return WSYNC_OK;
   b->announced_alone = true;
   wsync_status_t st = announce_start(g, b);
   if (st != WSYNC_OK) return st;

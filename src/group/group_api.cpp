@@ -24,7 +24,7 @@ WSYNC_API wsync_status_t wsync_group_init(const wsync_group_config_t* config, ws
 }
 
 WSYNC_API const char* wsync_group_store_addr(const wsync_group_t* group) {
-  return group ? group->store_addr.c_str() : "";
+  return group ? group->rdv.store_addr.c_str() : "";
 }
 
 WSYNC_API wsync_status_t wsync_group_send_batch(wsync_group_t* group, const wsync_tensor_t* tensors,
@@ -60,7 +60,7 @@ WSYNC_API wsync_status_t wsync_group_finalize(wsync_group_t* group, uint64_t ver
 WSYNC_API wsync_status_t wsync_group_set_cuda_stream(wsync_group_t* group, void* stream) {
   return api_call("wsync_group_set_cuda_stream", [&] {
     if (group == nullptr) return fail(WSYNC_ERR_INVALID_ARGUMENT, "group is NULL");
-    group->caller_stream = stream;
+    group_set_cuda_stream(group, stream);
     return WSYNC_OK;
   });
 }
@@ -68,8 +68,8 @@ WSYNC_API wsync_status_t wsync_group_set_cuda_stream(wsync_group_t* group, void*
 WSYNC_API void wsync_group_abort(wsync_group_t* group) {
   if (group == nullptr) return;
   guard_void("wsync_group_abort", [&] {
-    group->aborted.store(true);
-    if (group->transport_self && group->transport.table->abort) group->transport.table->abort(group->transport_self);
+    group->pipe.aborted.store(true);
+    if (group->plugins.transport_self && group->plugins.transport.table->abort) group->plugins.transport.table->abort(group->plugins.transport_self);
     pipeline_wake(group);
   });
 }
@@ -78,8 +78,8 @@ WSYNC_API wsync_status_t wsync_group_get_stats(const wsync_group_t* group, wsync
   return api_call("wsync_group_get_stats", [&] {
     if (group == nullptr || stats == nullptr) return fail(WSYNC_ERR_INVALID_ARGUMENT, "group or stats is NULL");
     const uint32_t size = stats->struct_size;
-    if (size < 2 * sizeof(uint32_t))
-      return fail(WSYNC_ERR_INVALID_ARGUMENT, "stats->struct_size is %u; initialise with WSYNC_GROUP_STATS_INIT", size);
+    wsync_status_t st = check_out_struct(size, "stats", "WSYNC_GROUP_STATS_INIT");
+    if (st != WSYNC_OK) return st;
     auto* g = const_cast<wsync_group_t*>(group);
     wsync_group_stats_t s;
     {
@@ -89,11 +89,10 @@ WSYNC_API wsync_status_t wsync_group_get_stats(const wsync_group_t* group, wsync
       s.members_left = static_cast<uint32_t>(std::count_if(g->shared.member_events.begin(), g->shared.member_events.end(),
                                                            [](const MemberEvent& e) { return e.kind == WSYNC_MEMBER_LEFT; }));
     }
-    s.staging_bytes = g->staging_bytes.load();
-    s.device_staging_bytes = g->device_staging_bytes.load();
-    s.plans_computed = g->plans_computed.load();
-    s.struct_size = size < sizeof s ? size : static_cast<uint32_t>(sizeof s);
-    std::memcpy(stats, &s, s.struct_size);
+    s.staging_bytes = g->staging.host_bytes.load();
+    s.device_staging_bytes = g->dev.staging_bytes.load();
+    s.plans_computed = g->senders.plans_computed.load();
+    write_struct(s, size, stats);
     return WSYNC_OK;
   });
 }
@@ -102,8 +101,8 @@ WSYNC_API wsync_status_t wsync_group_next_member_event(wsync_group_t* group, wsy
   return api_call("wsync_group_next_member_event", [&] {
     if (group == nullptr || event == nullptr) return fail(WSYNC_ERR_INVALID_ARGUMENT, "group or event is NULL");
     const uint32_t size = event->struct_size;
-    if (size < 2 * sizeof(uint32_t) || size % 8 != 0)
-      return fail(WSYNC_ERR_INVALID_ARGUMENT, "event->struct_size is %u; initialise with WSYNC_MEMBER_EVENT_INIT", size);
+    wsync_status_t st = check_out_struct(size, "event", "WSYNC_MEMBER_EVENT_INIT");
+    if (st != WSYNC_OK) return st;
     wsync_member_event_t e = WSYNC_MEMBER_EVENT_INIT;
     {
       std::lock_guard<std::mutex> lk(group->shared.mu);
@@ -117,8 +116,7 @@ WSYNC_API wsync_status_t wsync_group_next_member_event(wsync_group_t* group, wsy
       e.update = m.update;
       e.reason = s.event_reason.c_str();
     }
-    e.struct_size = size < sizeof e ? size : static_cast<uint32_t>(sizeof e);
-    std::memcpy(event, &e, e.struct_size);
+    write_struct(e, size, event);
     return WSYNC_OK;
   });
 }

@@ -24,23 +24,30 @@
 namespace wsync {
 namespace {
 
-const wsync_transport_v1_t* tp(wsync_group_t* g) { return g->transport.table; }
+const wsync_transport_v1_t* tp(wsync_group_t* g) { return g->plugins.transport.table; }
 
-// The receivers bucket `b` goes to: every one, or (many senders) those of its segment.
-bool in_audience(const InflightBucket& b, const Peer* p) {
+// The receivers bucket `b` goes to (its delivery, from the plan).
+bool in_audience(const InflightBucket& b, const Peer* p) { return b.delivery.awaits(p->rank); }
+
+// Who takes part in bucket `b`: the delivery plan asked for its segment (many senders: the
+// receivers that need its boxes) and the members now.
+BucketDelivery delivery_of(const wsync_group_t* g, const InflightBucket& b) {
   const Batch& batch = *b.batch;
-  if (batch.segments.empty()) return true;
-  const std::vector<uint32_t>& ranks = batch.segments[batch.bucket_segment[b.index]].ranks;
-  return std::find(ranks.begin(), ranks.end(), p->rank) != ranks.end();
+  const std::vector<uint32_t>* segment =
+      batch.segments.empty() ? nullptr : &batch.segments[batch.bucket_segment[b.index]].ranks;
+  std::vector<uint32_t> members;
+  for (const auto& p : g->members.peers)
+    if (!p->dropped) members.push_back(p->rank);
+  return g->route.delivery.bucket(segment, members);
 }
 
 std::vector<uint8_t> encode_bucket_manifest(wsync_group_t* g, const InflightBucket& b) {
   const PlanBucket& pb = b.batch->plan[b.index];
   Manifest m;
-  m.update_id = g->update_id;
+  m.update_id = g->wire.update_id;
   m.bucket_index = b.number;
   m.bucket_bytes = pb.bytes;
-  if (g->verify_payload) {
+  if (g->shape.verify_payload) {
     m.flags |= kManifestFlagPayloadChecksum;
     if (b.sum_follows) m.flags |= kManifestFlagChecksumFollows;
     else m.payload_checksum = b.checksum;
@@ -74,8 +81,8 @@ wsync_buffer_t bucket_buffer(wsync_group_t* g, const InflightBucket& b) {
   buf.len = b.batch->plan[b.index].bytes;
   if (b.on_device) {
     buf.device_type = WSYNC_DEVICE_CUDA;
-    buf.device_index = g->device;
-    buf.stream = g->copy_stream;
+    buf.device_index = g->dev.device;
+    buf.stream = g->dev.copy_stream;
   }
   return buf;
 }
@@ -89,7 +96,7 @@ wsync_status_t describe_send(wsync_group_t* g, const InflightBucket& b, std::vec
   uint64_t len = 0;
   const wsync_buffer_t buf = bucket_buffer(g, b);
   clear_error();
-  wsync_status_t st = fn(g->transport_self, b.seq, &buf, blob->data(), blob->size(), &len);
+  wsync_status_t st = fn(g->plugins.transport_self, b.seq, &buf, blob->data(), blob->size(), &len);
   if (st != WSYNC_OK)
     return fail(st, "transport '%s' could not describe %s: %s", tp(g)->name, b.what.c_str(),
                 plugin_error("transport", tp(g)->name).c_str());
@@ -111,7 +118,7 @@ wsync_status_t deliver_blob(wsync_group_t* g, const InflightBucket& b, Peer* p, 
                 "read (use the same transport plugin release on both sides)", p->conn.peer_name().c_str(),
                 b.what.c_str(), tp(g)->name);
   clear_error();
-  wsync_status_t st = fn(g->transport_self, b.seq, p->rank, kind, blob.data(), blob.size());
+  wsync_status_t st = fn(g->plugins.transport_self, b.seq, p->rank, kind, blob.data(), blob.size());
   return st == WSYNC_OK ? st
                         : fail(st, "transport '%s' refused what %s sent about %s: %s", tp(g)->name,
                                p->conn.peer_name().c_str(), b.what.c_str(), last_error().c_str());
@@ -172,12 +179,12 @@ wsync_status_t take_progress(Peer* p, const Frame& f) {
   if (decode_progress(f.body, &b) != WSYNC_OK)
     return fail(WSYNC_ERR_PROTOCOL, "%s sent a malformed PROGRESS: %s", p->conn.peer_name().c_str(),
                 last_error().c_str());
-  if (b.landed != p->progress) {
-    p->progress = b.landed;
-    p->heard_ms = now_ms();
+  if (b.landed != p->silence.progress) {
+    p->silence.progress = b.landed;
+    p->silence.heard_ms = now_ms();
   }
-  p->report_ms = now_ms();
-  p->caught_up = b.waiting_seq == 0;
+  p->silence.report_ms = now_ms();
+  p->silence.caught_up = b.waiting_seq == 0;
   return WSYNC_OK;
 }
 
@@ -198,7 +205,7 @@ bool awaited(const Flight& flight, const Peer* p) {
 // END_UPDATE) fails naming it.
 void closed_after_answering(wsync_group_t* g, Peer* p) {
   p->left = true;
-  if (g->transport_self) g->transport.table->forget_peer(g->transport_self, p->rank);
+  if (g->plugins.transport_self) g->plugins.transport.table->forget_peer(g->plugins.transport_self, p->rank);
 }
 
 // Read what the receivers sent so far and take each answer off its bucket; relays before the
@@ -261,9 +268,9 @@ wsync_status_t take_replies(wsync_group_t* g, Flight* flight) {
         break;
       }
       forget(wants_ready ? &b->want_ready : &b->want_ack, p);
-      p->heard_ms = now_ms();
-      if (wants_ready) p->caught_up = false;  // (it posted receives: it waits for bytes now)
-      if (!g->open_catchups.empty()) catchup_done(g, p->rank);  // (its frames come in order: it is past them)
+      p->silence.heard_ms = now_ms();
+      if (wants_ready) p->silence.caught_up = false;  // (it posted receives: it waits for bytes now)
+      if (!g->catchups.open.empty()) catchup_done(g, p->rank);  // (its frames come in order: it is past them)
     }
   }
   return WSYNC_OK;
@@ -283,7 +290,7 @@ wsync_status_t transport_failed(wsync_group_t* g, Flight* flight, const Inflight
   for (;;) {
     WaitSet w;
     bool said = false;
-    for (auto& p : g->peers) {
+    for (auto& p : g->members.peers) {
       if (!p->alive) continue;
       p->conn.pump();
       if (p->conn.closed() && !p->conn.has_frame())
@@ -295,7 +302,7 @@ wsync_status_t transport_failed(wsync_group_t* g, Flight* flight, const Inflight
       const wsync_status_t st_said = take_replies(g, flight);
       if (st_said != WSYNC_OK) return st_said;
     }
-    if (now_ms() >= until || g->aborted.load()) break;
+    if (now_ms() >= until || g->pipe.aborted.load()) break;
     wait_for_progress(g, w, until);
   }
   return fail(st, "transport '%s' failed during %s: %s", tp(g)->name, b.what.c_str(), why.c_str());
@@ -307,18 +314,15 @@ wsync_status_t transport_failed(wsync_group_t* g, Flight* flight, const Inflight
 constexpr size_t kPiecesOnTheWire = 8;
 
 wsync_status_t post_more(wsync_group_t* g, InflightBucket* b) {
-  std::vector<uint32_t> ranks = direct_ranks(g);  // relays forward to the others
-  if (!b->batch->segments.empty())  // many senders (a star): the receivers of its segment
-    ranks = b->batch->segments[b->batch->bucket_segment[b->index]].ranks;
-  if (g->peers.empty())  // unmodified HTTP engines: every engine rank, no control channel
-    for (uint32_t r = 1; r <= g->num_receivers; ++r) ranks.push_back(r);
+  b->delivery = delivery_of(g, *b);  // (members removed since its MANIFEST are not posted to)
+  const std::vector<uint32_t>& ranks = b->delivery.targets;  // (relays forward to the others)
   for (; b->next_piece < b->pieces.size() && b->unsent.size() < kPiecesOnTheWire; ++b->next_piece) {
     const size_t i = b->next_piece;
     wsync_buffer_t buf = bucket_buffer(g, *b);
     buf.data = b->data + b->pieces[i].offset;
     buf.len = b->pieces[i].len;
     clear_error();
-    wsync_status_t st = tp(g)->send_post(g->transport_self, b->seq + i, &buf, ranks.data(), static_cast<uint32_t>(ranks.size()));
+    wsync_status_t st = tp(g)->send_post(g->plugins.transport_self, b->seq + i, &buf, ranks.data(), static_cast<uint32_t>(ranks.size()));
     if (st != WSYNC_OK)
       return fail(st, "transport '%s' could not start %s: %s", tp(g)->name, b->what.c_str(),
                   plugin_error("transport", tp(g)->name).c_str());
@@ -332,7 +336,7 @@ wsync_status_t post_more(wsync_group_t* g, InflightBucket* b) {
 // sends after that (a receiver that ACKed and closed before the sender's transport saw its own
 // completion) is no loss.
 bool acked_by_all(const wsync_group_t* g, const InflightBucket& b) {
-  return !g->peers.empty() && b.want_ready.empty() && b.want_ack.empty() && b.next_piece == b.pieces.size();
+  return !g->members.peers.empty() && b.want_ready.empty() && b.want_ack.empty() && b.next_piece == b.pieces.size();
 }
 
 // The transport's sends of the flight's pieces, in order, until one is still moving.
@@ -387,7 +391,7 @@ wsync_status_t silence(wsync_group_t* g, Flight* flight, const std::vector<Await
   std::vector<Peer*> set;
   const int64_t now = now_ms();
   for (const Awaited& a : silent) {
-    const bool waits_on_others = a.p->caught_up && now - a.p->report_ms <= a.b->batch->timeout_ms / 2;
+    const bool waits_on_others = a.p->silence.caught_up && now - a.p->silence.report_ms <= a.b->batch->timeout_ms / 2;
     if (!waits_on_others) set.push_back(a.p);
   }
   if (set.empty())
@@ -405,7 +409,7 @@ wsync_status_t silence(wsync_group_t* g, Flight* flight, const std::vector<Await
            a.b->what + fed_by_note(g, p->rank);
   };
   // (when every receiver left is silent, the sender's side is the likelier cause: a timeout, as fixed)
-  if (g->elastic && failed.size() < members_left_in(g)) {
+  if (g->cfg.elastic && failed.size() < members_left_in(g)) {
     for (Peer* p : failed) {
       wsync_status_t st = fail(WSYNC_ERR_TIMEOUT, "%s %s", p->conn.peer_name().c_str(), word(p).c_str());
       if ((st = member_failed(g, flight, p, st)) != WSYNC_OK) return st;
@@ -421,7 +425,7 @@ wsync_status_t silence(wsync_group_t* g, Flight* flight, const std::vector<Await
 // (counted from the last send that finished): its own word names the rank it waits for.
 wsync_status_t transport_timed_out(wsync_group_t* g, InflightBucket* b) {
   clear_error();
-  const bool still = tp(g)->send_wait(g->transport_self, b->unsent.front(), 0) == WSYNC_ERR_TIMEOUT;
+  const bool still = tp(g)->send_wait(g->plugins.transport_self, b->unsent.front(), 0) == WSYNC_ERR_TIMEOUT;
   const std::string said = still ? last_error() : std::string();
   return fail(WSYNC_ERR_TIMEOUT, "transport '%s' did not deliver %s: no send finished within %lld ms%s%s", tp(g)->name,
               b->what.c_str(), static_cast<long long>(b->batch->timeout_ms), said.empty() ? "" : ": ", said.c_str());
@@ -435,8 +439,8 @@ wsync_status_t await(wsync_group_t* g, Flight* flight, const std::function<bool(
     wsync_status_t st = flight_progress(g, flight);
     if (st != WSYNC_OK) return st;
     if (done()) return WSYNC_OK;
-    if (g->aborted.load())
-      return fail(WSYNC_ERR_ABORTED, "group '%s' was aborted during %s", g->group_name.c_str(),
+    if (g->pipe.aborted.load())
+      return fail(WSYNC_ERR_ABORTED, "group '%s' was aborted during %s", g->cfg.group_name.c_str(),
                   flight->empty() ? "an update" : flight->front()->what.c_str());
     WaitSet w;
     int64_t deadline = INT64_MAX;
@@ -446,7 +450,7 @@ wsync_status_t await(wsync_group_t* g, Flight* flight, const std::function<bool(
       silent.clear();
       deadline = INT64_MAX;
       for (const Awaited& a : awaited_peers(*flight)) {
-        const int64_t due = a.p->heard_ms + a.b->batch->timeout_ms;
+        const int64_t due = a.p->silence.heard_ms + a.b->batch->timeout_ms;
         if (now >= due)
           silent.push_back(a);
         else
@@ -469,7 +473,7 @@ wsync_status_t await(wsync_group_t* g, Flight* flight, const std::function<bool(
       if (now >= b->deadline) return transport_timed_out(g, b.get());
       deadline = std::min(deadline, b->deadline);
     }
-    for (auto& p : g->peers)
+    for (auto& p : g->members.peers)
       if (p->alive) w.peers.push_back(p.get());
     wait_for_progress(g, w, deadline == INT64_MAX ? now_ms() + 1000 : deadline);
   }
@@ -477,7 +481,7 @@ wsync_status_t await(wsync_group_t* g, Flight* flight, const std::function<bool(
 
 wsync_status_t send_manifest(wsync_group_t* g, Flight* flight, const InflightBucket& b, const std::vector<uint8_t>& blob) {
   const std::vector<uint8_t> body = encode_manifest_frame({b.seq, encode_bucket_manifest(g, b), blob});
-  for (auto& p : g->peers) {
+  for (auto& p : g->members.peers) {
     if (p->dropped || !in_audience(b, p.get())) continue;
     p->buckets++;  // END_UPDATE tells each receiver how many it was sent
     wsync_status_t st = p->conn.send(MsgType::kManifest, body, b.batch->timeout_ms);
@@ -493,9 +497,9 @@ wsync_status_t post(wsync_group_t* g, InflightBucket* b) { return post_more(g, b
 // hasher thread, while this thread progresses the flight (over TCP the sender's progress does the
 // socket copies, and a hash on this thread let the wire idle), then BUCKET_SUM to every receiver.
 wsync_status_t send_sum(wsync_group_t* g, InflightBucket* b, Flight* flight) {
-  PayloadHasher& h = g->sum_hasher;
+  PayloadHasher& h = g->wire.sum_hasher;
   h.reset();
-  h.set_wake_fd(g->wake_fd);
+  h.set_wake_fd(g->pipe.wake_fd);
   const PlanBucket& pb = b->batch->plan[b->index];
   // In bucket order, as the receiver hashes them, and in slices: a cancel waits for one slice only.
   constexpr uint64_t kSumSlice = 1u << 20;
@@ -513,9 +517,9 @@ wsync_status_t send_sum(wsync_group_t* g, InflightBucket* b, Flight* flight) {
   }
   b->checksum = h.digest();
   const std::vector<uint8_t> body = encode_bucket_sum({b->seq, b->checksum});
-  for (auto& p : g->peers) {
+  for (auto& p : g->members.peers) {
     if (p->dropped || !in_audience(*b, p.get())) continue;
-    p->heard_ms = std::max(p->heard_ms, now_ms());  // (one that holds every piece waited for this)
+    p->silence.heard_ms = std::max(p->silence.heard_ms, now_ms());  // (one that holds every piece waited for this)
     if ((st = p->conn.send(MsgType::kBucketSum, body, b->batch->timeout_ms)) == WSYNC_ERR_PEER_FAILED)
       st = peer_lost(g, p.get(), b->what.c_str());
     if (st != WSYNC_OK && (st = member_failed(g, flight, p.get(), st)) != WSYNC_OK) return st;
@@ -525,30 +529,27 @@ wsync_status_t send_sum(wsync_group_t* g, InflightBucket* b, Flight* flight) {
 
 }  // namespace
 
-// See group_bucket.h.
-wsync_status_t open_update(wsync_group_t* g, Flight* flight) {
-  if (!g->http_engines || g->update_open) return WSYNC_OK;
-  // Open from the first request on: a failure in PAUSE or BEGIN_UPDATE is abandoned too.
-  g->update_open = true;
-  CallMode mode;
-  mode.flight = flight;
-  EngineCalls pause;
-  wsync_status_t st = pause.start(g, WSYNC_STEP_PAUSE, nullptr, nullptr, 0, nullptr, mode);
-  g->engines_paused = pause.sent() > 0;  // (known before it finishes: a server dropped in it is resumed)
-  if (st == WSYNC_OK) st = pause.finish(flight);
-  if (st == WSYNC_OK) st = engines_step(g, WSYNC_STEP_BEGIN_UPDATE, 0, mode);
-  return st;
+void announce_group_aborted(wsync_group_t* g) {
+  if (g->wire.bucket_in_update == 0) g->wire.abort_announced = true;  // between updates: receivers have nothing to drop
+  else announce_abort(g, "the sender aborted the group");
+}
+
+void wire_next_update(wsync_group_t* g) {
+  g->wire.abort_announced = false;
+  g->wire.update_id++;
+  g->wire.bucket_in_update = 0;
+  for (auto& p : g->members.peers) p->buckets = 0;
 }
 
 void announce_abort(wsync_group_t* g, const std::string& why) {
-  if (g->abort_announced) return;
-  g->abort_announced = true;
+  if (g->wire.abort_announced) return;
+  g->wire.abort_announced = true;
   const std::vector<uint8_t> body = encode_abort_update({why});
-  for (auto& p : g->peers)
+  for (auto& p : g->members.peers)
     if (p->alive && p->conn.open()) {
       p->conn.set_abort_flag(nullptr);  // this one message must go out even after an abort
       p->conn.send(MsgType::kAbortUpdate, body, 200);
-      p->conn.set_abort_flag(&g->aborted);
+      p->conn.set_abort_flag(&g->pipe.aborted);
     }
 }
 
@@ -556,12 +557,12 @@ wsync_status_t peer_lost(wsync_group_t* g, Peer* p, const char* during) {
   wsync_status_t said = WSYNC_OK;
   if (catchup_failed_unread(g, p, &said)) {  // (a joiner that said why it went)
     p->alive = false;
-    if (g->transport_self && !p->left) g->transport.table->forget_peer(g->transport_self, p->rank);
+    if (g->plugins.transport_self && !p->left) g->plugins.transport.table->forget_peer(g->plugins.transport_self, p->rank);
     return said;
   }
   p = first_failed_upstream(g, p);
   p->alive = false;
-  if (g->transport_self && !p->left) g->transport.table->forget_peer(g->transport_self, p->rank);
+  if (g->plugins.transport_self && !p->left) g->plugins.transport.table->forget_peer(g->plugins.transport_self, p->rank);
   return fail(WSYNC_ERR_PEER_FAILED, "%s failed during %s: it closed its connection (process died?)%s",
               p->conn.peer_name().c_str(), during, downstream_note(g, p->rank).c_str());
 }
@@ -576,28 +577,29 @@ wsync_status_t bucket_send(wsync_group_t* g, Flight* flight) {
   wsync_status_t st = open_update(g, flight);
   if (st != WSYNC_OK) return st;
   const PlanBucket& pb = b->batch->plan[b->index];
-  b->pieces = cut_pieces(pb.bytes, g->piece_bytes);
-  b->seq = g->next_seq;
-  g->next_seq += std::max<size_t>(b->pieces.size(), 1);
-  b->number = g->bucket_in_update + flight->size() - 1;
+  b->pieces = cut_pieces(pb.bytes, g->shape.piece_bytes);
+  b->seq = g->wire.next_seq;
+  g->wire.next_seq += std::max<size_t>(b->pieces.size(), 1);
+  b->number = g->wire.bucket_in_update + flight->size() - 1;
   // The index (what the manifest and the receiver's messages count) and the sequence number (what
   // the frames carry) both named, so that the two sides' messages can be matched.
   b->what = "bucket " + std::to_string(b->number) + " (seq " + std::to_string(b->seq) +
             ", " + std::to_string(b->index + 1) + " of " + std::to_string(b->batch->plan.size()) + " in batch " +
-            std::to_string(b->batch->ticket) + ") of update " + std::to_string(g->update_id);
+            std::to_string(b->batch->ticket) + ") of update " + std::to_string(g->wire.update_id);
   // HTTP engines: the update request goes out before the bytes; engines answer once they arrived.
   // Senders that plan: one request per batch, with its first bucket (group_announce.cpp).
-  if (g->http_engines && g->planned && b->index == 0 && (st = announce_start(g, b->batch)) != WSYNC_OK) return st;
-  if (g->http_engines && !g->planned &&
+  if (g->shape.http_engines && g->shape.planned && b->index == 0 && (st = announce_start(g, b->batch)) != WSYNC_OK) return st;
+  if (g->shape.http_engines && !g->shape.planned &&
       (st = b->update_calls.start(g, WSYNC_STEP_UPDATE, &b->batch->plan[b->index], &b->batch->tensors, 0)) != WSYNC_OK)
     return st;
   std::vector<uint8_t> blob;
   if ((st = describe_send(g, *b, &blob)) != WSYNC_OK) return st;
-  for (auto& p : g->peers) {
+  b->delivery = delivery_of(g, *b);
+  for (auto& p : g->members.peers) {
     if (!p->alive || !in_audience(*b, p.get())) continue;
     if (!awaited(*flight, p.get())) {  // (its silence counts from now)
-      p->heard_ms = now_ms();
-      p->caught_up = false;
+      p->silence.heard_ms = now_ms();
+      p->silence.caught_up = false;
     }
     b->want_ready.push_back(p.get());
   }
@@ -607,7 +609,7 @@ wsync_status_t bucket_send(wsync_group_t* g, Flight* flight) {
   if ((st = await(g, flight, [b] { return b->want_ready.empty(); })) != WSYNC_OK) return st;
   b->deadline = deadline_after(b->batch->timeout_ms);
   b->moving = true;
-  for (Peer* p : b->want_ack) p->heard_ms = std::max(p->heard_ms, now_ms());  // (its bytes start now)
+  for (Peer* p : b->want_ack) p->silence.heard_ms = std::max(p->silence.heard_ms, now_ms());  // (its bytes start now)
   if ((st = post(g, b)) != WSYNC_OK) return st;
   return b->sum_follows ? send_sum(g, b, flight) : WSYNC_OK;
 }
@@ -616,12 +618,12 @@ wsync_status_t bucket_complete(wsync_group_t* g, Flight* flight) {
   InflightBucket* b = flight->front().get();
   wsync_status_t st =
       await(g, flight, [b] { return b->want_ack.empty() && b->unsent.empty() && b->next_piece == b->pieces.size(); });
-  if (st == WSYNC_OK && g->http_engines && !g->planned) st = b->update_calls.finish(flight);
-  if (st == WSYNC_OK && g->http_engines && g->planned && b->index + 1 == b->batch->plan.size())
+  if (st == WSYNC_OK && g->shape.http_engines && !g->shape.planned) st = b->update_calls.finish(flight);
+  if (st == WSYNC_OK && g->shape.http_engines && g->shape.planned && b->index + 1 == b->batch->plan.size())
     st = announce_finish(b->batch);
   if (st != WSYNC_OK) return st;
   b->posted = false;
-  g->bucket_in_update++;
+  g->wire.bucket_in_update++;
   return WSYNC_OK;
 }
 

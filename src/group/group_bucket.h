@@ -40,12 +40,15 @@ struct InflightBucket {
   bool posted = false;           // send_post was called for some piece (the caller's bytes may be read)
   bool moving = false;           // every READY came and its pieces are being posted: from here its
                                  // receivers owe progress on its bytes (before, they wait on the sender)
+  BucketDelivery delivery;       // who must hold its bytes, and whom the sender posts to (the plan's)
   std::vector<Peer*> want_ready, want_ack;  // receivers whose READY / ACK has not come
   int64_t deadline = 0;          // for what is awaited now (READY, then the ACKs and the send)
   std::string what;              // "bucket 3 (2 of 5 in batch 7) of update 1", for messages
   EngineCalls update_calls;      // HTTP engines: this bucket's UPDATE requests
 };
 
+// The staging slot of the next bucket to go out (group_stage.cpp): they take turns.
+size_t staging_next_slot(wsync_group_t* g);
 // `progress` is called between pieces of packing, so the flight keeps moving.
 wsync_status_t bucket_prepare(wsync_group_t* g, InflightBucket* b, const std::function<wsync_status_t()>& progress);
 // The newest bucket of the flight (pushed by the caller, so a failure finds it there).
@@ -53,8 +56,5 @@ wsync_status_t bucket_send(wsync_group_t* g, Flight* flight);
 wsync_status_t bucket_complete(wsync_group_t* g, Flight* flight);
 // One look, without waiting: the receivers' replies and the transport's sends, for the flight.
 wsync_status_t flight_progress(wsync_group_t* g, Flight* flight);
-// HTTP engines: pause generation (if the adapter asks) and open the engine-side update, once per
-// update (the first bucket, or the finalize of an update that sent none).
-wsync_status_t open_update(wsync_group_t* g, Flight* flight = nullptr);
 
 }  // namespace wsync

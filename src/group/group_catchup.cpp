@@ -7,18 +7,14 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "control/frames.h"
+#include "store/host_port.h"
 
 namespace wsync {
 namespace {
 
-std::string host_of(const std::string& addr) {
-  const size_t colon = addr.rfind(':');
-  return colon == std::string::npos ? addr : addr.substr(0, colon);
-}
-
 bool in_open_catchup(const wsync_group_t* g, uint32_t rank) {
   const int64_t now = now_ms();
-  return std::any_of(g->open_catchups.begin(), g->open_catchups.end(), [&](const wsync_group_t::OpenCatchup& o) {
+  return std::any_of(g->catchups.open.begin(), g->catchups.open.end(), [&](const CatchupBook::Open& o) {
     return o.until_ms >= now && (o.source == rank || o.joiner == rank);
   });
 }
@@ -27,8 +23,8 @@ bool in_open_catchup(const wsync_group_t* g, uint32_t rank) {
 std::vector<Peer*> candidates(wsync_group_t* g, const Peer* joiner, const std::vector<uint32_t>& busy,
                               uint64_t version) {
   std::vector<Peer*> out;
-  for (auto& p : g->peers)
-    if (p && !p->dropped && p->alive && p.get() != joiner && p->holds_version == version && !p->catchup_suspect &&
+  for (auto& p : g->members.peers)
+    if (p && !p->dropped && p->alive && p.get() != joiner && p->holds_version == version && !p->catchup.suspect &&
         std::find(busy.begin(), busy.end(), p->rank) == busy.end() && !in_open_catchup(g, p->rank))
       out.push_back(p.get());
   const std::string host = host_of(joiner->addr);
@@ -49,17 +45,17 @@ std::string catchup_arrange(wsync_group_t* g, Peer* joiner, const std::vector<ui
     version = g->shared.stats.committed_version;
   }
   if (version == 0) return "";
-  if (g->committed_digests.empty())  // (a commit whose digests the sender could not take)
+  if (g->members.committed_digests.empty())  // (a commit whose digests the sender could not take)
     return "; the sender holds no digests of version " + std::to_string(version) +
            " to check a catch-up against: the next update brings it the tensors that update carries";
   CatchupBody c;
   c.version = version;
-  c.world = g->group_name + ".catchup" + std::to_string(++g->catchups);
-  c.budget_ms = static_cast<uint64_t>(std::max<int64_t>(g->timeout_ms / 2, 1));
+  c.world = g->cfg.group_name + ".catchup" + std::to_string(++g->catchups.arranged);
+  c.budget_ms = static_cast<uint64_t>(std::max<int64_t>(g->cfg.timeout_ms / 2, 1));
   for (Peer* s : candidates(g, joiner, busy_ranks, version)) {
     c.role = CatchupBody::kSource;
     c.peer = joiner->rank;
-    if (s->conn.send(MsgType::kCatchup, encode_catchup(c), std::min<int64_t>(g->timeout_ms, 1000)) != WSYNC_OK) {
+    if (s->conn.send(MsgType::kCatchup, encode_catchup(c), std::min<int64_t>(g->cfg.timeout_ms, 1000)) != WSYNC_OK) {
       clear_error();
       continue;  // (gone: the next boundary removes it)
     }
@@ -67,24 +63,24 @@ std::string catchup_arrange(wsync_group_t* g, Peer* joiner, const std::vector<ui
     c.peer = s->rank;
     c.names.clear();
     c.sums.clear();
-    for (const auto& kv : g->committed_digests) {
+    for (const auto& kv : g->members.committed_digests) {
       c.names.push_back(kv.first);
       c.sums.push_back(kv.second.sum);
     }
-    if (joiner->conn.send(MsgType::kCatchup, encode_catchup(c), std::min<int64_t>(g->timeout_ms, 1000)) != WSYNC_OK)
+    if (joiner->conn.send(MsgType::kCatchup, encode_catchup(c), std::min<int64_t>(g->cfg.timeout_ms, 1000)) != WSYNC_OK)
       clear_error();  // (the joiner is gone: the source gives up on it within half its timeout_ms)
-    joiner->catching_up = true;
-    joiner->catchup_source = s->rank;
-    joiner->catchup_source_ms = s->accepted_ms;
-    g->open_catchups.push_back({s->rank, joiner->rank, c.world, version,
+    joiner->catchup.running = true;
+    joiner->catchup.source = s->rank;
+    joiner->catchup.source_ms = s->accepted_ms;
+    g->catchups.open.push_back({s->rank, joiner->rank, c.world, version,
                                 now_ms() + static_cast<int64_t>(c.budget_ms) + 1000});
-    WSYNC_LOGI("group '%s': %s catches up to version %llu from %s", g->group_name.c_str(),
+    WSYNC_LOGI("group '%s': %s catches up to version %llu from %s", g->cfg.group_name.c_str(),
                joiner->conn.peer_name().c_str(), static_cast<unsigned long long>(version),
                s->conn.peer_name().c_str());
     return "; it catches up to version " + std::to_string(version) + " from receiver rank " + std::to_string(s->rank);
   }
   WSYNC_LOGI("group '%s': no member is free to catch %s up to version %llu; the trainer's next update brings it "
-             "the tensors that update carries", g->group_name.c_str(), joiner->conn.peer_name().c_str(),
+             "the tensors that update carries", g->cfg.group_name.c_str(), joiner->conn.peer_name().c_str(),
              static_cast<unsigned long long>(version));
   return "; no member is free to catch it up to version " + std::to_string(version) +
          ": the next update brings it the tensors that update carries";
@@ -92,8 +88,8 @@ std::string catchup_arrange(wsync_group_t* g, Peer* joiner, const std::vector<ui
 
 void catchup_member_left(wsync_group_t* g, uint32_t rank, const std::string& why) {
   const int64_t now = now_ms();
-  auto& open = g->open_catchups;
-  open.erase(std::remove_if(open.begin(), open.end(), [&](const wsync_group_t::OpenCatchup& o) { return o.until_ms < now; }),
+  auto& open = g->catchups.open;
+  open.erase(std::remove_if(open.begin(), open.end(), [&](const CatchupBook::Open& o) { return o.until_ms < now; }),
              open.end());
   for (auto it = open.begin(); it != open.end();) {
     if (it->joiner == rank) {
@@ -104,7 +100,7 @@ void catchup_member_left(wsync_group_t* g, uint32_t rank, const std::string& why
       ++it;
       continue;
     }
-    Peer* j = it->joiner >= 1 && it->joiner <= g->peers.size() ? g->peers[it->joiner - 1].get() : nullptr;
+    Peer* j = it->joiner >= 1 && it->joiner <= g->members.peers.size() ? g->members.peers[it->joiner - 1].get() : nullptr;
     if (j != nullptr && !j->dropped && j->alive) {
       CatchupBody c;
       c.role = CatchupBody::kJoiner;
@@ -112,7 +108,7 @@ void catchup_member_left(wsync_group_t* g, uint32_t rank, const std::string& why
       c.version = it->version;
       c.world = it->world;
       c.reason = why;
-      if (j->conn.send(MsgType::kCatchupCancel, encode_catchup(c), std::min<int64_t>(g->timeout_ms, 1000)) != WSYNC_OK)
+      if (j->conn.send(MsgType::kCatchupCancel, encode_catchup(c), std::min<int64_t>(g->cfg.timeout_ms, 1000)) != WSYNC_OK)
         clear_error();  // (gone too: removed in its turn)
     }
     it = open.erase(it);
@@ -120,9 +116,9 @@ void catchup_member_left(wsync_group_t* g, uint32_t rank, const std::string& why
 }
 
 void catchup_done(wsync_group_t* g, uint32_t rank) {
-  if (rank >= 1 && rank <= g->peers.size() && g->peers[rank - 1]) g->peers[rank - 1]->catching_up = false;
-  auto& open = g->open_catchups;
-  open.erase(std::remove_if(open.begin(), open.end(), [&](const wsync_group_t::OpenCatchup& o) {
+  if (rank >= 1 && rank <= g->members.peers.size() && g->members.peers[rank - 1]) g->members.peers[rank - 1]->catchup.running = false;
+  auto& open = g->catchups.open;
+  open.erase(std::remove_if(open.begin(), open.end(), [&](const CatchupBook::Open& o) {
                return o.source == rank || o.joiner == rank;
              }), open.end());
 }
@@ -133,22 +129,22 @@ namespace {
 // not know yet), so it serves no other joiner until it confirms a version again. A restarted
 // joiner would otherwise be sent to the same silent source at once, and fail again.
 void source_suspect(wsync_group_t* g, const Peer* joiner, const std::string& why) {
-  const uint32_t r = joiner->catchup_source;
-  Peer* s = r >= 1 && r <= g->peers.size() ? g->peers[r - 1].get() : nullptr;
-  if (s == nullptr || s->dropped || s->accepted_ms != joiner->catchup_source_ms || s->catchup_suspect) return;
-  s->catchup_suspect = true;
+  const uint32_t r = joiner->catchup.source;
+  Peer* s = r >= 1 && r <= g->members.peers.size() ? g->members.peers[r - 1].get() : nullptr;
+  if (s == nullptr || s->dropped || s->accepted_ms != joiner->catchup.source_ms || s->catchup.suspect) return;
+  s->catchup.suspect = true;
   WSYNC_LOGW("group '%s': %s serves no catch-up until it confirms a version again: %s's catch-up from it failed: %s",
-             g->group_name.c_str(), s->conn.peer_name().c_str(), joiner->conn.peer_name().c_str(), why.c_str());
+             g->cfg.group_name.c_str(), s->conn.peer_name().c_str(), joiner->conn.peer_name().c_str(), why.c_str());
 }
 
 }  // namespace
 
 wsync_status_t catchup_failed(wsync_group_t* g, Peer* p, const Frame& f) {
   StatusBody body;
-  if (!p->catching_up)  // (only a joiner in its catch-up may leave without counting against the update)
+  if (!p->catchup.running)  // (only a joiner in its catch-up may leave without counting against the update)
     return fail(WSYNC_ERR_PROTOCOL, "%s sent CATCHUP_FAILED but had no catch-up under way",
                 p->conn.peer_name().c_str());
-  p->catchup_failed = true;
+  p->catchup.failed = true;
   if (decode_nack(f.body, &body) != WSYNC_OK) {
     source_suspect(g, p, "(its reason was malformed)");
     return fail(WSYNC_ERR_PROTOCOL, "%s sent a malformed CATCHUP_FAILED: %s", p->conn.peer_name().c_str(),
@@ -161,7 +157,7 @@ wsync_status_t catchup_failed(wsync_group_t* g, Peer* p, const Frame& f) {
 }
 
 bool catchup_failed_unread(wsync_group_t* g, Peer* p, wsync_status_t* st) {
-  if (!p->catching_up || p->catchup_failed) return false;
+  if (!p->catchup.running || p->catchup.failed) return false;
   p->conn.pump();
   Frame f;
   while (p->conn.has_frame() && p->conn.recv(&f, 0) == WSYNC_OK)

@@ -11,11 +11,11 @@ namespace {
 bool is_cuda(const wsync_tensor_t& x) { return x.device_type == WSYNC_DEVICE_CUDA && x.nbytes > 0; }
 
 wsync_status_t make_stream(wsync_group_t* g, const CudaRt* rt) {
-  if (g->copy_stream.load() != nullptr) return WSYNC_OK;
+  if (g->dev.copy_stream.load() != nullptr) return WSYNC_OK;
   void* s = nullptr;
   int err = rt->StreamCreateWithFlags(&s, kCudaStreamNonBlocking);
   if (err != kCudaSuccess) return cuda_fail(rt, err, "cudaStreamCreateWithFlags");
-  g->copy_stream.store(s);
+  g->dev.copy_stream.store(s);
   return WSYNC_OK;
 }
 
@@ -28,25 +28,25 @@ const CudaRt* runtime_for(const char* why) {
 }  // namespace
 
 wsync_status_t device_init_staging(wsync_group_t* g) {
-  const CudaRt* rt = runtime_for(("transport '" + std::string(g->transport.table->name) + "' moves CUDA memory").c_str());
+  const CudaRt* rt = runtime_for(("transport '" + std::string(g->plugins.transport.table->name) + "' moves CUDA memory").c_str());
   if (rt == nullptr) return last_status();
-  wsync_status_t st = cuda_pick_device(rt, g->requested_device, &g->device);
+  wsync_status_t st = cuda_pick_device(rt, g->cfg.requested_device, &g->dev.device);
   if (st != WSYNC_OK) return st;
-  CudaDeviceGuard on(rt, g->device);
-  if (on.status() != kCudaSuccess) return cuda_fail(rt, on.status(), "cudaSetDevice(" + std::to_string(g->device) + ")");
+  CudaDeviceGuard on(rt, g->dev.device);
+  if (on.status() != kCudaSuccess) return cuda_fail(rt, on.status(), "cudaSetDevice(" + std::to_string(g->dev.device) + ")");
   if ((st = make_stream(g, rt)) != WSYNC_OK) return st;
   // The pipeline keeps one bucket on the wire and packs the next: more device slots would only
   // hold memory, so staging_buckets above 2 does not add device staging.
-  g->staging.resize(2);
-  for (auto& s : g->staging) {
-    if ((st = MemBlock::alloc(g->rule.bucket_bytes, g->device, &s.mem)) != WSYNC_OK)
-      return fail_msg(st, "CUDA staging for group '" + g->group_name + "': " + last_error() +
+  g->staging.slots.resize(2);
+  for (auto& s : g->staging.slots) {
+    if ((st = MemBlock::alloc(g->shape.rule.bucket_bytes, g->dev.device, &s.mem)) != WSYNC_OK)
+      return fail_msg(st, "CUDA staging for group '" + g->cfg.group_name + "': " + last_error() +
                               " (lower the bucket_bytes or staging_buckets option)");
-    g->device_staging_bytes += s.mem.size();
+    g->dev.staging_bytes += s.mem.size();
   }
-  WSYNC_LOGI("group '%s': %u CUDA staging buffers of %llu bytes on device %d (%llu MiB in all)", g->group_name.c_str(),
-             static_cast<unsigned>(g->staging.size()), static_cast<unsigned long long>(g->rule.bucket_bytes), g->device,
-             static_cast<unsigned long long>(g->device_staging_bytes.load() >> 20));
+  WSYNC_LOGI("group '%s': %u CUDA staging buffers of %llu bytes on device %d (%llu MiB in all)", g->cfg.group_name.c_str(),
+             static_cast<unsigned>(g->staging.slots.size()), static_cast<unsigned long long>(g->shape.rule.bucket_bytes), g->dev.device,
+             static_cast<unsigned long long>(g->dev.staging_bytes.load() >> 20));
   return WSYNC_OK;
 }
 
@@ -59,11 +59,11 @@ wsync_status_t device_check_batch(wsync_group_t* g, const std::vector<wsync_tens
                   "devices; send each device's tensors through its own group", first->name, first->device_index,
                   x.name, x.device_index);
   // A host transport works on the group option 'device', else on the first CUDA batch's device.
-  const bool from_option = g->device_staging || g->requested_device >= 0;
-  if (g->device < 0) g->device = g->requested_device >= 0 ? g->requested_device : first->device_index;
-  if (first->device_index != g->device)
+  const bool from_option = g->shape.device_staging || g->cfg.requested_device >= 0;
+  if (g->dev.device < 0) g->dev.device = g->cfg.requested_device >= 0 ? g->cfg.requested_device : first->device_index;
+  if (first->device_index != g->dev.device)
     return fail(WSYNC_ERR_UNSUPPORTED, "a tensor is on CUDA device %d but group '%s' works on device %d (%s); send "
-                "each device's tensors through its own group", first->device_index, g->group_name.c_str(), g->device,
+                "each device's tensors through its own group", first->device_index, g->cfg.group_name.c_str(), g->dev.device,
                 from_option ? "its option 'device' or the current device at init" : "the device of its first CUDA batch");
   return runtime_for("the batch has CUDA tensors") != nullptr ? WSYNC_OK : last_status();
 }
@@ -73,25 +73,25 @@ wsync_status_t device_record_caller(wsync_group_t* g, const std::vector<wsync_te
   if (std::none_of(t.begin(), t.end(), is_cuda)) return WSYNC_OK;
   const CudaRt* rt = runtime_for("the batch has CUDA tensors");
   if (rt == nullptr) return last_status();
-  CudaDeviceGuard on(rt, g->device);
-  if (on.status() != kCudaSuccess) return cuda_fail(rt, on.status(), "cudaSetDevice(" + std::to_string(g->device) + ")");
+  CudaDeviceGuard on(rt, g->dev.device);
+  if (on.status() != kCudaSuccess) return cuda_fail(rt, on.status(), "cudaSetDevice(" + std::to_string(g->dev.device) + ")");
   wsync_status_t st = make_stream(g, rt);
   if (st != WSYNC_OK) return st;
   void* ev = nullptr;
   {
-    std::lock_guard<std::mutex> lk(g->event_mu);
-    if (!g->free_events.empty()) {
-      ev = g->free_events.back();
-      g->free_events.pop_back();
+    std::lock_guard<std::mutex> lk(g->dev.event_mu);
+    if (!g->dev.free_events.empty()) {
+      ev = g->dev.free_events.back();
+      g->dev.free_events.pop_back();
     }
   }
   int err = ev != nullptr ? kCudaSuccess : rt->EventCreateWithFlags(&ev, kCudaEventDisableTiming);
   if (err != kCudaSuccess) return cuda_fail(rt, err, "cudaEventCreateWithFlags");
-  if ((err = rt->EventRecord(ev, g->caller_stream)) != kCudaSuccess) {
-    std::lock_guard<std::mutex> lk(g->event_mu);
-    g->free_events.push_back(ev);
+  if ((err = rt->EventRecord(ev, g->caller.stream)) != kCudaSuccess) {
+    std::lock_guard<std::mutex> lk(g->dev.event_mu);
+    g->dev.free_events.push_back(ev);
     return cuda_fail(rt, err, "cudaEventRecord on the caller's stream (wsync_group_set_cuda_stream; the stream must "
-                     "belong to CUDA device " + std::to_string(g->device) + ")");
+                     "belong to CUDA device " + std::to_string(g->dev.device) + ")");
   }
   *event = ev;
   return WSYNC_OK;
@@ -100,33 +100,33 @@ wsync_status_t device_record_caller(wsync_group_t* g, const std::vector<wsync_te
 wsync_status_t device_order_after(wsync_group_t* g, void* event) {
   const CudaRt* rt = cuda_runtime();
   if (rt == nullptr) return last_status();
-  CudaDeviceGuard on(rt, g->device);
-  int err = rt->StreamWaitEvent(g->copy_stream.load(), event, 0);
+  CudaDeviceGuard on(rt, g->dev.device);
+  int err = rt->StreamWaitEvent(g->dev.copy_stream.load(), event, 0);
   return err == kCudaSuccess ? WSYNC_OK : cuda_fail(rt, err, "cudaStreamWaitEvent");
 }
 
 wsync_status_t device_copy(wsync_group_t* g, void* dst, const void* src, uint64_t n) {
   const CudaRt* rt = cuda_runtime();
   if (rt == nullptr) return last_status();
-  CudaDeviceGuard on(rt, g->device);
-  int err = rt->MemcpyAsync(dst, src, n, kCudaMemcpyDefault, g->copy_stream.load());
+  CudaDeviceGuard on(rt, g->dev.device);
+  int err = rt->MemcpyAsync(dst, src, n, kCudaMemcpyDefault, g->dev.copy_stream.load());
   return err == kCudaSuccess ? WSYNC_OK : cuda_fail(rt, err, "cudaMemcpyAsync of " + std::to_string(n) + " bytes");
 }
 
 wsync_status_t device_zero(wsync_group_t* g, void* dst, uint64_t n) {
   const CudaRt* rt = cuda_runtime();
   if (rt == nullptr) return last_status();
-  CudaDeviceGuard on(rt, g->device);
-  int err = rt->MemsetAsync(dst, 0, n, g->copy_stream.load());
+  CudaDeviceGuard on(rt, g->dev.device);
+  int err = rt->MemsetAsync(dst, 0, n, g->dev.copy_stream.load());
   return err == kCudaSuccess ? WSYNC_OK : cuda_fail(rt, err, "cudaMemsetAsync");
 }
 
 wsync_status_t device_wait_copies(wsync_group_t* g) {
-  void* stream = g->copy_stream.load();
+  void* stream = g->dev.copy_stream.load();
   if (stream == nullptr) return WSYNC_OK;
   const CudaRt* rt = cuda_runtime();
   if (rt == nullptr) return last_status();
-  CudaDeviceGuard on(rt, g->device);
+  CudaDeviceGuard on(rt, g->dev.device);
   int err = rt->StreamSynchronize(stream);
   return err == kCudaSuccess ? WSYNC_OK : cuda_fail(rt, err, "cudaStreamSynchronize of wsync's copy stream");
 }
@@ -135,33 +135,39 @@ wsync_status_t device_grow_slot(wsync_group_t* g, StagingSlot* slot, uint64_t by
   // The old slot may still be read by the copy stream's queued work: drain it first.
   wsync_status_t st = device_wait_copies(g);
   if (st != WSYNC_OK) return st;
-  g->device_staging_bytes -= slot->mem.size();
+  g->dev.staging_bytes -= slot->mem.size();
   // With headroom: a layout that does not split (one dtype per bucket, exceed-then-flush) makes
   // buckets a little over bucket_bytes again and again; each grow frees device memory, which waits
   // for the device.
   const uint64_t grown = std::max<uint64_t>(bytes, slot->mem.size() + slot->mem.size() / 4);
   slot->mem.reset();
-  if ((st = MemBlock::alloc(grown, g->device, &slot->mem)) != WSYNC_OK) return st;
-  g->device_staging_bytes += slot->mem.size();
+  if ((st = MemBlock::alloc(grown, g->dev.device, &slot->mem)) != WSYNC_OK) return st;
+  g->dev.staging_bytes += slot->mem.size();
   WSYNC_LOGW("group '%s': a CUDA staging buffer grew to %llu bytes for a %llu-byte bucket (larger than bucket_bytes: "
-             "a tensor bigger than a bucket, or a layout that does not split)", g->group_name.c_str(),
+             "a tensor bigger than a bucket, or a layout that does not split)", g->cfg.group_name.c_str(),
              static_cast<unsigned long long>(grown), static_cast<unsigned long long>(bytes));
   return WSYNC_OK;
 }
 
+void device_recycle_event(wsync_group_t* g, void* event) {
+  if (event == nullptr) return;
+  std::lock_guard<std::mutex> lk(g->dev.event_mu);
+  g->dev.free_events.push_back(event);
+}
+
 void device_teardown(wsync_group_t* g) {
-  void* stream = g->copy_stream.load();
-  if (stream == nullptr && g->free_events.empty()) return;
+  void* stream = g->dev.copy_stream.load();
+  if (stream == nullptr && g->dev.free_events.empty()) return;
   const CudaRt* rt = cuda_runtime();
   if (rt == nullptr) return;
-  CudaDeviceGuard on(rt, g->device);
+  CudaDeviceGuard on(rt, g->dev.device);
   if (stream != nullptr) {
     rt->StreamSynchronize(stream);
     rt->StreamDestroy(stream);
   }
-  for (void* ev : g->free_events) rt->EventDestroy(ev);
-  g->free_events.clear();
-  g->copy_stream.store(nullptr);
+  for (void* ev : g->dev.free_events) rt->EventDestroy(ev);
+  g->dev.free_events.clear();
+  g->dev.copy_stream.store(nullptr);
 }
 
 }  // namespace wsync

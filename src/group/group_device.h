@@ -43,5 +43,7 @@ wsync_status_t device_wait_copies(wsync_group_t* g);
 wsync_status_t device_grow_slot(wsync_group_t* g, StagingSlot* slot, uint64_t bytes);
 
 void device_teardown(wsync_group_t* g);
+// A batch's event (device_record_caller) is done with: kept for a later batch (nullptr: nothing).
+void device_recycle_event(wsync_group_t* g, void* event);
 
 }  // namespace wsync

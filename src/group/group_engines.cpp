@@ -16,108 +16,123 @@ namespace wsync {
 bool engines_option(wsync_group_t* g, const std::string& k, const std::string& v, wsync_status_t* st) {
   uint64_t n = 0;
   if (k == "engines") {
-    g->engines_spec = v;
+    g->cfg.engines_spec = v;
   } else if (k == "engine_receivers") {
     if (v == "none" || v == "wsync")
-      g->engines_embed_wsync = v == "wsync";
+      g->cfg.engines_embed_wsync = v == "wsync";
     else
       *st = fail(WSYNC_ERR_INVALID_ARGUMENT, "option 'engine_receivers' is '%s'; use 'none' (unmodified engines) or "
                  "'wsync' (engines that embed a wsync receiver)", v.c_str());
   } else if (k == "engine_api_key") {
-    g->http.api_key = v;
+    g->cfg.http.api_key = v;
   } else if (k == "engine_connect_timeout_ms") {
-    if ((*st = parse_u64_option(k, v, 1, 3600 * 1000, &n)) == WSYNC_OK) g->http.connect_timeout_ms = static_cast<int64_t>(n);
+    if ((*st = parse_u64_option(k, v, 1, 3600 * 1000, &n)) == WSYNC_OK) g->cfg.http.connect_timeout_ms = static_cast<int64_t>(n);
   } else if (k == "engine_timeout_ms") {
-    if ((*st = parse_u64_option(k, v, 1, 24ull * 3600 * 1000, &n)) == WSYNC_OK) g->http.request_timeout_ms = static_cast<int64_t>(n);
+    if ((*st = parse_u64_option(k, v, 1, 24ull * 3600 * 1000, &n)) == WSYNC_OK) g->cfg.http.request_timeout_ms = static_cast<int64_t>(n);
   } else if (k == "engine_retries") {
-    if ((*st = parse_u64_option(k, v, 0, 100, &n)) == WSYNC_OK) g->http.retries = static_cast<int>(n);
+    if ((*st = parse_u64_option(k, v, 0, 100, &n)) == WSYNC_OK) g->cfg.http.retries = static_cast<int>(n);
   } else if (k == "engine_recheck_ms") {
-    if ((*st = parse_u64_option(k, v, 100, 3600 * 1000, &n)) == WSYNC_OK) g->engine_recheck_ms = static_cast<int64_t>(n);
+    if ((*st = parse_u64_option(k, v, 100, 3600 * 1000, &n)) == WSYNC_OK) g->cfg.engine_recheck_ms = static_cast<int64_t>(n);
   } else if (k == "engine_resume_on_failure") {
-    if ((*st = parse_u64_option(k, v, 0, 1, &n)) == WSYNC_OK) g->engines_resume_on_failure = n == 1;
+    if ((*st = parse_u64_option(k, v, 0, 1, &n)) == WSYNC_OK) g->cfg.engines_resume_on_failure = n == 1;
   } else {
     return false;
   }
   return true;
 }
 
-wsync_status_t engines_health(wsync_group_t* g, uint32_t configured) {
-  if (g->engines_spec.empty())
-    return fail(WSYNC_ERR_INVALID_ARGUMENT, "adapter '%s' drives engines over HTTP: set the group option 'engines' "
-                "(\"http://host:port=<gpus>,...\")", g->adapter.table->name);
-  wsync_status_t st = parse_engine_servers(g->engines_spec, &g->engines);
-  if (st != WSYNC_OK) return st;
-  uint32_t listed = 0;
-  for (const auto& s : g->engines) listed += s.gpus;
-  if (configured != 0 && configured != listed)
-    return fail(WSYNC_ERR_INVALID_ARGUMENT, "config->num_receivers is %u but the servers in 'engines' have %u GPU(s) "
-                "in all; give 0 to take it from 'engines'", configured, listed);
-  // Health: every listed server, concurrently; the unhealthy ones are left out everywhere after.
-  std::vector<std::vector<OwnedRequest>> reqs(g->engines.size());
-  for (size_t i = 0; i < g->engines.size(); ++i)
+namespace {
+
+// A server's health check: the status and why.
+struct Health {
+  wsync_status_t status = WSYNC_OK;
+  std::string why;
+};
+
+// HEALTH on every listed server, concurrently; quick or it fails (at most 10 s, one retry).
+wsync_status_t check_health(wsync_group_t* g, std::vector<Health>* res) {
+  std::vector<std::vector<OwnedRequest>> reqs(g->engines.servers.size());
+  wsync_status_t st = WSYNC_OK;
+  for (size_t i = 0; i < g->engines.servers.size(); ++i)
     if ((st = build_requests(g, StepView(g, i, WSYNC_STEP_HEALTH, nullptr, nullptr, 0), &reqs[i])) != WSYNC_OK)
       return st;
-  struct Health {
-    wsync_status_t status = WSYNC_OK;
-    std::string why;
-  };
-  std::vector<Health> res(g->engines.size());
-  // A health check is quick or it fails: at most 10 s, one retry.
-  HttpOptions quick = g->http;
+  res->assign(g->engines.servers.size(), Health());
+  HttpOptions quick = g->cfg.http;
   quick.request_timeout_ms = std::min<int64_t>(quick.request_timeout_ms, 10000);
   quick.retries = std::min(quick.retries, 1);
-  for_each_server_concurrently(g->engines.size(), [&](size_t i) {
+  for_each_server_concurrently(g->engines.servers.size(), [&](size_t i) {
+    Health& h = (*res)[i];
     try {  // an exception must not escape a thread: the server counts as failed
       for (const auto& r : reqs[i]) {
         wsync_http_request_t v = r.view();
-        std::string why;
-        wsync_status_t s = http_call(g->engines[i].url, v, quick, &g->aborted, &why);
-        if (s != WSYNC_OK) {
-          res[i].status = s;
-          res[i].why = why;
-          return;
-        }
+        h.status = http_call(g->engines.servers[i].url, v, quick, &g->pipe.aborted, &h.why);
+        if (h.status != WSYNC_OK) return;
       }
     } catch (...) {
-      res[i].status = fail_exception("an engine health thread", std::current_exception());
-      res[i].why = "internal error during the health check";
+      h.status = fail_exception("an engine health thread", std::current_exception());
+      h.why = "internal error during the health check";
     }
   });
   // A server that refuses the API key is up but unusable as configured: that fails the init (the
   // key is usually wrong for every server) rather than shrinking the world.
-  for (size_t i = 0; i < g->engines.size(); ++i)
-    if (res[i].status == WSYNC_ERR_REJECTED)
-      return fail(WSYNC_ERR_REJECTED, "group '%s': %s", g->group_name.c_str(), res[i].why.c_str());
-  std::vector<EngineServer> healthy;
-  std::string down;
+  for (const Health& h : *res)
+    if (h.status == WSYNC_ERR_REJECTED)
+      return fail(WSYNC_ERR_REJECTED, "group '%s': %s", g->cfg.group_name.c_str(), h.why.c_str());
+  return WSYNC_OK;
+}
+
+// Each server marked healthy (and live) or not, the unhealthy ones logged; the healthy ones' GPUs.
+uint32_t mark_health(wsync_group_t* g, const std::vector<Health>& res, std::vector<EngineServer>* healthy,
+                     std::string* down) {
   uint32_t healthy_gpus = 0;
-  for (size_t i = 0; i < g->engines.size(); ++i) {
-    EngineServer& s = g->engines[i];
+  for (size_t i = 0; i < g->engines.servers.size(); ++i) {
+    EngineServer& s = g->engines.servers[i];
     s.healthy = s.live = res[i].status == WSYNC_OK;
     if (s.healthy) {
-      healthy.push_back(s);
+      healthy->push_back(s);
       healthy_gpus += s.gpus;
       continue;
     }
     s.why_unhealthy = res[i].why;
-    WSYNC_LOGW("group '%s': engine %s failed its health check and is left out%s: %s", g->group_name.c_str(),
-               s.url.c_str(), g->elastic ? " until it answers (membership=elastic)" : "", res[i].why.c_str());
-    down += "\n  " + s.url + ": " + res[i].why;
+    WSYNC_LOGW("group '%s': engine %s failed its health check and is left out%s: %s", g->cfg.group_name.c_str(),
+               s.url.c_str(), g->cfg.elastic ? " until it answers (membership=elastic)" : "", res[i].why.c_str());
+    *down += "\n  " + s.url + ": " + res[i].why;
   }
+  return healthy_gpus;
+}
+
+}  // namespace
+
+wsync_status_t engines_health(wsync_group_t* g, uint32_t configured, uint32_t* receivers, uint32_t* init_receivers) {
+  if (g->cfg.engines_spec.empty())
+    return fail(WSYNC_ERR_INVALID_ARGUMENT, "adapter '%s' drives engines over HTTP: set the group option 'engines' "
+                "(\"http://host:port=<gpus>,...\")", g->plugins.adapter.table->name);
+  wsync_status_t st = parse_engine_servers(g->cfg.engines_spec, &g->engines.servers);
+  if (st != WSYNC_OK) return st;
+  uint32_t listed = 0;
+  for (const auto& s : g->engines.servers) listed += s.gpus;
+  if (configured != 0 && configured != listed)
+    return fail(WSYNC_ERR_INVALID_ARGUMENT, "config->num_receivers is %u but the servers in 'engines' have %u GPU(s) "
+                "in all; give 0 to take it from 'engines'", configured, listed);
+  std::vector<Health> res;
+  if ((st = check_health(g, &res)) != WSYNC_OK) return st;
+  std::vector<EngineServer> healthy;
+  std::string down;
+  const uint32_t healthy_gpus = mark_health(g, res, &healthy, &down);
   if (healthy.empty())
-    return fail(WSYNC_ERR_PEER_FAILED, "group '%s': no engine server passed its health check:%s", g->group_name.c_str(),
+    return fail(WSYNC_ERR_PEER_FAILED, "group '%s': no engine server passed its health check:%s", g->cfg.group_name.c_str(),
                 down.c_str());
   // Elastic: every listed server keeps its ranks (one that is down joins with them later); init
   // waits for the healthy ones. Fixed: the world is the healthy servers.
-  if (!g->elastic) g->engines = std::move(healthy);
-  uint32_t world = assign_rank_offsets(&g->engines, g->elastic);
-  g->num_receivers = world - 1;
-  if (g->elastic) g->init_receivers = healthy_gpus;
+  if (!g->cfg.elastic) g->engines.servers = std::move(healthy);
+  uint32_t world = assign_rank_offsets(&g->engines.servers, g->cfg.elastic);
+  *receivers = world - 1;
+  if (g->cfg.elastic) *init_receivers = healthy_gpus;
   std::string list;
-  for (const auto& s : g->engines)
+  for (const auto& s : g->engines.servers)
     list += (list.empty() ? "" : ", ") + s.url + " (ranks " + std::to_string(s.rank_offset) + ".." +
             std::to_string(s.rank_offset + s.gpus - 1) + (s.live ? ")" : ", down)");
-  WSYNC_LOGI("group '%s': %zu engine server(s), world size %u: %s", g->group_name.c_str(), g->engines.size(), world,
+  WSYNC_LOGI("group '%s': %zu engine server(s), world size %u: %s", g->cfg.group_name.c_str(), g->engines.servers.size(), world,
              list.c_str());
   return WSYNC_OK;
 }
@@ -129,7 +144,7 @@ namespace {
 constexpr int64_t kBestEffortTimeoutMs = 10000;
 
 HttpOptions best_effort_http(const wsync_group_t* g) {
-  HttpOptions h = g->http;
+  HttpOptions h = g->cfg.http;
   h.request_timeout_ms = h.request_timeout_ms > 0 ? std::min(h.request_timeout_ms, kBestEffortTimeoutMs)
                                                   : kBestEffortTimeoutMs;
   h.retries = 0;
@@ -150,53 +165,81 @@ wsync_status_t engines_probe_and_reset(wsync_group_t* g) {
   engines_step(g, WSYNC_STEP_RESET, 0, mode, &sent);  // best effort: never fails
   if (sent > 0)
     WSYNC_LOGI("group '%s': %zu reset request(s) sent to the engine servers (what an earlier trainer may have left)",
-               g->group_name.c_str(), sent);
+               g->cfg.group_name.c_str(), sent);
   clear_error();
   return WSYNC_OK;
 }
 
 void engines_abandon(wsync_group_t* g) {
   // Also after a committed update whose RESUME failed: nothing to end, but still paused.
-  if (!g->http_engines || (!g->update_open && !g->engines_paused)) return;
-  const bool was_open = g->update_open;
-  g->update_open = false;
+  if (!g->shape.http_engines || (!g->engines.update_open && !g->engines.paused)) return;
+  const bool was_open = g->engines.update_open;
+  g->engines.update_open = false;
   const HttpOptions http = best_effort_http(g);
   CallMode mode;
   mode.best_effort = true;
   mode.http = &http;
   if (was_open && adapter_knows_engine_13(g)) engines_step(g, WSYNC_STEP_ABANDON, 0, mode);
-  if (g->engines_paused && g->engines_resume_on_failure) {
+  if (g->engines.paused && g->cfg.engines_resume_on_failure) {
     engines_step(g, WSYNC_STEP_RESUME, 0, mode);
-    g->engines_paused = false;
+    g->engines.paused = false;
   }
   if (!was_open) {
-    if (g->engines_paused) WSYNC_LOGW("group '%s': the engine servers' generation stays paused", g->group_name.c_str());
+    if (g->engines.paused) WSYNC_LOGW("group '%s': the engine servers' generation stays paused", g->cfg.group_name.c_str());
     return;
   }
   WSYNC_LOGW("group '%s': the update was %s on the engine servers; they hold a mix of weight versions%s",
-             g->group_name.c_str(), adapter_knows_engine_13(g) ? "ended" : "left open (the adapter predates plugin ABI 1.3)",
-             g->engines_paused ? " and generation stays paused" : "");
+             g->cfg.group_name.c_str(), adapter_knows_engine_13(g) ? "ended" : "left open (the adapter predates plugin ABI 1.3)",
+             g->engines.paused ? " and generation stays paused" : "");
+}
+
+wsync_status_t open_update(wsync_group_t* g, Flight* flight) {
+  if (!g->shape.http_engines || g->engines.update_open) return WSYNC_OK;
+  // Open from the first request on: a failure in PAUSE or BEGIN_UPDATE is abandoned too.
+  g->engines.update_open = true;
+  CallMode mode;
+  mode.flight = flight;
+  EngineCalls pause;
+  wsync_status_t st = pause.start(g, WSYNC_STEP_PAUSE, nullptr, nullptr, 0, nullptr, mode);
+  g->engines.paused = pause.sent() > 0;  // (known before it finishes: a server dropped in it is resumed)
+  if (st == WSYNC_OK) st = pause.finish(flight);
+  if (st == WSYNC_OK) st = engines_step(g, WSYNC_STEP_BEGIN_UPDATE, 0, mode);
+  return st;
+}
+
+wsync_status_t engines_update_committed(wsync_group_t* g) {
+  if (!g->shape.http_engines || !g->engines.update_open) return WSYNC_OK;
+  g->engines.update_open = false;  // committed: nothing to abandon; a failed RESUME leaves `paused` set
+  wsync_status_t st = engines_step(g, WSYNC_STEP_RESUME);
+  if (st == WSYNC_OK) g->engines.paused = false;
+  return st;
+}
+
+wsync_status_t engines_start_init(wsync_group_t* g, EngineCalls* calls) {
+  g->engines.joined = g->shape.http_engines;  // from here on a destroy leaves the engines' group
+  if (!g->shape.http_engines) return WSYNC_OK;
+  return calls->start(g, WSYNC_STEP_INIT, nullptr, nullptr, 0, &g->engines.failed);
 }
 
 void engines_resume_committed(wsync_group_t* g) {
-  if (!g->http_engines || !g->update_open) return;
-  g->update_open = false;
+  if (!g->shape.http_engines || !g->engines.update_open) return;
+  g->engines.update_open = false;
   // As after a commit (the group's retries); elastic: a server whose RESUME fails is dropped
   // (WSYNC_OK unless none is left).
-  if (engines_step(g, WSYNC_STEP_RESUME) == WSYNC_OK) g->engines_paused = false;
-  else WSYNC_LOGW("group '%s': resuming the engine servers failed: %s", g->group_name.c_str(), last_error().c_str());
+  if (engines_step(g, WSYNC_STEP_RESUME) == WSYNC_OK) g->engines.paused = false;
+  else WSYNC_LOGW("group '%s': resuming the engine servers failed: %s", g->cfg.group_name.c_str(), last_error().c_str());
   clear_error();
 }
 
 std::string engines_failure_note(const wsync_group_t* g, bool was_open) {
-  if (g->http_engines && !was_open && g->engines_paused)  // committed, but its RESUME failed
+  if (g->shape.http_engines && !was_open && g->engines.paused)  // committed, but its RESUME failed
     return " [the engine servers' generation stays paused (group option engine_resume_on_failure=1 resumes it)]";
-  if (!g->http_engines || !was_open) return std::string();
+  if (!g->shape.http_engines || !was_open) return std::string();
   std::string note = adapter_knows_engine_13(g)
                          ? " [the engine servers' update was ended; they hold a mix of weight versions until a complete update"
                          : " [the engine servers hold a mix of weight versions until a complete update (adapter '" +
-                               std::string(g->adapter.table->name) + "' cannot end their update: it predates plugin ABI 1.3)";
-  if (g->engines_paused)
+                               std::string(g->plugins.adapter.table->name) + "' cannot end their update: it predates plugin ABI 1.3)";
+  if (g->engines.paused)
     note += "; their generation stays paused (group option engine_resume_on_failure=1 resumes it)";
   return note + "]";
 }

@@ -34,8 +34,10 @@ namespace wsync {
 bool engines_option(wsync_group_t* g, const std::string& key, const std::string& value, wsync_status_t* st);
 
 // HEALTH on every listed server; the healthy ones, in order, get cumulative rank offsets from 1,
-// and g->num_receivers becomes the sum of their GPUs. Fails when none is healthy.
-wsync_status_t engines_health(wsync_group_t* g, uint32_t configured_receivers);
+// and *receivers becomes the sum of their GPUs (elastic: every listed server keeps its ranks, and
+// *init_receivers is the healthy ones' GPUs). Fails when none is healthy.
+wsync_status_t engines_health(wsync_group_t* g, uint32_t configured_receivers, uint32_t* receivers,
+                              uint32_t* init_receivers);
 // PROBE (the adapter judges each server: release, GPU count), then RESET (best effort). Nothing
 // for an adapter older than plugin ABI 1.3.
 wsync_status_t engines_probe_and_reset(wsync_group_t* g);
@@ -46,6 +48,13 @@ void engines_abandon(wsync_group_t* g);
 // An elastic update committed on some receivers but failed (too few confirmed): the engines ran
 // its FINALIZE, so their generation resumes as after a commit (a server that fails it is dropped).
 void engines_resume_committed(wsync_group_t* g);
+// HTTP engines: pause generation (if the adapter asks) and open the engine-side update, once per
+// update (the first bucket, or the finalize of an update that sent none).
+wsync_status_t open_update(wsync_group_t* g, Flight* flight = nullptr);
+// The update committed: the engines' generation resumes (nothing when no engine update is open).
+wsync_status_t engines_update_committed(wsync_group_t* g);
+// Init: INIT goes to every live server (from here on a destroy leaves the engines' group).
+wsync_status_t engines_start_init(wsync_group_t* g, EngineCalls* calls);
 // What a failure message adds about the engines once engines_abandon ran ("" if nothing).
 std::string engines_failure_note(const wsync_group_t* g, bool was_open);
 

@@ -22,7 +22,9 @@
 namespace wsync {
 
 // ---- group_options.cpp
-wsync_status_t apply_group_options(wsync_group_t* g, const OptionList& opts, std::string* addr_file);
+// The config's own fields and its options, into g->cfg; `addr_file`: option store_addr_file.
+wsync_status_t apply_group_config(const wsync_group_config_t& config, const OptionList& opts, wsync_group_t* g,
+                                  std::string* addr_file);
 
 // ---- group_init.cpp
 wsync_status_t group_init(const wsync_group_config_t* config, wsync_group_t* g);
@@ -35,7 +37,7 @@ wsync_status_t accept_receivers(wsync_group_t* g, int64_t deadline);
 wsync_status_t wait_joined(wsync_group_t* g, int64_t deadline);
 // membership=elastic, between updates (pipeline thread): connections that came meanwhile get
 // their CHALLENGE, and those whose HELLO arrived and proves the secret are welcomed into
-// g->joining. Never waits: a HELLO not there yet is read at a later look.
+// g->admission.joining. Never waits: a HELLO not there yet is read at a later look.
 void take_hellos(wsync_group_t* g);
 // A welcomed receiver's JOINED (its transport connected), if it came; then the sender's transport
 // connects to it (connect_peer), before `deadline`. WSYNC_ERR_TIMEOUT: no JOINED yet (look again
@@ -51,6 +53,7 @@ wsync_status_t group_send_start(wsync_group_t* g, const wsync_tensor_t* tensors,
 wsync_status_t group_send_wait(wsync_group_t* g, uint64_t ticket, int64_t timeout_ms);
 wsync_status_t group_send_batch(wsync_group_t* g, const wsync_tensor_t* tensors, uint64_t n, int64_t timeout_ms);
 wsync_status_t group_finalize(wsync_group_t* g, uint64_t version, int64_t timeout_ms);
+void group_set_cuda_stream(wsync_group_t* g, void* stream);
 
 // ---- group_pipeline.cpp
 wsync_status_t pipeline_start(wsync_group_t* g);
@@ -64,6 +67,11 @@ void pipeline_wake(wsync_group_t* g);
 struct InflightBucket;
 // Tell receivers the update is void (once per update); `why` is quoted to them.
 void announce_abort(wsync_group_t* g, const std::string& why);
+// The caller aborted the group: receivers in the middle of an update are told (announce_abort);
+// between updates they have nothing to drop, and are not.
+void announce_group_aborted(wsync_group_t* g);
+// The update ended (committed, or failed and void everywhere): the next one has the next id.
+void wire_next_update(wsync_group_t* g);
 // A receiver's connection closed: forget it in the transport and say so (PEER_FAILED); a joiner
 // whose unread CATCHUP_FAILED explains it is removed with its own words instead.
 wsync_status_t peer_lost(wsync_group_t* g, Peer* p, const char* during);
@@ -72,8 +80,6 @@ wsync_status_t peer_lost(wsync_group_t* g, Peer* p, const char* during);
 // After every JOINED: plan the routes from the receivers' hosts, tell each its parent and children
 // (ROUTE) when the group relays, and wait for each to wire its relay transports (JOINED again).
 wsync_status_t route_members(wsync_group_t* g, int64_t deadline);
-// The ranks the sender itself sends bucket bytes to: every receiver, or its children in the plan.
-std::vector<uint32_t> direct_ranks(const wsync_group_t* g);
 // For a message about `rank` failing: "; downstream of it (cut off with it): ranks 3, 4", or "".
 std::string downstream_note(const wsync_group_t* g, uint32_t rank);
 // "; fed by relay rank 1 (at 10.0.0.2:41234)" for a receiver whose bytes come through a relay,
@@ -103,6 +109,8 @@ wsync_status_t senders_open(wsync_group_t* g, const std::string& bind_host, int6
 // *published: this sender's record went out (a failure after it breaks the group: the other
 // senders count this batch).
 wsync_status_t senders_plan_batch(wsync_group_t* g, Batch* b, int64_t timeout_ms, bool* published);
+// The update ended (caller thread): the next one's batches count from the first again.
+void senders_update_ended(wsync_group_t* g);
 
 // ---- group_announce.cpp (HTTP engines of senders that plan: one UPDATE per batch, sender 0 only)
 // The batch's UPDATE names every tensor of `plan` whole (caller thread, once the plan is agreed).

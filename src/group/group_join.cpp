@@ -41,7 +41,7 @@ class ControlWarnings {
     static const char* const what[kKinds] = {"receivers were refused", "connections sent no HELLO in time",
                                              "connections were dropped before their HELLO",
                                              "waiting connections were dropped to make room"};
-    const std::string group = g->group_name;
+    const std::string group = g->cfg.group_name;
     for (int k = 0; k < kKinds; ++k)
       limits_.emplace_back(kWarnBurst, kWarnWindowMs, [group, k](uint64_t n, int64_t window_ms) {
         WSYNC_LOGW("group '%s': ... and %llu more %s on the control port in the last %lld s (the first %d of each "
@@ -69,11 +69,11 @@ namespace {
 // engine that names its rank may want back.
 uint32_t free_rank(const wsync_group_t* g) {
   for (int pass = 0; pass < 2; ++pass)
-    for (uint32_t r = 1; r <= g->num_receivers; ++r) {
-      const Peer* had = g->peers.size() >= r ? g->peers[r - 1].get() : nullptr;
+    for (uint32_t r = 1; r <= g->shape.num_receivers; ++r) {
+      const Peer* had = g->members.peers.size() >= r ? g->members.peers[r - 1].get() : nullptr;
       if (had != nullptr && !had->dropped) continue;
       if (pass == 0 && had != nullptr && !had->never_joined) continue;
-      if (std::any_of(g->joining.begin(), g->joining.end(), [r](const std::unique_ptr<Peer>& j) { return j->rank == r; }))
+      if (std::any_of(g->admission.joining.begin(), g->admission.joining.end(), [r](const std::unique_ptr<Peer>& j) { return j->rank == r; }))
         continue;
       return r;
     }
@@ -95,37 +95,37 @@ std::string check_hello(wsync_group_t* g, const Peer& p, const Frame& f, HelloBo
            std::to_string(kControlProtocolVersion) + " (use the same wsync release on both sides)";
   }
   *code = WSYNC_ERR_REJECTED;
-  if (!proof_matches(h->proof, control_hello_proof(g->secret.value, h->group, h->rank, h->pid, p.nonce, h->nonce)))
+  if (!proof_matches(h->proof, control_hello_proof(g->rdv.secret.value, h->group, h->rank, h->pid, p.nonce, h->nonce)))
     return "the receiver did not prove the group secret (give it the sender's secret: option secret or secret_file, "
            "or WSYNC_GROUP_SECRET)";
-  if (h->group != g->group_name)
-    return "receiver asked for group '" + printable_text(h->group) + "' but this sender hosts group '" + g->group_name + "'";
+  if (h->group != g->cfg.group_name)
+    return "receiver asked for group '" + printable_text(h->group) + "' but this sender hosts group '" + g->cfg.group_name + "'";
   if (h->rank == 0) {  // (any rank: the lowest free one)
-    if (!g->elastic)
+    if (!g->cfg.elastic)
       return "rank 0 asks the sender to assign a rank, which only a group with membership=elastic does; give this "
-             "receiver its rank (1.." + std::to_string(g->num_receivers) + ")";
+             "receiver its rank (1.." + std::to_string(g->shape.num_receivers) + ")";
     h->rank = free_rank(g);
     if (h->rank == 0)
-      return "no rank is free to assign: all " + std::to_string(g->num_receivers) + " ranks are members or joining";
+      return "no rank is free to assign: all " + std::to_string(g->shape.num_receivers) + " ranks are members or joining";
     *assigned = true;
   }
-  if (h->rank < 1 || h->rank > g->num_receivers)
+  if (h->rank < 1 || h->rank > g->shape.num_receivers)
     return "rank " + std::to_string(h->rank) + " is out of range: this group has receivers 1.." +
-           std::to_string(g->num_receivers);
-  const Peer* had = g->peers.size() >= h->rank ? g->peers[h->rank - 1].get() : nullptr;
-  const bool rejoin = had != nullptr && had->dropped && g->elastic;  // (elastic: it left, or never came)
+           std::to_string(g->shape.num_receivers);
+  const Peer* had = g->members.peers.size() >= h->rank ? g->members.peers[h->rank - 1].get() : nullptr;
+  const bool rejoin = had != nullptr && had->dropped && g->cfg.elastic;  // (elastic: it left, or never came)
   if (had != nullptr && !rejoin)
     return "rank " + std::to_string(h->rank) + " already joined (" + had->conn.peer_name() + "); each rank " +
-           (g->elastic ? "is one member at a time" : "may join once");
-  for (const auto& j : g->joining)
+           (g->cfg.elastic ? "is one member at a time" : "may join once");
+  for (const auto& j : g->admission.joining)
     if (j->rank == h->rank) return "rank " + std::to_string(h->rank) + " is joining already (" + j->conn.peer_name() + ")";
   if (rejoin && !members_can_join(g))
     return "receiver rank " + std::to_string(h->rank) + " cannot join again: transport '" +
-           std::string(g->transport.table->name) + "' cannot connect one receiver later (plugin ABI 1.5 connect_peer)";
+           std::string(g->plugins.transport.table->name) + "' cannot connect one receiver later (plugin ABI 1.5 connect_peer)";
   return "";
 }
 
-// Handle one HELLO; on success the peer is placed at its rank (at init) or in g->joining (between
+// Handle one HELLO; on success the peer is placed at its rank (at init) or in g->admission.joining (between
 // updates). A refused receiver is told why and the sender keeps waiting for the right one.
 void admit(wsync_group_t* g, std::unique_ptr<Peer> p, const Frame& f, int64_t timeout_ms, ControlWarnings* warn,
            bool between_updates) {
@@ -135,7 +135,7 @@ void admit(wsync_group_t* g, std::unique_ptr<Peer> p, const Frame& f, int64_t ti
   const std::string reason = check_hello(g, *p, f, &h, &code, &assigned);
   if (!reason.empty()) {
     if (warn->admit(ControlWarnings::kRefused))
-      WSYNC_LOGW("group '%s': refused a receiver connecting from %s: %s", g->group_name.c_str(), p->addr.c_str(),
+      WSYNC_LOGW("group '%s': refused a receiver connecting from %s: %s", g->cfg.group_name.c_str(), p->addr.c_str(),
                  reason.c_str());
     p->conn.send(MsgType::kReject, encode_reject({code, reason}), std::min<int64_t>(timeout_ms, 1000));
     return;
@@ -146,23 +146,23 @@ void admit(wsync_group_t* g, std::unique_ptr<Peer> p, const Frame& f, int64_t ti
                         std::to_string(h.pid) + ")");
   p->conn.set_max_body(kControlMaxBody);
   if (assigned && p->conn.send(MsgType::kAssign, encode_assign({h.rank}), timeout_ms) != WSYNC_OK) {
-    WSYNC_LOGW("group '%s': a receiver given rank %u left during its welcome", g->group_name.c_str(), h.rank);
+    WSYNC_LOGW("group '%s': a receiver given rank %u left during its welcome", g->cfg.group_name.c_str(), h.rank);
     return;
   }
-  const Mac proof = control_welcome_proof(g->secret.value, g->group_name, h.rank, g->num_receivers + 1, p->nonce, h.nonce);
-  const WelcomeBody welcome{g->num_receivers + 1, std::vector<uint8_t>(proof.begin(), proof.end())};
+  const Mac proof = control_welcome_proof(g->rdv.secret.value, g->cfg.group_name, h.rank, g->shape.num_receivers + 1, p->nonce, h.nonce);
+  const WelcomeBody welcome{g->shape.num_receivers + 1, std::vector<uint8_t>(proof.begin(), proof.end())};
   if (p->conn.send(MsgType::kWelcome, encode_welcome(welcome), timeout_ms) != WSYNC_OK) {
-    WSYNC_LOGW("group '%s': rank %u left during its welcome", g->group_name.c_str(), h.rank);
+    WSYNC_LOGW("group '%s': rank %u left during its welcome", g->cfg.group_name.c_str(), h.rank);
     return;
   }
-  WSYNC_LOGI("group '%s': %s joined%s", g->group_name.c_str(), p->conn.peer_name().c_str(),
+  WSYNC_LOGI("group '%s': %s joined%s", g->cfg.group_name.c_str(), p->conn.peer_name().c_str(),
              assigned ? " (its rank assigned)" : "");
-  p->conn.set_abort_flag(&g->aborted);
+  p->conn.set_abort_flag(&g->pipe.aborted);
   if (between_updates) {  // a member from the next update
     p->welcomed_ms = now_ms();
-    g->joining.push_back(std::move(p));
+    g->admission.joining.push_back(std::move(p));
   }
-  else g->peers[h.rank - 1] = std::move(p);
+  else members_seat(g, std::move(p));
 }
 
 // A new connection: it gets its CHALLENGE at once and joins the pending ones (the oldest pending
@@ -181,7 +181,7 @@ void open_pending(wsync_group_t* g, int fd, const std::string& addr, std::vector
   if (pending->size() >= kMaxPendingHellos) {
     if (warn->admit(ControlWarnings::kCrowded))
       WSYNC_LOGW("group '%s': %zu connections are waiting to say HELLO; dropping the oldest, from %s",
-                 g->group_name.c_str(), pending->size(), pending->front()->addr.c_str());
+                 g->cfg.group_name.c_str(), pending->size(), pending->front()->addr.c_str());
     pending->erase(pending->begin());
   }
   pending->push_back(std::move(p));
@@ -189,14 +189,14 @@ void open_pending(wsync_group_t* g, int fd, const std::string& addr, std::vector
 
 std::string missing_ranks(wsync_group_t* g) {
   std::string s;
-  for (uint32_t r = 1; r <= g->num_receivers; ++r)
-    if (!g->peers[r - 1]) s += (s.empty() ? "" : ", ") + std::to_string(r);
+  for (uint32_t r = 1; r <= g->shape.num_receivers; ++r)
+    if (!g->members.peers[r - 1]) s += (s.empty() ? "" : ", ") + std::to_string(r);
   return s;
 }
 
 wsync_status_t init_interrupted(wsync_group_t* g) {
-  if (g->aborted.load()) return fail(WSYNC_ERR_ABORTED, "group init aborted");
-  if (g->engines_failed.load()) return fail(WSYNC_ERR_ENGINE, "an engine refused to join the group");
+  if (g->pipe.aborted.load()) return fail(WSYNC_ERR_ABORTED, "group init aborted");
+  if (g->engines.failed.load()) return fail(WSYNC_ERR_ENGINE, "an engine refused to join the group");
   return WSYNC_OK;
 }
 
@@ -209,7 +209,7 @@ void read_hellos(wsync_group_t* g, std::vector<std::unique_ptr<Peer>>* pending, 
     wsync_status_t st = (*pending)[i]->conn.recv(&f, 0);
     if (st == WSYNC_ERR_TIMEOUT && now_ms() - (*pending)[i]->accepted_ms > kHelloDeadlineMs) {
       if (warn->admit(ControlWarnings::kNoHello))
-        WSYNC_LOGW("group '%s': closing the connection from %s: no HELLO within %lld ms", g->group_name.c_str(),
+        WSYNC_LOGW("group '%s': closing the connection from %s: no HELLO within %lld ms", g->cfg.group_name.c_str(),
                    (*pending)[i]->addr.c_str(), static_cast<long long>(kHelloDeadlineMs));
       st = WSYNC_ERR_PEER_FAILED;
     } else if (st == WSYNC_ERR_TIMEOUT) {
@@ -217,7 +217,7 @@ void read_hellos(wsync_group_t* g, std::vector<std::unique_ptr<Peer>>* pending, 
       continue;
     } else if (st != WSYNC_OK) {
       if (warn->admit(ControlWarnings::kDropped))
-        WSYNC_LOGW("group '%s': dropped the connection from %s before its HELLO: %s", g->group_name.c_str(),
+        WSYNC_LOGW("group '%s': dropped the connection from %s before its HELLO: %s", g->cfg.group_name.c_str(),
                    (*pending)[i]->addr.c_str(), last_error().c_str());
     }
     std::unique_ptr<Peer> p = std::move((*pending)[i]);
@@ -231,12 +231,12 @@ void read_hellos(wsync_group_t* g, std::vector<std::unique_ptr<Peer>>* pending, 
 wsync_status_t accept_receivers(wsync_group_t* g, int64_t deadline) {
   std::vector<std::unique_ptr<Peer>> pending;  // connected, HELLO not read yet
   ControlWarnings warn(g);                     // its summaries are logged when they are due and at the end
-  const uint32_t wanted = g->elastic && g->init_receivers != 0 ? g->init_receivers : g->num_receivers;
+  const uint32_t wanted = g->cfg.elastic && g->shape.init_receivers != 0 ? g->shape.init_receivers : g->shape.num_receivers;
   for (;;) {
     warn.flush();
-    const auto joined = std::count_if(g->peers.begin(), g->peers.end(), [](const std::unique_ptr<Peer>& p) { return !!p; });
+    const auto joined = std::count_if(g->members.peers.begin(), g->members.peers.end(), [](const std::unique_ptr<Peer>& p) { return !!p; });
     if (static_cast<uint32_t>(joined) >= wanted) {
-      if (members_can_join(g)) g->hello_pending = std::move(pending);  // (read between updates)
+      if (members_can_join(g)) g->admission.hello_pending = std::move(pending);  // (read between updates)
       members_absent(g);
       return WSYNC_OK;
     }
@@ -245,10 +245,10 @@ wsync_status_t accept_receivers(wsync_group_t* g, int64_t deadline) {
     const int64_t left = deadline - now_ms();
     if (left <= 0)
       return fail(WSYNC_ERR_TIMEOUT, "group '%s': receiver rank(s) %s did not join in time (store at %s)",
-                  g->group_name.c_str(), missing_ranks(g).c_str(), g->store_addr.c_str());
+                  g->cfg.group_name.c_str(), missing_ranks(g).c_str(), g->rdv.store_addr.c_str());
     int fd = -1;
     std::string addr;
-    if (g->listener.accept(std::min<int64_t>(left, 20), &fd, &addr) == WSYNC_OK) open_pending(g, fd, addr, &pending, &warn);
+    if (g->rdv.listener.accept(std::min<int64_t>(left, 20), &fd, &addr) == WSYNC_OK) open_pending(g, fd, addr, &pending, &warn);
     read_hellos(g, &pending, left, &warn);
   }
 }
@@ -273,7 +273,7 @@ wsync_status_t judge_join_frame(wsync_group_t* g, Peer* p, const Frame& f) {
 }  // namespace
 
 wsync_status_t wait_joined(wsync_group_t* g, int64_t deadline) {
-  for (auto& p : g->peers) {
+  for (auto& p : g->members.peers) {
     if (p->dropped) continue;  // (elastic: a rank that has not joined yet)
     for (;;) {
       wsync_status_t st = init_interrupted(g);
@@ -283,7 +283,7 @@ wsync_status_t wait_joined(wsync_group_t* g, int64_t deadline) {
       st = p->conn.recv(&f, std::max<int64_t>(0, std::min<int64_t>(left, 50)));
       if (st == WSYNC_ERR_TIMEOUT) {
         if (left <= 0)
-          return fail(WSYNC_ERR_TIMEOUT, "group '%s': %s did not connect its transport in time", g->group_name.c_str(),
+          return fail(WSYNC_ERR_TIMEOUT, "group '%s': %s did not connect its transport in time", g->cfg.group_name.c_str(),
                       p->conn.peer_name().c_str());
         continue;
       }
@@ -296,21 +296,21 @@ wsync_status_t wait_joined(wsync_group_t* g, int64_t deadline) {
 }
 
 void take_hellos(wsync_group_t* g) {
-  if (!g->join_warnings) g->join_warnings.reset(new ControlWarnings(g));  // one budget for the group's life
-  ControlWarnings* warn = g->join_warnings.get();
+  if (!g->admission.warnings) g->admission.warnings.reset(new ControlWarnings(g));  // one budget for the group's life
+  ControlWarnings* warn = g->admission.warnings.get();
   warn->flush();
   int fd = -1;
   std::string addr;
   // (at most a pending list's worth per look: a flood of connections cannot hold the thread here)
-  for (size_t n = 0; n < kMaxPendingHellos && g->listener.accept(0, &fd, &addr) == WSYNC_OK; ++n)
-    open_pending(g, fd, addr, &g->hello_pending, warn);
+  for (size_t n = 0; n < kMaxPendingHellos && g->rdv.listener.accept(0, &fd, &addr) == WSYNC_OK; ++n)
+    open_pending(g, fd, addr, &g->admission.hello_pending, warn);
   // Only the HELLOs that are here: a connection that says nothing costs this thread nothing (the
   // pipeline looks again every 100 ms while idle, and before every update).
-  read_hellos(g, &g->hello_pending, g->timeout_ms, warn, true);
+  read_hellos(g, &g->admission.hello_pending, g->cfg.timeout_ms, warn, true);
 }
 
 wsync_status_t join_one(wsync_group_t* g, Peer* p, int64_t deadline) {
-  if (g->aborted.load()) return fail(WSYNC_ERR_ABORTED, "group '%s' was aborted", g->group_name.c_str());
+  if (g->pipe.aborted.load()) return fail(WSYNC_ERR_ABORTED, "group '%s' was aborted", g->cfg.group_name.c_str());
   Frame f;
   wsync_status_t st = p->conn.recv(&f, 0);
   if (st == WSYNC_ERR_TIMEOUT) return st;  // no JOINED yet: the caller looks again later
@@ -320,9 +320,9 @@ wsync_status_t join_one(wsync_group_t* g, Peer* p, int64_t deadline) {
 }
 
 wsync_status_t connect_receiver(wsync_group_t* g, Peer* p, int64_t deadline) {
-  const wsync_transport_v1_t* t = g->transport.table;
+  const wsync_transport_v1_t* t = g->plugins.transport.table;
   clear_error();
-  wsync_status_t st = t->connect_peer(g->transport_self, p->rank, std::max<int64_t>(deadline - now_ms(), 1));
+  wsync_status_t st = t->connect_peer(g->plugins.transport_self, p->rank, std::max<int64_t>(deadline - now_ms(), 1));
   if (st != WSYNC_OK)
     return fail(st, "transport '%s' could not connect to %s: %s", t->name, p->conn.peer_name().c_str(),
                 plugin_error("transport", t->name).c_str());

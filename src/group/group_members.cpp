@@ -1,10 +1,13 @@
 // See group_members.h.
 #include "group/group_members.h"
 
+#include <poll.h>
+
 #include <algorithm>
 
 #include "common/error.h"
 #include "control/frames.h"
+#include "device/tensor_digest.h"
 #include "group/engine_members.h"
 #include "group/group_catchup.h"
 #include "group/group_internal.h"
@@ -29,57 +32,80 @@ std::string joined(const std::vector<std::string>& v) {
 }  // namespace
 
 wsync_status_t members_check_options(wsync_group_t* g) {
-  if (g->commit_quorum != 0 && !g->elastic)
+  if (g->cfg.commit_quorum != 0 && !g->cfg.elastic)
     return fail(WSYNC_ERR_INVALID_ARGUMENT, "option 'commit_quorum' needs membership=elastic (a fixed group's update "
                 "commits on every receiver or fails)");
-  if (g->commit_quorum > g->num_receivers && g->num_receivers != 0)
+  if (g->cfg.commit_quorum > g->shape.num_receivers && g->shape.num_receivers != 0)
     return fail(WSYNC_ERR_INVALID_ARGUMENT, "option 'commit_quorum' is %u but the group has %u receiver(s)",
-                g->commit_quorum, g->num_receivers);
-  if (g->init_receivers != 0 && !g->elastic)
+                g->cfg.commit_quorum, g->shape.num_receivers);
+  if (g->shape.init_receivers != 0 && !g->cfg.elastic)
     return fail(WSYNC_ERR_INVALID_ARGUMENT, "option 'init_receivers' needs membership=elastic (a fixed group's init "
                 "waits for every receiver)");
-  if (g->init_receivers > g->num_receivers && g->num_receivers != 0)
+  if (g->shape.init_receivers > g->shape.num_receivers && g->shape.num_receivers != 0)
     return fail(WSYNC_ERR_INVALID_ARGUMENT, "option 'init_receivers' is %u but the group has %u receiver(s)",
-                g->init_receivers, g->num_receivers);
-  if (!g->elastic) return WSYNC_OK;
-  if (!g->engines_spec.empty() && !g->engines_embed_wsync)
+                g->shape.init_receivers, g->shape.num_receivers);
+  if (!g->cfg.elastic) return WSYNC_OK;
+  if (!g->cfg.engines_spec.empty() && !g->cfg.engines_embed_wsync)
     return fail(WSYNC_ERR_INVALID_ARGUMENT, "membership=elastic with HTTP engines needs engines that embed wsync "
                 "receivers (option engine_receivers=wsync): an unmodified engine's ranks cannot leave or join its "
                 "process group one by one");
-  if (!g->engines_spec.empty() && g->init_receivers != 0)
+  if (!g->cfg.engines_spec.empty() && g->shape.init_receivers != 0)
     return fail(WSYNC_ERR_INVALID_ARGUMENT, "option 'init_receivers' is not used with HTTP engines: init waits for "
                 "the servers that pass their health check, the others join when they answer");
-  if (g->planned)
+  if (g->shape.planned)
     return fail(WSYNC_ERR_INVALID_ARGUMENT, "membership=elastic is not supported with option num_senders yet");
-  if (g->route_set && g->route_spec.shape != RouteShape::kStar)
+  if (g->cfg.route && g->cfg.route->shape != RouteShape::kStar)
     return fail(WSYNC_ERR_INVALID_ARGUMENT, "option 'route' must be star with membership=elastic (a relay that left "
                 "would take the receivers behind it along)");
-  g->route_spec.shape = RouteShape::kStar;
   return WSYNC_OK;
 }
 
 wsync_status_t members_check_transport(wsync_group_t* g) {
-  if (!g->elastic) return WSYNC_OK;
-  if (!(g->transport.table->caps & WSYNC_TRANSPORT_CAP_FORGET_ONE))
+  if (!g->cfg.elastic) return WSYNC_OK;
+  if (!(g->plugins.transport.table->caps & WSYNC_TRANSPORT_CAP_FORGET_ONE))
     return fail(WSYNC_ERR_UNSUPPORTED, "membership=elastic needs a transport that can leave one receiver out and go on "
-                "with the others (WSYNC_TRANSPORT_CAP_FORGET_ONE); transport '%s' cannot", g->transport.table->name);
-  if (g->http_engines && !members_can_join(g))
+                "with the others (WSYNC_TRANSPORT_CAP_FORGET_ONE); transport '%s' cannot", g->plugins.transport.table->name);
+  if (g->shape.http_engines && !members_can_join(g))
     return fail(WSYNC_ERR_UNSUPPORTED, "membership=elastic with HTTP engines needs a transport that connects a "
-                "receiver that joins later (plugin ABI 1.5 connect_peer); transport '%s' cannot", g->transport.table->name);
-  if (g->init_receivers != 0 && g->init_receivers < g->num_receivers && !members_can_join(g))
+                "receiver that joins later (plugin ABI 1.5 connect_peer); transport '%s' cannot", g->plugins.transport.table->name);
+  if (g->shape.init_receivers != 0 && g->shape.init_receivers < g->shape.num_receivers && !members_can_join(g))
     return fail(WSYNC_ERR_UNSUPPORTED, "option 'init_receivers' needs a transport that connects a receiver that joins "
-                "later (plugin ABI 1.5 connect_peer); transport '%s' cannot", g->transport.table->name);
+                "later (plugin ABI 1.5 connect_peer); transport '%s' cannot", g->plugins.transport.table->name);
   return WSYNC_OK;
 }
 
 bool members_can_join(const wsync_group_t* g) {
-  const wsync_transport_v1_t* t = g->transport.table;
-  return g->elastic && t != nullptr && WSYNC_HAS_FIELD(t, wsync_transport_v1_t, connect_peer) && t->connect_peer != nullptr;
+  const wsync_transport_v1_t* t = g->plugins.transport.table;
+  return g->cfg.elastic && t != nullptr && WSYNC_HAS_FIELD(t, wsync_transport_v1_t, connect_peer) && t->connect_peer != nullptr;
+}
+
+void members_open_slots(wsync_group_t* g) { g->members.peers.resize(g->shape.num_receivers); }
+
+void members_seat(wsync_group_t* g, std::unique_ptr<Peer> p) {
+  const uint32_t r = p->rank;
+  g->members.peers[r - 1] = std::move(p);
+}
+
+// Tell every receiver the group closed; half-close and drain so our last frames are not lost to
+// a TCP reset, and give late messages (an error ACK in flight) a moment to land.
+void members_close(wsync_group_t* g) {
+  std::vector<pollfd> fds;
+  for (auto& p : g->members.peers)
+    if (p && p->conn.open()) {
+      p->conn.set_abort_flag(nullptr);
+      p->conn.send(MsgType::kClose, {}, 200);
+      p->conn.shutdown_and_drain();
+      if (p->conn.open()) fds.push_back(pollfd{p->conn.fd(), POLLIN, 0});
+    }
+  if (!fds.empty() && ::poll(fds.data(), fds.size(), 20) > 0)
+    for (auto& p : g->members.peers)
+      if (p && p->conn.open()) p->conn.shutdown_and_drain();
+  g->members.peers.clear();
 }
 
 void members_absent(wsync_group_t* g) {
-  for (uint32_t r = 1; r <= g->peers.size(); ++r) {
-    if (g->peers[r - 1]) continue;
+  for (uint32_t r = 1; r <= g->members.peers.size(); ++r) {
+    if (g->members.peers[r - 1]) continue;
     auto p = std::make_unique<Peer>();
     p->rank = r;
     p->dropped = true;  // (not a member: skipped by every send and wait, like a receiver removed)
@@ -87,7 +113,7 @@ void members_absent(wsync_group_t* g) {
     p->left = true;     // (nothing for the transport to forget)
     p->never_joined = true;  // (assigned ranks go here first)
     p->conn.set_peer_name("receiver rank " + std::to_string(r) + " (not joined yet)");
-    g->peers[r - 1] = std::move(p);
+    g->members.peers[r - 1] = std::move(p);
   }
 }
 
@@ -101,7 +127,7 @@ void install(wsync_group_t* g, std::unique_ptr<Peer> p, const std::string& catch
   p->dropped = false;
   p->left = false;
   p->buckets = 0;
-  g->peers[r - 1] = std::move(p);
+  g->members.peers[r - 1] = std::move(p);
   std::lock_guard<std::mutex> lk(g->shared.mu);
   MemberEvent e;
   e.kind = WSYNC_MEMBER_JOINED;
@@ -111,7 +137,7 @@ void install(wsync_group_t* g, std::unique_ptr<Peer> p, const std::string& catch
   g->shared.member_events.push_back(e);
   auto& m = g->shared.members;
   m.insert(std::upper_bound(m.begin(), m.end(), r), r);
-  WSYNC_LOGI("group '%s': %s joined; it takes part from update %llu (%zu member(s))%s", g->group_name.c_str(),
+  WSYNC_LOGI("group '%s': %s joined; it takes part from update %llu (%zu member(s))%s", g->cfg.group_name.c_str(),
              name.c_str(), static_cast<unsigned long long>(e.update), m.size(), catchup.c_str());
 }
 
@@ -121,7 +147,7 @@ namespace {
 
 // The group is being destroyed, aborted or broken: no more joining.
 bool admission_stopped(wsync_group_t* g) {
-  if (g->aborted.load()) return true;
+  if (g->pipe.aborted.load()) return true;
   std::lock_guard<std::mutex> lk(g->shared.mu);
   return g->shared.stop || g->shared.failed != WSYNC_OK;
 }
@@ -148,7 +174,7 @@ wsync_status_t idle_word(wsync_group_t* g, Peer* p) {
 // that refused then (a failed catch-up), are removed now, so that a restarted process can take the
 // rank at once.
 void drop_hung_up(wsync_group_t* g) {
-  for (auto& p : g->peers) {
+  for (auto& p : g->members.peers) {
     if (p->dropped || !p->alive) continue;
     p->conn.pump();
     while (p->conn.has_frame() && p->conn.next_type() == static_cast<uint16_t>(MsgType::kProgress)) {
@@ -162,35 +188,35 @@ void drop_hung_up(wsync_group_t* g) {
                                                          "updates (process died?)", p->conn.peer_name().c_str());
     if (member_failed(g, nullptr, p.get(), st) != WSYNC_OK)
       clear_error();  // (the last member left: the next update fails saying so)
-    g->dropped_in_update.clear();  // (not the next update's loss: it was not a member of it)
+    g->members.dropped_in_update.clear();  // (not the next update's loss: it was not a member of it)
   }
 }
 
 }  // namespace
 
 void members_admit(wsync_group_t* g) {
-  if (!members_can_join(g) || g->update_begun || admission_stopped(g)) return;
+  if (!members_can_join(g) || g->pipe.update_begun || admission_stopped(g)) return;
   drop_hung_up(g);
   take_hellos(g);
   // One budget for the transport connects of everyone who joins now (their JOINED says their side
   // is up): the next update, or a destroy, waits at most this long.
-  const int64_t deadline = deadline_after(std::min<int64_t>(g->timeout_ms, 10000));
+  const int64_t deadline = deadline_after(std::min<int64_t>(g->cfg.timeout_ms, 10000));
   std::vector<std::unique_ptr<Peer>> joining, later;
-  joining.swap(g->joining);
+  joining.swap(g->admission.joining);
   std::vector<uint32_t> busy;  // (joiners at this boundary serve no catch-up)
   for (const auto& p : joining) busy.push_back(p->rank);
   for (auto& p : joining) {
     if (admission_stopped(g)) return;  // (their connections close: they see the group end)
     const wsync_status_t st = join_one(g, p.get(), deadline);
-    if (st == WSYNC_ERR_TIMEOUT && now_ms() - p->welcomed_ms < g->timeout_ms) {
+    if (st == WSYNC_ERR_TIMEOUT && now_ms() - p->welcomed_ms < g->cfg.timeout_ms) {
       later.push_back(std::move(p));  // no JOINED yet: a later look (the thread never waits for it)
       continue;
     }
     if (st != WSYNC_OK) {
       if (st == WSYNC_ERR_TIMEOUT)
         fail(st, "%s said HELLO but did not connect its transport (JOINED) within %lld ms",
-             p->conn.peer_name().c_str(), static_cast<long long>(g->timeout_ms));  // (of its WELCOME)
-      WSYNC_LOGW("group '%s': %s could not join: %s", g->group_name.c_str(), p->conn.peer_name().c_str(),
+             p->conn.peer_name().c_str(), static_cast<long long>(g->cfg.timeout_ms));  // (of its WELCOME)
+      WSYNC_LOGW("group '%s': %s could not join: %s", g->cfg.group_name.c_str(), p->conn.peer_name().c_str(),
                  last_error().c_str());
       clear_error();
       continue;  // (its connection closes here: it may try again)
@@ -198,7 +224,7 @@ void members_admit(wsync_group_t* g) {
     const std::string catchup = catchup_arrange(g, p.get(), busy);
     install(g, std::move(p), catchup);
   }
-  for (auto& p : later) g->joining.push_back(std::move(p));
+  for (auto& p : later) g->admission.joining.push_back(std::move(p));
   // HTTP engines: dropped servers on their way back (their INIT makes their receivers come); after
   // this look's joins, so that an INIT that answered finds the receivers it brought installed.
   engines_readmit(g);
@@ -208,31 +234,31 @@ void members_admit(wsync_group_t* g) {
 void members_init(wsync_group_t* g) {
   std::lock_guard<std::mutex> lk(g->shared.mu);
   g->shared.members.clear();
-  for (const auto& p : g->peers)
+  for (const auto& p : g->members.peers)
     if (!p->dropped) g->shared.members.push_back(p->rank);
-  if (g->peers.empty())  // unmodified HTTP engines: no control channel, the ranks all the same
-    for (uint32_t r = 1; r <= g->num_receivers; ++r) g->shared.members.push_back(r);
+  if (g->members.peers.empty())  // unmodified HTTP engines: no control channel, the ranks all the same
+    for (uint32_t r = 1; r <= g->shape.num_receivers; ++r) g->shared.members.push_back(r);
 }
 
 uint32_t members_left_in(const wsync_group_t* g) {
   uint32_t n = 0;
-  for (const auto& p : g->peers) n += p->dropped ? 0 : 1;
+  for (const auto& p : g->members.peers) n += p->dropped ? 0 : 1;
   return n;
 }
 
 wsync_status_t member_failed(wsync_group_t* g, Flight* flight, Peer* p, wsync_status_t st) {
   const std::string why = last_error();
   // Only what the receiver did: not the group's abort, nor a failure of the sender's own.
-  if (!g->elastic || g->aborted.load() || st == WSYNC_ERR_ABORTED || st == WSYNC_ERR_INVALID_ARGUMENT ||
+  if (!g->cfg.elastic || g->pipe.aborted.load() || st == WSYNC_ERR_ABORTED || st == WSYNC_ERR_INVALID_ARGUMENT ||
       st == WSYNC_ERR_INTERNAL || st == WSYNC_ERR_OUT_OF_MEMORY)
     return st;
   if (p->dropped) return WSYNC_OK;
   p->dropped = true;
-  if (g->transport_self && !p->left && p->alive) g->transport.table->forget_peer(g->transport_self, p->rank);
+  if (g->plugins.transport_self && !p->left && p->alive) g->plugins.transport.table->forget_peer(g->plugins.transport_self, p->rank);
   p->alive = false;  // (peer_lost forgot it already)
   p->conn.close();  // it sees the group end
   stop_waiting_for(flight, p);
-  if (!p->catchup_failed) g->dropped_in_update.push_back(why);  // (one that never caught up held nothing of it)
+  if (!p->catchup.failed) g->members.dropped_in_update.push_back(why);  // (one that never caught up held nothing of it)
   {
     std::lock_guard<std::mutex> lk(g->shared.mu);
     MemberEvent e;
@@ -245,51 +271,61 @@ wsync_status_t member_failed(wsync_group_t* g, Flight* flight, Peer* p, wsync_st
     auto& m = g->shared.members;
     m.erase(std::remove(m.begin(), m.end(), p->rank), m.end());
   }
-  WSYNC_LOGW("group '%s': receiver rank %u left the group (%u remain): %s", g->group_name.c_str(), p->rank,
+  WSYNC_LOGW("group '%s': receiver rank %u left the group (%u remain): %s", g->cfg.group_name.c_str(), p->rank,
              members_left_in(g), why.c_str());
   engines_rank_left(g, flight, p->rank, why);  // (HTTP engines: its server is dropped with it)
   catchup_member_left(g, p->rank, why);
   if (members_left_in(g) == 0)
-    return fail(WSYNC_ERR_PEER_FAILED, "every receiver of group '%s' has left; the last: %s", g->group_name.c_str(),
+    return fail(WSYNC_ERR_PEER_FAILED, "every receiver of group '%s' has left; the last: %s", g->cfg.group_name.c_str(),
                 why.c_str());
   clear_error();
   return WSYNC_OK;
 }
 
 wsync_status_t members_may_commit(wsync_group_t* g, uint64_t version) {
-  if (!g->elastic) return WSYNC_OK;
+  if (!g->cfg.elastic) return WSYNC_OK;
   const uint32_t left = members_left_in(g);
   if (left == 0)  // (every receiver left between updates, or never joined: nobody holds it)
     return fail(WSYNC_ERR_PEER_FAILED, "version %llu does not commit: no receiver is in group '%s' (they left or "
-                "have not joined yet)", static_cast<unsigned long long>(version), g->group_name.c_str());
-  const uint32_t quorum = g->commit_quorum;
-  if (quorum != 0 && left < quorum && g->dropped_in_update.empty())
+                "have not joined yet)", static_cast<unsigned long long>(version), g->cfg.group_name.c_str());
+  const uint32_t quorum = g->cfg.commit_quorum;
+  if (quorum != 0 && left < quorum && g->members.dropped_in_update.empty())
     return fail(WSYNC_ERR_PEER_FAILED, "version %llu does not commit: %u receiver(s) remain in the group, fewer than "
                 "the quorum of %u (option commit_quorum)", static_cast<unsigned long long>(version), left, quorum);
-  if (g->dropped_in_update.empty()) return WSYNC_OK;
+  if (g->members.dropped_in_update.empty()) return WSYNC_OK;
   if (quorum != 0 && left >= quorum) {
     WSYNC_LOGW("group '%s': version %llu commits on %u receiver(s), at least the quorum of %u; removed during it: %s",
-               g->group_name.c_str(), static_cast<unsigned long long>(version), left, quorum,
-               joined(g->dropped_in_update).c_str());
+               g->cfg.group_name.c_str(), static_cast<unsigned long long>(version), left, quorum,
+               joined(g->members.dropped_in_update).c_str());
     return WSYNC_OK;
   }
   const std::string need = quorum == 0 ? "every receiver must hold it (option commit_quorum is not set)"
                                        : "the quorum is " + std::to_string(quorum);
   return fail(WSYNC_ERR_PEER_FAILED, "version %llu does not commit: %zu receiver(s) left the group during the update "
-              "(%s); %u remain and %s", static_cast<unsigned long long>(version), g->dropped_in_update.size(),
-              joined(g->dropped_in_update).c_str(), left, need.c_str());
+              "(%s); %u remain and %s", static_cast<unsigned long long>(version), g->members.dropped_in_update.size(),
+              joined(g->members.dropped_in_update).c_str(), left, need.c_str());
 }
 
 void end_failed_update(wsync_group_t* g, const std::string& why) {
   announce_abort(g, why);
-  g->abort_announced = false;
-  g->dropped_in_update.clear();
-  g->update_id++;
-  g->bucket_in_update = 0;
-  for (auto& p : g->peers) p->buckets = 0;
+  g->members.dropped_in_update.clear();
+  wire_next_update(g);
 }
 
-void members_committed(wsync_group_t* g) { g->dropped_in_update.clear(); }
+void members_record_digests(wsync_group_t* g, const Batch& b) {
+  for (const wsync_tensor_t& t : b.tensors) {
+    Members::TensorDigest d;
+    d.nbytes = t.nbytes;
+    if (tensor_digest(t.data, t.nbytes, t.device_type, t.device_index, &d.sum) != WSYNC_OK) {
+      if (g->members.digest_failed.empty()) g->members.digest_failed = "tensor '" + std::string(t.name) + "': " + last_error();
+      clear_error();
+      continue;
+    }
+    g->members.update_digests[t.name] = d;
+  }
+}
+
+void members_committed(wsync_group_t* g) { g->members.dropped_in_update.clear(); }
 
 void members_update_ended(wsync_group_t* g, uint64_t version) {
   bool committed = false;
@@ -297,16 +333,16 @@ void members_update_ended(wsync_group_t* g, uint64_t version) {
     std::lock_guard<std::mutex> lk(g->shared.mu);
     committed = g->shared.stats.committed_version == version;
   }
-  if (committed && g->digest_failed.empty())
-    for (auto& kv : g->update_digests) g->committed_digests[kv.first] = kv.second;
-  if (committed && !g->digest_failed.empty()) {  // (what it vouches for would be incomplete)
+  if (committed && g->members.digest_failed.empty())
+    for (auto& kv : g->members.update_digests) g->members.committed_digests[kv.first] = kv.second;
+  if (committed && !g->members.digest_failed.empty()) {  // (what it vouches for would be incomplete)
     WSYNC_LOGW("group '%s': no joiner catches up to version %llu from a peer (the next update brings it): the "
-               "sender could not take the digest of %s", g->group_name.c_str(), static_cast<unsigned long long>(version),
-               g->digest_failed.c_str());
-    g->committed_digests.clear();
+               "sender could not take the digest of %s", g->cfg.group_name.c_str(), static_cast<unsigned long long>(version),
+               g->members.digest_failed.c_str());
+    g->members.committed_digests.clear();
   }
-  g->update_digests.clear();
-  g->digest_failed.clear();
+  g->members.update_digests.clear();
+  g->members.digest_failed.clear();
 }
 
 }  // namespace wsync

@@ -22,6 +22,12 @@ wsync_status_t member_failed(wsync_group_t* g, Flight* flight, Peer* p, wsync_st
 wsync_status_t members_check_options(wsync_group_t* g);
 // membership=elastic needs a transport that forgets one rank and keeps the others (CAP_FORGET_ONE).
 wsync_status_t members_check_transport(wsync_group_t* g);
+// Init: a slot per rank, empty until its receiver is welcomed (members_seat: HELLO checked).
+void members_open_slots(wsync_group_t* g);
+void members_seat(wsync_group_t* g, std::unique_ptr<Peer> p);
+// Teardown: every receiver is told the group closed (CLOSE, then a half-close and a drain, so the
+// last frames are not lost to a TCP reset), and forgotten.
+void members_close(wsync_group_t* g);
 // Every receiver joined: they are the members.
 void members_init(wsync_group_t* g);
 // Init is done waiting (option init_receivers): the ranks that did not join hold a placeholder that
@@ -47,7 +53,11 @@ wsync_status_t members_may_commit(wsync_group_t* g, uint64_t version);
 // receivers keep their bytes) and the group is ready for the next update.
 void end_failed_update(wsync_group_t* g, const std::string& why);
 
-// After a commit: the update's removals are history.
+// Elastic groups (pipeline thread): the digest of every tensor of delivered batch `b`, as this
+// sender sent it, for the catch-ups of later joiners (what a source serves is checked against these).
+void members_record_digests(wsync_group_t* g, const Batch& b);
+
+// After a commit (or between updates): the update's removals are history.
 void members_committed(wsync_group_t* g);
 
 // The finalize of `version` ended (pipeline thread): when it committed, the tensors it carried

@@ -12,71 +12,108 @@ constexpr uint64_t kMinBucket = 4096;
 constexpr uint64_t kMaxBucket = 1ull << 40;
 constexpr uint64_t kMaxTimeoutMs = 24ull * 3600 * 1000;
 
+// Setters for the table below: a number in [lo, hi] into a field of type T.
+template <typename T>
+wsync_status_t number(const std::string& k, const std::string& v, uint64_t lo, uint64_t hi, T* out) {
+  uint64_t n = 0;
+  wsync_status_t st = parse_u64_option(k, v, lo, hi, &n);
+  if (st == WSYNC_OK) *out = static_cast<T>(n);
+  return st;
+}
+template <typename T>
+wsync_status_t number(const std::string& k, const std::string& v, uint64_t lo, uint64_t hi, std::optional<T>* out) {
+  T n{};
+  wsync_status_t st = number(k, v, lo, hi, &n);
+  if (st == WSYNC_OK) *out = n;
+  return st;
+}
+wsync_status_t nonempty(const std::string& k, const std::string& v, std::string* out) {
+  *out = v;
+  return v.empty() ? fail(WSYNC_ERR_INVALID_ARGUMENT, "option '%s' is empty", k.c_str()) : WSYNC_OK;
+}
+
+wsync_status_t piece_bytes(const std::string& k, const std::string& v, GroupOptions* o) {
+  uint64_t n = 0;
+  wsync_status_t st = parse_u64_option(k, v, 0, kMaxPieceBytes, &n);
+  if (st == WSYNC_OK && n != 0 && n < kMinPieceBytes)
+    return fail(WSYNC_ERR_INVALID_ARGUMENT, "option 'piece_bytes' is %llu; it must be 0 (whole buckets) or %llu..%llu",
+                static_cast<unsigned long long>(n), static_cast<unsigned long long>(kMinPieceBytes),
+                static_cast<unsigned long long>(kMaxPieceBytes));
+  if (st == WSYNC_OK) o->piece_bytes = n;
+  return st;
+}
+
+wsync_status_t membership(const std::string& v, GroupOptions* o) {
+  o->elastic = v == "elastic";
+  if (v == "fixed" || v == "elastic") return WSYNC_OK;
+  return fail(WSYNC_ERR_INVALID_ARGUMENT, "option 'membership' is '%s'; use fixed (a receiver that fails breaks the "
+              "group) or elastic (it is removed and the group goes on)", v.c_str());
+}
+
+// One group option: its key and how its value is read into the options.
+struct CoreOption {
+  const char* key;
+  wsync_status_t (*apply)(const std::string& k, const std::string& v, GroupOptions* o);
+};
+
+const CoreOption kCoreOptions[] = {
+    {"bucket_bytes", [](auto& k, auto& v, GroupOptions* o) { return number(k, v, kMinBucket, kMaxBucket, &o->bucket_bytes); }},
+    {"staging_buckets", [](auto& k, auto& v, GroupOptions* o) { return number(k, v, 2, 16, &o->staging_buckets); }},
+    {"route",
+     [](auto&, auto& v, GroupOptions* o) {
+       RouteSpec r;
+       wsync_status_t st = parse_route(v, &r);
+       if (st == WSYNC_OK) o->route = r;
+       return st;
+     }},
+    {"window", [](auto& k, auto& v, GroupOptions* o) { return number(k, v, 1, kMaxWindow, &o->window); }},
+    {"piece_bytes", piece_bytes},
+    {"timeout_ms", [](auto& k, auto& v, GroupOptions* o) { return number(k, v, 1, kMaxTimeoutMs, &o->timeout_ms); }},
+    {"device", [](auto& k, auto& v, GroupOptions* o) { return number(k, v, 0, 1023, &o->requested_device); }},
+    {"verify_payload",
+     [](auto& k, auto& v, GroupOptions* o) {
+       bool b = false;
+       wsync_status_t st = parse_bool_option(k, v, &b);
+       if (st == WSYNC_OK) o->verify_payload = b;
+       return st;
+     }},
+    {"secret",
+     [](auto&, auto& v, GroupOptions* o) {
+       o->secret = v;
+       return WSYNC_OK;
+     }},
+    {"secret_file", [](auto& k, auto& v, GroupOptions* o) { return nonempty(k, v, &o->secret_file); }},
+    {"torch_clients", [](auto& k, auto& v, GroupOptions* o) { return parse_bool_option(k, v, &o->torch_clients); }},
+    {"num_senders", [](auto& k, auto& v, GroupOptions* o) { return number(k, v, 1, 4096, &o->num_senders); }},
+    {"sender_rank", [](auto& k, auto& v, GroupOptions* o) { return number(k, v, 0, 4095, &o->sender_rank); }},
+    {"sender0_store", [](auto& k, auto& v, GroupOptions* o) { return nonempty(k, v, &o->sender0_store); }},
+    {"membership", [](auto&, auto& v, GroupOptions* o) { return membership(v, o); }},
+    {"commit_quorum", [](auto& k, auto& v, GroupOptions* o) { return number(k, v, 1, 4096, &o->commit_quorum); }},
+    {"init_receivers", [](auto& k, auto& v, GroupOptions* o) { return number(k, v, 1, 4096, &o->init_receivers); }},
+};
+
 wsync_status_t apply_core_option(wsync_group_t* g, const std::string& k, const std::string& v, std::string* addr_file,
                                  bool* known) {
-  uint64_t n = 0;
-  wsync_status_t st = WSYNC_OK;
   *known = true;
-  if (k == "bucket_bytes") {
-    st = parse_u64_option(k, v, kMinBucket, kMaxBucket, &g->rule.bucket_bytes);
-    g->bucket_bytes_set = true;
-  } else if (k == "staging_buckets") {
-    if ((st = parse_u64_option(k, v, 2, 16, &n)) == WSYNC_OK) g->staging_buckets = static_cast<uint32_t>(n);
-  } else if (k == "route") {
-    st = parse_route(v, &g->route_spec);
-    g->route_set = true;
-  } else if (k == "window") {
-    if ((st = parse_u64_option(k, v, 1, kMaxWindow, &n)) == WSYNC_OK) g->window = static_cast<uint32_t>(n);
-  } else if (k == "piece_bytes") {
-    st = parse_u64_option(k, v, 0, kMaxPieceBytes, &g->piece_bytes);
-    if (st == WSYNC_OK && g->piece_bytes != 0 && g->piece_bytes < kMinPieceBytes)
-      st = fail(WSYNC_ERR_INVALID_ARGUMENT, "option 'piece_bytes' is %llu; it must be 0 (whole buckets) or %llu..%llu",
-                static_cast<unsigned long long>(g->piece_bytes), static_cast<unsigned long long>(kMinPieceBytes),
-                static_cast<unsigned long long>(kMaxPieceBytes));
-    g->piece_bytes_set = true;
-  } else if (k == "timeout_ms") {
-    if ((st = parse_u64_option(k, v, 1, kMaxTimeoutMs, &n)) == WSYNC_OK) g->timeout_ms = static_cast<int64_t>(n);
-  } else if (k == "device") {
-    if ((st = parse_u64_option(k, v, 0, 1023, &n)) == WSYNC_OK) g->requested_device = static_cast<int>(n);
-  } else if (k == "verify_payload") {
-    st = parse_bool_option(k, v, &g->verify_payload);
-    g->verify_payload_set = true;
-  } else if (k == "secret") {
-    g->secret_option = v;
-  } else if (k == "secret_file") {
-    if (v.empty()) st = fail(WSYNC_ERR_INVALID_ARGUMENT, "option 'secret_file' is empty");
-    g->secret_file_option = v;
-  } else if (k == "torch_clients") {
-    st = parse_bool_option(k, v, &g->torch_clients);
-  } else if (k == "num_senders") {
-    if ((st = parse_u64_option(k, v, 1, 4096, &n)) == WSYNC_OK) g->num_senders = static_cast<uint32_t>(n);
-    g->planned = true;
-  } else if (k == "sender_rank") {
-    if ((st = parse_u64_option(k, v, 0, 4095, &n)) == WSYNC_OK) g->sender_rank = static_cast<uint32_t>(n);
-  } else if (k == "sender0_store") {
-    if (v.empty()) st = fail(WSYNC_ERR_INVALID_ARGUMENT, "option 'sender0_store' is empty");
-    g->sender0_store = v;
-  } else if (k == "membership") {
-    if (v != "fixed" && v != "elastic")
-      st = fail(WSYNC_ERR_INVALID_ARGUMENT, "option 'membership' is '%s'; use fixed (a receiver that fails breaks the "
-                "group) or elastic (it is removed and the group goes on)", v.c_str());
-    g->elastic = v == "elastic";
-  } else if (k == "commit_quorum") {
-    if ((st = parse_u64_option(k, v, 1, 4096, &n)) == WSYNC_OK) g->commit_quorum = static_cast<uint32_t>(n);
-  } else if (k == "init_receivers") {
-    if ((st = parse_u64_option(k, v, 1, 4096, &n)) == WSYNC_OK) g->init_receivers = static_cast<uint32_t>(n);
-  } else if (k == "store_addr_file") {
-    if (v.empty()) st = fail(WSYNC_ERR_INVALID_ARGUMENT, "option 'store_addr_file' is empty");
-    *addr_file = v;
-  } else {
-    *known = false;
-  }
-  return st;
+  if (k == "store_addr_file") return nonempty(k, v, addr_file);
+  for (const CoreOption& o : kCoreOptions)
+    if (k == o.key) return o.apply(k, v, &g->cfg);
+  *known = false;
+  return WSYNC_OK;
 }
 
 }  // namespace
 
-wsync_status_t apply_group_options(wsync_group_t* g, const OptionList& opts, std::string* addr_file) {
+wsync_status_t apply_group_config(const wsync_group_config_t& c, const OptionList& opts, wsync_group_t* g,
+                                  std::string* addr_file) {
+  if (c.num_receivers > 4096)
+    return fail(WSYNC_ERR_INVALID_ARGUMENT, "config->num_receivers is %u; it must be 1..4096", c.num_receivers);
+  g->cfg.num_receivers = c.num_receivers;
+  g->cfg.group_name = c.group_name ? c.group_name : "wsync";
+  if (g->cfg.group_name.empty() || g->cfg.group_name.size() > 256 ||
+      g->cfg.group_name.find_first_of("/\n=") != std::string::npos)
+    return fail(WSYNC_ERR_INVALID_ARGUMENT, "group name '%s' must be 1..256 characters without '/', '=' or newlines",
+                g->cfg.group_name.c_str());
   for (const auto& kv : opts) {
     const std::string& k = kv.first;
     bool known = false;

@@ -15,7 +15,6 @@
 #include "common/api_guard.h"
 #include "common/error.h"
 #include "control/frames.h"
-#include "device/tensor_digest.h"
 #include "group/engine_members.h"
 #include "group/group_bucket.h"
 #include "group/group_device.h"
@@ -39,23 +38,22 @@ bool take_job(wsync_group_t* g, Job* job, bool block) {
       return true;
     }
     if (!block) return false;
-    if (g->aborted.load() && !g->shared.abort_handled) {
+    if (g->pipe.aborted.load() && !g->shared.abort_handled) {
       lk.unlock();
-      if (g->bucket_in_update == 0) g->abort_announced = true;  // between updates: receivers have nothing to drop
-      else announce_abort(g, "the sender aborted the group");  // (once: nothing if a failure announced it)
-      const bool engines_open = g->update_open;
+      announce_group_aborted(g);  // (once: nothing if a failure announced it)
+      const bool engines_open = g->engines.update_open;
       engines_abandon(g);  // an engine-side update begun: end it (nothing when none is open)
       std::string note = engines_failure_note(g, engines_open);
       lk.lock();
       if (!note.empty() && g->shared.failed == WSYNC_OK) {  // later calls report the engines' state
         g->shared.failed = WSYNC_ERR_ABORTED;
-        g->shared.failed_why = "group '" + g->group_name + "' was aborted" + note;
+        g->shared.failed_why = "group '" + g->cfg.group_name + "' was aborted" + note;
       }
       g->shared.abort_handled = true;
       g->shared.cv.notify_all();
       continue;
     }
-    if (g->elastic && !g->update_begun) {  // between updates: receivers that came join now
+    if (g->cfg.elastic && !g->pipe.update_begun) {  // between updates: receivers that came join now
       g->shared.idle = false;  // (busy meanwhile: a destroy aborts it rather than wait for it)
       lk.unlock();
       members_admit(g);
@@ -69,25 +67,8 @@ bool take_job(wsync_group_t* g, Job* job, bool block) {
 }
 
 void release_event(wsync_group_t* g, Batch* b) {
-  if (b->cuda_event == nullptr) return;
-  std::lock_guard<std::mutex> lk(g->event_mu);
-  g->free_events.push_back(b->cuda_event);
+  device_recycle_event(g, b->cuda_event);
   b->cuda_event = nullptr;
-}
-
-// Elastic groups: the digest of every tensor of a delivered batch, as this sender sent it, for the
-// catch-ups of later joiners (what a source serves is checked against these).
-void record_digests(wsync_group_t* g, const Batch& b) {
-  for (const wsync_tensor_t& t : b.tensors) {
-    wsync_group_t::TensorDigest d;
-    d.nbytes = t.nbytes;
-    if (tensor_digest(t.data, t.nbytes, t.device_type, t.device_index, &d.sum) != WSYNC_OK) {
-      if (g->digest_failed.empty()) g->digest_failed = "tensor '" + std::string(t.name) + "': " + last_error();
-      clear_error();
-      continue;
-    }
-    g->update_digests[t.name] = d;
-  }
 }
 
 // Publish every batch at the front whose buckets are all delivered.
@@ -97,7 +78,7 @@ wsync_status_t deliver_finished(wsync_group_t* g, BatchList* active) {
     if (st != WSYNC_OK) return st;
     std::unique_ptr<Batch> b = std::move(active->front());
     active->pop_front();
-    if (g->elastic) record_digests(g, *b);  // (before the caller has its memory back)
+    if (g->cfg.elastic) members_record_digests(g, *b);  // (before the caller has its memory back)
     release_event(g, b.get());
     uint64_t bytes = 0;
     for (const auto& t : b->tensors) bytes += t.nbytes;
@@ -125,7 +106,7 @@ std::unique_ptr<InflightBucket> next_bucket(wsync_group_t* g, BatchList* active,
         auto ib = std::make_unique<InflightBucket>();
         ib->batch = b.get();
         ib->index = b->prepared++;
-        ib->slot = static_cast<size_t>(g->buckets_started++ % g->staging.size());
+        ib->slot = staging_next_slot(g);
         return ib;
       }
     if (held->finalize) return nullptr;
@@ -142,18 +123,18 @@ std::unique_ptr<InflightBucket> next_bucket(wsync_group_t* g, BatchList* active,
 // After a failure: nothing may read the caller's memory once the failure is published.
 void break_group(wsync_group_t* g, Flight* flight, wsync_status_t st, BatchList* active) {
   std::string why = last_error();
-  const bool engines_open = g->update_open;
+  const bool engines_open = g->engines.update_open;
   bool posted = false;
   if (flight != nullptr)
     for (auto& b : *flight) posted |= b->posted;
   // The receivers hear why first: a receiver of many senders whose transport to this one fails
   // (the forgets below) then reports this abort, which names the cause, not this sender.
-  announce_abort(g, g->aborted.load() ? "the sender aborted the group" : why);
-  if (posted && g->transport_self) {  // the buckets on the wire are cancelled with every receiver
-    for (auto& p : g->peers)
-      if (p->alive) g->transport.table->forget_peer(g->transport_self, p->rank);
-    if (g->peers.empty())  // unmodified HTTP engines: the bucket went to every engine rank
-      for (uint32_t r = 1; r <= g->num_receivers; ++r) g->transport.table->forget_peer(g->transport_self, r);
+  announce_abort(g, g->pipe.aborted.load() ? "the sender aborted the group" : why);
+  if (posted && g->plugins.transport_self) {  // the buckets on the wire are cancelled with every receiver
+    for (auto& p : g->members.peers)
+      if (p->alive) g->plugins.transport.table->forget_peer(g->plugins.transport_self, p->rank);
+    if (g->members.peers.empty())  // unmodified HTTP engines: the bucket went to every engine rank
+      for (uint32_t r : g->route.delivery.children(0)) g->plugins.transport.table->forget_peer(g->plugins.transport_self, r);
   }
   if (flight != nullptr)
     for (auto& b : *flight) {
@@ -161,8 +142,8 @@ void break_group(wsync_group_t* g, Flight* flight, wsync_status_t st, BatchList*
       b->update_calls.cancel();
     }
   for (auto& b : *active) announce_cancel(b.get());
-  if (g->copy_stream != nullptr && device_wait_copies(g) != WSYNC_OK)
-    WSYNC_LOGW("group '%s': waiting for wsync's copy stream after a failure: %s", g->group_name.c_str(),
+  if (g->dev.copy_stream != nullptr && device_wait_copies(g) != WSYNC_OK)
+    WSYNC_LOGW("group '%s': waiting for wsync's copy stream after a failure: %s", g->cfg.group_name.c_str(),
                last_error().c_str());
   engines_abandon(g);  // the engines' update ends too (best effort, bounded)
   why += engines_failure_note(g, engines_open);
@@ -177,7 +158,7 @@ void break_group(wsync_group_t* g, Flight* flight, wsync_status_t st, BatchList*
     }
     dropped.swap(g->shared.queue);
     g->shared.in_flight = 0;
-    if (g->aborted.load()) g->shared.abort_handled = true;  // told and abandoned above
+    if (g->pipe.aborted.load()) g->shared.abort_handled = true;  // told and abandoned above
     g->shared.cv.notify_all();
   }
   for (auto& j : dropped)
@@ -195,10 +176,10 @@ void run_batches(wsync_group_t* g, std::unique_ptr<Batch> first, Job* held) {
   const auto progress = [g, &flight] { return flight_progress(g, &flight); };
   wsync_status_t st = WSYNC_OK;
   for (;;) {
-    if (!ready && flight.size() < g->staging_buckets && (ready = next_bucket(g, &active, held)) &&
+    if (!ready && flight.size() < g->shape.staging_buckets && (ready = next_bucket(g, &active, held)) &&
         (st = bucket_prepare(g, ready.get(), progress)) != WSYNC_OK)
       break;
-    if (ready && flight.size() < g->window) {
+    if (ready && flight.size() < g->shape.window) {
       // (senders that plan, HTTP engines: an earlier batch of which this sender sends nothing
       // gets its UPDATE first, so that the engines see them in batch order)
       if ((st = announce_before(g, active, ready->batch)) != WSYNC_OK) break;
@@ -240,47 +221,55 @@ wsync_status_t take_committed(wsync_group_t* g, Peer* p, uint64_t version, const
   }
   if ((st = check_committed(f, version, p->conn.peer_name())) != WSYNC_OK) return st;
   p->holds_version = version;  // (a catch-up source must hold the group's version)
-  p->catchup_suspect = false;
+  p->catchup.suspect = false;
   *done = true;
   return WSYNC_OK;
 }
 
 constexpr int64_t kSendersGraceMs = 2000;
 
-wsync_status_t commit(wsync_group_t* g, const FinalizeJob& job) {
-  const std::string what = "the commit of version " + std::to_string(job.version);
+// END_UPDATE to every member (a receiver that cannot be told fails as a member).
+wsync_status_t send_end_update(wsync_group_t* g, const FinalizeJob& job, const std::string& what) {
   wsync_status_t st = WSYNC_OK;
-  // HTTP engines: their end-of-update markers (cache flush, version, LMDeploy's finished) first.
-  // An update without buckets still opens first: the engines' finalize needs its start (SGLang's
-  // session, vLLM's start_weight_update).
-  if (g->http_engines && (st = open_update(g)) != WSYNC_OK) return st;
-  if (g->http_engines && (st = engines_step(g, WSYNC_STEP_FINALIZE, job.version)) != WSYNC_OK) return st;
-  // Elastic membership: receivers removed during the update; enough left to commit?
-  if ((st = members_may_commit(g, job.version)) != WSYNC_OK) {
-    g->update_lost_members = true;
-    return st;
-  }
-  const size_t lost_before = g->dropped_in_update.size();  // (removals from here on: after the decision)
-  for (auto& p : g->peers) {
+  for (auto& p : g->members.peers) {
     if (p->dropped) continue;
     // Many senders: each receiver was sent only the buckets of the boxes it needs.
-    const uint64_t buckets = g->planned ? p->buckets : g->bucket_in_update;
-    const std::vector<uint8_t> body = encode_end_update({job.version, g->update_id, buckets, g->planned, job.plan_digest});
+    const uint64_t buckets = g->shape.planned ? p->buckets : g->wire.bucket_in_update;
+    const std::vector<uint8_t> body =
+        encode_end_update({job.version, g->wire.update_id, buckets, g->shape.planned, job.plan_digest});
     if ((st = p->conn.send(MsgType::kEndUpdate, body, job.timeout_ms)) != WSYNC_OK) {
       if (st == WSYNC_ERR_PEER_FAILED) st = peer_lost(g, p.get(), what.c_str());
       if ((st = member_failed(g, nullptr, p.get(), st)) != WSYNC_OK) return st;
     }
   }
+  return WSYNC_OK;
+}
+
+// The members that did not answer COMMITTED within wait_ms fail (elastic: each is removed).
+wsync_status_t committed_timed_out(wsync_group_t* g, const WaitSet& ws, const std::string& what, int64_t wait_ms) {
+  wsync_status_t st = fail(WSYNC_ERR_TIMEOUT, "%s did not answer COMMITTED of %s within %lld ms",
+                           peer_names(ws.peers).c_str(), what.c_str(), static_cast<long long>(wait_ms));
+  if (!g->cfg.elastic) return st;
+  for (Peer* p : ws.peers) {
+    st = fail(WSYNC_ERR_TIMEOUT, "%s did not answer COMMITTED of %s within %lld ms", p->conn.peer_name().c_str(),
+              what.c_str(), static_cast<long long>(wait_ms));
+    if ((st = member_failed(g, nullptr, p, st)) != WSYNC_OK) return st;
+  }
+  return WSYNC_OK;
+}
+
+// Every member's COMMITTED of the version, taken in whatever order they come: a receiver that
+// answered early must not keep poll() waking while an earlier rank is still applying.
+wsync_status_t await_committed(wsync_group_t* g, const FinalizeJob& job, const std::string& what) {
   // Many senders: a receiver commits once every sender finalized, and names a sender that did not
   // within timeout_ms of the first; we wait a little longer, so its NACK says who it was.
-  const int64_t wait_ms = job.timeout_ms + (g->num_senders > 1 ? kSendersGraceMs : 0);
+  const int64_t wait_ms = job.timeout_ms + (g->shape.num_senders > 1 ? kSendersGraceMs : 0);
   const int64_t deadline = deadline_after(wait_ms);
   WaitSet ws;
-  for (auto& p : g->peers)
+  for (auto& p : g->members.peers)
     if (!p->dropped) ws.peers.push_back(p.get());
+  wsync_status_t st = WSYNC_OK;
   while (!ws.peers.empty()) {
-    // Answers are taken in whatever order they come: a receiver that answered early must not
-    // keep poll() waking while an earlier rank is still applying.
     for (size_t i = 0; i < ws.peers.size();) {
       bool done = false;
       if ((st = take_committed(g, ws.peers[i], job.version, what, &done)) != WSYNC_OK) {
@@ -291,39 +280,50 @@ wsync_status_t commit(wsync_group_t* g, const FinalizeJob& job) {
       else ++i;
     }
     if (ws.peers.empty()) break;
-    if (g->aborted.load()) return fail(WSYNC_ERR_ABORTED, "group '%s' was aborted during %s", g->group_name.c_str(), what.c_str());
-    if (now_ms() >= deadline) {
-      st = fail(WSYNC_ERR_TIMEOUT, "%s did not answer COMMITTED of %s within %lld ms", peer_names(ws.peers).c_str(),
-                what.c_str(), static_cast<long long>(wait_ms));
-      if (!g->elastic) return st;
-      for (Peer* p : ws.peers) {
-        st = fail(WSYNC_ERR_TIMEOUT, "%s did not answer COMMITTED of %s within %lld ms", p->conn.peer_name().c_str(),
-                  what.c_str(), static_cast<long long>(wait_ms));
-        if ((st = member_failed(g, nullptr, p, st)) != WSYNC_OK) return st;
-      }
-      break;
-    }
+    if (g->pipe.aborted.load())
+      return fail(WSYNC_ERR_ABORTED, "group '%s' was aborted during %s", g->cfg.group_name.c_str(), what.c_str());
+    if (now_ms() >= deadline) return committed_timed_out(g, ws, what, wait_ms);
     wait_for_progress(g, ws, deadline);
   }
-  // Elastic: receivers that left after END_UPDATE did not confirm; the others committed. Still at
-  // least the quorum (or, without one, nobody lost): committed; else the caller hears who left.
-  if (g->dropped_in_update.size() > lost_before && members_may_commit(g, job.version) != WSYNC_OK) {
-    g->update_lost_members = true;
-    g->update_committed_partly = true;
-    std::string left;
-    for (size_t i = lost_before; i < g->dropped_in_update.size(); ++i)
-      left += (left.empty() ? "" : "; ") + g->dropped_in_update[i];
-    return fail(WSYNC_ERR_PEER_FAILED, "version %llu was committed on the %u receiver(s) left, fewer than %s: %s did "
-                "not confirm it (%s)", static_cast<unsigned long long>(job.version), members_left_in(g),
-                g->commit_quorum ? ("the quorum of " + std::to_string(g->commit_quorum)).c_str() : "all of them",
-                g->dropped_in_update.size() - lost_before == 1 ? "a receiver" : "receivers", left.c_str());
-  }
-  if (g->http_engines && g->update_open) {
-    g->update_open = false;  // committed: nothing to abandon; a failed RESUME leaves engines_paused set
-    if ((st = engines_step(g, WSYNC_STEP_RESUME)) != WSYNC_OK) return st;
-    g->engines_paused = false;
-  }
   return WSYNC_OK;
+}
+
+// Elastic: receivers that left after END_UPDATE (from `lost_before` on) did not confirm; the others
+// committed. Still at least the quorum (or, without one, nobody lost): committed; else the caller
+// hears who left.
+wsync_status_t check_late_losses(wsync_group_t* g, const FinalizeJob& job, size_t lost_before) {
+  const std::vector<std::string>& lost = g->members.dropped_in_update;
+  if (lost.size() <= lost_before || members_may_commit(g, job.version) == WSYNC_OK) return WSYNC_OK;
+  g->pipe.update_lost_members = true;
+  g->pipe.update_committed_partly = true;
+  std::string left;
+  for (size_t i = lost_before; i < lost.size(); ++i) left += (left.empty() ? "" : "; ") + lost[i];
+  return fail(WSYNC_ERR_PEER_FAILED, "version %llu was committed on the %u receiver(s) left, fewer than %s: %s did "
+              "not confirm it (%s)", static_cast<unsigned long long>(job.version), members_left_in(g),
+              g->cfg.commit_quorum ? ("the quorum of " + std::to_string(g->cfg.commit_quorum)).c_str() : "all of them",
+              lost.size() - lost_before == 1 ? "a receiver" : "receivers", left.c_str());
+}
+
+// The commit: the engines' finalize, END_UPDATE to the members, their COMMITTED, then the engines
+// resume. Elastic: whether enough members are left is asked before END_UPDATE and after.
+wsync_status_t commit(wsync_group_t* g, const FinalizeJob& job) {
+  const std::string what = "the commit of version " + std::to_string(job.version);
+  wsync_status_t st = WSYNC_OK;
+  // HTTP engines: their end-of-update markers (cache flush, version, LMDeploy's finished) first.
+  // An update without buckets still opens first: the engines' finalize needs its start (SGLang's
+  // session, vLLM's start_weight_update).
+  if (g->shape.http_engines && (st = open_update(g)) != WSYNC_OK) return st;
+  if (g->shape.http_engines && (st = engines_step(g, WSYNC_STEP_FINALIZE, job.version)) != WSYNC_OK) return st;
+  // Elastic membership: receivers removed during the update; enough left to commit?
+  if ((st = members_may_commit(g, job.version)) != WSYNC_OK) {
+    g->pipe.update_lost_members = true;
+    return st;
+  }
+  const size_t lost_before = g->members.dropped_in_update.size();  // (removals from here on: after the decision)
+  if ((st = send_end_update(g, job, what)) != WSYNC_OK) return st;
+  if ((st = await_committed(g, job, what)) != WSYNC_OK) return st;
+  if ((st = check_late_losses(g, job, lost_before)) != WSYNC_OK) return st;
+  return engines_update_committed(g);
 }
 
 void run_finalize(wsync_group_t* g, const FinalizeJob& job) {
@@ -335,38 +335,34 @@ void run_finalize(wsync_group_t* g, const FinalizeJob& job) {
     if (g->shared.failed != WSYNC_OK) st = fail_msg(g->shared.failed, g->shared.failed_why);
   }
   const bool broken = st != WSYNC_OK;
-  g->update_lost_members = g->update_committed_partly = false;
+  g->pipe.update_lost_members = g->pipe.update_committed_partly = false;
   if (!broken)
-    st = g->aborted.load() ? fail(WSYNC_ERR_ABORTED, "group '%s' was aborted", g->group_name.c_str()) : commit(g, job);
-  const bool partly = g->update_committed_partly;
+    st = g->pipe.aborted.load() ? fail(WSYNC_ERR_ABORTED, "group '%s' was aborted", g->cfg.group_name.c_str()) : commit(g, job);
+  const bool partly = g->pipe.update_committed_partly;
   if (broken) {
     // nothing more to do: the failure was published by break_group
-  } else if (st != WSYNC_OK && g->update_lost_members) {
+  } else if (st != WSYNC_OK && g->pipe.update_lost_members) {
     // Elastic: receivers left and too few remain; the others drop the update (those that committed
     // it keep it) and the group takes the next one.
     const std::string why = last_error();
     if (partly) {
       engines_resume_committed(g);  // (HTTP engines: the live ones committed it at FINALIZE)
-      g->dropped_in_update.clear();
-      g->update_id++;
-      g->bucket_in_update = 0;
-      for (auto& p : g->peers) p->buckets = 0;
+      members_committed(g);
+      wire_next_update(g);
     } else {
       end_failed_update(g, why);
       engines_abandon(g);  // (HTTP engines: the live servers' update ends, as after any failure)
     }
     fail_msg(st, why);
-    WSYNC_LOGW("group '%s': %s", g->group_name.c_str(), why.c_str());
+    WSYNC_LOGW("group '%s': %s", g->cfg.group_name.c_str(), why.c_str());
   } else if (st != WSYNC_OK) {
     BatchList none;
     break_group(g, nullptr, st, &none);
   } else {
-    g->update_id++;
-    g->bucket_in_update = 0;
-    for (auto& p : g->peers) p->buckets = 0;
+    wire_next_update(g);
     members_committed(g);
-    WSYNC_LOGI("group '%s': version %llu committed on %u receiver(s)", g->group_name.c_str(),
-               static_cast<unsigned long long>(job.version), g->num_receivers - static_cast<uint32_t>(g->peers.size()) +
+    WSYNC_LOGI("group '%s': version %llu committed on %u receiver(s)", g->cfg.group_name.c_str(),
+               static_cast<unsigned long long>(job.version), g->shape.num_receivers - static_cast<uint32_t>(g->members.peers.size()) +
                members_left_in(g));
   }
   const std::string finalize_why = st == WSYNC_OK ? std::string() : last_error();
@@ -374,11 +370,11 @@ void run_finalize(wsync_group_t* g, const FinalizeJob& job) {
   if (st == WSYNC_OK || partly) {
     g->shared.stats.committed_version = job.version;
     g->shared.stats.updates++;
-  } else if (g->update_lost_members) {
+  } else if (g->pipe.update_lost_members) {
     g->shared.stats.updates++;  // ended (it failed): the next is another update
   }
   g->shared.finalize_status = st;
-  g->shared.finalize_why = st == WSYNC_OK ? std::string() : g->update_lost_members ? finalize_why : g->shared.failed_why;
+  g->shared.finalize_why = st == WSYNC_OK ? std::string() : g->pipe.update_lost_members ? finalize_why : g->shared.failed_why;
   g->shared.finalize_done = true;
   g->shared.cv.notify_all();
 }
@@ -394,17 +390,17 @@ void pipeline_main(wsync_group_t* g) {
       return;
     }
     if (job.batch) {
-      if (!g->update_begun) {  // the update's first batch: receivers that came meanwhile join first
+      if (!g->pipe.update_begun) {  // the update's first batch: receivers that came meanwhile join first
         members_admit(g);
         engines_before_update(g);  // (HTTP engines: no member whose server is not live)
-        g->update_begun = true;
+        g->pipe.update_begun = true;
       }
       run_batches(g, std::move(job.batch), &held);
     } else if (job.finalize) {
-      if (!g->update_begun) engines_before_update(g);  // (an update without batches)
+      if (!g->pipe.update_begun) engines_before_update(g);  // (an update without batches)
       run_finalize(g, *job.finalize);
       members_update_ended(g, job.finalize->version);
-      g->update_begun = false;
+      g->pipe.update_begun = false;
     }
   }
 }
@@ -412,10 +408,11 @@ void pipeline_main(wsync_group_t* g) {
 }  // namespace
 
 wsync_status_t pipeline_start(wsync_group_t* g) {
-  g->wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (g->wake_fd < 0) return fail(WSYNC_ERR_IO, "group '%s': cannot create its wake-up eventfd", g->group_name.c_str());
+  g->shared.stats.num_receivers = g->shape.num_receivers;
+  g->pipe.wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (g->pipe.wake_fd < 0) return fail(WSYNC_ERR_IO, "group '%s': cannot create its wake-up eventfd", g->cfg.group_name.c_str());
   try {
-    g->pipeline = std::thread([g] {
+    g->pipe.thread = std::thread([g] {
       try {
         pipeline_main(g);
       } catch (...) {
@@ -432,22 +429,22 @@ wsync_status_t pipeline_start(wsync_group_t* g) {
       }
     });
   } catch (const std::exception& e) {
-    return fail(WSYNC_ERR_INTERNAL, "group '%s': cannot start its pipeline thread: %s", g->group_name.c_str(), e.what());
+    return fail(WSYNC_ERR_INTERNAL, "group '%s': cannot start its pipeline thread: %s", g->cfg.group_name.c_str(), e.what());
   }
   return WSYNC_OK;
 }
 
 void pipeline_wake(wsync_group_t* g) {
-  if (g->wake_fd >= 0) {
+  if (g->pipe.wake_fd >= 0) {
     uint64_t one = 1;
-    ssize_t r = ::write(g->wake_fd, &one, sizeof one);
+    ssize_t r = ::write(g->pipe.wake_fd, &one, sizeof one);
     (void)r;
   }
   g->shared.cv.notify_all();
 }
 
 void pipeline_stop(wsync_group_t* g) {
-  if (g->pipeline.joinable()) {
+  if (g->pipe.thread.joinable()) {
     bool busy;
     {
       std::lock_guard<std::mutex> lk(g->shared.mu);
@@ -456,17 +453,17 @@ void pipeline_stop(wsync_group_t* g) {
     }
     // Batches still in flight are abandoned: the pipeline thread sees the abort in its next wait,
     // cancels what is on the wire and tells the receivers. An idle group needs none of that.
-    const bool abort_now = busy && !g->aborted.load();
+    const bool abort_now = busy && !g->pipe.aborted.load();
     if (abort_now) {
-      g->aborted.store(true);
-      if (g->transport_self && g->transport.table->abort) g->transport.table->abort(g->transport_self);
+      g->pipe.aborted.store(true);
+      if (g->plugins.transport_self && g->plugins.transport.table->abort) g->plugins.transport.table->abort(g->plugins.transport_self);
     }
     pipeline_wake(g);
-    g->pipeline.join();
-    if (abort_now) g->aborted.store(false);  // the rest of the teardown (leaving the engines) is not aborted
+    g->pipe.thread.join();
+    if (abort_now) g->pipe.aborted.store(false);  // the rest of the teardown (leaving the engines) is not aborted
   }
-  if (g->wake_fd >= 0) ::close(g->wake_fd);
-  g->wake_fd = -1;
+  if (g->pipe.wake_fd >= 0) ::close(g->pipe.wake_fd);
+  g->pipe.wake_fd = -1;
 }
 
 }  // namespace wsync

@@ -12,14 +12,10 @@
 #include "common/socket.h"
 #include "control/frames.h"
 #include "group/group_internal.h"
+#include "store/host_port.h"
 
 namespace wsync {
 namespace {
-
-std::string host_of(const std::string& addr) {
-  const size_t colon = addr.rfind(':');
-  return colon == std::string::npos ? addr : addr.substr(0, colon);
-}
 
 RouteBody route_for(const RoutePlan& plan, uint32_t rank) {
   RouteBody b;
@@ -36,52 +32,46 @@ RouteBody route_for(const RoutePlan& plan, uint32_t rank) {
 }  // namespace
 
 wsync_status_t route_members(wsync_group_t* g, int64_t deadline) {
-  if (g->peers.empty()) return WSYNC_OK;  // unmodified HTTP engines: no receiver of ours to plan for
+  if (g->members.peers.empty()) {  // unmodified HTTP engines: no receiver of ours; every engine rank from the sender
+    g->route.delivery = DeliveryPlan::star(g->shape.num_receivers, false);
+    return WSYNC_OK;
+  }
   std::vector<RouteMember> members;
   std::string sender_host;
-  for (auto& p : g->peers) {
+  for (auto& p : g->members.peers) {
     members.push_back(RouteMember{p->rank, host_of(p->addr)});
     if (sender_host.empty() && p->conn.open()) sender_host = local_ip(p->conn.fd());  // this host, as they see it
   }
-  wsync_status_t st = plan_routes(g->route_spec, members, sender_host, &g->plan);
-  if (st != WSYNC_OK) return fail_msg(st, "group '" + g->group_name + "': planning its routes: " + last_error());
-  g->relays = g->plan.shape != "star";
-  WSYNC_LOGI("group '%s': route %s", g->group_name.c_str(), describe_route(g->plan).c_str());
-  if (route_spec_text(g->route_spec) == "star") return WSYNC_OK;  // receivers wait for no ROUTE
-  for (auto& p : g->peers)
-    if ((st = p->conn.send(MsgType::kRoute, encode_route(route_for(g->plan, p->rank)), remaining_ms(deadline, 1)))
+  wsync_status_t st = plan_routes(g->shape.route_spec, members, sender_host, &g->route.plan);
+  if (st != WSYNC_OK) return fail_msg(st, "group '" + g->cfg.group_name + "': planning its routes: " + last_error());
+  g->route.relays = g->route.plan.shape != "star";
+  g->route.delivery = DeliveryPlan::routed(g->route.plan);
+  WSYNC_LOGI("group '%s': route %s", g->cfg.group_name.c_str(), describe_route(g->route.plan).c_str());
+  if (route_spec_text(g->shape.route_spec) == "star") return WSYNC_OK;  // receivers wait for no ROUTE
+  for (auto& p : g->members.peers)
+    if ((st = p->conn.send(MsgType::kRoute, encode_route(route_for(g->route.plan, p->rank)), remaining_ms(deadline, 1)))
         != WSYNC_OK)
       return fail_msg(st, "group init: telling " + p->conn.peer_name() + " its route: " + last_error());
   return wait_joined(g, deadline);  // each wired its relay transports
 }
 
-std::vector<uint32_t> direct_ranks(const wsync_group_t* g) {
-  if (!g->relays) {
-    std::vector<uint32_t> all;
-    for (auto& p : g->peers)
-      if (!p->dropped) all.push_back(p->rank);  // (membership=elastic: not those removed)
-    return all;
-  }
-  return g->plan.children[0];
-}
-
 std::vector<Peer*> peers_upstream_first(const wsync_group_t* g) {
   std::vector<Peer*> out;
-  out.reserve(g->peers.size());
-  if (!g->relays || g->plan.children.size() != g->peers.size() + 1) {
-    for (auto& p : g->peers) out.push_back(p.get());
+  out.reserve(g->members.peers.size());
+  if (!g->route.relays || g->route.plan.children.size() != g->members.peers.size() + 1) {
+    for (auto& p : g->members.peers) out.push_back(p.get());
     return out;
   }
-  std::vector<uint32_t> level = g->plan.children[0];  // breadth first from the sender
-  for (size_t i = 0; i < level.size() && level.size() <= g->peers.size(); ++i) {
+  std::vector<uint32_t> level = g->route.plan.children[0];  // breadth first from the sender
+  for (size_t i = 0; i < level.size() && level.size() <= g->members.peers.size(); ++i) {
     const uint32_t r = level[i];
-    if (r == 0 || r > g->peers.size()) continue;
-    out.push_back(g->peers[r - 1].get());
-    level.insert(level.end(), g->plan.children[r].begin(), g->plan.children[r].end());
+    if (r == 0 || r > g->members.peers.size()) continue;
+    out.push_back(g->members.peers[r - 1].get());
+    level.insert(level.end(), g->route.plan.children[r].begin(), g->route.plan.children[r].end());
   }
-  if (out.size() != g->peers.size()) {  // (a plan that is not a tree of every receiver: rank order)
+  if (out.size() != g->members.peers.size()) {  // (a plan that is not a tree of every receiver: rank order)
     out.clear();
-    for (auto& p : g->peers) out.push_back(p.get());
+    for (auto& p : g->members.peers) out.push_back(p.get());
   }
   return out;
 }
@@ -103,11 +93,11 @@ constexpr int kUpstreamGraceMs = 300;
 }  // namespace
 
 Peer* first_failed_upstream(wsync_group_t* g, Peer* p) {
-  if (!g->relays || p->rank >= g->plan.parent.size()) return p;
+  if (!g->route.relays || p->rank >= g->route.plan.parent.size()) return p;
   std::vector<Peer*> up;  // nearest first
-  for (uint32_t r = g->plan.parent[p->rank]; r != 0 && r <= g->peers.size() && up.size() < g->peers.size();
-       r = r < g->plan.parent.size() ? g->plan.parent[r] : 0)
-    if (g->peers[r - 1]->alive && g->peers[r - 1]->conn.open()) up.push_back(g->peers[r - 1].get());
+  for (uint32_t r = g->route.plan.parent[p->rank]; r != 0 && r <= g->members.peers.size() && up.size() < g->members.peers.size();
+       r = r < g->route.plan.parent.size() ? g->route.plan.parent[r] : 0)
+    if (g->members.peers[r - 1]->alive && g->members.peers[r - 1]->conn.open()) up.push_back(g->members.peers[r - 1].get());
   // Until the grace ends, or the furthest relay upstream has closed: the furthest that closed.
   Peer* blame = p;
   size_t from = 0;  // up[from ..]: the relays above `blame`, still watched
@@ -128,12 +118,12 @@ Peer* first_failed_upstream(wsync_group_t* g, Peer* p) {
 }
 
 bool relays_to_others(const wsync_group_t* g, uint32_t rank) {
-  return g->relays && rank < g->plan.parent.size() && !downstream_of(g->plan, rank).empty();
+  return g->route.relays && rank < g->route.plan.parent.size() && !downstream_of(g->route.plan, rank).empty();
 }
 
 std::string downstream_note(const wsync_group_t* g, uint32_t rank) {
-  if (!g->relays || rank >= g->plan.parent.size()) return "";
-  const std::vector<uint32_t> down = downstream_of(g->plan, rank);
+  if (!g->route.relays || rank >= g->route.plan.parent.size()) return "";
+  const std::vector<uint32_t> down = downstream_of(g->route.plan, rank);
   if (down.empty()) return "";
   std::string s = "; downstream of it (cut off with it): rank";
   s += down.size() > 1 ? "s " : " ";
@@ -142,17 +132,17 @@ std::string downstream_note(const wsync_group_t* g, uint32_t rank) {
 }
 
 std::string fed_by_note(const wsync_group_t* g, uint32_t rank) {
-  if (!g->relays || rank >= g->plan.parent.size()) return "";
-  const uint32_t parent = g->plan.parent[rank];
-  if (parent == 0 || parent > g->peers.size() || !g->peers[parent - 1]) return "";
-  return "; fed by relay rank " + std::to_string(parent) + " (at " + g->peers[parent - 1]->addr + ")";
+  if (!g->route.relays || rank >= g->route.plan.parent.size()) return "";
+  const uint32_t parent = g->route.plan.parent[rank];
+  if (parent == 0 || parent > g->members.peers.size() || !g->members.peers[parent - 1]) return "";
+  return "; fed by relay rank " + std::to_string(parent) + " (at " + g->members.peers[parent - 1]->addr + ")";
 }
 
 std::vector<Peer*> upstream_of_set(const wsync_group_t* g, const std::vector<Peer*>& set) {
-  if (!g->relays) return set;
+  if (!g->route.relays) return set;
   std::vector<Peer*> out;
   for (Peer* p : set) {
-    const uint32_t parent = g->plan.parent[p->rank];
+    const uint32_t parent = g->route.plan.parent[p->rank];
     bool parent_waits = false;
     for (Peer* q : set) parent_waits |= q->rank == parent;
     if (!parent_waits) out.push_back(p);

@@ -27,19 +27,19 @@ namespace {
 constexpr uint64_t kSlots = 4;
 
 std::string slot_key(const wsync_group_t* g, const char* what, uint64_t seq, uint32_t k) {
-  return "wsync/" + g->group_name + "/" + what + "/" + std::to_string(seq % kSlots) + "/" + std::to_string(k);
+  return "wsync/" + g->cfg.group_name + "/" + what + "/" + std::to_string(seq % kSlots) + "/" + std::to_string(k);
 }
 
 std::string sender_name(const wsync_group_t* g, uint32_t k) {
   std::string s = "sender " + std::to_string(k);
-  if (k < g->sender_addrs.size() && !g->sender_addrs[k].empty()) s += " (store at " + g->sender_addrs[k] + ")";
+  if (k < g->senders.addrs.size() && !g->senders.addrs[k].empty()) s += " (store at " + g->senders.addrs[k] + ")";
   return s;
 }
 
 // This sender's record of a batch: per tensor its full shape and box (the whole tensor unless the
 // descriptor is a slice).
 wsync_status_t own_record(wsync_group_t* g, const Batch& b, SenderRecord* r) {
-  r->rank = g->sender_rank;
+  r->rank = g->cfg.sender_rank;
   r->tensors.resize(b.tensors.size());
   for (size_t i = 0; i < b.tensors.size(); ++i) {
     const wsync_tensor_t& t = b.tensors[i];
@@ -72,7 +72,7 @@ wsync_status_t read_record(wsync_group_t* g, uint64_t seq, uint32_t k, int64_t d
   const std::string key = slot_key(g, "plan", seq, k);
   for (;;) {
     std::vector<uint8_t> v;
-    wsync_status_t st = g->senders_client->get(key, &v, std::max<int64_t>(remaining_ms(deadline), 1));
+    wsync_status_t st = g->senders.client->get(key, &v, std::max<int64_t>(remaining_ms(deadline), 1));
     uint64_t got = 0;
     if (st == WSYNC_OK) {
       if ((st = decode_sender_record(v.data(), v.size(), out, &got)) != WSYNC_OK)
@@ -86,7 +86,7 @@ wsync_status_t read_record(wsync_group_t* g, uint64_t seq, uint32_t k, int64_t d
     } else if (st != WSYNC_ERR_TIMEOUT) {
       return fail_msg(st, "reading the record of " + sender_name(g, k) + " from sender 0's store: " + last_error());
     }
-    if (g->aborted.load()) return fail(WSYNC_ERR_ABORTED, "group '%s' was aborted", g->group_name.c_str());
+    if (g->pipe.aborted.load()) return fail(WSYNC_ERR_ABORTED, "group '%s' was aborted", g->cfg.group_name.c_str());
     if (now_ms() >= deadline)
       return fail(WSYNC_ERR_PEER_FAILED, "%s did not publish its part of batch %llu within %lld ms (it died, hangs, is "
                   "cut off, or sends fewer batches)", sender_name(g, k).c_str(), static_cast<unsigned long long>(seq),
@@ -100,13 +100,13 @@ wsync_status_t agree_digest(wsync_group_t* g, uint64_t seq, uint64_t digest, int
   uint8_t mine[16];
   std::memcpy(mine, &seq, 8);
   std::memcpy(mine + 8, &digest, 8);
-  wsync_status_t st = g->senders_client->set(slot_key(g, "plan_digest", seq, g->sender_rank), mine, sizeof mine);
+  wsync_status_t st = g->senders.client->set(slot_key(g, "plan_digest", seq, g->cfg.sender_rank), mine, sizeof mine);
   if (st != WSYNC_OK) return st;
-  for (uint32_t k = 0; k < g->num_senders; ++k) {
-    if (k == g->sender_rank) continue;
+  for (uint32_t k = 0; k < g->shape.num_senders; ++k) {
+    if (k == g->cfg.sender_rank) continue;
     for (;;) {
       std::vector<uint8_t> v;
-      st = g->senders_client->get(slot_key(g, "plan_digest", seq, k), &v, std::max<int64_t>(remaining_ms(deadline), 1));
+      st = g->senders.client->get(slot_key(g, "plan_digest", seq, k), &v, std::max<int64_t>(remaining_ms(deadline), 1));
       uint64_t got_seq = 0, got = 0;
       if (st == WSYNC_OK && v.size() == 16) {
         std::memcpy(&got_seq, v.data(), 8);
@@ -116,14 +116,14 @@ wsync_status_t agree_digest(wsync_group_t* g, uint64_t seq, uint64_t digest, int
             return fail(WSYNC_ERR_PROTOCOL, "the ownership plan of batch %llu, or the receivers' needs it read, "
                         "differs between sender %u (digest "
                         "%016llx) and %s (digest %016llx); nothing was sent", static_cast<unsigned long long>(seq),
-                        g->sender_rank, static_cast<unsigned long long>(digest), sender_name(g, k).c_str(),
+                        g->cfg.sender_rank, static_cast<unsigned long long>(digest), sender_name(g, k).c_str(),
                         static_cast<unsigned long long>(got));
           break;
         }
       } else if (st != WSYNC_OK && st != WSYNC_ERR_TIMEOUT) {
         return st;
       }
-      if (g->aborted.load()) return fail(WSYNC_ERR_ABORTED, "group '%s' was aborted", g->group_name.c_str());
+      if (g->pipe.aborted.load()) return fail(WSYNC_ERR_ABORTED, "group '%s' was aborted", g->cfg.group_name.c_str());
       if (now_ms() >= deadline)
         return fail(WSYNC_ERR_PEER_FAILED, "%s did not confirm the plan of batch %llu within %lld ms",
                     sender_name(g, k).c_str(), static_cast<unsigned long long>(seq), static_cast<long long>(timeout_ms));
@@ -139,11 +139,11 @@ using NeedMap = std::unordered_map<std::string, Box>;  // tensor -> the box a re
 // first wsync_receiver_next): the slices it asked for; every other tensor it takes whole.
 wsync_status_t read_needs(wsync_group_t* g, int64_t deadline, int64_t timeout_ms, std::vector<NeedMap>* out,
                           uint64_t* digest) {
-  out->assign(g->num_receivers, NeedMap());
+  out->assign(g->shape.num_receivers, NeedMap());
   *digest = 0;
-  for (uint32_t r = 1; r <= g->num_receivers; ++r) {
+  for (uint32_t r = 1; r <= g->shape.num_receivers; ++r) {
     std::vector<uint8_t> v;
-    wsync_status_t st = g->senders_client->get(needs_key(g->group_name, r), &v, std::max<int64_t>(remaining_ms(deadline), 1));
+    wsync_status_t st = g->senders.client->get(needs_key(g->cfg.group_name, r), &v, std::max<int64_t>(remaining_ms(deadline), 1));
     if (st == WSYNC_ERR_TIMEOUT)
       return fail(WSYNC_ERR_PEER_FAILED, "receiver rank %u did not say what it needs within %lld ms (a receiver says it "
                   "when it registers its buffers or first calls wsync_receiver_next)", r, static_cast<long long>(timeout_ms));
@@ -211,12 +211,12 @@ wsync_status_t split_by_needs(wsync_group_t* g, const OwnershipPlan& plan, const
     const TensorPlan* tp = plan.find(mine.tensors[i].name);
     bool owner = false;
     for (const Owner& o : tp ? tp->owners : std::vector<Owner>{})
-      owner |= o.sender == g->sender_rank && box_equal(o.box, mine.tensors[i].box);
+      owner |= o.sender == g->cfg.sender_rank && box_equal(o.box, mine.tensors[i].box);
     if (owner) owned.push_back(i);
   }
   std::map<std::string, std::pair<std::vector<uint32_t>, std::vector<Part>>> groups;  // by what they get
   bool all_whole = true;
-  for (uint32_t r = 1; r <= g->num_receivers; ++r) {
+  for (uint32_t r = 1; r <= g->shape.num_receivers; ++r) {
     std::vector<Part> parts;
     std::string key;
     for (size_t i : owned) {
@@ -271,57 +271,56 @@ wsync_status_t split_by_needs(wsync_group_t* g, const OwnershipPlan& plan, const
 }  // namespace
 
 wsync_status_t senders_check_options(wsync_group_t* g) {
-  if (g->sender_rank >= g->num_senders)
+  if (g->cfg.sender_rank >= g->shape.num_senders)
     return fail(WSYNC_ERR_INVALID_ARGUMENT, "option 'sender_rank' is %u but the group has %u sender(s) (option "
-                "'num_senders'): ranks are 0..%u", g->sender_rank, g->num_senders, g->num_senders - 1);
-  if (g->sender_rank > 0 && g->sender0_store.empty())
+                "'num_senders'): ranks are 0..%u", g->cfg.sender_rank, g->shape.num_senders, g->shape.num_senders - 1);
+  if (g->cfg.sender_rank > 0 && g->cfg.sender0_store.empty())
     return fail(WSYNC_ERR_INVALID_ARGUMENT, "sender rank %u needs option 'sender0_store' (\"host:port\" of sender 0's "
-                "store, where the senders agree on each batch)", g->sender_rank);
-  if (g->sender_rank == 0 && !g->sender0_store.empty())
+                "store, where the senders agree on each batch)", g->cfg.sender_rank);
+  if (g->cfg.sender_rank == 0 && !g->cfg.sender0_store.empty())
     return fail(WSYNC_ERR_INVALID_ARGUMENT, "option 'sender0_store' is for senders 1..%u; sender 0 hosts that store "
-                "itself (config->store_addr)", g->num_senders - 1);
-  if (g->planned && g->route_set && g->route_spec.shape != RouteShape::kStar)
+                "itself (config->store_addr)", g->shape.num_senders - 1);
+  if (g->shape.planned && g->cfg.route && g->cfg.route->shape != RouteShape::kStar)
     return fail(WSYNC_ERR_INVALID_ARGUMENT, "option 'route' must be star in a group whose senders plan (option "
                 "num_senders; each sender's NIC carries only its share, and each receiver gets only its boxes)");
-  if (g->planned) g->route_spec.shape = RouteShape::kStar;
-  if (g->planned && !g->engines_spec.empty() && !g->engines_embed_wsync)
+  if (g->shape.planned && !g->cfg.engines_spec.empty() && !g->cfg.engines_embed_wsync)
     return fail(WSYNC_ERR_INVALID_ARGUMENT, "option num_senders needs HTTP engines whose workers embed wsync receivers "
                 "(option engine_receivers=wsync, e.g. vLLM's wsync backend): unmodified engines receive over the one "
                 "transport their adapter drives, from one sender");
-  if (g->sender_rank > 0 && !g->engines_spec.empty())
+  if (g->cfg.sender_rank > 0 && !g->cfg.engines_spec.empty())
     return fail(WSYNC_ERR_INVALID_ARGUMENT, "sender %u cannot drive HTTP engines (option 'engines'): sender 0 alone "
                 "talks to the engine servers; give sender %u num_receivers, the engines' workers, and their workers "
-                "join it through sender 0's store", g->sender_rank, g->sender_rank);
+                "join it through sender 0's store", g->cfg.sender_rank, g->cfg.sender_rank);
   return WSYNC_OK;
 }
 
 wsync_status_t senders_open(wsync_group_t* g, const std::string& bind_host, int64_t deadline) {
-  if (!g->planned) return WSYNC_OK;
-  g->sender_addrs.assign(g->num_senders, "");
-  g->sender_addrs[g->sender_rank] = g->store_addr;
-  if (g->sender_rank > 0 && (bind_host == "0.0.0.0" || bind_host == "::" || bind_host == "[::]" || bind_host.empty()))
+  if (!g->shape.planned) return WSYNC_OK;
+  g->senders.addrs.assign(g->shape.num_senders, "");
+  g->senders.addrs[g->cfg.sender_rank] = g->rdv.store_addr;
+  if (g->cfg.sender_rank > 0 && (bind_host == "0.0.0.0" || bind_host == "::" || bind_host == "[::]" || bind_host.empty()))
     return fail(WSYNC_ERR_INVALID_ARGUMENT, "sender %u binds its store to '%s', a wildcard: receivers find a sender at "
                 "its store's address, so give config->store_addr an address of this host they can reach",
-                g->sender_rank, bind_host.c_str());
+                g->cfg.sender_rank, bind_host.c_str());
   wsync_status_t st;
-  if (g->sender_rank == 0) {
-    g->senders_client.reset();  // sender 0's own client does the work (g->store_client)
+  if (g->cfg.sender_rank == 0) {
+    g->senders.client.reset();  // sender 0's own client does the work (g->rdv.store_client)
   } else {
     std::string host;
     uint16_t port = 0;
-    if ((st = parse_host_port(g->sender0_store, &host, &port)) != WSYNC_OK) return st;
+    if ((st = parse_host_port(g->cfg.sender0_store, &host, &port)) != WSYNC_OK) return st;
     if (port == 0)
       return fail(WSYNC_ERR_INVALID_ARGUMENT, "option 'sender0_store' is '%s'; it needs sender 0's real port",
-                  g->sender0_store.c_str());
-    if ((st = TcpStoreClient::connect(host, port, std::max<int64_t>(remaining_ms(deadline), 1), g->secret.value,
-                                      &g->senders_client)) != WSYNC_OK)
-      return fail_msg(st, "sender " + std::to_string(g->sender_rank) + " cannot reach sender 0's store at " +
-                              g->sender0_store + ": " + last_error());
+                  g->cfg.sender0_store.c_str());
+    if ((st = TcpStoreClient::connect(host, port, std::max<int64_t>(remaining_ms(deadline), 1), g->rdv.secret.value,
+                                      &g->senders.client)) != WSYNC_OK)
+      return fail_msg(st, "sender " + std::to_string(g->cfg.sender_rank) + " cannot reach sender 0's store at " +
+                              g->cfg.sender0_store + ": " + last_error());
   }
-  TcpStoreClient* c = g->senders_client ? g->senders_client.get() : g->store_client.get();
-  if ((st = c->set(sender_key(g->sender_rank), g->store_addr.data(), g->store_addr.size())) != WSYNC_OK) return st;
-  WSYNC_LOGI("group '%s': sender %u of %u, its receivers join its store at %s", g->group_name.c_str(), g->sender_rank,
-             g->num_senders, g->store_addr.c_str());
+  TcpStoreClient* c = g->senders.client ? g->senders.client.get() : g->rdv.store_client.get();
+  if ((st = c->set(sender_key(g->cfg.sender_rank), g->rdv.store_addr.data(), g->rdv.store_addr.size())) != WSYNC_OK) return st;
+  WSYNC_LOGI("group '%s': sender %u of %u, its receivers join its store at %s", g->cfg.group_name.c_str(), g->cfg.sender_rank,
+             g->shape.num_senders, g->rdv.store_addr.c_str());
   return WSYNC_OK;
 }
 
@@ -329,20 +328,20 @@ wsync_status_t senders_plan_batch(wsync_group_t* g, Batch* b, int64_t timeout_ms
   *published = false;
   bool slices = false;
   for (const auto& t : b->tensors) slices |= (t.flags & WSYNC_TENSOR_SLICE) != 0;
-  if (!g->planned) {
+  if (!g->shape.planned) {
     if (!slices) return WSYNC_OK;
     for (const auto& t : b->tensors)
       if (t.flags & WSYNC_TENSOR_SLICE)
         return fail(WSYNC_ERR_INVALID_ARGUMENT, "tensor '%s' is a slice (WSYNC_TENSOR_SLICE) but group '%s' has one "
-                    "sender, which must send whole tensors (option num_senders)", t.name, g->group_name.c_str());
+                    "sender, which must send whole tensors (option num_senders)", t.name, g->cfg.group_name.c_str());
   }
-  if (g->senders_client == nullptr && g->sender_rank == 0) {
+  if (g->senders.client == nullptr && g->cfg.sender_rank == 0) {
     // Sender 0 talks to its own store through a second client: the group's own one is used by the
     // pipeline thread's transport, and a client serves one request at a time.
     std::string host;
     uint16_t port = 0;
-    wsync_status_t st = parse_host_port(g->store_addr, &host, &port);
-    if (st == WSYNC_OK) st = TcpStoreClient::connect(host, port, 5000, g->secret.value, &g->senders_client);
+    wsync_status_t st = parse_host_port(g->rdv.store_addr, &host, &port);
+    if (st == WSYNC_OK) st = TcpStoreClient::connect(host, port, 5000, g->rdv.secret.value, &g->senders.client);
     if (st != WSYNC_OK) return st;
   }
   // Checked before anything is published: the record is built from the descriptors.
@@ -354,32 +353,32 @@ wsync_status_t senders_plan_batch(wsync_group_t* g, Batch* b, int64_t timeout_ms
   wsync_status_t st = own_record(g, *b, &mine);
   if (st != WSYNC_OK) return st;
   *published = true;  // from here on a failure leaves the senders out of step: it breaks the group
-  const uint64_t seq = ++g->plans_agreed;
+  const uint64_t seq = ++g->senders.plans_agreed;
   const std::vector<uint8_t> rec = encode_sender_record(mine, seq);
-  if ((st = g->senders_client->set(slot_key(g, "plan", seq, g->sender_rank), rec.data(), rec.size())) != WSYNC_OK)
+  if ((st = g->senders.client->set(slot_key(g, "plan", seq, g->cfg.sender_rank), rec.data(), rec.size())) != WSYNC_OK)
     return fail_msg(st, "publishing this sender's record in sender 0's store: " + last_error());
   const int64_t deadline = deadline_after(timeout_ms);
-  std::vector<SenderRecord> all(g->num_senders);
-  for (uint32_t k = 0; k < g->num_senders; ++k) {
-    if (k == g->sender_rank) {
+  std::vector<SenderRecord> all(g->shape.num_senders);
+  for (uint32_t k = 0; k < g->shape.num_senders; ++k) {
+    if (k == g->cfg.sender_rank) {
       all[k] = mine;
       continue;
     }
-    if (g->sender_addrs[k].empty()) {  // for messages: where sender k is
+    if (g->senders.addrs[k].empty()) {  // for messages: where sender k is
       std::vector<uint8_t> v;
-      if (g->senders_client->get(sender_key(k), &v, 1) == WSYNC_OK) g->sender_addrs[k].assign(v.begin(), v.end());
+      if (g->senders.client->get(sender_key(k), &v, 1) == WSYNC_OK) g->senders.addrs[k].assign(v.begin(), v.end());
       clear_error();
     }
     if ((st = read_record(g, seq, k, deadline, timeout_ms, &all[k])) != WSYNC_OK) return st;
   }
-  const size_t at = g->batch_in_update++;
-  if (g->planners.size() <= at) g->planners.push_back(std::make_unique<OwnershipPlanner>());
-  const uint64_t before = g->planners[at]->computed();
+  const size_t at = g->senders.batch_in_update++;
+  if (g->senders.planners.size() <= at) g->senders.planners.push_back(std::make_unique<OwnershipPlanner>());
+  const uint64_t before = g->senders.planners[at]->computed();
   const OwnershipPlan* plan = nullptr;
-  if ((st = g->planners[at]->plan(all, &plan)) != WSYNC_OK)
+  if ((st = g->senders.planners[at]->plan(all, &plan)) != WSYNC_OK)
     return fail_msg(st, "the senders' batch " + std::to_string(seq) + " cannot be planned, nothing was sent: " +
                             last_error());
-  g->plans_computed += g->planners[at]->computed() - before;
+  g->senders.plans_computed += g->senders.planners[at]->computed() - before;
   std::vector<NeedMap> needs;
   uint64_t needs_digest = 0;
   if ((st = read_needs(g, deadline, timeout_ms, &needs, &needs_digest)) != WSYNC_OK) return st;
@@ -387,9 +386,14 @@ wsync_status_t senders_plan_batch(wsync_group_t* g, Batch* b, int64_t timeout_ms
   const uint64_t agreed = plan->digest ^ needs_digest;
   if ((st = agree_digest(g, seq, agreed, deadline, timeout_ms)) != WSYNC_OK) return st;
   // END_UPDATE carries the chain of the update's agreed digests: receivers compare it across senders.
-  g->update_plan_digest = XXH3_64bits_withSeed(&agreed, sizeof agreed, g->update_plan_digest);
-  if (g->http_engines) announce_build(*plan, b);  // sender 0: the engines' UPDATE of this batch
+  g->senders.update_plan_digest = XXH3_64bits_withSeed(&agreed, sizeof agreed, g->senders.update_plan_digest);
+  if (g->shape.http_engines) announce_build(*plan, b);  // sender 0: the engines' UPDATE of this batch
   return split_by_needs(g, *plan, mine, needs, b);
+}
+
+void senders_update_ended(wsync_group_t* g) {
+  g->senders.batch_in_update = 0;
+  g->senders.update_plan_digest = 0;
 }
 
 }  // namespace wsync

@@ -21,24 +21,24 @@ constexpr uint64_t kPackPiece = 8u << 20;
 bool is_cuda(const wsync_tensor_t& x) { return x.device_type == WSYNC_DEVICE_CUDA; }
 
 wsync_status_t grow_host_slot(wsync_group_t* g, StagingSlot* s, uint64_t bytes) {
-  g->staging_bytes -= s->mem.size();
+  g->staging.host_bytes -= s->mem.size();
   s->mem.reset();
-  uint64_t cap = std::max<uint64_t>(bytes, std::min<uint64_t>(g->rule.bucket_bytes, bytes * 2));
+  uint64_t cap = std::max<uint64_t>(bytes, std::min<uint64_t>(g->shape.rule.bucket_bytes, bytes * 2));
   cap = (cap + 4095) / 4096 * 4096;
   wsync_status_t st = MemBlock::alloc(cap, -1, &s->mem);
   if (st != WSYNC_OK) return fail_msg(st, "staging: " + last_error());
-  g->staging_bytes += cap;
-  WSYNC_LOGD("group '%s': staging slot grown to %llu bytes", g->group_name.c_str(), static_cast<unsigned long long>(cap));
+  g->staging.host_bytes += cap;
+  WSYNC_LOGD("group '%s': staging slot grown to %llu bytes", g->cfg.group_name.c_str(), static_cast<unsigned long long>(cap));
   return WSYNC_OK;
 }
 
 wsync_status_t ensure_slot(wsync_group_t* g, StagingSlot* s, uint64_t bytes) {
   if (s->mem.size() >= bytes) return WSYNC_OK;
-  if (!g->device_staging) return grow_host_slot(g, s, bytes);
-  if (g->staging_only)  // the planner splits for these transports; a bigger bucket is a bug
+  if (!g->shape.device_staging) return grow_host_slot(g, s, bytes);
+  if (g->shape.staging_only)  // the planner splits for these transports; a bigger bucket is a bug
     return fail(WSYNC_ERR_INTERNAL, "a bucket of %llu bytes does not fit the %llu-byte staging buffer registered "
                 "with transport '%s'", static_cast<unsigned long long>(bytes),
-                static_cast<unsigned long long>(s->mem.size()), g->transport.table->name);
+                static_cast<unsigned long long>(s->mem.size()), g->plugins.transport.table->name);
   return device_grow_slot(g, s, bytes);
 }
 
@@ -82,7 +82,7 @@ wsync_status_t pack_device(wsync_group_t* g, const PlanBucket& b, const std::vec
   wsync_status_t st = WSYNC_OK;
   for (const auto& e : b.entries) {
     if (e.bucket_offset > cursor) {
-      if (g->device_staging)
+      if (g->shape.device_staging)
         st = device_zero(g, dst + cursor, e.bucket_offset - cursor);
       else
         std::memset(dst + cursor, 0, e.bucket_offset - cursor);
@@ -93,10 +93,14 @@ wsync_status_t pack_device(wsync_group_t* g, const PlanBucket& b, const std::vec
       return fail_msg(st, "packing tensor '" + std::string(t[e.tensor_index].name) + "': " + last_error());
     cursor = e.bucket_offset + e.length;
   }
-  return g->device_staging ? WSYNC_OK : device_wait_copies(g);
+  return g->shape.device_staging ? WSYNC_OK : device_wait_copies(g);
 }
 
 }  // namespace
+
+size_t staging_next_slot(wsync_group_t* g) {
+  return static_cast<size_t>(g->staging.buckets_started++ % g->staging.slots.size());
+}
 
 wsync_status_t bucket_prepare(wsync_group_t* g, InflightBucket* b, const std::function<wsync_status_t()>& progress) {
   Batch& batch = *b->batch;
@@ -107,26 +111,26 @@ wsync_status_t bucket_prepare(wsync_group_t* g, InflightBucket* b, const std::fu
     if ((st = device_order_after(g, batch.cuda_event)) != WSYNC_OK) return st;
     batch.cuda_ordered = true;
   }
-  b->on_device = g->device_staging;
+  b->on_device = g->shape.device_staging;
   if (pb.bytes == 0) {
-    if (g->verify_payload) b->checksum = bucket_checksum(pb, nullptr);
+    if (g->shape.verify_payload) b->checksum = bucket_checksum(pb, nullptr);
     return WSYNC_OK;
   }
-  if (pb.entries.size() == 1 && pb.entries[0].bucket_offset == 0 && !g->staging_only &&
-      is_cuda(t[pb.entries[0].tensor_index]) == g->device_staging) {
+  if (pb.entries.size() == 1 && pb.entries[0].bucket_offset == 0 && !g->shape.staging_only &&
+      is_cuda(t[pb.entries[0].tensor_index]) == g->shape.device_staging) {
     const PlanEntry& e = pb.entries[0];
     b->data = static_cast<const uint8_t*>(t[e.tensor_index].data) + e.tensor_offset;
-    b->sum_follows = g->verify_payload;  // hashed while the bytes move (group_bucket.cpp, send_sum)
+    b->sum_follows = g->shape.verify_payload;  // hashed while the bytes move (group_bucket.cpp, send_sum)
     return WSYNC_OK;
   }
-  StagingSlot* slot = &g->staging[b->slot];
+  StagingSlot* slot = &g->staging.slots[b->slot];
   if ((st = ensure_slot(g, slot, pb.bytes)) != WSYNC_OK) return st;
   const bool any_cuda = std::any_of(pb.entries.begin(), pb.entries.end(),
                                     [&](const PlanEntry& e) { return is_cuda(t[e.tensor_index]); });
-  st = g->device_staging || any_cuda ? pack_device(g, pb, t, slot->mem.data()) : pack_host(pb, t, slot->mem.data(), progress);
+  st = g->shape.device_staging || any_cuda ? pack_device(g, pb, t, slot->mem.data()) : pack_host(pb, t, slot->mem.data(), progress);
   if (st != WSYNC_OK) return st;
   b->data = slot->mem.data();
-  if (g->verify_payload) b->checksum = bucket_checksum(pb, b->data);
+  if (g->shape.verify_payload) b->checksum = bucket_checksum(pb, b->data);
   return WSYNC_OK;
 }
 

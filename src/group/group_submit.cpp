@@ -21,19 +21,19 @@ using Lock = std::unique_lock<std::mutex>;
 // (bounded, as the best-effort requests are) until the pipeline thread ended the engines' update,
 // so that the caller may count on it and read what state the engines were left in.
 wsync_status_t check_usable(wsync_group_t* g, Lock& lk) {
-  if (g->aborted.load()) {
+  if (g->pipe.aborted.load()) {
     pipeline_wake(g);  // the pipeline thread tells the receivers and ends the engines' update
     const int64_t until = now_ms() + 60000;
-    while (g->http_engines && !g->shared.abort_handled && !g->shared.stop && now_ms() < until)
+    while (g->shape.http_engines && !g->shared.abort_handled && !g->shared.stop && now_ms() < until)
       g->shared.cv.wait_for(lk, std::chrono::milliseconds(50));
     if (g->shared.failed == WSYNC_ERR_ABORTED) return fail_msg(WSYNC_ERR_ABORTED, g->shared.failed_why);
-    return fail(WSYNC_ERR_ABORTED, "group '%s' was aborted", g->group_name.c_str());
+    return fail(WSYNC_ERR_ABORTED, "group '%s' was aborted", g->cfg.group_name.c_str());
   }
   // The failure that broke the group, with its status (a receiver that did not answer in time is
   // PEER_FAILED, as send_wait reports it: TIMEOUT from these calls means "nothing started yet").
   if (g->shared.failed != WSYNC_OK)
     return fail(g->shared.failed == WSYNC_ERR_TIMEOUT ? WSYNC_ERR_PEER_FAILED : g->shared.failed,
-                "group '%s' cannot update any more: %s; destroy it and create a new one", g->group_name.c_str(),
+                "group '%s' cannot update any more: %s; destroy it and create a new one", g->cfg.group_name.c_str(),
                 g->shared.failed_why.c_str());
   return WSYNC_OK;
 }
@@ -53,7 +53,7 @@ wsync_status_t plan_batch(wsync_group_t* g, Batch* b) {
   std::vector<PlanTensor> pt(b->tensors.size());
   for (size_t i = 0; i < b->tensors.size(); ++i) {
     const wsync_tensor_t& t = b->tensors[i];
-    if (g->names_in_update.count(b->names[i]))
+    if (g->caller.names_in_update.count(b->names[i]))
       return fail(WSYNC_ERR_INVALID_ARGUMENT, "tensor '%s' was already sent in this update (names must be unique until "
                   "finalize)", t.name);
     pt[i].name = b->names[i];
@@ -62,7 +62,7 @@ wsync_status_t plan_batch(wsync_group_t* g, Batch* b) {
     std::memcpy(pt[i].shape, t.shape, sizeof pt[i].shape);
     pt[i].nbytes = t.nbytes;
   }
-  if (b->segments.empty()) return plan_buckets(g->rule, pt, &b->plan);
+  if (b->segments.empty()) return plan_buckets(g->shape.rule, pt, &b->plan);
   // Many senders, receivers that need different boxes: each segment is planned on its own, its
   // buckets for its receivers only.
   b->plan.clear();
@@ -71,7 +71,7 @@ wsync_status_t plan_batch(wsync_group_t* g, Batch* b) {
     std::vector<PlanTensor> part(pt.begin() + static_cast<std::ptrdiff_t>(seg.begin),
                                  pt.begin() + static_cast<std::ptrdiff_t>(seg.end));
     std::vector<PlanBucket> plan;
-    wsync_status_t st = plan_buckets(g->rule, part, &plan);
+    wsync_status_t st = plan_buckets(g->shape.rule, part, &plan);
     if (st != WSYNC_OK) return st;
     for (PlanBucket& pb : plan) {
       for (PlanEntry& e : pb.entries) e.tensor_index += static_cast<uint32_t>(seg.begin);
@@ -85,10 +85,10 @@ wsync_status_t plan_batch(wsync_group_t* g, Batch* b) {
 // Wait (up to the deadline) until fewer than staging_buckets batches are in flight.
 wsync_status_t wait_for_room(wsync_group_t* g, Lock& lk, int64_t deadline, int64_t timeout_ms) {
   PipelineShared& s = g->shared;
-  while (s.in_flight >= g->staging_buckets && s.failed == WSYNC_OK && !g->aborted.load()) {
+  while (s.in_flight >= g->shape.staging_buckets && s.failed == WSYNC_OK && !g->pipe.aborted.load()) {
     if (now_ms() >= deadline)
       return fail(WSYNC_ERR_TIMEOUT, "group '%s': %llu batches are in flight (the most, option staging_buckets) and "
-                  "none was delivered within %lld ms; nothing was started", g->group_name.c_str(),
+                  "none was delivered within %lld ms; nothing was started", g->cfg.group_name.c_str(),
                   static_cast<unsigned long long>(s.in_flight), static_cast<long long>(timeout_ms));
     s.cv.wait_for(lk, std::chrono::milliseconds(std::min(remaining_ms(deadline), 100)));
   }
@@ -96,9 +96,9 @@ wsync_status_t wait_for_room(wsync_group_t* g, Lock& lk, int64_t deadline, int64
 }
 
 // A wait the caller may skip (room in the pipeline, a ticket): 0 = do not block, < 0 = the default.
-int64_t effective_timeout(wsync_group_t* g, int64_t timeout_ms) { return timeout_ms >= 0 ? timeout_ms : g->timeout_ms; }
+int64_t effective_timeout(wsync_group_t* g, int64_t timeout_ms) { return timeout_ms >= 0 ? timeout_ms : g->cfg.timeout_ms; }
 // A wait for a receiver inside a batch or a commit cannot be skipped: 0 or < 0 = the default.
-int64_t receiver_timeout(wsync_group_t* g, int64_t timeout_ms) { return timeout_ms > 0 ? timeout_ms : g->timeout_ms; }
+int64_t receiver_timeout(wsync_group_t* g, int64_t timeout_ms) { return timeout_ms > 0 ? timeout_ms : g->cfg.timeout_ms; }
 
 }  // namespace
 
@@ -116,7 +116,7 @@ wsync_status_t group_send_start(wsync_group_t* g, const wsync_tensor_t* tensors,
   const int64_t room_ms = effective_timeout(g, timeout_ms);
   wsync_status_t st = copy_batch(tensors, n, b.get());
   // Many senders: room in the pipeline first (a batch whose record went out must be queued).
-  if (st == WSYNC_OK && g->planned) {
+  if (st == WSYNC_OK && g->shape.planned) {
     Lock lk(g->shared.mu);
     st = wait_for_room(g, lk, deadline_after(room_ms), room_ms);
   }
@@ -143,7 +143,7 @@ wsync_status_t group_send_start(wsync_group_t* g, const wsync_tensor_t* tensors,
   if ((st = device_record_caller(g, b->tensors, &b->cuda_event)) != WSYNC_OK) return broken(st);
   b->ticket = g->shared.next_ticket++;
   b->started_ms = now_ms();
-  for (const auto& name : b->names) g->names_in_update.insert(name);
+  for (const auto& name : b->names) g->caller.names_in_update.insert(name);
   *ticket = b->ticket;
   g->shared.in_flight++;
   Job job;
@@ -170,7 +170,7 @@ wsync_status_t wait_ticket(wsync_group_t* g, uint64_t ticket, int64_t deadline, 
   PipelineShared& s = g->shared;
   if (ticket == 0 || ticket >= s.next_ticket)
     return fail(WSYNC_ERR_INVALID_ARGUMENT, "ticket %llu was never handed out by group '%s' (the last one is %llu)",
-                static_cast<unsigned long long>(ticket), g->group_name.c_str(),
+                static_cast<unsigned long long>(ticket), g->cfg.group_name.c_str(),
                 static_cast<unsigned long long>(s.next_ticket - 1));
   for (;;) {
     if (s.delivered_ticket >= ticket) return WSYNC_OK;
@@ -191,7 +191,7 @@ wsync_status_t group_send_wait(wsync_group_t* g, uint64_t ticket, int64_t timeou
   wsync_status_t st = wait_ticket(g, ticket, deadline_after(tmo), &pending);
   if (pending)
     return fail(WSYNC_ERR_TIMEOUT, "batch %llu of group '%s' is still in flight after %lld ms",
-                static_cast<unsigned long long>(ticket), g->group_name.c_str(), static_cast<long long>(tmo));
+                static_cast<unsigned long long>(ticket), g->cfg.group_name.c_str(), static_cast<long long>(tmo));
   return as_peer_failure(st);
 }
 
@@ -216,7 +216,7 @@ wsync_status_t group_finalize(wsync_group_t* g, uint64_t version, int64_t timeou
   job.finalize = std::make_unique<FinalizeJob>();
   job.finalize->version = version;
   job.finalize->timeout_ms = receiver_timeout(g, timeout_ms);
-  job.finalize->plan_digest = g->update_plan_digest;
+  job.finalize->plan_digest = g->senders.update_plan_digest;
   s.finalize_done = false;
   s.queue.push_back(std::move(job));
   s.cv.notify_all();
@@ -225,14 +225,15 @@ wsync_status_t group_finalize(wsync_group_t* g, uint64_t version, int64_t timeou
   if (s.finalize_done && s.failed == WSYNC_OK) {
     // Committed, or (membership=elastic) failed because receivers left: either way the update
     // ended and the group takes the next one.
-    g->names_in_update.clear();
-    g->batch_in_update = 0;
-    g->update_plan_digest = 0;
+    g->caller.names_in_update.clear();
+    senders_update_ended(g);
     if (s.finalize_status == WSYNC_OK) return WSYNC_OK;
     return fail_msg(s.finalize_status, s.finalize_why);
   }
   fail_msg(s.failed != WSYNC_OK ? s.failed : s.finalize_status, s.failed_why);
   return as_peer_failure(s.failed != WSYNC_OK ? s.failed : s.finalize_status);
 }
+
+void group_set_cuda_stream(wsync_group_t* g, void* stream) { g->caller.stream = stream; }
 
 }  // namespace wsync

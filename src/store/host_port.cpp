@@ -62,4 +62,9 @@ std::string format_host_port(const std::string& host, uint16_t port) {
   return host + ":" + std::to_string(port);
 }
 
+std::string host_of(const std::string& addr) {
+  const size_t colon = addr.rfind(':');
+  return colon == std::string::npos ? addr : addr.substr(0, colon);
+}
+
 }  // namespace wsync
