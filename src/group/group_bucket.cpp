@@ -172,22 +172,6 @@ InflightBucket* answered_by(Flight* flight, Peer* p, uint16_t type) {
   return nullptr;
 }
 
-// A PROGRESS: a count that moved is progress (the receiver is not silent, however long its share
-// takes); its last word says whether it waits for bytes of ours or on someone else.
-wsync_status_t take_progress(Peer* p, const Frame& f) {
-  ProgressBody b;
-  if (decode_progress(f.body, &b) != WSYNC_OK)
-    return fail(WSYNC_ERR_PROTOCOL, "%s sent a malformed PROGRESS: %s", p->conn.peer_name().c_str(),
-                last_error().c_str());
-  if (b.landed != p->silence.progress) {
-    p->silence.progress = b.landed;
-    p->silence.heard_ms = now_ms();
-  }
-  p->silence.report_ms = now_ms();
-  p->silence.caught_up = b.waiting_seq == 0;
-  return WSYNC_OK;
-}
-
 void forget(std::vector<Peer*>* v, Peer* p) { v->erase(std::remove(v->begin(), v->end(), p), v->end()); }
 
 // Some bucket of the flight still waits for a READY or an ACK from `p`.
@@ -199,78 +183,47 @@ bool awaited(const Flight& flight, const Peer* p) {
   return false;
 }
 
-// `p` closed its connection after it answered every bucket on the wire: those buckets reached it,
-// so they are not lost. The transport forgets it (a send to it whose completion the transport has
-// not seen yet must not wait for a process that is gone); the next message to it (a MANIFEST, or
-// END_UPDATE) fails naming it.
-void closed_after_answering(wsync_group_t* g, Peer* p) {
-  p->left = true;
-  if (g->plugins.transport_self) g->plugins.transport.table->forget_peer(g->plugins.transport_self, p->rank);
+// `p`'s answer `f` (a READY, an ACK or a NACK of a bucket): taken off the bucket it answers.
+wsync_status_t take_answer(wsync_group_t* g, Flight* flight, Peer* p, const Frame& f) {
+  InflightBucket* b = flight->empty() ? nullptr : answered_by(flight, p, f.type);
+  StatusBody nack;
+  if (f.type == static_cast<uint16_t>(MsgType::kNack) && decode_nack(f.body, &nack) == WSYNC_OK)
+    for (auto& x : *flight)
+      if (x->seq == nack.seq) b = x.get();  // a refusal names its bucket
+  if (b == nullptr)
+    return fail(WSYNC_ERR_PROTOCOL, "%s sent %s while no bucket on the wire waited for one from it",
+                p->conn.peer_name().c_str(), msg_type_name(f.type));
+  const bool wants_ready = std::find(b->want_ready.begin(), b->want_ready.end(), p) != b->want_ready.end();
+  wsync_status_t st = judge_reply(g, *b, p, wants_ready ? MsgType::kReady : MsgType::kAck, f);
+  if (st != WSYNC_OK) return st;
+  forget(wants_ready ? &b->want_ready : &b->want_ack, p);
+  p->silence.heard_ms = now_ms();
+  if (wants_ready) p->silence.caught_up = false;  // (it posted receives: it waits for bytes now)
+  if (!g->catchups.open.empty()) catchup_done(g, p->rank);  // (its frames come in order: it is past them)
+  return WSYNC_OK;
 }
 
-// Read what the receivers sent so far and take each answer off its bucket; relays before the
-// receivers downstream of them.
+// Read what the receivers sent so far, through their inboxes, and take each answer off its
+// bucket; relays before the receivers downstream of them.
 wsync_status_t take_replies(wsync_group_t* g, Flight* flight) {
   for (Peer* p : peers_upstream_first(g)) {
-    if (!p->alive || p->left) continue;
     for (;;) {
-      Frame f;
-      wsync_status_t st = p->conn.recv(&f, 0);
-      if (st == WSYNC_ERR_TIMEOUT) break;
-      if (st == WSYNC_OK && f.type == static_cast<uint16_t>(MsgType::kProgress)) {
-        if ((st = take_progress(p, f)) != WSYNC_OK) {
-          if ((st = member_failed(g, flight, p, st)) != WSYNC_OK) return st;
-          break;
-        }
-        continue;
-      }
-      InflightBucket* b = flight->empty() ? nullptr : answered_by(flight, p, f.type);
-      StatusBody nack;
-      const bool is_nack =
-          st == WSYNC_OK && f.type == static_cast<uint16_t>(MsgType::kNack) && decode_nack(f.body, &nack) == WSYNC_OK;
-      if (is_nack)
-        for (auto& x : *flight)
-          if (x->seq == nack.seq) b = x.get();  // a refusal names its bucket
-      const char* during = b != nullptr ? b->what.c_str() : flight->empty() ? "an update" : flight->front()->what.c_str();
+      if (!p->alive || p->left) break;
+      InboxContext ctx;
+      const InflightBucket* owed = flight->empty() ? nullptr : answered_by(flight, p, 0);  // (the oldest it owes)
+      ctx.during = owed != nullptr ? owed->what.c_str() : flight->empty() ? "an update" : flight->front()->what.c_str();
       // (a relay's close is a failure whatever it answered: the receivers downstream lost their
       // source, and would otherwise be blamed when they give up)
-      if (st == WSYNC_ERR_PEER_FAILED && !awaited(*flight, p) && !relays_to_others(g, p->rank)) {
-        closed_after_answering(g, p);
-        break;
-      }
+      ctx.close_loses_nothing = !awaited(*flight, p) && !relays_to_others(g, p->rank);
+      Frame f;
+      InboxWord word = InboxWord::kNone;
+      wsync_status_t st = inbox_take(g, p, ctx, &f, &word);
+      if (st == WSYNC_OK && word != InboxWord::kAnswer) break;
+      if (st == WSYNC_OK) st = take_answer(g, flight, p, f);
+      if (st == WSYNC_OK) continue;
       // (membership=elastic: a receiver that failed is removed, and the others go on)
-      if (st == WSYNC_ERR_PEER_FAILED) st = peer_lost(g, p, during);
-      if (st != WSYNC_OK) {  // (a malformed frame too)
-        if ((st = member_failed(g, flight, p, st)) != WSYNC_OK) return st;
-        break;
-      }
-      if (st == WSYNC_OK && f.type == static_cast<uint16_t>(MsgType::kCatchupFailed)) {  // (not the update's loss)
-        if ((st = member_failed(g, flight, p, catchup_failed(g, p, f))) != WSYNC_OK) return st;
-        break;
-      }
-      if (b == nullptr && is_nack && nack.seq == 0) {
-        // (many senders: a receiver refuses the whole update when another sender failed)
-        st = fail(wire_failure(nack.status, WSYNC_ERR_PROTOCOL), "%s refused %s: %s", p->conn.peer_name().c_str(),
-                  during, nack.reason.c_str());
-        if ((st = member_failed(g, flight, p, st)) != WSYNC_OK) return st;
-        break;
-      }
-      if (b == nullptr) {
-        st = fail(WSYNC_ERR_PROTOCOL, "%s sent %s while no bucket on the wire waited for one from it",
-                  p->conn.peer_name().c_str(), msg_type_name(f.type));
-        if ((st = member_failed(g, flight, p, st)) != WSYNC_OK) return st;
-        break;
-      }
-      const bool wants_ready = std::find(b->want_ready.begin(), b->want_ready.end(), p) != b->want_ready.end();
-      const MsgType expect = wants_ready ? MsgType::kReady : MsgType::kAck;
-      if ((st = judge_reply(g, *b, p, expect, f)) != WSYNC_OK) {
-        if ((st = member_failed(g, flight, p, st)) != WSYNC_OK) return st;
-        break;
-      }
-      forget(wants_ready ? &b->want_ready : &b->want_ack, p);
-      p->silence.heard_ms = now_ms();
-      if (wants_ready) p->silence.caught_up = false;  // (it posted receives: it waits for bytes now)
-      if (!g->catchups.open.empty()) catchup_done(g, p->rank);  // (its frames come in order: it is past them)
+      if ((st = member_failed(g, flight, p, st)) != WSYNC_OK) return st;
+      break;
     }
   }
   return WSYNC_OK;

@@ -1,16 +1,24 @@
 // The pieces of the sender's group and who calls them. Each file holds one job:
 //
-//   group_api.cpp       the exported wsync_group_* functions, teardown
-//   group_options.cpp   the group options
-//   group_init.cpp      init, step by step (plugins, rendezvous, transport, joining)
-//   group_join.cpp      accepting receivers on the control port (HELLO, JOINED)
+//   group_api.cpp       the exported wsync_group_* functions: argument checks, each behind api_call
+//   group_options.cpp   the group options, each key parsed and range-checked
+//   group_init.cpp      init, step by step (plugins, rendezvous, transport, joining), and teardown
+//   group_join.cpp      accepting receivers on the control port (CHALLENGE, HELLO, JOINED)
+//   group_route.cpp     the route: planned from the receivers' hosts, ROUTE to each, JOINED again
+//   group_members.cpp   membership=elastic: a receiver that failed removed, member events, quorum
+//   group_catchup.cpp   catch-up: a joiner paired with a member that holds the committed version
+//   group_senders.cpp   many senders: each batch's records, the plan and its digest via sender 0
 //   group_submit.cpp    the caller's side of send_start / send_wait / finalize
 //   group_pipeline.cpp  the pipeline thread: jobs in order, delivery and failure bookkeeping
-//   group_bucket.cpp    one bucket on the wire: MANIFEST -> READY -> send_post -> ACK
+//   group_bucket.cpp    the buckets on the wire: MANIFEST -> READY -> send_post -> BUCKET_SUM, ACK
+//   group_inbox.cpp     one inbox per member: every frame a receiver sends, unasked ones handled once
 //   group_stage.cpp     making a bucket's bytes ready (zero copy, or packing into staging)
 //   group_wait.cpp      waiting for receivers and the transport without spinning
 //   group_device.cpp    CUDA staging, the copy stream, ordering after the caller's stream
-//   group_engines.cpp   HTTP engines: the adapter's requests, sent to every server
+//   group_engines.cpp   HTTP engines: the steps of a group's life (HEALTH, PROBE, RESET, ABANDON)
+//   engine_calls.cpp    HTTP engines, one step: the adapter's requests, sent to every server
+//   engine_members.cpp  HTTP engines of an elastic group: servers dropped and brought back
+//   group_announce.cpp  HTTP engines of senders that plan: one UPDATE per batch, from sender 0
 #pragma once
 
 #include <string>
@@ -61,6 +69,25 @@ wsync_status_t pipeline_start(wsync_group_t* g);
 void pipeline_stop(wsync_group_t* g);
 // Wake the pipeline thread out of any wait (abort, destroy, a new job).
 void pipeline_wake(wsync_group_t* g);
+
+// ---- group_inbox.cpp (pipeline thread): one inbox per member
+// What a member's next frame was, after its inbox handled the words nobody waits for.
+enum class InboxWord {
+  kNone,    // nothing there now (or only PROGRESS)
+  kAnswer,  // a frame for the caller: READY, ACK or NACK of a bucket, COMMITTED, or anything else
+  kGone,    // it closed, and that loses nothing (close_loses_nothing): it is left, not failed
+};
+// Where the sender is when it reads: what an unsolicited word means depends on it.
+struct InboxContext {
+  const char* during = "an update";  // for messages: "bucket 3 (...) of update 1", "the commit of version 2"
+  bool close_loses_nothing = false;  // it answered every bucket on the wire and relays to nobody
+  bool between_updates = false;      // no update is under way
+};
+// Reads `p`'s next frame: PROGRESS (its silence), CATCHUP_FAILED (its catch-up failed: its words,
+// no update's loss), a NACK of seq 0 (it refused the whole update) and a close (peer_lost, or
+// between updates its own failure; kGone when the close loses nothing) are handled here. A failure
+// of the member comes back as its status, the message recorded, for member_failed.
+wsync_status_t inbox_take(wsync_group_t* g, Peer* p, const InboxContext& ctx, Frame* f, InboxWord* word);
 
 // ---- group_bucket.cpp (pipeline thread)
 // A bucket between its MANIFEST and its delivery.

@@ -154,14 +154,16 @@ bool admission_stopped(wsync_group_t* g) {
 
 // What a member said between updates, when it said something: a joiner whose catch-up failed
 // says CATCHUP_FAILED with the reason (a NACK is read as a refusal); nothing else is expected there.
-wsync_status_t idle_word(wsync_group_t* g, Peer* p) {
+wsync_status_t idle_word(wsync_group_t* g, Peer* p, InboxWord* word) {
+  InboxContext ctx;
+  ctx.during = "between updates";
+  ctx.between_updates = true;
   Frame f;
-  if (p->conn.recv(&f, 0) != WSYNC_OK) return fail(WSYNC_ERR_PEER_FAILED, "%s closed its connection between updates "
-                                                   "(process died?)", p->conn.peer_name().c_str());
-  if (f.type == static_cast<uint16_t>(MsgType::kCatchupFailed)) return catchup_failed(g, p, f);
+  wsync_status_t st = inbox_take(g, p, ctx, &f, word);
+  if (st != WSYNC_OK || *word != InboxWord::kAnswer) return st;
   StatusBody nack;
   if (f.type == static_cast<uint16_t>(MsgType::kNack) && decode_nack(f.body, &nack) == WSYNC_OK) {
-    wsync_status_t st = wire_failure(nack.status, WSYNC_ERR_PROTOCOL);
+    st = wire_failure(nack.status, WSYNC_ERR_PROTOCOL);
     if (st == WSYNC_ERR_ABORTED || st == WSYNC_ERR_INVALID_ARGUMENT || st == WSYNC_ERR_INTERNAL ||
         st == WSYNC_ERR_OUT_OF_MEMORY)
       st = WSYNC_ERR_PEER_FAILED;  // (its own trouble, never the sender's: it is removed)
@@ -177,15 +179,10 @@ void drop_hung_up(wsync_group_t* g) {
   for (auto& p : g->members.peers) {
     if (p->dropped || !p->alive) continue;
     p->conn.pump();
-    while (p->conn.has_frame() && p->conn.next_type() == static_cast<uint16_t>(MsgType::kProgress)) {
-      Frame late;  // (a report of the last update's pieces: nothing to judge)
-      if (p->conn.recv(&late, 0) != WSYNC_OK) break;
-      p->conn.pump();
-    }
     if (!p->conn.closed() && !p->conn.has_frame()) continue;
-    const wsync_status_t st = p->conn.has_frame() ? idle_word(g, p.get())
-                                                  : fail(WSYNC_ERR_PEER_FAILED, "%s closed its connection between "
-                                                         "updates (process died?)", p->conn.peer_name().c_str());
+    InboxWord word = InboxWord::kNone;
+    const wsync_status_t st = idle_word(g, p.get(), &word);  // (a late PROGRESS of the last update: nothing)
+    if (st == WSYNC_OK) continue;
     if (member_failed(g, nullptr, p.get(), st) != WSYNC_OK)
       clear_error();  // (the last member left: the next update fails saying so)
     g->members.dropped_in_update.clear();  // (not the next update's loss: it was not a member of it)

@@ -204,13 +204,12 @@ void run_batches(wsync_group_t* g, std::unique_ptr<Batch> first, Job* held) {
 // One receiver's answer to END_UPDATE, if it has come (*done: it committed `version`).
 wsync_status_t take_committed(wsync_group_t* g, Peer* p, uint64_t version, const std::string& what, bool* done) {
   *done = false;
+  InboxContext ctx;
+  ctx.during = what.c_str();
   Frame f;
-  wsync_status_t st = p->conn.recv(&f, 0);
-  if (st == WSYNC_ERR_TIMEOUT) return WSYNC_OK;
-  if (st == WSYNC_ERR_PEER_FAILED) return peer_lost(g, p, what.c_str());
-  if (st != WSYNC_OK) return st;
-  if (f.type == static_cast<uint16_t>(MsgType::kCatchupFailed)) return catchup_failed(g, p, f);  // (not its loss)
-  if (f.type == static_cast<uint16_t>(MsgType::kProgress)) return WSYNC_OK;  // (the last pieces' report)
+  InboxWord word = InboxWord::kNone;
+  wsync_status_t st = inbox_take(g, p, ctx, &f, &word);
+  if (st != WSYNC_OK || word != InboxWord::kAnswer) return st;
   if (f.type == static_cast<uint16_t>(MsgType::kNack)) {
     StatusBody nack;
     if (decode_nack(f.body, &nack) != WSYNC_OK)

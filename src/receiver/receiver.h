@@ -1,13 +1,23 @@
 // One engine worker's side of a group: state behind wsync_receiver_*. The receiver is synchronous:
 // wsync_receiver_next does the work of one event on the caller's thread.
 //
-//   receiver_api.cpp     the exported functions
-//   receiver_init.cpp    joining: store, group info, control HELLO, transport connect
-//   receiver_bucket.cpp  one bucket: manifest checks, where each byte goes, receive, ACK, event
-//   receiver_events.cpp  the other control messages (END_UPDATE, ABORT_UPDATE, CLOSE)
-//   receiver_state.cpp   what an update did to the registered buffers: the tensors it touched,
-//                        staged bytes (receive_mode staged) and their copy at commit, the state
-//                        wsync_receiver_get_state reports
+//   receiver_api.cpp      the exported functions
+//   receiver_init.cpp     joining: store, group info, control HELLO, transport connect, JOINED;
+//                         wire_route: the relay transports
+//   receiver_links.cpp    many senders: one link per sender, sharing RxShared; next() looks at
+//                         every link; the commit once every sender finalized the same version
+//   receiver_bucket.cpp   one bucket: manifest checks, where each byte goes, receive, ACK, event;
+//                         a relay's forwarding
+//   receiver_events.cpp   the other control messages (END_UPDATE, ABORT_UPDATE, CLOSE)
+//   receiver_inbox.cpp    one inbox per link: its sender's frames, stale CATCHUP_CANCELs dropped once
+//   receiver_state.cpp    what an update did to the registered buffers: the tensors it touched,
+//                         staged bytes (receive_mode staged) and their copy at commit, the state
+//                         wsync_receiver_get_state reports
+//   receiver_catchup.cpp  catch-up: a source serves the committed version over a world of two; the
+//                         joiner checks every tensor against the sender's digest
+//   receiver_wait.cpp     sleeping on the control socket and every transport instance, progressing
+//                         those nothing else progresses
+//   arrivals.cpp          which bytes of which tensor arrived in this update (arrivals.h)
 #pragma once
 
 #include <deque>
@@ -247,6 +257,13 @@ wsync_status_t open_world(Link* rx, const std::string& group, uint32_t rank, uin
 // CATCHUP from the sender: as the source, send the registered tensors to the joiner (no event);
 // as the joiner, take them and report COMMIT of the caught-up version (or refuse, naming why).
 wsync_status_t catchup(Link* rx, const Frame& f, wsync_receiver_event_t* ev);
+// receiver_inbox.cpp: one inbox per link (stale CATCHUP_CANCELs dropped wherever it reads)
+// Read what the connection holds, without waiting; stale words at the head go.
+void inbox_pump(Link* rx);
+// After inbox_pump: the type of the next whole frame, or 0.
+uint16_t inbox_next_type(Link* rx);
+// The link's next frame within timeout_ms (ControlConn::recv's statuses), stale words skipped.
+wsync_status_t inbox_recv(Link* rx, Frame* f, int64_t timeout_ms);
 // receiver_events.cpp
 wsync_status_t receiver_next(Link* rx, wsync_receiver_event_t* ev, int64_t timeout_ms);
 // The last event's storage goes back (its views' staging to the pool).

@@ -451,17 +451,9 @@ wsync_status_t note_sum(Link* rx, const Frame& f) {
 // buffered for the next event and ends the wait (*other).
 wsync_status_t take_frames(Link* rx, bool* other) {
   *other = false;
-  rx->conn.pump();
-  while (rx->conn.has_frame()) {
-    const uint16_t type = rx->conn.next_type();
+  for (uint16_t type = inbox_next_type(rx); type != 0; type = inbox_next_type(rx)) {
     const bool manifest = type == static_cast<uint16_t>(MsgType::kManifest);
     if (manifest && rx->flight.size() >= rx->window) return WSYNC_OK;  // the sender keeps to the window
-    if (type == static_cast<uint16_t>(MsgType::kCatchupCancel)) {  // (a catch-up over already: nothing to stop)
-      Frame stale;
-      wsync_status_t st = rx->conn.recv(&stale, 0);
-      if (st != WSYNC_OK) return st;
-      continue;
-    }
     if (!manifest && type != static_cast<uint16_t>(MsgType::kBucketSum)) {
       *other = true;
       return WSYNC_OK;
@@ -486,15 +478,11 @@ constexpr int64_t kSaidWhyMs = 500;
 bool sender_said_why(Link* rx, int64_t wait_ms = kSaidWhyMs) {
   const int64_t until = deadline_after(wait_ms);
   for (;;) {
-    rx->conn.pump();
-    while (rx->conn.has_frame()) {
-      const uint16_t type = rx->conn.next_type();
-      if (type != static_cast<uint16_t>(MsgType::kManifest) && type != static_cast<uint16_t>(MsgType::kBucketSum) &&
-          type != static_cast<uint16_t>(MsgType::kCatchupCancel))
+    for (uint16_t type = inbox_next_type(rx); type != 0; type = inbox_next_type(rx)) {
+      if (type != static_cast<uint16_t>(MsgType::kManifest) && type != static_cast<uint16_t>(MsgType::kBucketSum))
         return true;
       Frame dropped;
       if (rx->conn.recv(&dropped, 0) != WSYNC_OK) return false;
-      rx->conn.pump();
     }
     if (rx->conn.closed() || now_ms() >= until) return false;
     pollfd p{rx->conn.fd(), POLLIN, 0};

@@ -62,11 +62,11 @@ wsync_status_t end_update(Link* rx, const Frame& f, wsync_receiver_event_t* ev) 
 wsync_status_t wait_frame(Link* rx, Frame* f, int64_t timeout_ms) {
   const wsync_transport_v1_t* t = rx->transport.table;
   if (!WSYNC_HAS_FIELD(t, wsync_transport_v1_t, progress) || t->progress == nullptr || rx->recv_self == nullptr)
-    return rx->conn.recv(f, timeout_ms);
+    return inbox_recv(rx, f, timeout_ms);
   const int64_t deadline = deadline_after(timeout_ms);
   for (;;) {
     progress_transports(rx, true);
-    wsync_status_t st = rx->conn.recv(f, 0);
+    wsync_status_t st = inbox_recv(rx, f, 0);
     if (st != WSYNC_ERR_TIMEOUT) return st;
     if (now_ms() >= deadline) return WSYNC_ERR_TIMEOUT;
     sleep_on_transports(rx, deadline, 1000);
@@ -151,8 +151,6 @@ wsync_status_t handle_frame(Link* rx, const Frame& f, wsync_receiver_event_t* ev
     }
     case MsgType::kCatchup:  // (elastic groups, between updates: receiver_catchup.cpp)
       return catchup(rx, f, ev);
-    case MsgType::kCatchupCancel:  // (for a catch-up over already: nothing to stop)
-      return WSYNC_OK;
     case MsgType::kClose:  // an update in progress ends here without a commit
       drop_update(rx, "the sender closed the group");
       rx->closed = true;

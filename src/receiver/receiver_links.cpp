@@ -149,8 +149,7 @@ Link* vanished_other(Link* rx, Link* l) {
 // died on its side (another receiver refused the commit, a receiver or sender failed): its
 // ABORT_UPDATE or CLOSE is read at once, not after the others' finalize timed out.
 bool void_word_next(Link* l) {
-  l->conn.pump();
-  const uint16_t next = l->conn.has_frame() ? l->conn.next_type() : 0;
+  const uint16_t next = inbox_next_type(l);
   return next == static_cast<uint16_t>(MsgType::kAbortUpdate) || next == static_cast<uint16_t>(MsgType::kClose);
 }
 
@@ -170,7 +169,7 @@ wsync_status_t look_at(Link* rx, Link* l, wsync_receiver_event_t* ev, bool* read
     if (!abandoned) return WSYNC_OK;
   }
   Frame f;
-  st = l->conn.recv(&f, 0);
+  st = inbox_recv(l, &f, 0);
   if (st == WSYNC_ERR_TIMEOUT) return WSYNC_OK;
   if (st != WSYNC_OK) return link_failed(rx, l, st);
   l->last_frame_ms = now_ms();

@@ -1,0 +1,42 @@
+// One inbox per link: the frames its sender sends are read through here once the receiver joined,
+// and the words nobody waits for are handled here once. Today that is a CATCHUP_CANCEL for a
+// catch-up that is over (the sender cancels when the source left; a catch-up still running reads its
+// own cancel, receiver_catchup.cpp): dropped, wherever the link happens to be reading.
+#include <algorithm>
+
+#include "common/clock.h"
+#include "control/frames.h"
+#include "receiver/receiver.h"
+
+namespace wsync {
+namespace {
+
+bool stale_next(const Link* rx) {
+  return rx->conn.has_frame() && rx->conn.next_type() == static_cast<uint16_t>(MsgType::kCatchupCancel);
+}
+
+}  // namespace
+
+void inbox_pump(Link* rx) {
+  rx->conn.pump();
+  while (stale_next(rx)) {
+    Frame stale;
+    if (rx->conn.recv(&stale, 0) != WSYNC_OK) return;
+    rx->conn.pump();
+  }
+}
+
+uint16_t inbox_next_type(Link* rx) {
+  inbox_pump(rx);
+  return rx->conn.has_frame() ? rx->conn.next_type() : 0;
+}
+
+wsync_status_t inbox_recv(Link* rx, Frame* f, int64_t timeout_ms) {
+  const int64_t deadline = deadline_after(timeout_ms);
+  for (;;) {
+    wsync_status_t st = rx->conn.recv(f, std::max<int64_t>(deadline - now_ms(), 0));
+    if (st != WSYNC_OK || f->type != static_cast<uint16_t>(MsgType::kCatchupCancel)) return st;
+  }
+}
+
+}  // namespace wsync
