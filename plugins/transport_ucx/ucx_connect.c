@@ -7,7 +7,11 @@
  * reads every receiver's and creates an endpoint to each; a receiver reads the sender's and
  * creates one back (so a dead sender is reported on it in error mode "peer"). Connecting does
  * not flush: wire-up finishes during the first transfer, when both sides progress, so a rank
- * that leaves connect early never stalls one that is still in it. */
+ * that leaves connect early never stalls one that is still in it.
+ *
+ * Forgetting a peer (ucx_forget_peer) lives here too, beside closing its endpoint: it hands back
+ * the peer's sends (ucx_send.c) and, on a receiver, cancels its receives (ucx_recv.c), then closes.
+ * The data-plane files never call back into this one. */
 #define _GNU_SOURCE /* open_memstream */
 #include <stdio.h>
 #include <stdlib.h>
@@ -235,4 +239,20 @@ void ucx_close_peer(ucx_transport_t* t, uint32_t rank) {
    * lanes are discarded and what is left finishes on later progress or in ucp_worker_destroy).
    * Should a UCX return one, nothing of ours waits for it: UCX frees it when it completes. */
   if (UCS_PTR_IS_PTR(req)) ucp_request_free(req);
+}
+
+void ucx_forget_peer(void* self, uint32_t rank) {
+  ucx_transport_t* t = (ucx_transport_t*)self;
+  if (t == NULL || rank >= t->world_size || rank == t->rank) return;
+  t->peers[rank].forgotten = 1;
+  /* Hand the requests back first: force-closing then completes them inside UCX, and no wait
+   * of ours looks at them again. */
+  ucx_release_sends(t, rank);
+  if (t->rank != 0 && rank == 0) ucx_cancel_recvs(t);
+  ucx_close_peer(t, rank);
+  /* One progress call lets the force-close complete now in the common case; never a loop. A
+   * forgotten peer that is alive has not closed its end yet (the core tells it afterwards), so
+   * this progress cannot meet its goodbye; a later one could (see ucx_destroy). Today the core
+   * forgets live peers only when it gives up on the group, and then only destroys it. */
+  if (t->worker != NULL) ucp_worker_progress(t->worker);
 }

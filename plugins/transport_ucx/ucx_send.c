@@ -1,6 +1,6 @@
 /* ucx_send.c — the sender's half: one tag send of the whole bucket per receiver, under that
- * receiver's tag base + seq (ucx_tags.c),
- * completion by polling, and dropping a dead receiver. */
+ * receiver's tag base + seq (ucx_tags.c), completion by polling, and handing back the sends to a
+ * receiver that is forgotten (ucx_release_sends; forgetting it is ucx_connect.c's). */
 #include <string.h>
 
 #include "ucx_transport.h"
@@ -127,20 +127,4 @@ void ucx_release_sends(ucx_transport_t* t, uint32_t rank) {
     if (op->req != NULL) ucp_request_free(op->req);
   }
   t->num_sends = kept;
-}
-
-void ucx_forget_peer(void* self, uint32_t rank) {
-  ucx_transport_t* t = (ucx_transport_t*)self;
-  if (t == NULL || rank >= t->world_size || rank == t->rank) return;
-  t->peers[rank].forgotten = 1;
-  /* Hand the requests back first: force-closing then completes them inside UCX, and no wait
-   * of ours looks at them again. */
-  ucx_release_sends(t, rank);
-  if (t->rank != 0 && rank == 0) ucx_cancel_recvs(t);
-  ucx_close_peer(t, rank);
-  /* One progress call lets the force-close complete now in the common case; never a loop. A
-   * forgotten peer that is alive has not closed its end yet (the core tells it afterwards), so
-   * this progress cannot meet its goodbye; a later one could (see ucx_destroy). Today the core
-   * forgets live peers only when it gives up on the group, and then only destroys it. */
-  if (t->worker != NULL) ucp_worker_progress(t->worker);
 }

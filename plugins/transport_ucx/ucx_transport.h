@@ -108,6 +108,9 @@ wsync_status_t ucx_progress(void* self);
 /* ucx_connect.c */
 wsync_status_t ucx_connect(void* self, int64_t timeout_ms);
 wsync_status_t ucx_connect_peer(void* self, uint32_t rank, int64_t timeout_ms);
+/* Leave `rank` out for good: its sends handed back, (receiver, rank 0) every receive cancelled,
+ * its endpoint force-closed, one progress call. Never blocks. */
+void ucx_forget_peer(void* self, uint32_t rank);
 /* Force-close the endpoint to `rank` (outstanding sends complete as canceled); never blocks and
  * never progresses the worker. */
 void ucx_close_peer(ucx_transport_t* t, uint32_t rank);
@@ -116,7 +119,6 @@ void ucx_close_peer(ucx_transport_t* t, uint32_t rank);
 wsync_status_t ucx_send_post(void* self, uint64_t seq, const wsync_buffer_t* buf, const uint32_t* ranks,
                              uint32_t num_ranks);
 wsync_status_t ucx_send_wait(void* self, uint64_t seq, int64_t timeout_ms);
-void ucx_forget_peer(void* self, uint32_t rank);
 /* Hand back the send requests to `rank` (UCX completes them; no wait of ours looks at them again). */
 void ucx_release_sends(ucx_transport_t* t, uint32_t rank);
 

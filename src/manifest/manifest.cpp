@@ -1,15 +1,14 @@
 #include "manifest/manifest.h"
 
-#include <xxhash.h>
-
 #include <algorithm>
 #include <unordered_set>
 #include <utility>
 
 #include "common/bytes.h"
+#include "common/checksum.h"
 #include "common/error.h"
 #include "common/names.h"
-#include "planner/bucket_planner.h"
+#include "common/shape_bytes.h"
 
 namespace wsync {
 namespace {
@@ -112,11 +111,6 @@ wsync_status_t decode_entry(ByteReader& r, uint32_t i, uint64_t bucket_bytes, bo
 #undef WSYNC_MF_SHORT
 
 }  // namespace
-
-uint64_t checksum64(const void* data, size_t len) {
-  static const uint8_t kEmpty = 0;
-  return XXH3_64bits(data != nullptr ? data : &kEmpty, len);
-}
 
 std::vector<uint8_t> encode_manifest(const Manifest& m) {
   ByteWriter w;

@@ -99,7 +99,4 @@ using BoxFrame = const Box* (*)(const void* ctx, const std::string& name);
 wsync_status_t expand_boxes(Manifest* m, size_t max_entries = kManifestMaxExpandedEntries, BoxFrame frame = nullptr,
                             const void* ctx = nullptr);
 
-// XXH3-64 of `len` bytes (seed 0). `data` may be NULL when len is 0.
-uint64_t checksum64(const void* data, size_t len);
-
 }  // namespace wsync

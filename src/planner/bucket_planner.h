@@ -78,9 +78,5 @@ wsync_status_t plan_buckets(const LayoutRule& rule, const std::vector<PlanTensor
 wsync_status_t validate_tensor_shape(const std::string& name, int32_t dtype, int32_t ndim,
                                      const int64_t* shape, uint64_t nbytes);
 
-// The number of bytes `dtype`/`shape` describe, or false when a dim is negative, ndim is out of
-// range, the dtype is unknown or the product overflows uint64. Shared with the manifest decoder.
-bool shape_nbytes(int32_t dtype, int32_t ndim, const int64_t* shape, uint64_t* out);
-
 
 }  // namespace wsync

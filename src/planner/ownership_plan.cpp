@@ -6,9 +6,9 @@
 #include <map>
 #include <set>
 
+#include "common/checksum.h"
 #include "common/error.h"
 #include "common/names.h"
-#include "manifest/manifest.h"  // checksum64
 
 namespace wsync {
 namespace {

@@ -5,9 +5,9 @@
 #include <unordered_set>
 
 #include "common/bytes.h"
+#include "common/checksum.h"
 #include "common/error.h"
 #include "common/names.h"
-#include "manifest/manifest.h"  // checksum64
 
 namespace wsync {
 namespace {

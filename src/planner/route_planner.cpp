@@ -1,7 +1,5 @@
 #include "planner/route_planner.h"
 
-#include <xxhash.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -10,6 +8,7 @@
 #include <vector>
 
 #include "common/bytes.h"
+#include "common/checksum.h"
 #include "common/error.h"
 #include "common/names.h"
 
@@ -150,7 +149,7 @@ uint64_t plan_digest(const std::string& shape, const std::vector<uint32_t>& pare
   w.str32(shape);
   w.u32(static_cast<uint32_t>(parent.size() - 1));
   for (size_t r = 1; r < parent.size(); ++r) w.u32(parent[r]);
-  return XXH3_64bits(w.data().data(), w.size());
+  return checksum64(w.data().data(), w.size());
 }
 
 // Ranks in breadth-first order from `root` (root first), each at most once even in a hand-built

@@ -13,9 +13,9 @@
 #include <cstring>
 #include <vector>
 
-#include "common/names.h"
+#include "common/checksum.h"
 #include "common/error.h"
-#include "manifest/manifest.h"  // checksum64
+#include "common/names.h"
 #include "planner/ownership_record.h"
 
 namespace {

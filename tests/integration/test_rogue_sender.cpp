@@ -15,6 +15,7 @@
 #include <string>
 #include <thread>
 
+#include "common/checksum.h"
 #include "common/error.h"
 #include "control/control_auth.h"
 #include "control/control_conn.h"

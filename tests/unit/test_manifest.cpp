@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/checksum.h"
 #include "common/error.h"
 #include "manifest/manifest.h"
 #include "planner/bucket_planner.h"

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "common/checksum.h"
 #include "common/error.h"
-#include "manifest/manifest.h"
 #include "planner/ownership_record.h"
 
 namespace wsync {
