@@ -384,6 +384,42 @@ wsync_status_t transport_timed_out(wsync_group_t* g, InflightBucket* b) {
               b->what.c_str(), static_cast<long long>(b->batch->timeout_ms), said.empty() ? "" : ": ", said.c_str());
 }
 
+// The awaited receivers silent for the timeout of what they owe, and (*deadline) when the next
+// one will be. What they said while this thread was busy (e.g. posting a bucket's pieces) is read
+// before anyone is called silent.
+wsync_status_t find_silent(wsync_group_t* g, Flight* flight, std::vector<Awaited>* silent, int64_t* deadline) {
+  for (int look = 0; look < 2; ++look) {
+    const int64_t now = now_ms();
+    silent->clear();
+    *deadline = INT64_MAX;
+    for (const Awaited& a : awaited_peers(*flight)) {
+      const int64_t due = a.p->silence.heard_ms + a.b->batch->timeout_ms;
+      if (now >= due)
+        silent->push_back(a);
+      else
+        *deadline = std::min(*deadline, due);
+    }
+    if (silent->empty() || look == 1) break;
+    wsync_status_t st = take_replies(g, flight);
+    if (st != WSYNC_OK) return st;
+  }
+  return WSYNC_OK;
+}
+
+// Sends only the transport still has (every receiver of their bucket answered) are bounded by the
+// last send that finished; *deadline lowered to the next such bound, w->transport_seq set.
+wsync_status_t check_sends(wsync_group_t* g, Flight* flight, WaitSet* w, int64_t* deadline) {
+  const int64_t now = now_ms();
+  for (auto& b : *flight) {
+    if (b->unsent.empty()) continue;
+    if (w->transport_seq == 0) w->transport_seq = b->unsent.front();
+    if (!b->want_ready.empty() || !b->want_ack.empty()) continue;  // (its receivers' silence bounds it)
+    if (now >= b->deadline) return transport_timed_out(g, b.get());
+    *deadline = std::min(*deadline, b->deadline);
+  }
+  return WSYNC_OK;
+}
+
 // Wait until `done()` holds, taking replies and sends for the whole flight meanwhile. What bounds
 // the wait is silence: each awaited receiver's last progress plus the timeout of what it owes, and
 // for sends only the transport still has, the last send that finished.
@@ -395,37 +431,15 @@ wsync_status_t await(wsync_group_t* g, Flight* flight, const std::function<bool(
     if (g->pipe.aborted.load())
       return fail(WSYNC_ERR_ABORTED, "group '%s' was aborted during %s", g->cfg.group_name.c_str(),
                   flight->empty() ? "an update" : flight->front()->what.c_str());
-    WaitSet w;
-    int64_t deadline = INT64_MAX;
-    int64_t now = now_ms();
     std::vector<Awaited> silent;
-    for (int look = 0; look < 2; ++look) {
-      silent.clear();
-      deadline = INT64_MAX;
-      for (const Awaited& a : awaited_peers(*flight)) {
-        const int64_t due = a.p->silence.heard_ms + a.b->batch->timeout_ms;
-        if (now >= due)
-          silent.push_back(a);
-        else
-          deadline = std::min(deadline, due);
-      }
-      // (what they said while this thread was busy, e.g. posting a bucket's pieces, is read before
-      // anyone is called silent)
-      if (silent.empty() || look == 1) break;
-      if ((st = take_replies(g, flight)) != WSYNC_OK) return st;
-      now = now_ms();
-    }
+    int64_t deadline = INT64_MAX;
+    if ((st = find_silent(g, flight, &silent, &deadline)) != WSYNC_OK) return st;
     if (!silent.empty()) {
       if ((st = silence(g, flight, silent)) != WSYNC_OK) return st;
       continue;  // (elastic: the silent ones were removed; look again at once)
     }
-    for (auto& b : *flight) {
-      if (b->unsent.empty()) continue;
-      if (w.transport_seq == 0) w.transport_seq = b->unsent.front();
-      if (!b->want_ready.empty() || !b->want_ack.empty()) continue;  // (its receivers' silence bounds it)
-      if (now >= b->deadline) return transport_timed_out(g, b.get());
-      deadline = std::min(deadline, b->deadline);
-    }
+    WaitSet w;
+    if ((st = check_sends(g, flight, &w, &deadline)) != WSYNC_OK) return st;
     for (auto& p : g->members.peers)
       if (p->alive) w.peers.push_back(p.get());
     wait_for_progress(g, w, deadline == INT64_MAX ? now_ms() + 1000 : deadline);

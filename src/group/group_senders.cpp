@@ -201,21 +201,13 @@ wsync_status_t cut_part(const wsync_tensor_t& t, const Box& owned, const Box& pa
   return WSYNC_OK;
 }
 
-// What each receiver gets from this sender: the boxes the plan gives this sender, each cut to what
-// the receiver asked for. Receivers that get the same boxes share a segment (its buckets go to
-// them only); when all get all, the batch stays one broadcast.
-wsync_status_t split_by_needs(wsync_group_t* g, const OwnershipPlan& plan, const SenderRecord& mine,
-                              const std::vector<NeedMap>& needs, Batch* b) {
-  std::vector<size_t> owned;  // the tensors of the caller's batch this sender sends
-  for (size_t i = 0; i < mine.tensors.size(); ++i) {
-    const TensorPlan* tp = plan.find(mine.tensors[i].name);
-    bool owner = false;
-    for (const Owner& o : tp ? tp->owners : std::vector<Owner>{})
-      owner |= o.sender == g->cfg.sender_rank && box_equal(o.box, mine.tensors[i].box);
-    if (owner) owned.push_back(i);
-  }
-  std::map<std::string, std::pair<std::vector<uint32_t>, std::vector<Part>>> groups;  // by what they get
-  bool all_whole = true;
+// The receivers grouped by what they get from this sender (keyed by its parts): the boxes of the
+// `owned` tensors, each cut to what the receiver asked for. *all_whole: every receiver gets every
+// box whole.
+using NeedGroups = std::map<std::string, std::pair<std::vector<uint32_t>, std::vector<Part>>>;
+wsync_status_t group_by_needs(wsync_group_t* g, const SenderRecord& mine, const std::vector<size_t>& owned,
+                              const std::vector<NeedMap>& needs, NeedGroups* groups, bool* all_whole) {
+  *all_whole = true;
   for (uint32_t r = 1; r <= g->shape.num_receivers; ++r) {
     std::vector<Part> parts;
     std::string key;
@@ -229,15 +221,35 @@ wsync_status_t split_by_needs(wsync_group_t* g, const OwnershipPlan& plan, const
           return fail(WSYNC_ERR_INVALID_ARGUMENT, "receiver rank %u asks for %s of tensor '%s', which does not fit its "
                       "full shape: %s", r, box_str(it->second).c_str(), o.name.c_str(), why.c_str());
         if (!box_intersect(o.box, it->second, &p.box)) continue;  // nothing of what it needs is ours
-        all_whole &= box_equal(p.box, o.box);
+        *all_whole &= box_equal(p.box, o.box);
       }
       key += std::to_string(i) + box_str(p.box) + ";";
       parts.push_back(p);
     }
-    auto& grp = groups[key];
+    auto& grp = (*groups)[key];
     grp.first.push_back(r);
     grp.second = std::move(parts);
   }
+  return WSYNC_OK;
+}
+
+// What each receiver gets from this sender: the boxes the plan gives this sender, each cut to what
+// the receiver asked for. Receivers that get the same boxes share a segment (its buckets go to
+// them only); when all get all, the batch stays one broadcast.
+wsync_status_t split_by_needs(wsync_group_t* g, const OwnershipPlan& plan, const SenderRecord& mine,
+                              const std::vector<NeedMap>& needs, Batch* b) {
+  std::vector<size_t> owned;  // the tensors of the caller's batch this sender sends
+  for (size_t i = 0; i < mine.tensors.size(); ++i) {
+    const TensorPlan* tp = plan.find(mine.tensors[i].name);
+    bool owner = false;
+    for (const Owner& o : tp ? tp->owners : std::vector<Owner>{})
+      owner |= o.sender == g->cfg.sender_rank && box_equal(o.box, mine.tensors[i].box);
+    if (owner) owned.push_back(i);
+  }
+  NeedGroups groups;
+  bool all_whole = true;
+  wsync_status_t st = group_by_needs(g, mine, owned, needs, &groups, &all_whole);
+  if (st != WSYNC_OK) return st;
   std::vector<wsync_tensor_t> tensors;
   std::vector<std::string> names;
   std::vector<OwnedTensor> boxes;
@@ -248,8 +260,7 @@ wsync_status_t split_by_needs(wsync_group_t* g, const OwnershipPlan& plan, const
     seg.ranks = kv.second.first;
     for (const Part& p : kv.second.second) {
       wsync_tensor_t t;
-      wsync_status_t st = cut_part(b->tensors[p.tensor], mine.tensors[p.tensor].box, p.box, b, &t);
-      if (st != WSYNC_OK) return st;
+      if ((st = cut_part(b->tensors[p.tensor], mine.tensors[p.tensor].box, p.box, b, &t)) != WSYNC_OK) return st;
       tensors.push_back(t);
       names.push_back(b->names[p.tensor]);
       OwnedTensor o = mine.tensors[p.tensor];
@@ -324,17 +335,16 @@ wsync_status_t senders_open(wsync_group_t* g, const std::string& bind_host, int6
   return WSYNC_OK;
 }
 
-wsync_status_t senders_plan_batch(wsync_group_t* g, Batch* b, int64_t timeout_ms, bool* published) {
-  *published = false;
-  bool slices = false;
-  for (const auto& t : b->tensors) slices |= (t.flags & WSYNC_TENSOR_SLICE) != 0;
-  if (!g->shape.planned) {
-    if (!slices) return WSYNC_OK;
-    for (const auto& t : b->tensors)
+namespace {
+
+// Before a batch is planned: a group of one sender that does not plan takes no slice, sender 0
+// has its second store client, and every descriptor is sound (the record is built from them).
+wsync_status_t ready_to_plan(wsync_group_t* g, const Batch& b) {
+  if (!g->shape.planned)
+    for (const auto& t : b.tensors)
       if (t.flags & WSYNC_TENSOR_SLICE)
         return fail(WSYNC_ERR_INVALID_ARGUMENT, "tensor '%s' is a slice (WSYNC_TENSOR_SLICE) but group '%s' has one "
                     "sender, which must send whole tensors (option num_senders)", t.name, g->cfg.group_name.c_str());
-  }
   if (g->senders.client == nullptr && g->cfg.sender_rank == 0) {
     // Sender 0 talks to its own store through a second client: the group's own one is used by the
     // pipeline thread's transport, and a client serves one request at a time.
@@ -344,14 +354,26 @@ wsync_status_t senders_plan_batch(wsync_group_t* g, Batch* b, int64_t timeout_ms
     if (st == WSYNC_OK) st = TcpStoreClient::connect(host, port, 5000, g->rdv.secret.value, &g->senders.client);
     if (st != WSYNC_OK) return st;
   }
-  // Checked before anything is published: the record is built from the descriptors.
-  for (const auto& t : b->tensors) {
+  for (const auto& t : b.tensors) {
     wsync_status_t st = validate_tensor_shape(t.name, t.dtype, t.ndim, t.shape, t.nbytes);
     if (st != WSYNC_OK) return st;
   }
-  SenderRecord mine;
-  wsync_status_t st = own_record(g, *b, &mine);
+  return WSYNC_OK;
+}
+
+}  // namespace
+
+wsync_status_t senders_plan_batch(wsync_group_t* g, Batch* b, int64_t timeout_ms, bool* published) {
+  *published = false;
+  if (!g->shape.planned) {
+    bool slices = false;
+    for (const auto& t : b->tensors) slices |= (t.flags & WSYNC_TENSOR_SLICE) != 0;
+    if (!slices) return WSYNC_OK;
+  }
+  wsync_status_t st = ready_to_plan(g, *b);
   if (st != WSYNC_OK) return st;
+  SenderRecord mine;
+  if ((st = own_record(g, *b, &mine)) != WSYNC_OK) return st;
   *published = true;  // from here on a failure leaves the senders out of step: it breaks the group
   const uint64_t seq = ++g->senders.plans_agreed;
   const std::vector<uint8_t> rec = encode_sender_record(mine, seq);

@@ -510,6 +510,45 @@ int64_t report_progress(Link* rx) {
   return 0;
 }
 
+// The transport failed (`st`, its words `why`) while bucket `in` landed: with many senders a sender
+// that said why first abandoned it; else the transport (or, below a relay, the relay) is named.
+wsync_status_t transport_gave_up(Link* rx, Incoming* in, wsync_status_t st, const std::string& why) {
+  if (rx->sh->links.size() > 1 && sender_said_why(rx)) {
+    fail(WSYNC_ERR_ABORTED, "the sender abandoned %s (its transport closed after it said why)", in->what.c_str());
+    return give_up(rx, "the sender stopped during " + in->what);
+  }
+  if (rx->parent != 0)  // (its transport's "rank 0" is the relay: name the relay, in the group's ranks)
+    fail(st, "receiver rank %u, the relay that feeds this receiver, failed during %s: transport '%s' (in the relay's "
+         "world, where the relay is rank 0, \"the sender\"): %s", rx->parent, in->what.c_str(), tp(rx)->name,
+         why.c_str());
+  else
+    fail(st, "transport '%s' failed during %s: %s", tp(rx)->name, in->what.c_str(), why.c_str());
+  return give_up(rx, "the transport failed during " + in->what);
+}
+
+// Nothing moved for bucket `in` until its deadline: named (a sender that gave up said so at once).
+wsync_status_t bytes_timed_out(Link* rx, Incoming* in) {
+  const bool many = rx->sh->links.size() > 1;
+  if (many && sender_said_why(rx, 0)) {
+    fail(WSYNC_ERR_ABORTED, "the sender abandoned %s (it said why after its bytes stopped)", in->what.c_str());
+    return give_up(rx, "the sender stopped during " + in->what);
+  }
+  std::string stalled = in->landed == in->pieces.size() && !in->forwarding.empty()
+                            ? " (all of it is here; this relay's forwarding to its children stalled)"
+                            : "";
+  if (rx->parent != 0 && in->landed < in->pieces.size())
+    stalled += " (this receiver takes the bytes from receiver rank " + std::to_string(rx->parent) + ", a relay)";
+  if (many)
+    fail(WSYNC_ERR_TIMEOUT, "%s did not arrive: nothing moved for %lld ms (timeout_ms)%s", in->what.c_str(),
+         static_cast<long long>(rx->timeout_ms), stalled.c_str());
+  else
+    fail(WSYNC_ERR_TIMEOUT,
+         "%s did not arrive: nothing moved for %lld ms (timeout_ms, plus %lld ms for the sender to say why)%s",
+         in->what.c_str(), static_cast<long long>(rx->timeout_ms), static_cast<long long>(abort_grace_ms(rx->timeout_ms)),
+         stalled.c_str());
+  return give_up(rx, "the transport failed during " + in->what);
+}
+
 // One look at the oldest bucket (never sleeps): *done when its bytes are in place and its sum is
 // known; *landed when its pieces are (the caller then sleeps on the fds even without an event fd).
 // Its deadline bounds silence: timeout_ms after the last piece this link took, however long the
@@ -527,19 +566,7 @@ wsync_status_t bytes_step(Link* rx, Incoming* in, bool* done, bool* landed) {
   if (rx->progress_count != before) in->deadline = deadline_after(wait_ms);
   report_progress(rx);
   const bool many = rx->sh->links.size() > 1;
-  if (st != WSYNC_OK && st != WSYNC_ERR_TIMEOUT && many && sender_said_why(rx)) {
-    fail(WSYNC_ERR_ABORTED, "the sender abandoned %s (its transport closed after it said why)", in->what.c_str());
-    return give_up(rx, "the sender stopped during " + in->what);
-  }
-  if (st != WSYNC_OK && st != WSYNC_ERR_TIMEOUT) {
-    if (rx->parent != 0)  // (its transport's "rank 0" is the relay: name the relay, in the group's ranks)
-      fail(st, "receiver rank %u, the relay that feeds this receiver, failed during %s: transport '%s' (in the relay's "
-           "world, where the relay is rank 0, \"the sender\"): %s", rx->parent, in->what.c_str(), tp(rx)->name,
-           why.c_str());
-    else
-      fail(st, "transport '%s' failed during %s: %s", tp(rx)->name, in->what.c_str(), why.c_str());
-    return give_up(rx, "the transport failed during " + in->what);
-  }
+  if (st != WSYNC_OK && st != WSYNC_ERR_TIMEOUT) return transport_gave_up(rx, in, st, why);
   bool other = false;
   const wsync_status_t fst = take_frames(rx, &other);
   if (fst != WSYNC_OK) return fst;  // a later bucket refused, or a malformed frame: the caller gives up
@@ -555,26 +582,7 @@ wsync_status_t bytes_step(Link* rx, Incoming* in, bool* done, bool* landed) {
          vanished ? "vanished" : "abandoned the bucket", in->what.c_str());
     return give_up(rx, "the sender stopped during " + in->what);
   }
-  if (now_ms() >= in->deadline) {
-    if (many && sender_said_why(rx, 0)) {  // (a sender that gave up said so at once: no wait here)
-      fail(WSYNC_ERR_ABORTED, "the sender abandoned %s (it said why after its bytes stopped)", in->what.c_str());
-      return give_up(rx, "the sender stopped during " + in->what);
-    }
-    std::string stalled = in->landed == in->pieces.size() && !in->forwarding.empty()
-                              ? " (all of it is here; this relay's forwarding to its children stalled)"
-                              : "";
-    if (rx->parent != 0 && in->landed < in->pieces.size())
-      stalled += " (this receiver takes the bytes from receiver rank " + std::to_string(rx->parent) + ", a relay)";
-    if (many)
-      fail(WSYNC_ERR_TIMEOUT, "%s did not arrive: nothing moved for %lld ms (timeout_ms)%s", in->what.c_str(),
-           static_cast<long long>(rx->timeout_ms), stalled.c_str());
-    else
-      fail(WSYNC_ERR_TIMEOUT,
-           "%s did not arrive: nothing moved for %lld ms (timeout_ms, plus %lld ms for the sender to say why)%s",
-           in->what.c_str(), static_cast<long long>(rx->timeout_ms),
-           static_cast<long long>(abort_grace_ms(rx->timeout_ms)), stalled.c_str());
-    return give_up(rx, "the transport failed during " + in->what);
-  }
+  if (now_ms() >= in->deadline) return bytes_timed_out(rx, in);
   return WSYNC_OK;
 }
 

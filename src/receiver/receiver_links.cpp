@@ -153,6 +153,37 @@ bool void_word_next(Link* l) {
   return next == static_cast<uint16_t>(MsgType::kAbortUpdate) || next == static_cast<uint16_t>(MsgType::kClose);
 }
 
+// Link `l`'s control frame made event `lev`: a COMMIT waits for the other senders' finalize; an
+// ABORTED or CLOSED is the receiver's event (*ready), unless another link's sender vanished without a
+// word, which explains it better.
+wsync_status_t link_event(Link* rx, Link* l, const wsync_receiver_event_t& lev, wsync_receiver_event_t* ev, bool* ready) {
+  switch (lev.kind) {
+    case WSYNC_EVENT_COMMIT:  // this sender finalized; the others may still be sending
+      if (rx->sh->first_end_ms == 0) rx->sh->first_end_ms = now_ms();
+      return WSYNC_OK;
+    case WSYNC_EVENT_ABORTED:
+      if (Link* o = vanished_other(rx, l))
+        return link_failed(rx, o, fail(WSYNC_ERR_PEER_FAILED, "its connection closed (the process died?)"));
+      *ev = lev;
+      *ready = true;
+      WSYNC_LOGW("receiver rank %u: %s aborted the update", rx->rank, link_name(l).c_str());
+      // The others' buckets of it were abandoned here: they must not wait for this receiver's ACK.
+      for (Link* o : rx->sh->links)
+        if (o != l && o->conn.open())
+          send_status(o, MsgType::kNack, 0, WSYNC_ERR_ABORTED, link_name(l) + " aborted the update");
+      return WSYNC_OK;
+    case WSYNC_EVENT_CLOSED:  // one sender closing ends the group for this receiver
+      if (Link* o = vanished_other(rx, l))
+        return link_failed(rx, o, fail(WSYNC_ERR_PEER_FAILED, "its connection closed (the process died?)"));
+      for (Link* o : rx->sh->links) o->closed = true;
+      *ev = lev;
+      *ready = true;
+      return WSYNC_OK;
+    default:  // a MANIFEST: its bucket is on the wire now
+      return WSYNC_OK;
+  }
+}
+
 // One look at link `l`: its oldest bucket, else its next control frame. *ready: `ev` is an event
 // to report; *busy: something happened.
 wsync_status_t look_at(Link* rx, Link* l, wsync_receiver_event_t* ev, bool* ready, bool* busy) {
@@ -180,31 +211,7 @@ wsync_status_t look_at(Link* rx, Link* l, wsync_receiver_event_t* ev, bool* read
   }
   wsync_receiver_event_t lev = WSYNC_RECEIVER_EVENT_INIT;
   if ((st = handle_frame(l, f, &lev)) != WSYNC_OK) return link_failed(rx, l, st);
-  switch (lev.kind) {
-    case WSYNC_EVENT_COMMIT:  // this sender finalized; the others may still be sending
-      if (rx->sh->first_end_ms == 0) rx->sh->first_end_ms = now_ms();
-      return WSYNC_OK;
-    case WSYNC_EVENT_ABORTED:
-      if (Link* o = vanished_other(rx, l))
-        return link_failed(rx, o, fail(WSYNC_ERR_PEER_FAILED, "its connection closed (the process died?)"));
-      *ev = lev;
-      *ready = true;
-      WSYNC_LOGW("receiver rank %u: %s aborted the update", rx->rank, link_name(l).c_str());
-      // The others' buckets of it were abandoned here: they must not wait for this receiver's ACK.
-      for (Link* o : rx->sh->links)
-        if (o != l && o->conn.open())
-          send_status(o, MsgType::kNack, 0, WSYNC_ERR_ABORTED, link_name(l) + " aborted the update");
-      return WSYNC_OK;
-    case WSYNC_EVENT_CLOSED:  // one sender closing ends the group for this receiver
-      if (Link* o = vanished_other(rx, l))
-        return link_failed(rx, o, fail(WSYNC_ERR_PEER_FAILED, "its connection closed (the process died?)"));
-      for (Link* o : rx->sh->links) o->closed = true;
-      *ev = lev;
-      *ready = true;
-      return WSYNC_OK;
-    default:  // a MANIFEST: its bucket is on the wire now
-      return WSYNC_OK;
-  }
+  return link_event(rx, l, lev, ev, ready);
 }
 
 }  // namespace
@@ -269,6 +276,43 @@ wsync_status_t links_publish_needs(Link* rx) {
                                                 " needs (sender 0's store): " + last_error());
 }
 
+namespace {
+
+bool all_finalized(const RxShared* sh) {
+  bool all = true;
+  for (const Link* l : sh->links) all &= l->pending_commit != 0;
+  return all;
+}
+
+// No event within `tmo` ms: name the senders still awaited when some finalized.
+wsync_status_t links_timed_out(Link* rx, int64_t tmo) {
+  std::string waiting;
+  for (Link* l : rx->sh->links)
+    if (rx->sh->first_end_ms != 0 && l->pending_commit == 0) waiting += (waiting.empty() ? "" : ", ") + link_name(l);
+  if (!waiting.empty())
+    return fail(WSYNC_ERR_TIMEOUT, "no event within %lld ms: still waiting for %s to finalize the update the "
+                "others finalized (it fails at timeout_ms after the first)", static_cast<long long>(tmo),
+                waiting.c_str());
+  return fail(WSYNC_ERR_TIMEOUT, "no message from the %zu senders within %lld ms", rx->sh->links.size(),
+              static_cast<long long>(tmo));
+}
+
+// Every link looked at once, starting at link `start` (no link starves the others); *any: one
+// had something.
+wsync_status_t look_at_links(Link* rx, size_t start, wsync_receiver_event_t* ev, bool* ready, bool* any) {
+  *any = false;
+  const size_t n = rx->sh->links.size();
+  for (size_t i = 0; i < n; ++i) {
+    bool busy = false;
+    wsync_status_t st = look_at(rx, rx->sh->links[(start + i) % n], ev, ready, &busy);
+    if (st != WSYNC_OK || *ready) return st;
+    *any |= busy;
+  }
+  return WSYNC_OK;
+}
+
+}  // namespace
+
 wsync_status_t links_next(Link* rx, wsync_receiver_event_t* ev, int64_t timeout_ms) {
   RxShared* sh = rx->sh;
   for (Link* l : sh->links) release_event(l);
@@ -283,42 +327,20 @@ wsync_status_t links_next(Link* rx, wsync_receiver_event_t* ev, int64_t timeout_
     ev->kind = WSYNC_EVENT_CLOSED;
     return WSYNC_OK;
   }
-  bool all_ended = true;
-  for (Link* l : sh->links) all_ended &= l->pending_commit != 0;
-  if (all_ended)
+  if (all_finalized(sh))
     return fail(WSYNC_ERR_INVALID_STATE, "version %llu is waiting for wsync_receiver_commit",
                 static_cast<unsigned long long>(rx->pending_commit));
   const int64_t tmo = timeout_ms < 0 ? rx->timeout_ms : timeout_ms;
   const int64_t deadline = deadline_after(tmo);
-  size_t start = 0;
-  for (;;) {
-    bool any = false;
-    const size_t n = sh->links.size();
-    for (size_t i = 0; i < n; ++i) {
-      Link* l = sh->links[(start + i) % n];
-      bool ready = false, busy = false;
-      wsync_status_t st = look_at(rx, l, ev, &ready, &busy);
-      if (st != WSYNC_OK || ready) return st;
-      any |= busy;
-    }
-    start = (start + 1) % n;  // no link starves the others
-    all_ended = true;
-    for (Link* l : sh->links) all_ended &= l->pending_commit != 0;
-    if (all_ended) return merge_commit(rx, ev);
-    wsync_status_t st = check_stragglers(rx);
-    if (st != WSYNC_OK) return st;
+  for (size_t start = 0;; start = (start + 1) % sh->links.size()) {
+    bool ready = false, any = false;
+    wsync_status_t st = look_at_links(rx, start, ev, &ready, &any);
+    if (st != WSYNC_OK || ready) return st;
+    if (all_finalized(sh)) return merge_commit(rx, ev);
+    if ((st = check_stragglers(rx)) != WSYNC_OK) return st;
     bool flying = false;
     for (Link* l : sh->links) flying |= !l->flight.empty();
-    if (!flying && now_ms() >= deadline) {
-      std::string waiting;  // a version some senders finalized: name the ones still awaited
-      for (Link* l : sh->links)
-        if (sh->first_end_ms != 0 && l->pending_commit == 0) waiting += (waiting.empty() ? "" : ", ") + link_name(l);
-      if (!waiting.empty())
-        return fail(WSYNC_ERR_TIMEOUT, "no event within %lld ms: still waiting for %s to finalize the update the "
-                    "others finalized (it fails at timeout_ms after the first)", static_cast<long long>(tmo),
-                    waiting.c_str());
-      return fail(WSYNC_ERR_TIMEOUT, "no message from the %zu senders within %lld ms", n, static_cast<long long>(tmo));
-    }
+    if (!flying && now_ms() >= deadline) return links_timed_out(rx, tmo);
     if (!any) sleep_on_links(rx, flying ? deadline_after(20) : deadline);
   }
 }
