@@ -194,7 +194,7 @@ struct Link {
   // one or destroy (it never closes an endpoint under a joiner still reading); a joiner's COMMIT
   // event of a catch-up is confirmed locally, the sender waits for no COMMITTED of it.
   void* catchup_self = nullptr;
-  std::vector<uint8_t> catchup_keep;  // what catchup_self may still read (its catalogue)
+  std::vector<uint8_t> catchup_keep;  // what catchup_self may still read (its head and MANIFESTs)
   bool catchup_commit = false;
   ControlConn conn;
 
@@ -260,8 +260,12 @@ wsync_status_t catchup(Link* rx, const Frame& f, wsync_receiver_event_t* ev);
 // receiver_inbox.cpp: one inbox per link (stale CATCHUP_CANCELs dropped wherever it reads)
 // Read what the connection holds, without waiting; stale words at the head go.
 void inbox_pump(Link* rx);
-// After inbox_pump: the type of the next whole frame, or 0.
+// Stale words at the head of what is buffered go (nothing is read from the socket).
+void inbox_drop_stale(Link* rx);
+// The type of the next whole frame after inbox_pump, or 0.
 uint16_t inbox_next_type(Link* rx);
+// The same without reading the socket: of what is buffered already.
+uint16_t inbox_buffered_type(Link* rx);
 // The link's next frame within timeout_ms (ControlConn::recv's statuses), stale words skipped.
 wsync_status_t inbox_recv(Link* rx, Frame* f, int64_t timeout_ms);
 // receiver_events.cpp

@@ -451,7 +451,8 @@ wsync_status_t note_sum(Link* rx, const Frame& f) {
 // buffered for the next event and ends the wait (*other).
 wsync_status_t take_frames(Link* rx, bool* other) {
   *other = false;
-  for (uint16_t type = inbox_next_type(rx); type != 0; type = inbox_next_type(rx)) {
+  inbox_pump(rx);  // (once: what came by now; a later MANIFEST waits for the next look)
+  for (uint16_t type = inbox_buffered_type(rx); type != 0; type = inbox_buffered_type(rx)) {
     const bool manifest = type == static_cast<uint16_t>(MsgType::kManifest);
     if (manifest && rx->flight.size() >= rx->window) return WSYNC_OK;  // the sender keeps to the window
     if (!manifest && type != static_cast<uint16_t>(MsgType::kBucketSum)) {

@@ -19,15 +19,23 @@ bool stale_next(const Link* rx) {
 
 void inbox_pump(Link* rx) {
   rx->conn.pump();
+  inbox_drop_stale(rx);
+}
+
+void inbox_drop_stale(Link* rx) {
   while (stale_next(rx)) {
     Frame stale;
     if (rx->conn.recv(&stale, 0) != WSYNC_OK) return;
-    rx->conn.pump();
   }
 }
 
 uint16_t inbox_next_type(Link* rx) {
   inbox_pump(rx);
+  return rx->conn.has_frame() ? rx->conn.next_type() : 0;
+}
+
+uint16_t inbox_buffered_type(Link* rx) {
+  inbox_drop_stale(rx);
   return rx->conn.has_frame() ? rx->conn.next_type() : 0;
 }
 
