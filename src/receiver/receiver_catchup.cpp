@@ -5,39 +5,45 @@
 // joiner has it before the next update's first bucket.
 //
 // The bytes move over a transport world of two (the source rank 0, the joiner rank 1) named by the
-// sender; on it, in order:
-//   seq 1   16 bytes: u64 kMagic, u64 the catalogue's length (at most kMaxCatalogue)
-//   seq 2   the catalogue: i32 status, str reason (a source that cannot serve says why and nothing
-//           follows), u64 version, u32 n, n x (str name, i32 dtype, i32 ndim, i64 shape[ndim],
-//           u64 nbytes, u32 has_sum, u64 sum: written 0 since protocol 4, and never read)
-//   seq 3.. every tensor's bytes in catalogue order, in chunks of at most kChunk bytes
-// The source sends its registered tensors as they are (what it holds of the committed version). The
-// joiner places those it registered with the same dtype and shape for which the sender's CATCHUP
-// carries a digest (in place, or staged until its commit), checks each one against that digest
-// (XXH3-64 of the bytes as the sender sent them: the source is trusted with nothing; a mismatch
-// fails the catch-up naming it), and drops the rest; then it reports COMMIT of the version, which
-// its engine confirms with wsync_receiver_commit as always (the sender waits for no COMMITTED).
-#include <xxhash.h>
-
+// sender, as buckets shaped like an update's: on it, in order,
+//   seq 1   24 bytes: u64 kMagic, i64 status, u64 n. A source that cannot serve says why: status
+//           is not 0, n the length of its reason (at most kFrameMaxReasonBytes), which follows in
+//           seq 2, and nothing else. Else n is the number of buckets (at most kMaxBuckets).
+//   then per bucket: u64 the length of its MANIFEST (at most kMaxManifestBytes), the MANIFEST
+//           (manifest/manifest.h: its index, its bytes, one entry: a tensor or a chunk of one, in
+//           order), and its payload straight from the source's registered memory (none when the
+//           bucket holds no bytes).
+// The source plans its registered tensors that hold the committed version into buckets of at most
+// kBucketBytes with the bucket planner, one tensor per bucket (a larger one split into chunks), so
+// every payload is one range of one buffer. The joiner reads each MANIFEST with the decoder every
+// bucket goes through and places each chunk as a bucket's: its registered buffer (staged: its
+// staged block), the coverage of every tensor checked before a byte is posted and recorded once
+// it landed (a source that sends a chunk twice, overlapping or short is refused); a tensor it did
+// not register alike, or without a digest from the sender, lands in a discard block. Each tensor
+// it registered is checked, once all of it arrived, against the sender's digest (XXH3-64 of the
+// bytes as the sender sent them: the source is trusted with nothing; a mismatch fails the
+// catch-up naming it); then it reports COMMIT of the version, which its engine confirms with
+// wsync_receiver_commit as always (the sender waits for no COMMITTED).
 #include <algorithm>
 #include <unordered_map>
 #include <unordered_set>
 
-#include "common/bytes.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/names.h"
 #include "control/frames.h"
+#include "manifest/manifest.h"
+#include "planner/bucket_planner.h"
 #include "device/tensor_digest.h"
 #include "receiver/receiver.h"
 
 namespace wsync {
 namespace {
 
-constexpr uint64_t kMagic = 0x3170756863746163ull;  // "catchup1"
-constexpr uint64_t kMaxCatalogue = 64ull << 20;
-constexpr uint64_t kMaxTensors = 1u << 20;
-constexpr uint64_t kChunk = 64ull << 20;
+constexpr uint64_t kMagic = 0x3270756863746163ull;  // "catchup2"
+constexpr uint64_t kMaxBuckets = 1ull << 24;
+constexpr uint64_t kMaxManifestBytes = 64u << 10;  // one entry: a name of at most 1 KiB and its shape
+constexpr uint64_t kBucketBytes = 64ull << 20;
 
 const wsync_transport_v1_t* tp(const Link* rx) { return rx->transport.table; }
 
@@ -47,76 +53,6 @@ const wsync_transport_v1_t* tp(const Link* rx) { return rx->transport.table; }
 int64_t budget(const Link* rx, const CatchupBody& c) {
   const int64_t mine = std::max<int64_t>(rx->timeout_ms / 2, 1);
   return c.budget_ms == 0 ? mine : std::min<int64_t>(mine, static_cast<int64_t>(std::min<uint64_t>(c.budget_ms, 1ull << 40)));
-}
-
-struct Item {
-  std::string name;
-  int32_t dtype = 0;
-  int32_t ndim = 0;
-  int64_t shape[WSYNC_MAX_NDIM] = {0};
-  uint64_t nbytes = 0;
-  bool has_sum = false;
-  uint64_t sum = 0;
-};
-
-struct Catalogue {
-  int32_t status = WSYNC_OK;
-  std::string reason;
-  uint64_t version = 0;
-  std::vector<Item> items;
-};
-
-std::vector<uint8_t> encode(const Catalogue& c) {
-  ByteWriter w;
-  w.i32(c.status);
-  w.str32(c.reason);
-  w.u64(c.version);
-  w.u32(static_cast<uint32_t>(c.items.size()));
-  for (const Item& t : c.items) {
-    w.str32(t.name);
-    w.i32(t.dtype);
-    w.i32(t.ndim);
-    for (int d = 0; d < t.ndim; ++d) w.i64(t.shape[d]);
-    w.u64(t.nbytes);
-    w.u32(t.has_sum ? 1 : 0);
-    w.u64(t.sum);
-  }
-  return std::move(w.data());
-}
-
-// The source's catalogue is untrusted: every count and length bounded, names checked.
-wsync_status_t decode(const std::vector<uint8_t>& b, Catalogue* out) {
-  ByteReader r(b);
-  uint32_t n = 0;
-  if (!r.i32(&out->status) || !r.str32(&out->reason, kFrameMaxReasonBytes, "reason") || !r.u64(&out->version) ||
-      !r.u32(&n))
-    return fail(WSYNC_ERR_PROTOCOL, "the catch-up source's catalogue is malformed (%s)", r.error().c_str());
-  if (n > kMaxTensors)
-    return fail(WSYNC_ERR_PROTOCOL, "the catch-up source lists %u tensors, more than %llu", n,
-                static_cast<unsigned long long>(kMaxTensors));
-  out->reason = printable_text(out->reason);
-  std::unordered_set<std::string> seen;
-  for (uint32_t i = 0; i < n; ++i) {
-    Item t;
-    uint32_t has = 0;
-    if (!r.str32(&t.name, kMaxTensorNameBytes, "name") || !r.i32(&t.dtype) || !r.i32(&t.ndim))
-      return fail(WSYNC_ERR_PROTOCOL, "the catch-up source's catalogue is cut in entry %u", i);
-    const std::string bad = tensor_name_problem(t.name.data(), t.name.size());
-    if (!bad.empty()) return fail(WSYNC_ERR_PROTOCOL, "catch-up catalogue entry %u: its name is invalid: %s", i, bad.c_str());
-    if (t.ndim < 0 || t.ndim > WSYNC_MAX_NDIM)
-      return fail(WSYNC_ERR_PROTOCOL, "catch-up catalogue entry %u ('%s'): ndim %d is out of range", i,
-                  printable_name(t.name.data(), t.name.size()).c_str(), t.ndim);
-    for (int d = 0; d < t.ndim; ++d)
-      if (!r.i64(&t.shape[d])) return fail(WSYNC_ERR_PROTOCOL, "the catch-up source's catalogue is cut in entry %u", i);
-    if (!r.u64(&t.nbytes) || !r.u32(&has) || !r.u64(&t.sum))
-      return fail(WSYNC_ERR_PROTOCOL, "the catch-up source's catalogue is cut in entry %u", i);
-    t.has_sum = has != 0;
-    if (!seen.insert(t.name).second)
-      return fail(WSYNC_ERR_PROTOCOL, "the catch-up source lists tensor '%s' twice", printable_name(t.name.data(),
-                  t.name.size()).c_str());
-    out->items.push_back(std::move(t));
-  }
-  return WSYNC_OK;
 }
 
 // The joiner, between slices: did the sender say the source of this catch-up (`world`) left
@@ -178,67 +114,127 @@ wsync_status_t recv_range(Link* rx, void* self, uint64_t seq, void* data, uint64
   return wait_seq(rx, self, seq, false, deadline, world);
 }
 
-// What the source can serve: its registered tensors, or why not.
-Catalogue source_catalogue(const Link* rx, uint64_t version) {
-  Catalogue c;
-  c.version = version;
-  if (rx->sh->committed != version) {
-    c.status = WSYNC_ERR_INVALID_STATE;
-    c.reason = "receiver rank " + std::to_string(rx->rank) + " holds version " + std::to_string(rx->sh->committed) +
-               ", not " + std::to_string(version);
-  } else if (!rx->sh->touched.empty() || rx->sh->apply_failed) {
-    c.status = WSYNC_ERR_INVALID_STATE;
-    c.reason = "receiver rank " + std::to_string(rx->rank) + "'s buffers hold a mix (an update failed in them)";
-  } else if (tp(rx)->caps & WSYNC_TRANSPORT_CAP_STAGING_ONLY) {
-    c.status = WSYNC_ERR_UNSUPPORTED;
-    c.reason = std::string("transport '") + tp(rx)->name + "' sends from its own staging only";
-  }
-  if (c.status != WSYNC_OK) return c;
-  std::vector<std::string> names;  // (what it holds of the version: never what an engine put there)
-  for (const auto& kv : rx->sh->registry)
-    if (!kv.second.slice && (kv.second.held || kv.second.nbytes == 0)) names.push_back(kv.first);  // (no bytes to hold)
-  if (names.empty()) {
-    c.status = WSYNC_ERR_INVALID_STATE;
-    c.reason = "receiver rank " + std::to_string(rx->rank) + " holds no registered tensor of version " +
+// What the source serves: its registered tensors that hold the committed version, planned into
+// buckets, or (status) why it cannot.
+struct Offer {
+  wsync_status_t status = WSYNC_OK;
+  std::string reason;
+  std::vector<std::string> names;  // the tensors, in order (PlanEntry::tensor_index points here)
+  std::vector<PlanBucket> buckets;
+};
+
+std::string cannot_serve(const Link* rx, uint64_t version, wsync_status_t* status) {
+  *status = WSYNC_ERR_INVALID_STATE;
+  if (rx->sh->committed != version)
+    return "receiver rank " + std::to_string(rx->rank) + " holds version " + std::to_string(rx->sh->committed) +
+           ", not " + std::to_string(version);
+  if (!rx->sh->touched.empty() || rx->sh->apply_failed)
+    return "receiver rank " + std::to_string(rx->rank) + "'s buffers hold a mix (an update failed in them)";
+  *status = WSYNC_ERR_UNSUPPORTED;
+  if (tp(rx)->caps & WSYNC_TRANSPORT_CAP_STAGING_ONLY)
+    return std::string("transport '") + tp(rx)->name + "' sends from its own staging only";
+  *status = WSYNC_OK;
+  return "";
+}
+
+Offer source_offer(const Link* rx, uint64_t version) {
+  Offer o;
+  o.reason = cannot_serve(rx, version, &o.status);
+  if (o.status != WSYNC_OK) return o;
+  for (const auto& kv : rx->sh->registry)  // (what it holds of the version: never what an engine put there)
+    if (!kv.second.slice && (kv.second.held || kv.second.nbytes == 0)) o.names.push_back(kv.first);  // (no bytes to hold)
+  if (o.names.empty()) {
+    o.status = WSYNC_ERR_INVALID_STATE;
+    o.reason = "receiver rank " + std::to_string(rx->rank) + " holds no registered tensor of version " +
                std::to_string(version);
-    return c;
+    return o;
   }
-  std::sort(names.begin(), names.end());
-  for (const std::string& n : names) {
-    const Registered& r = rx->sh->registry.at(n);
-    Item t;
-    t.name = n;
+  std::sort(o.names.begin(), o.names.end());
+  LayoutRule rule;  // one tensor per bucket (a larger one in chunks): every payload is one range of one buffer
+  rule.allow_split = true;
+  rule.bucket_bytes = kBucketBytes;
+  for (uint32_t i = 0; i < o.names.size(); ++i) {
+    const Registered& r = rx->sh->registry.at(o.names[i]);
+    PlanTensor t;
+    t.name = o.names[i];
     t.dtype = r.dtype;
     t.ndim = r.ndim;
     std::copy(r.shape, r.shape + WSYNC_MAX_NDIM, t.shape);
     t.nbytes = r.nbytes;
-    t.has_sum = false;  // (the joiner checks against the sender's digests, never the source's word)
-    c.items.push_back(std::move(t));
+    std::vector<PlanBucket> one;
+    if ((o.status = plan_buckets(rule, {t}, &one)) != WSYNC_OK) {
+      o.reason = last_error();
+      return o;
+    }
+    for (PlanBucket& b : one) {
+      for (PlanEntry& e : b.entries) e.tensor_index = i;
+      o.buckets.push_back(std::move(b));
+    }
   }
-  return c;
+  return o;
 }
 
-// The catalogue and the tensors, in order. What the transport may still read lives in
+// Bucket `b` of the offer as a MANIFEST.
+std::vector<uint8_t> manifest_of(const Link* rx, const Offer& o, uint64_t index, uint64_t version) {
+  const PlanBucket& b = o.buckets[index];
+  Manifest m;
+  m.update_id = version;
+  m.bucket_index = index;
+  m.bucket_bytes = b.bytes;
+  for (const PlanEntry& pe : b.entries) {
+    const Registered& r = rx->sh->registry.at(o.names[pe.tensor_index]);
+    ManifestEntry e;
+    e.name = o.names[pe.tensor_index];
+    e.dtype = r.dtype;
+    e.ndim = r.ndim;
+    std::copy(r.shape, r.shape + WSYNC_MAX_NDIM, e.shape);
+    e.bucket_offset = pe.bucket_offset;
+    e.length = pe.length;
+    e.tensor_bytes = r.nbytes;
+    e.tensor_offset = pe.tensor_offset;
+    m.entries.push_back(std::move(e));
+  }
+  return encode_manifest(m);
+}
+
+// Send what rx->catchup_keep[from, from + len) holds as `seq`, and wait for it to leave.
+wsync_status_t send_kept(Link* rx, void* self, uint64_t* seq, size_t from, uint64_t len, int64_t deadline) {
+  wsync_status_t st = send_range(rx, self, *seq, rx->catchup_keep.data() + from, len, WSYNC_DEVICE_CPU, 0);
+  return st == WSYNC_OK ? wait_seq(rx, self, (*seq)++, true, deadline) : st;
+}
+
+// The head and every bucket, in order. What the transport may still read lives in
 // rx->catchup_keep until the instance is destroyed (at the next catch-up or at destroy).
-wsync_status_t serve(Link* rx, void* self, const Catalogue& c, int64_t deadline, uint64_t* bytes) {
-  const std::vector<uint8_t> cat = encode(c);
-  const uint64_t head[2] = {kMagic, cat.size()};
+wsync_status_t serve(Link* rx, void* self, const Offer& o, uint64_t version, int64_t deadline, uint64_t* bytes) {
   std::vector<uint8_t>& keep = rx->catchup_keep;
+  const uint64_t head[3] = {kMagic, static_cast<uint64_t>(static_cast<int64_t>(o.status)),
+                            o.status != WSYNC_OK ? o.reason.size() : o.buckets.size()};
   keep.assign(reinterpret_cast<const uint8_t*>(head), reinterpret_cast<const uint8_t*>(head) + sizeof head);
-  keep.insert(keep.end(), cat.begin(), cat.end());
+  if (o.status != WSYNC_OK) keep.insert(keep.end(), o.reason.begin(), o.reason.end());
+  std::vector<size_t> at;  // where each bucket's length and MANIFEST start in `keep`
+  for (uint64_t i = 0; i < o.buckets.size() && o.status == WSYNC_OK; ++i) {
+    const std::vector<uint8_t> m = manifest_of(rx, o, i, version);
+    const uint64_t len = m.size();
+    at.push_back(keep.size());
+    keep.insert(keep.end(), reinterpret_cast<const uint8_t*>(&len), reinterpret_cast<const uint8_t*>(&len) + sizeof len);
+    keep.insert(keep.end(), m.begin(), m.end());
+  }
   uint64_t seq = 1;
-  wsync_status_t st = send_range(rx, self, seq, keep.data(), sizeof head, WSYNC_DEVICE_CPU, 0);
-  if (st == WSYNC_OK) st = wait_seq(rx, self, seq++, true, deadline);
-  if (st == WSYNC_OK) st = send_range(rx, self, seq, keep.data() + sizeof head, cat.size(), WSYNC_DEVICE_CPU, 0);
-  if (st == WSYNC_OK) st = wait_seq(rx, self, seq++, true, deadline);
-  for (const Item& t : c.items) {
-    const Registered& r = rx->sh->registry.at(t.name);
-    for (uint64_t off = 0; off < t.nbytes && st == WSYNC_OK; off += kChunk) {
-      const uint64_t len = std::min(kChunk, t.nbytes - off);
-      st = send_range(rx, self, seq, static_cast<const uint8_t*>(r.data) + off, len, r.device_type, r.device_index);
-      if (st == WSYNC_OK) st = wait_seq(rx, self, seq++, true, deadline);
-      *bytes += len;
-    }
+  wsync_status_t st = send_kept(rx, self, &seq, 0, sizeof head, deadline);
+  if (o.status != WSYNC_OK)
+    return st == WSYNC_OK && !o.reason.empty() ? send_kept(rx, self, &seq, sizeof head, o.reason.size(), deadline) : st;
+  for (uint64_t i = 0; i < o.buckets.size() && st == WSYNC_OK; ++i) {
+    const size_t end = i + 1 < at.size() ? at[i + 1] : keep.size();
+    st = send_kept(rx, self, &seq, at[i], sizeof(uint64_t), deadline);
+    if (st == WSYNC_OK) st = send_kept(rx, self, &seq, at[i] + sizeof(uint64_t), end - at[i] - sizeof(uint64_t), deadline);
+    const PlanBucket& b = o.buckets[i];
+    if (st != WSYNC_OK || b.bytes == 0) continue;
+    const PlanEntry& e = b.entries.front();  // (one range of one buffer)
+    const Registered& r = rx->sh->registry.at(o.names[e.tensor_index]);
+    st = send_range(rx, self, seq, static_cast<const uint8_t*>(r.data) + e.tensor_offset, b.bytes, r.device_type,
+                    r.device_index);
+    if (st == WSYNC_OK) st = wait_seq(rx, self, seq++, true, deadline);
+    *bytes += b.bytes;
   }
   return st;
 }
@@ -250,11 +246,11 @@ wsync_status_t be_source(Link* rx, const CatchupBody& c) {
   const int64_t start = now_ms(), deadline = deadline_after(budget(rx, c));
   int fd = -1;
   uint64_t bytes = 0;
-  Catalogue cat;
+  Offer cat;
   wsync_status_t st = open_world(rx, c.world, 0, 2, budget(rx, c), &rx->catchup_self, &fd);
   if (st == WSYNC_OK) {
-    cat = source_catalogue(rx, c.version);  // (hashed once the joiner is there)
-    st = serve(rx, rx->catchup_self, cat, deadline, &bytes);
+    cat = source_offer(rx, c.version);
+    st = serve(rx, rx->catchup_self, cat, c.version, deadline, &bytes);
   }
   if (st != WSYNC_OK)
     WSYNC_LOGW("receiver rank %u: the catch-up of receiver rank %u to version %llu failed here: %s", rx->rank, c.peer,
@@ -267,121 +263,173 @@ wsync_status_t be_source(Link* rx, const CatchupBody& c) {
                static_cast<unsigned long long>(c.version), cat.reason.c_str());
   else
     WSYNC_LOGI("receiver rank %u: caught receiver rank %u up to version %llu (%zu tensors, %llu bytes) in %lld ms",
-               rx->rank, c.peer, static_cast<unsigned long long>(c.version), cat.items.size(),
+               rx->rank, c.peer, static_cast<unsigned long long>(c.version), cat.names.size(),
                static_cast<unsigned long long>(bytes), static_cast<long long>(now_ms() - start));
   clear_error();
   return WSYNC_OK;
 }
 
-// Where the joiner puts item `t`: its registered buffer (staged: its staged block), or nullptr
-// (not registered alike: received into `discard` and dropped).
-wsync_status_t target_of(Link* rx, const Item& t, uint8_t** dst, bool* found) {
-  *dst = nullptr;
-  *found = false;
-  auto it = rx->sh->registry.find(t.name);
-  if (it == rx->sh->registry.end()) return WSYNC_OK;
-  const Registered& r = it->second;
-  if (r.slice || r.dtype != t.dtype || r.ndim != t.ndim || r.nbytes != t.nbytes ||
-      !std::equal(r.shape, r.shape + r.ndim, t.shape)) {
-    WSYNC_LOGW("receiver rank %u: catch-up: tensor '%s' is registered here with another dtype or shape than the "
-               "source's; it keeps its bytes", rx->rank, t.name.c_str());
-    return WSYNC_OK;
-  }
-  note_touched(rx, t.name);
-  *found = true;
-  if (!rx->sh->staged) {
-    *dst = static_cast<uint8_t*>(r.data);
-    return WSYNC_OK;
-  }
-  return staged_block(rx, t.name, t.nbytes, dst);
-}
-
 // What the joiner receives into, alive until its instance is destroyed.
 struct JoinBuffers {
-  uint64_t head[2] = {0, 0};
+  uint64_t head[3] = {0, 0, 0};
+  uint64_t manifest_len = 0;
   std::vector<uint8_t> raw;
-  MemBlock discard;
+  MemBlock discard;  // what it does not take lands here
 };
 
 // The digest of each tensor of the version, as the sender sent it (CATCHUP): what the source's
 // bytes must match. A tensor without one is not taken (no digest, no commit).
 using SenderDigests = std::unordered_map<std::string, uint64_t>;
 
-wsync_status_t take_item(Link* rx, void* self, const CatchupBody& c, const SenderDigests& digests,
-                         const Item& t, uint64_t* seq, JoinBuffers* bufs, int64_t deadline, bool* placed) {
-  uint8_t* dst = nullptr;
-  bool found = false;
-  const auto digest = digests.find(t.name);
-  wsync_status_t st = digest == digests.end() ? WSYNC_OK : target_of(rx, t, &dst, &found);
-  for (uint64_t off = 0; off < t.nbytes && st == WSYNC_OK; off += kChunk) {
-    const uint64_t len = std::min(kChunk, t.nbytes - off);
-    if (!found && bufs->discard.size() < len) {
-      bufs->discard.reset();
-      st = MemBlock::alloc(kChunk, rx->device_memory ? rx->device : -1, &bufs->discard);
-    }
-    if (st == WSYNC_OK)
-      st = recv_range(rx, self, (*seq)++, found ? dst + off : bufs->discard.data(), len, deadline, c.world);
+// Where the joiner puts chunk `e`: *take and its registered buffer (staged: its staged block), or
+// not (not registered alike, or no digest from the sender: it lands in the discard block).
+wsync_status_t target_of(Link* rx, const ManifestEntry& e, const SenderDigests& digests, bool* take, uint8_t** dst) {
+  *take = false;
+  *dst = nullptr;
+  auto it = rx->sh->registry.find(e.name);
+  if (it == rx->sh->registry.end() || digests.count(e.name) == 0) return WSYNC_OK;
+  const Registered& r = it->second;
+  if (r.slice || r.dtype != e.dtype || r.ndim != e.ndim || r.nbytes != e.tensor_bytes ||
+      !std::equal(r.shape, r.shape + r.ndim, e.shape)) {
+    if (e.tensor_offset == 0)
+      WSYNC_LOGW("receiver rank %u: catch-up: tensor '%s' is registered here with another dtype or shape than the "
+                 "source's; it keeps its bytes", rx->rank, e.name.c_str());
+    return WSYNC_OK;
   }
-  if (st != WSYNC_OK || !found) return st;
-  *placed = true;
-  // What came must be what the sender sent: the source is a member, trusted with nothing else.
-  const Registered& reg = rx->sh->registry.at(t.name);
+  wsync_status_t st = rx->sh->arrived.check(e);  // (a chunk twice, or overlapping one: refused before any post)
+  if (st != WSYNC_OK) return fail_msg(st, "the catch-up source: " + last_error());
+  note_touched(rx, e.name);
+  uint8_t* base = static_cast<uint8_t*>(r.data);
+  if (rx->sh->staged && (st = staged_block(rx, e.name, e.tensor_bytes, &base)) != WSYNC_OK) return st;
+  *dst = base + e.tensor_offset;
+  *take = true;
+  return WSYNC_OK;
+}
+
+// A tensor all of which arrived must be what the sender sent: the source is a member, trusted
+// with nothing else.
+wsync_status_t check_digest(Link* rx, const CatchupBody& c, const ManifestEntry& e, uint64_t want) {
+  const Registered& reg = rx->sh->registry.at(e.name);
+  uint8_t* base = static_cast<uint8_t*>(reg.data);
+  wsync_status_t st = rx->sh->staged ? staged_block(rx, e.name, e.tensor_bytes, &base) : WSYNC_OK;
   const bool on_device = rx->sh->staged ? rx->device >= 0 : reg.device_type == WSYNC_DEVICE_CUDA;
   uint64_t sum = 0;
-  if ((st = tensor_digest(dst, t.nbytes, on_device ? WSYNC_DEVICE_CUDA : WSYNC_DEVICE_CPU,
-                          rx->sh->staged ? rx->device : reg.device_index, &sum)) != WSYNC_OK)
-    return fail(st, "tensor '%s' from the catch-up source cannot be checked: %s", t.name.c_str(), last_error().c_str());
-  if (sum != digest->second)
-    return fail(WSYNC_ERR_PROTOCOL,
-                "tensor '%s' from receiver rank %u (the catch-up source) is not version %llu as the sender sent it "
-                "(XXH3 %016llx, the sender's %016llx): the source's copy changed after its commit (written to, or "
-                "post-processed in place)",
-                t.name.c_str(), c.peer, static_cast<unsigned long long>(c.version),
-                static_cast<unsigned long long>(sum), static_cast<unsigned long long>(digest->second));
-  if (rx->sh->staged) {
-    ManifestEntry e;
-    e.name = t.name;
-    e.length = e.tensor_bytes = t.nbytes;
-    return rx->sh->arrived.record(e);
-  }
+  if (st == WSYNC_OK)
+    st = tensor_digest(base, e.tensor_bytes, on_device ? WSYNC_DEVICE_CUDA : WSYNC_DEVICE_CPU,
+                       rx->sh->staged ? rx->device : reg.device_index, &sum);
+  if (st != WSYNC_OK)
+    return fail(st, "tensor '%s' from the catch-up source cannot be checked: %s", e.name.c_str(), last_error().c_str());
+  if (sum == want) return WSYNC_OK;
+  return fail(WSYNC_ERR_PROTOCOL,
+              "tensor '%s' from receiver rank %u (the catch-up source) is not version %llu as the sender sent it "
+              "(XXH3 %016llx, the sender's %016llx): the source's copy changed after its commit (written to, or "
+              "post-processed in place)",
+              e.name.c_str(), c.peer, static_cast<unsigned long long>(c.version), static_cast<unsigned long long>(sum),
+              static_cast<unsigned long long>(want));
+}
+
+// The source's MANIFEST of bucket `index`, read and checked like any bucket's.
+wsync_status_t read_bucket_manifest(Link* rx, void* self, const CatchupBody& c, uint64_t index, uint64_t* seq,
+                                    JoinBuffers* bufs, int64_t deadline, Manifest* m) {
+  wsync_status_t st = recv_range(rx, self, (*seq)++, &bufs->manifest_len, sizeof bufs->manifest_len, deadline, c.world);
+  if (st != WSYNC_OK) return st;
+  if (bufs->manifest_len == 0 || bufs->manifest_len > kMaxManifestBytes)
+    return fail(WSYNC_ERR_PROTOCOL, "the catch-up source announces a %llu-byte MANIFEST for bucket %llu (at most %llu)",
+                static_cast<unsigned long long>(bufs->manifest_len), static_cast<unsigned long long>(index),
+                static_cast<unsigned long long>(kMaxManifestBytes));
+  bufs->raw.resize(bufs->manifest_len);
+  if ((st = recv_range(rx, self, (*seq)++, bufs->raw.data(), bufs->raw.size(), deadline, c.world)) != WSYNC_OK)
+    return st;
+  if ((st = decode_manifest(bufs->raw.data(), bufs->raw.size(), m)) != WSYNC_OK)
+    return fail_msg(st, "the catch-up source's bucket " + std::to_string(index) + ": " + last_error());
+  if (m->update_id != c.version)
+    return fail(WSYNC_ERR_PROTOCOL, "the source serves version %llu, the sender asked for %llu",
+                static_cast<unsigned long long>(m->update_id), static_cast<unsigned long long>(c.version));
+  if (m->bucket_index != index || m->flags != 0 || m->bucket_bytes > kBucketBytes)
+    return fail(WSYNC_ERR_PROTOCOL, "the catch-up source's bucket %llu is bucket %llu of %llu bytes with flags %u "
+                "(expected bucket %llu, at most %llu bytes, no flags)", static_cast<unsigned long long>(index),
+                static_cast<unsigned long long>(m->bucket_index), static_cast<unsigned long long>(m->bucket_bytes),
+                m->flags, static_cast<unsigned long long>(index), static_cast<unsigned long long>(kBucketBytes));
   return WSYNC_OK;
+}
+
+// One bucket: its MANIFEST, each chunk placed (or discarded), its payload received; every tensor
+// completed by it checked against the sender's digest. *tensors counts those taken.
+wsync_status_t take_bucket(Link* rx, void* self, const CatchupBody& c, const SenderDigests& digests, uint64_t index,
+                           uint64_t* seq, JoinBuffers* bufs, int64_t deadline, std::unordered_set<std::string>* listed,
+                           uint64_t* tensors) {
+  Manifest m;
+  wsync_status_t st = read_bucket_manifest(rx, self, c, index, seq, bufs, deadline, &m);
+  if (st != WSYNC_OK) return st;
+  std::vector<uint8_t*> dst(m.entries.size(), nullptr);
+  std::vector<uint8_t> take(m.entries.size(), 0);
+  uint64_t taken = 0;
+  for (size_t i = 0; i < m.entries.size() && st == WSYNC_OK; ++i) {
+    listed->insert(m.entries[i].name);
+    bool t = false;
+    st = target_of(rx, m.entries[i], digests, &t, &dst[i]);
+    take[i] = t;
+    taken += t ? m.entries[i].length : 0;
+  }
+  if (st != WSYNC_OK) return st;
+  if (m.bucket_bytes > 0) {
+    if (taken < m.bucket_bytes && bufs->discard.size() < m.bucket_bytes) {
+      bufs->discard.reset();
+      if ((st = MemBlock::alloc(kBucketBytes, rx->device_memory ? rx->device : -1, &bufs->discard)) != WSYNC_OK) return st;
+    }
+    std::vector<wsync_iov_t> iov;  // the payload's bytes, in order: each chunk where it goes, the rest discarded
+    uint64_t cursor = 0;
+    for (size_t i = 0; i < m.entries.size(); ++i) {
+      const ManifestEntry& e = m.entries[i];
+      if (e.bucket_offset > cursor) iov.push_back(wsync_iov_t{bufs->discard.data() + cursor, e.bucket_offset - cursor});
+      if (e.length > 0) iov.push_back(wsync_iov_t{take[i] ? dst[i] : bufs->discard.data() + e.bucket_offset, e.length});
+      cursor = e.bucket_offset + e.length;
+    }
+    if (m.bucket_bytes > cursor) iov.push_back(wsync_iov_t{bufs->discard.data() + cursor, m.bucket_bytes - cursor});
+    clear_error();
+    if ((st = tp(rx)->recv_post(self, *seq, iov.data(), iov.size())) != WSYNC_OK)
+      return fail(st, "transport '%s': %s", tp(rx)->name, plugin_error("transport", tp(rx)->name).c_str());
+    if ((st = wait_seq(rx, self, (*seq)++, false, deadline, c.world)) != WSYNC_OK) return st;
+  }
+  for (size_t i = 0; i < m.entries.size() && st == WSYNC_OK; ++i) {
+    if (!take[i]) continue;
+    const ManifestEntry& e = m.entries[i];
+    if ((st = rx->sh->arrived.record(e)) != WSYNC_OK) return fail_msg(st, "the catch-up source: " + last_error());
+    if (!rx->sh->arrived.complete(e.name)) continue;
+    if ((st = check_digest(rx, c, e, digests.at(e.name))) == WSYNC_OK) ++*tensors;
+  }
+  return st;
 }
 
 wsync_status_t take_all(Link* rx, void* self, const CatchupBody& c, JoinBuffers* bufs, int64_t deadline,
                         uint64_t* tensors) {
   wsync_status_t st = recv_range(rx, self, 1, bufs->head, sizeof bufs->head, deadline, c.world);
   if (st != WSYNC_OK) return st;
-  if (bufs->head[0] != kMagic || bufs->head[1] > kMaxCatalogue)
-    return fail(WSYNC_ERR_PROTOCOL, "the catch-up source sent no catalogue (a %llu-byte one, magic %llx)",
-                static_cast<unsigned long long>(bufs->head[1]), static_cast<unsigned long long>(bufs->head[0]));
-  bufs->raw.resize(bufs->head[1]);
-  Catalogue cat;
-  if ((st = recv_range(rx, self, 2, bufs->raw.data(), bufs->raw.size(), deadline, c.world)) != WSYNC_OK ||
-      (st = decode(bufs->raw, &cat)) != WSYNC_OK)
-    return st;
-  if (cat.status != WSYNC_OK) {  // (nothing moved: it takes the next update, as when no member is free)
+  const int64_t status = static_cast<int64_t>(bufs->head[1]);
+  const uint64_t n = bufs->head[2];
+  if (bufs->head[0] != kMagic || (status != 0 && n > kFrameMaxReasonBytes) || (status == 0 && n > kMaxBuckets))
+    return fail(WSYNC_ERR_PROTOCOL, "the catch-up source sent no head (magic %llx, status %lld, %llu)",
+                static_cast<unsigned long long>(bufs->head[0]), static_cast<long long>(status),
+                static_cast<unsigned long long>(n));
+  if (status != 0) {  // (nothing moves: it takes the next update, as when no member is free)
+    bufs->raw.assign(n, 0);
+    if (n > 0 && (st = recv_range(rx, self, 2, bufs->raw.data(), n, deadline, c.world)) != WSYNC_OK) return st;
+    const std::string reason = printable_text(std::string(bufs->raw.begin(), bufs->raw.end()));
     if (rx->sh->registry.empty())  // (it takes views: nothing a source could have given it)
       WSYNC_LOGI("receiver rank %u: the catch-up source cannot serve version %llu (%s); this receiver registered "
                  "nothing and takes the next update", rx->rank, static_cast<unsigned long long>(c.version),
-                 cat.reason.c_str());
+                 reason.c_str());
     else
       WSYNC_LOGW("receiver rank %u: the catch-up source cannot serve version %llu: %s", rx->rank,
-                 static_cast<unsigned long long>(c.version), cat.reason.c_str());
+                 static_cast<unsigned long long>(c.version), reason.c_str());
     return WSYNC_OK;
   }
-  if (cat.version != c.version)
-    return fail(WSYNC_ERR_PROTOCOL, "the source serves version %llu, the sender asked for %llu",
-                static_cast<unsigned long long>(cat.version), static_cast<unsigned long long>(c.version));
   SenderDigests digests;
   for (size_t i = 0; i < c.names.size() && i < c.sums.size(); ++i) digests[c.names[i]] = c.sums[i];
-  uint64_t seq = 3;
-  for (const Item& t : cat.items) {
-    bool placed = false;
-    if ((st = take_item(rx, self, c, digests, t, &seq, bufs, deadline, &placed)) != WSYNC_OK) return st;
-    *tensors += placed ? 1 : 0;
-  }
   std::unordered_set<std::string> listed;
-  for (const Item& t : cat.items) listed.insert(t.name);
+  uint64_t seq = 2;
+  for (uint64_t i = 0; i < n; ++i)
+    if ((st = take_bucket(rx, self, c, digests, i, &seq, bufs, deadline, &listed, tensors)) != WSYNC_OK) return st;
   for (const auto& kv : rx->sh->registry)
     if (!kv.second.slice && listed.count(kv.first) == 0)
       WSYNC_LOGW("receiver rank %u: catch-up: the source holds no tensor '%s'", rx->rank, kv.first.c_str());
@@ -430,7 +478,7 @@ wsync_status_t be_joiner(Link* rx, const CatchupBody& c, wsync_receiver_event_t*
   for (const auto& kv : rx->sh->registry) {
     if (kv.second.slice || group.count(kv.first) == 0) continue;
     ++needed;
-    if (rx->sh->touched_set.count(kv.first) == 0) ++missing;
+    if (!rx->sh->arrived.complete(kv.first)) ++missing;  // (complete: its digest was checked)
   }
   if (needed == 0 || missing != 0) {
     // It does not hold the version wholly: no commit. Staged bytes are dropped; in place, the

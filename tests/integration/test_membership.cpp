@@ -47,7 +47,7 @@ struct RxPlan {
   // Catch-up: updates from version `partial` on carry the first half of the tensors only (the
   // others keep version partial - 1); `catchup_fails`: its catch-up must fail (its source dies or
   // hangs), and then it exits 0; `faulty`: the fault of transport 'faulty' in this process
-  // ("stall 3").
+  // ("stall 4").
   uint64_t partial = 0;
   bool catchup_fails = false;
   bool in_place = false;  // receive_mode in_place (default: staged)
@@ -652,8 +652,8 @@ TEST(Membership, ASourceServesOnlyWhatACommittedVersionWrote) {
   EXPECT_EQ(0, kids.wait(2, 30000)) << "rank 3 (it must not commit version 2, which it holds half of)";
 }
 
-// A catch-up whose source dies mid-transfer (rank 1 sends the catalogue, stalls on the first
-// tensor's bytes and is SIGKILLed): the joiner's catch-up fails naming the source, the sender
+// A catch-up whose source dies mid-transfer (rank 1 sends its head and first MANIFEST, stalls on
+// the first tensor's bytes and is SIGKILLed): the joiner's catch-up fails naming the source, the sender
 // removes both (the joiner with that reason), and the joiner's retry catches up from rank 2.
 TEST(Membership, ACatchUpWhoseSourceDiesFailsNamedAndTheRetryCatchesUpFromAnother) {
   struct PluginPath {
@@ -664,7 +664,7 @@ TEST(Membership, ACatchUpWhoseSourceDiesFailsNamedAndTheRetryCatchesUpFromAnothe
   Children kids;
   for (uint32_t r = 1; r <= 2; ++r) {
     RxPlan p = joiner(addr_file, r, r == 1 ? std::vector<uint64_t>{1} : std::vector<uint64_t>{1, 2});
-    if (r == 1) p.faulty = "stall 3";  // (its third send: the catch-up's first tensor)
+    if (r == 1) p.faulty = "stall 4";  // (its fourth send: the catch-up's first tensor, after head, length, MANIFEST)
     kids.pids.push_back(spawn([p] { return run_rx(p); }));
   }
   Sender s;
@@ -675,7 +675,7 @@ TEST(Membership, ACatchUpWhoseSourceDiesFailsNamedAndTheRetryCatchesUpFromAnothe
   first.catchup_fails = true;
   kids.pids.push_back(spawn([first] { return run_rx(first); }));
   ASSERT_TRUE(members_become(s, {1, 2, 3})) << "rank 3 did not join within 10 s";
-  usleep(500 * 1000);  // (rank 1 sent the catalogue; the first tensor stalls)
+  usleep(500 * 1000);  // (rank 1 sent its head and first MANIFEST; the first tensor stalls)
   kill(kids.pids[0], SIGKILL);
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_EQ(0, kids.wait(2, 15000)) << "rank 3's catch-up did not fail naming its source";
@@ -782,8 +782,8 @@ TEST(Membership, ASourceWhoseBytesChangedAfterItsCommitIsNamedAndTheRetryCatches
   EXPECT_EQ(0, kids.wait(3, 30000));
 }
 
-// A catch-up source whose transport sends a chunk one byte short (transport 'faulty', "short 3":
-// its third send, the first tensor's bytes): the joiner's catch-up fails naming the transport once
+// A catch-up source whose transport sends a chunk one byte short (transport 'faulty', "short 4":
+// its fourth send, the first tensor's bytes): the joiner's catch-up fails naming the transport once
 // (the message said "transport 'faulty': transport 'faulty': ..." before).
 TEST(Membership, AShortCatchUpChunkFailsNamingTheTransportOnce) {
   struct PluginPath {
@@ -793,7 +793,7 @@ TEST(Membership, AShortCatchUpChunkFailsNamingTheTransportOnce) {
   const std::string addr_file = temp_dir() + "/store.addr";
   Children kids;
   RxPlan source = joiner(addr_file, 1, {1});
-  source.faulty = "short 3";
+  source.faulty = "short 4";
   kids.pids.push_back(spawn([source] { return run_rx(source); }));
   Sender s;
   ASSERT_EQ(WSYNC_OK, s.init(addr_file, {{"init_receivers", "1"}, {"transport", "faulty"}}, 2)) << wsync_last_error();
