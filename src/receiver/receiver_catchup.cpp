@@ -353,50 +353,61 @@ wsync_status_t read_bucket_manifest(Link* rx, void* self, const CatchupBody& c, 
   return WSYNC_OK;
 }
 
-// One bucket: its MANIFEST, each chunk placed (or discarded), its payload received; every tensor
-// completed by it checked against the sender's digest. *tensors counts those taken.
+// Where each chunk of a bucket goes: taken (its registered buffer or staged block) or discarded.
+struct Placement {
+  std::vector<uint8_t*> dst;
+  std::vector<uint8_t> take;
+  uint64_t taken = 0;  // bytes taken
+};
+
+// The payload of bucket `m`, in order: each chunk where it goes, the rest (padding, chunks not
+// taken) into the discard block.
+wsync_status_t receive_payload(Link* rx, void* self, const CatchupBody& c, const Manifest& m, const Placement& p,
+                               uint64_t* seq, JoinBuffers* bufs, int64_t deadline) {
+  wsync_status_t st = WSYNC_OK;
+  if (p.taken < m.bucket_bytes && bufs->discard.size() < m.bucket_bytes) {
+    bufs->discard.reset();
+    if ((st = MemBlock::alloc(kBucketBytes, rx->device_memory ? rx->device : -1, &bufs->discard)) != WSYNC_OK) return st;
+  }
+  std::vector<wsync_iov_t> iov;
+  uint64_t cursor = 0;
+  for (size_t i = 0; i < m.entries.size(); ++i) {
+    const ManifestEntry& e = m.entries[i];
+    if (e.bucket_offset > cursor) iov.push_back(wsync_iov_t{bufs->discard.data() + cursor, e.bucket_offset - cursor});
+    if (e.length > 0) iov.push_back(wsync_iov_t{p.take[i] ? p.dst[i] : bufs->discard.data() + e.bucket_offset, e.length});
+    cursor = e.bucket_offset + e.length;
+  }
+  if (m.bucket_bytes > cursor) iov.push_back(wsync_iov_t{bufs->discard.data() + cursor, m.bucket_bytes - cursor});
+  clear_error();
+  if ((st = tp(rx)->recv_post(self, *seq, iov.data(), iov.size())) != WSYNC_OK)
+    return fail(st, "transport '%s': %s", tp(rx)->name, plugin_error("transport", tp(rx)->name).c_str());
+  return wait_seq(rx, self, (*seq)++, false, deadline, c.world);
+}
+
+// One bucket: its MANIFEST, each chunk placed (or discarded), its payload received; the chunks
+// taken recorded, and every tensor completed by them checked against the sender's digest
+// (*tensors counts those).
 wsync_status_t take_bucket(Link* rx, void* self, const CatchupBody& c, const SenderDigests& digests, uint64_t index,
                            uint64_t* seq, JoinBuffers* bufs, int64_t deadline, std::unordered_set<std::string>* listed,
                            uint64_t* tensors) {
   Manifest m;
   wsync_status_t st = read_bucket_manifest(rx, self, c, index, seq, bufs, deadline, &m);
-  if (st != WSYNC_OK) return st;
-  std::vector<uint8_t*> dst(m.entries.size(), nullptr);
-  std::vector<uint8_t> take(m.entries.size(), 0);
-  uint64_t taken = 0;
+  Placement p;
+  p.dst.assign(m.entries.size(), nullptr);
+  p.take.assign(m.entries.size(), 0);
   for (size_t i = 0; i < m.entries.size() && st == WSYNC_OK; ++i) {
     listed->insert(m.entries[i].name);
     bool t = false;
-    st = target_of(rx, m.entries[i], digests, &t, &dst[i]);
-    take[i] = t;
-    taken += t ? m.entries[i].length : 0;
+    st = target_of(rx, m.entries[i], digests, &t, &p.dst[i]);
+    p.take[i] = t;
+    p.taken += t ? m.entries[i].length : 0;
   }
-  if (st != WSYNC_OK) return st;
-  if (m.bucket_bytes > 0) {
-    if (taken < m.bucket_bytes && bufs->discard.size() < m.bucket_bytes) {
-      bufs->discard.reset();
-      if ((st = MemBlock::alloc(kBucketBytes, rx->device_memory ? rx->device : -1, &bufs->discard)) != WSYNC_OK) return st;
-    }
-    std::vector<wsync_iov_t> iov;  // the payload's bytes, in order: each chunk where it goes, the rest discarded
-    uint64_t cursor = 0;
-    for (size_t i = 0; i < m.entries.size(); ++i) {
-      const ManifestEntry& e = m.entries[i];
-      if (e.bucket_offset > cursor) iov.push_back(wsync_iov_t{bufs->discard.data() + cursor, e.bucket_offset - cursor});
-      if (e.length > 0) iov.push_back(wsync_iov_t{take[i] ? dst[i] : bufs->discard.data() + e.bucket_offset, e.length});
-      cursor = e.bucket_offset + e.length;
-    }
-    if (m.bucket_bytes > cursor) iov.push_back(wsync_iov_t{bufs->discard.data() + cursor, m.bucket_bytes - cursor});
-    clear_error();
-    if ((st = tp(rx)->recv_post(self, *seq, iov.data(), iov.size())) != WSYNC_OK)
-      return fail(st, "transport '%s': %s", tp(rx)->name, plugin_error("transport", tp(rx)->name).c_str());
-    if ((st = wait_seq(rx, self, (*seq)++, false, deadline, c.world)) != WSYNC_OK) return st;
-  }
+  if (st == WSYNC_OK && m.bucket_bytes > 0) st = receive_payload(rx, self, c, m, p, seq, bufs, deadline);
   for (size_t i = 0; i < m.entries.size() && st == WSYNC_OK; ++i) {
-    if (!take[i]) continue;
+    if (!p.take[i]) continue;
     const ManifestEntry& e = m.entries[i];
     if ((st = rx->sh->arrived.record(e)) != WSYNC_OK) return fail_msg(st, "the catch-up source: " + last_error());
-    if (!rx->sh->arrived.complete(e.name)) continue;
-    if ((st = check_digest(rx, c, e, digests.at(e.name))) == WSYNC_OK) ++*tensors;
+    if (rx->sh->arrived.complete(e.name) && (st = check_digest(rx, c, e, digests.at(e.name))) == WSYNC_OK) ++*tensors;
   }
   return st;
 }
