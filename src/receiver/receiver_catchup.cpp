@@ -25,6 +25,7 @@
 // catch-up naming it); then it reports COMMIT of the version, which its engine confirms with
 // wsync_receiver_commit as always (the sender waits for no COMMITTED).
 #include <algorithm>
+#include <deque>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -197,11 +198,35 @@ std::vector<uint8_t> manifest_of(const Link* rx, const Offer& o, uint64_t index,
   return encode_manifest(m);
 }
 
-// Send what rx->catchup_keep[from, from + len) holds as `seq`, and wait for it to leave.
-wsync_status_t send_kept(Link* rx, void* self, uint64_t* seq, size_t from, uint64_t len, int64_t deadline) {
-  wsync_status_t st = send_range(rx, self, *seq, rx->catchup_keep.data() + from, len, WSYNC_DEVICE_CPU, 0);
-  return st == WSYNC_OK ? wait_seq(rx, self, (*seq)++, true, deadline) : st;
-}
+// The source's sends, in order, up to kSendsAhead on the wire at once: a joiner reads each bucket's
+// MANIFEST before it posts the bucket's receive, and a wait per message would cost a round trip
+// each (three per tensor).
+constexpr size_t kSendsAhead = 32;
+struct Sends {
+  Link* rx;
+  void* self;
+  int64_t deadline;
+  uint64_t next = 1;            // the seq of the next message
+  std::deque<uint64_t> moving;  // posted, not known to have left
+
+  wsync_status_t post(const void* data, uint64_t len, int dev_type, int dev_index) {
+    wsync_status_t st = WSYNC_OK;
+    if (moving.size() >= kSendsAhead) st = oldest_left();
+    if (st == WSYNC_OK) st = send_range(rx, self, next, data, len, dev_type, dev_index);
+    if (st == WSYNC_OK) moving.push_back(next++);
+    return st;
+  }
+  wsync_status_t oldest_left() {
+    wsync_status_t st = wait_seq(rx, self, moving.front(), true, deadline);
+    moving.pop_front();
+    return st;
+  }
+  wsync_status_t all_left() {
+    wsync_status_t st = WSYNC_OK;
+    while (!moving.empty() && st == WSYNC_OK) st = oldest_left();
+    return st;
+  }
+};
 
 // The head and every bucket, in order. What the transport may still read lives in
 // rx->catchup_keep until the instance is destroyed (at the next catch-up or at destroy).
@@ -211,7 +236,8 @@ wsync_status_t serve(Link* rx, void* self, const Offer& o, uint64_t version, int
                             o.status != WSYNC_OK ? o.reason.size() : o.buckets.size()};
   keep.assign(reinterpret_cast<const uint8_t*>(head), reinterpret_cast<const uint8_t*>(head) + sizeof head);
   if (o.status != WSYNC_OK) keep.insert(keep.end(), o.reason.begin(), o.reason.end());
-  std::vector<size_t> at;  // where each bucket's length and MANIFEST start in `keep`
+  std::vector<size_t> at;  // where each bucket's length and MANIFEST start in `keep` (filled whole first:
+                           // the transport reads it while later ones are posted)
   for (uint64_t i = 0; i < o.buckets.size() && o.status == WSYNC_OK; ++i) {
     const std::vector<uint8_t> m = manifest_of(rx, o, i, version);
     const uint64_t len = m.size();
@@ -219,24 +245,24 @@ wsync_status_t serve(Link* rx, void* self, const Offer& o, uint64_t version, int
     keep.insert(keep.end(), reinterpret_cast<const uint8_t*>(&len), reinterpret_cast<const uint8_t*>(&len) + sizeof len);
     keep.insert(keep.end(), m.begin(), m.end());
   }
-  uint64_t seq = 1;
-  wsync_status_t st = send_kept(rx, self, &seq, 0, sizeof head, deadline);
-  if (o.status != WSYNC_OK)
-    return st == WSYNC_OK && !o.reason.empty() ? send_kept(rx, self, &seq, sizeof head, o.reason.size(), deadline) : st;
+  Sends out{rx, self, deadline, 1, {}};
+  wsync_status_t st = out.post(keep.data(), sizeof head, WSYNC_DEVICE_CPU, 0);
+  if (o.status != WSYNC_OK) {
+    if (st == WSYNC_OK && !o.reason.empty()) st = out.post(keep.data() + sizeof head, o.reason.size(), WSYNC_DEVICE_CPU, 0);
+    return st == WSYNC_OK ? out.all_left() : st;
+  }
   for (uint64_t i = 0; i < o.buckets.size() && st == WSYNC_OK; ++i) {
     const size_t end = i + 1 < at.size() ? at[i + 1] : keep.size();
-    st = send_kept(rx, self, &seq, at[i], sizeof(uint64_t), deadline);
-    if (st == WSYNC_OK) st = send_kept(rx, self, &seq, at[i] + sizeof(uint64_t), end - at[i] - sizeof(uint64_t), deadline);
+    st = out.post(keep.data() + at[i], sizeof(uint64_t), WSYNC_DEVICE_CPU, 0);
+    if (st == WSYNC_OK) st = out.post(keep.data() + at[i] + sizeof(uint64_t), end - at[i] - sizeof(uint64_t), WSYNC_DEVICE_CPU, 0);
     const PlanBucket& b = o.buckets[i];
     if (st != WSYNC_OK || b.bytes == 0) continue;
     const PlanEntry& e = b.entries.front();  // (one range of one buffer)
     const Registered& r = rx->sh->registry.at(o.names[e.tensor_index]);
-    st = send_range(rx, self, seq, static_cast<const uint8_t*>(r.data) + e.tensor_offset, b.bytes, r.device_type,
-                    r.device_index);
-    if (st == WSYNC_OK) st = wait_seq(rx, self, seq++, true, deadline);
+    st = out.post(static_cast<const uint8_t*>(r.data) + e.tensor_offset, b.bytes, r.device_type, r.device_index);
     *bytes += b.bytes;
   }
-  return st;
+  return st == WSYNC_OK ? out.all_left() : st;
 }
 
 // The source: send, log, and go on whatever happened (a failure is the joiner's to report).
