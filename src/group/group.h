@@ -184,9 +184,8 @@ struct PipelineShared {
 // ---- The parts of the group. Each is written by the file named in its comment (others read it,
 // or ask that file through a function); options and the shape are read-only after init.
 
-// The caller's config and options as given (group_options.cpp; the engine keys by
-// group_engines.cpp's engines_option). An option left out stays empty: init resolves it into
-// GroupShape.
+// The caller's config and options as given (group_options.cpp). An option left out stays empty:
+// init resolves it into GroupShape.
 struct GroupOptions {
   std::string group_name;
   uint32_t num_receivers = 0;   // config->num_receivers

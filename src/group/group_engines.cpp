@@ -13,34 +13,6 @@
 
 namespace wsync {
 
-bool engines_option(wsync_group_t* g, const std::string& k, const std::string& v, wsync_status_t* st) {
-  uint64_t n = 0;
-  if (k == "engines") {
-    g->cfg.engines_spec = v;
-  } else if (k == "engine_receivers") {
-    if (v == "none" || v == "wsync")
-      g->cfg.engines_embed_wsync = v == "wsync";
-    else
-      *st = fail(WSYNC_ERR_INVALID_ARGUMENT, "option 'engine_receivers' is '%s'; use 'none' (unmodified engines) or "
-                 "'wsync' (engines that embed a wsync receiver)", v.c_str());
-  } else if (k == "engine_api_key") {
-    g->cfg.http.api_key = v;
-  } else if (k == "engine_connect_timeout_ms") {
-    if ((*st = parse_u64_option(k, v, 1, 3600 * 1000, &n)) == WSYNC_OK) g->cfg.http.connect_timeout_ms = static_cast<int64_t>(n);
-  } else if (k == "engine_timeout_ms") {
-    if ((*st = parse_u64_option(k, v, 1, 24ull * 3600 * 1000, &n)) == WSYNC_OK) g->cfg.http.request_timeout_ms = static_cast<int64_t>(n);
-  } else if (k == "engine_retries") {
-    if ((*st = parse_u64_option(k, v, 0, 100, &n)) == WSYNC_OK) g->cfg.http.retries = static_cast<int>(n);
-  } else if (k == "engine_recheck_ms") {
-    if ((*st = parse_u64_option(k, v, 100, 3600 * 1000, &n)) == WSYNC_OK) g->cfg.engine_recheck_ms = static_cast<int64_t>(n);
-  } else if (k == "engine_resume_on_failure") {
-    if ((*st = parse_u64_option(k, v, 0, 1, &n)) == WSYNC_OK) g->cfg.engines_resume_on_failure = n == 1;
-  } else {
-    return false;
-  }
-  return true;
-}
-
 namespace {
 
 // A server's health check: the status and why.

@@ -28,10 +28,6 @@
 
 namespace wsync {
 
-// Options of an HTTP group: engines, engine_receivers, engine_api_key, engine_connect_timeout_ms,
-// engine_timeout_ms, engine_retries, engine_resume_on_failure, engine_recheck_ms. Returns true
-// when `key` is one of them (st set on a bad value).
-bool engines_option(wsync_group_t* g, const std::string& key, const std::string& value, wsync_status_t* st);
 
 // HEALTH on every listed server; the healthy ones, in order, get cumulative rank offsets from 1,
 // and *receivers becomes the sum of their GPUs (elastic: every listed server keeps its ranks, and

@@ -50,6 +50,13 @@ wsync_status_t membership(const std::string& v, GroupOptions* o) {
               "group) or elastic (it is removed and the group goes on)", v.c_str());
 }
 
+wsync_status_t engine_receivers(const std::string& v, GroupOptions* o) {
+  o->engines_embed_wsync = v == "wsync";
+  if (v == "none" || v == "wsync") return WSYNC_OK;
+  return fail(WSYNC_ERR_INVALID_ARGUMENT, "option 'engine_receivers' is '%s'; use 'none' (unmodified engines) or "
+              "'wsync' (engines that embed a wsync receiver)", v.c_str());
+}
+
 // One group option: its key and how its value is read into the options.
 struct CoreOption {
   const char* key;
@@ -90,6 +97,31 @@ const CoreOption kCoreOptions[] = {
     {"membership", [](auto&, auto& v, GroupOptions* o) { return membership(v, o); }},
     {"commit_quorum", [](auto& k, auto& v, GroupOptions* o) { return number(k, v, 1, 4096, &o->commit_quorum); }},
     {"init_receivers", [](auto& k, auto& v, GroupOptions* o) { return number(k, v, 1, 4096, &o->init_receivers); }},
+    // HTTP engines
+    {"engines",
+     [](auto&, auto& v, GroupOptions* o) {
+       o->engines_spec = v;
+       return WSYNC_OK;
+     }},
+    {"engine_receivers", [](auto&, auto& v, GroupOptions* o) { return engine_receivers(v, o); }},
+    {"engine_api_key",
+     [](auto&, auto& v, GroupOptions* o) {
+       o->http.api_key = v;
+       return WSYNC_OK;
+     }},
+    {"engine_connect_timeout_ms",
+     [](auto& k, auto& v, GroupOptions* o) { return number(k, v, 1, 3600 * 1000, &o->http.connect_timeout_ms); }},
+    {"engine_timeout_ms",
+     [](auto& k, auto& v, GroupOptions* o) { return number(k, v, 1, kMaxTimeoutMs, &o->http.request_timeout_ms); }},
+    {"engine_retries", [](auto& k, auto& v, GroupOptions* o) { return number(k, v, 0, 100, &o->http.retries); }},
+    {"engine_recheck_ms", [](auto& k, auto& v, GroupOptions* o) { return number(k, v, 100, 3600 * 1000, &o->engine_recheck_ms); }},
+    {"engine_resume_on_failure",
+     [](auto& k, auto& v, GroupOptions* o) {
+       uint64_t n = 0;
+       wsync_status_t st = parse_u64_option(k, v, 0, 1, &n);
+       if (st == WSYNC_OK) o->engines_resume_on_failure = n == 1;
+       return st;
+     }},
 };
 
 wsync_status_t apply_core_option(wsync_group_t* g, const std::string& k, const std::string& v, std::string* addr_file,
@@ -118,7 +150,7 @@ wsync_status_t apply_group_config(const wsync_group_config_t& c, const OptionLis
     const std::string& k = kv.first;
     bool known = false;
     wsync_status_t st = apply_core_option(g, k, kv.second, addr_file, &known);
-    if (!known && !engines_option(g, k, kv.second, &st) && k.compare(0, 10, "transport.") != 0 &&
+    if (!known && k.compare(0, 10, "transport.") != 0 &&
         k.compare(0, 8, "adapter.") != 0)  // transport.* and adapter.* are validated by the plugin
       st = fail(WSYNC_ERR_INVALID_ARGUMENT,
                 "unknown group option '%s' (known: bucket_bytes, staging_buckets, window, piece_bytes, route, timeout_ms, device, verify_payload, "
