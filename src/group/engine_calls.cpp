@@ -160,7 +160,7 @@ wsync_status_t EngineCalls::start(wsync_group_t* g, int step, const PlanBucket* 
   // A best-effort step runs after a failure or an abort: the abort flag must not stop it.
   group_aborted_ = mode.best_effort ? nullptr : &g->pipe.aborted;
   // (during init a failing server fails the init, as in a fixed group)
-  drop_failed_ = g->engines.elastic_on && !mode.best_effort && mode.only == nullptr;
+  drop_failed_ = g->engines.returns.on && !mode.best_effort && mode.only == nullptr;
   const std::vector<size_t> servers = step_servers(g, mode);
   std::vector<std::vector<OwnedRequest>> reqs(servers.size());
   for (size_t k = 0; k < servers.size(); ++k) {

@@ -12,7 +12,7 @@
 namespace wsync {
 namespace {
 
-bool elastic_engines(const wsync_group_t* g) { return g->engines.elastic_on && !g->engines.servers.empty(); }
+bool elastic_engines(const wsync_group_t* g) { return g->engines.returns.on && !g->engines.servers.empty(); }
 
 std::string ranks_of(const EngineServer& s) {
   return s.gpus == 1 ? "rank " + std::to_string(s.rank_offset)
@@ -20,9 +20,9 @@ std::string ranks_of(const EngineServer& s) {
 }
 
 EngineRejoin& rejoin(wsync_group_t* g, size_t i) {
-  if (g->engines.rejoin.size() < g->engines.servers.size()) g->engines.rejoin.resize(g->engines.servers.size());
-  if (!g->engines.rejoin[i]) g->engines.rejoin[i] = std::make_shared<EngineRejoin>();
-  return *g->engines.rejoin[i];
+  if (g->engines.returns.by_server.size() < g->engines.servers.size()) g->engines.returns.by_server.resize(g->engines.servers.size());
+  if (!g->engines.returns.by_server[i]) g->engines.returns.by_server[i] = std::make_shared<EngineRejoin>();
+  return *g->engines.returns.by_server[i];
 }
 
 // Every rank of the server is a member.
@@ -106,8 +106,8 @@ void back_down(wsync_group_t* g, size_t i) {
 }
 
 void drop_server(wsync_group_t* g, Flight* flight, size_t i, wsync_status_t st, const std::string& reason) {
-  EngineServer& s = g->engines.servers[i];
-  s.live = false;
+  engines_set_live(g, i, false);
+  const EngineServer& s = g->engines.servers[i];
   WSYNC_LOGW("group '%s': %s; its receivers (%s) leave the group and it is checked again every %lld ms", g->cfg.group_name.c_str(),
              reason.c_str(), ranks_of(s).c_str(), static_cast<long long>(g->cfg.engine_recheck_ms));
   remove_ranks(g, flight, s, st, reason);
@@ -128,13 +128,13 @@ void drop_server(wsync_group_t* g, Flight* flight, size_t i, wsync_status_t st, 
 // Server i's INIT answered: live when its ranks are all members, else back down (named).
 void finish_init(wsync_group_t* g, size_t i) {
   EngineRejoin& r = rejoin(g, i);
-  EngineServer& s = g->engines.servers[i];
+  const EngineServer& s = g->engines.servers[i];
   wsync_status_t st = r.calls->finish();
   std::string why = st == WSYNC_OK ? std::string() : last_error();
   clear_error();
   if (st == WSYNC_OK && !all_members(g, s)) why = "its receivers (" + ranks_of(s) + ") did not all join";
   if (why.empty()) {
-    s.live = true;
+    engines_set_live(g, i, true);
     r.calls.reset();
     r.stage = EngineRejoin::kDown;
     r.told_down = false;
@@ -200,7 +200,7 @@ void next_stage(wsync_group_t* g, size_t i) {
     default:
       break;  // kReset: best effort, then INIT
   }
-  g->engines.servers[i].inited = true;  // (from here a destroy tears its side down)
+  engines_mark_inited(g, i);  // (from here a destroy tears its side down)
   start_stage(g, i, EngineRejoin::kInit, WSYNC_STEP_INIT, rejoin_http(g), false);
 }
 
@@ -248,12 +248,11 @@ std::string engines_rank_note(const wsync_group_t* g, uint32_t rank, const std::
 }
 
 void engines_start_elastic(wsync_group_t* g) {
-  g->engines.elastic_on = g->shape.http_engines && g->cfg.elastic;
+  g->engines.returns.on = g->shape.http_engines && g->cfg.elastic;
   if (!elastic_engines(g)) return;
   for (size_t i = 0; i < g->engines.servers.size(); ++i) {
-    EngineServer& s = g->engines.servers[i];
     EngineRejoin& r = rejoin(g, i);
-    if (s.live) continue;
+    if (g->engines.servers[i].live) continue;
     r.stage = EngineRejoin::kDown;
     r.next_check_ms = now_ms() + g->cfg.engine_recheck_ms;
     r.told_down = true;  // (its health check failed at init: logged then)
@@ -300,7 +299,7 @@ void engines_after_admit(wsync_group_t* g) {
 void engines_before_update(wsync_group_t* g) {
   if (!elastic_engines(g)) return;
   for (size_t i = 0; i < g->engines.servers.size(); ++i) {
-    EngineServer& s = g->engines.servers[i];
+    const EngineServer& s = g->engines.servers[i];
     bool any = false;
     for (uint32_t rk = s.rank_offset; rk < s.rank_offset + s.gpus && !any; ++rk)
       any = rk >= 1 && rk <= g->members.peers.size() && g->members.peers[rk - 1] && !g->members.peers[rk - 1]->dropped;
@@ -323,7 +322,7 @@ void engines_before_update(wsync_group_t* g) {
 }
 
 void engines_readmit_stop(wsync_group_t* g) {
-  for (auto& r : g->engines.rejoin)
+  for (auto& r : g->engines.returns.by_server)
     if (r) r->calls.reset();  // (cancels and joins its requests)
 }
 

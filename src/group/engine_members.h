@@ -22,7 +22,7 @@
 
 namespace wsync {
 
-// A server's way back (one per server, in g->engines.rejoin).
+// A server's way back (one per server, in g->engines.returns.by_server).
 struct EngineRejoin {
   enum Stage { kDown, kLeaving, kHealth, kProbe, kReset, kInit };
   Stage stage = kDown;

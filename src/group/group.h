@@ -152,12 +152,11 @@ struct MemberEvent {
   std::string reason;
 };
 
-// The mailbox between the caller's thread and the pipeline thread, guarded by `mu`: the caller's
-// side (group_submit.cpp; group_api.cpp for stats and member events) queues jobs and reads
-// results, the pipeline thread (group_pipeline.cpp) takes jobs and publishes results, and
-// group_members.cpp publishes member events.
-struct PipelineShared {
-  std::mutex mu;
+// The mailbox between the caller's thread and the pipeline thread (group_mailbox.cpp, under `mu`):
+// the caller's side queues jobs and waits for results, the pipeline thread takes jobs and
+// publishes results; both through the functions of group_mailbox.h.
+struct Mailbox {
+  mutable std::mutex mu;
   std::condition_variable cv;     // the pipeline thread waits for jobs; callers for results
   std::deque<Job> queue;          // started, not yet taken by the pipeline thread
   uint64_t next_ticket = 1;       // the ticket of the next started batch
@@ -173,12 +172,6 @@ struct PipelineShared {
   bool idle = true;               // the pipeline thread waits for work
   wsync_group_stats_t stats = WSYNC_GROUP_STATS_INIT;
   int64_t busy_until_ms = 0;      // for stats.send_seconds: end of the last delivery
-  // membership=elastic (group_members.cpp): receivers removed, in order; the caller takes them
-  // one by one (events_taken); `members` the ranks still in the group.
-  std::vector<MemberEvent> member_events;
-  size_t events_taken = 0;
-  std::string event_reason;       // the reason of the event the caller took last
-  std::vector<uint32_t> members;
 };
 
 // ---- The parts of the group. Each is written by the file named in its comment (others read it,
@@ -276,6 +269,17 @@ struct Members {
   std::unordered_map<std::string, TensorDigest> committed_digests;  // the latest of each committed tensor
   std::string digest_failed;  // why a tensor of the update in progress could not be hashed (then
                               // its commit clears committed_digests: no catch-up until the next)
+  // What the caller reads (any thread, under `mu`): the member ranks now, and the receivers that
+  // joined or left, in order, which the caller takes one by one (`taken`; `reason` is the text of
+  // the one it took last).
+  struct Book {
+    mutable std::mutex mu;
+    std::vector<uint32_t> ranks;
+    std::vector<MemberEvent> events;
+    size_t taken = 0;
+    std::string reason;
+  };
+  Book book;
 };
 
 // Receivers on their way in (group_join.cpp; elastic: between updates, pipeline thread only).
@@ -351,17 +355,21 @@ struct Senders {
   std::atomic<uint64_t> plans_computed{0};  // planner.computed(), for get_stats
 };
 
-// HTTP engines (group_engines.cpp; engine_members.cpp for bringing dropped servers back).
+// HTTP engines (group_engines.cpp; a server's table entry changes through engines_set_live and
+// engines_mark_inited there). Its `returns` is engine_members.cpp's.
 struct EngineSide {
-  std::vector<EngineServer> servers;  // the healthy servers, used for every step
+  std::vector<EngineServer> servers;  // every listed server (elastic) or the healthy ones (fixed)
   OptionList transport_properties;    // what the adapter asked for (get_needs), as read
   std::atomic<bool> failed{false};    // an INIT request failed: stop waiting for receivers
   bool update_open = false;  // PAUSE / BEGIN_UPDATE were sent for this update
   bool paused = false;       // the PAUSE step of the open update sent requests
   bool joined = false;       // the INIT step was sent: destroy tears the engine side down
-  // membership=elastic (engine_members.cpp; pipeline thread): per server, bringing a dropped one back
-  std::vector<std::shared_ptr<EngineRejoin>> rejoin;
-  bool elastic_on = false;  // init is done: a failing server is dropped, not fatal
+  // membership=elastic (engine_members.cpp; pipeline thread): servers dropped and brought back
+  struct Returns {
+    std::vector<std::shared_ptr<EngineRejoin>> by_server;  // each one's way back
+    bool on = false;  // init is done: a failing server is dropped, not fatal
+  };
+  Returns returns;
 };
 
 }  // namespace wsync
@@ -376,7 +384,7 @@ struct wsync_group {
   wsync::Members members;
   wsync::Admission admission;
   wsync::CatchupBook catchups;
-  wsync::PipelineShared shared;  // what the caller's thread and the pipeline thread share
+  wsync::Mailbox mailbox;  // between the caller's thread and the pipeline thread
   wsync::PipelineThread pipe;
   wsync::Wire wire;
   wsync::Staging staging;

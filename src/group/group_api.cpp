@@ -7,6 +7,8 @@
 
 #include "common/api_guard.h"
 #include "group/group_internal.h"
+#include "group/group_mailbox.h"
+#include "group/group_members.h"
 
 using namespace wsync;
 
@@ -68,9 +70,7 @@ WSYNC_API wsync_status_t wsync_group_set_cuda_stream(wsync_group_t* group, void*
 WSYNC_API void wsync_group_abort(wsync_group_t* group) {
   if (group == nullptr) return;
   guard_void("wsync_group_abort", [&] {
-    group->pipe.aborted.store(true);
-    if (group->plugins.transport_self && group->plugins.transport.table->abort) group->plugins.transport.table->abort(group->plugins.transport_self);
-    pipeline_wake(group);
+    pipeline_abort(group);
   });
 }
 
@@ -80,15 +80,9 @@ WSYNC_API wsync_status_t wsync_group_get_stats(const wsync_group_t* group, wsync
     const uint32_t size = stats->struct_size;
     wsync_status_t st = check_out_struct(size, "stats", "WSYNC_GROUP_STATS_INIT");
     if (st != WSYNC_OK) return st;
-    auto* g = const_cast<wsync_group_t*>(group);
-    wsync_group_stats_t s;
-    {
-      std::lock_guard<std::mutex> lk(g->shared.mu);
-      s = g->shared.stats;
-      s.members = static_cast<uint32_t>(g->shared.members.size());
-      s.members_left = static_cast<uint32_t>(std::count_if(g->shared.member_events.begin(), g->shared.member_events.end(),
-                                                           [](const MemberEvent& e) { return e.kind == WSYNC_MEMBER_LEFT; }));
-    }
+    const wsync_group_t* g = group;
+    wsync_group_stats_t s = mailbox_stats(g);
+    members_counts(g, &s.members, &s.members_left);
     s.staging_bytes = g->staging.host_bytes.load();
     s.device_staging_bytes = g->dev.staging_bytes.load();
     s.plans_computed = g->senders.plans_computed.load();
@@ -104,18 +98,7 @@ WSYNC_API wsync_status_t wsync_group_next_member_event(wsync_group_t* group, wsy
     wsync_status_t st = check_out_struct(size, "event", "WSYNC_MEMBER_EVENT_INIT");
     if (st != WSYNC_OK) return st;
     wsync_member_event_t e = WSYNC_MEMBER_EVENT_INIT;
-    {
-      std::lock_guard<std::mutex> lk(group->shared.mu);
-      PipelineShared& s = group->shared;
-      if (s.events_taken >= s.member_events.size()) return fail(WSYNC_ERR_NOT_FOUND, "no new member event");
-      const MemberEvent& m = s.member_events[s.events_taken++];
-      s.event_reason = m.reason;
-      e.kind = m.kind;
-      e.rank = m.rank;
-      e.status = m.status;
-      e.update = m.update;
-      e.reason = s.event_reason.c_str();
-    }
+    if (!members_take_event(group, &e)) return fail(WSYNC_ERR_NOT_FOUND, "no new member event");
     write_struct(e, size, event);
     return WSYNC_OK;
   });
@@ -127,9 +110,7 @@ WSYNC_API wsync_status_t wsync_group_members(const wsync_group_t* group, uint32_
     if (group == nullptr || count == nullptr) return fail(WSYNC_ERR_INVALID_ARGUMENT, "group or count is NULL");
     if (capacity > 0 && ranks == nullptr)
       return fail(WSYNC_ERR_INVALID_ARGUMENT, "ranks is NULL but capacity is %llu", static_cast<unsigned long long>(capacity));
-    auto* g = const_cast<wsync_group_t*>(group);
-    std::lock_guard<std::mutex> lk(g->shared.mu);
-    const std::vector<uint32_t>& m = g->shared.members;
+    const std::vector<uint32_t> m = members_ranks(group);
     *count = m.size();
     for (size_t i = 0; i < m.size() && i < capacity; ++i) ranks[i] = m[i];
     return WSYNC_OK;

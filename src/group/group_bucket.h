@@ -47,7 +47,12 @@ struct InflightBucket {
   EngineCalls update_calls;      // HTTP engines: this bucket's UPDATE requests
 };
 
-// The staging slot of the next bucket to go out (group_stage.cpp): they take turns.
+// The staging slots (group_stage.cpp). Host: one per staging bucket, each grown on first use.
+// Device: `count` slots of `bytes` each on CUDA device `device` (*held: the bytes allocated).
+void staging_open_host(wsync_group_t* g);
+wsync_status_t staging_open_device(wsync_group_t* g, size_t count, uint64_t bytes, int device, uint64_t* held);
+void staging_close(wsync_group_t* g);
+// The staging slot of the next bucket to go out: they take turns.
 size_t staging_next_slot(wsync_group_t* g);
 // `progress` is called between pieces of packing, so the flight keeps moving.
 wsync_status_t bucket_prepare(wsync_group_t* g, InflightBucket* b, const std::function<wsync_status_t()>& progress);

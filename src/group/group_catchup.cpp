@@ -7,6 +7,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "control/frames.h"
+#include "group/group_mailbox.h"
 #include "store/host_port.h"
 
 namespace wsync {
@@ -39,11 +40,7 @@ std::vector<Peer*> candidates(wsync_group_t* g, const Peer* joiner, const std::v
 }  // namespace
 
 std::string catchup_arrange(wsync_group_t* g, Peer* joiner, const std::vector<uint32_t>& busy_ranks) {
-  uint64_t version = 0;
-  {
-    std::lock_guard<std::mutex> lk(g->shared.mu);
-    version = g->shared.stats.committed_version;
-  }
+  const uint64_t version = mailbox_committed_version(g);
   if (version == 0) return "";
   if (g->members.committed_digests.empty())  // (a commit whose digests the sender could not take)
     return "; the sender holds no digests of version " + std::to_string(version) +

@@ -4,6 +4,7 @@
 
 #include "common/error.h"
 #include "device/cuda_rt.h"
+#include "group/group_bucket.h"
 
 namespace wsync {
 namespace {
@@ -37,13 +38,12 @@ wsync_status_t device_init_staging(wsync_group_t* g) {
   if ((st = make_stream(g, rt)) != WSYNC_OK) return st;
   // The pipeline keeps one bucket on the wire and packs the next: more device slots would only
   // hold memory, so staging_buckets above 2 does not add device staging.
-  g->staging.slots.resize(2);
-  for (auto& s : g->staging.slots) {
-    if ((st = MemBlock::alloc(g->shape.rule.bucket_bytes, g->dev.device, &s.mem)) != WSYNC_OK)
-      return fail_msg(st, "CUDA staging for group '" + g->cfg.group_name + "': " + last_error() +
-                              " (lower the bucket_bytes or staging_buckets option)");
-    g->dev.staging_bytes += s.mem.size();
-  }
+  uint64_t held = 0;
+  st = staging_open_device(g, 2, g->shape.rule.bucket_bytes, g->dev.device, &held);
+  g->dev.staging_bytes += held;
+  if (st != WSYNC_OK)
+    return fail_msg(st, "CUDA staging for group '" + g->cfg.group_name + "': " + last_error() +
+                            " (lower the bucket_bytes or staging_buckets option)");
   WSYNC_LOGI("group '%s': %u CUDA staging buffers of %llu bytes on device %d (%llu MiB in all)", g->cfg.group_name.c_str(),
              static_cast<unsigned>(g->staging.slots.size()), static_cast<unsigned long long>(g->shape.rule.bucket_bytes), g->dev.device,
              static_cast<unsigned long long>(g->dev.staging_bytes.load() >> 20));

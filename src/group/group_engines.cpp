@@ -193,6 +193,18 @@ wsync_status_t engines_start_init(wsync_group_t* g, EngineCalls* calls) {
   return calls->start(g, WSYNC_STEP_INIT, nullptr, nullptr, 0, &g->engines.failed);
 }
 
+void engines_inits_sent(wsync_group_t* g) {
+  for (auto& s : g->engines.servers) s.inited = s.inited || s.live;
+}
+
+void engines_set_live(wsync_group_t* g, size_t i, bool live) { g->engines.servers[i].live = live; }
+
+void engines_mark_inited(wsync_group_t* g, size_t i) { g->engines.servers[i].inited = true; }
+
+void engines_add_property(wsync_group_t* g, const std::string& key, const std::string& value) {
+  g->engines.transport_properties.emplace_back(key, value);
+}
+
 void engines_resume_committed(wsync_group_t* g) {
   if (!g->shape.http_engines || !g->engines.update_open) return;
   g->engines.update_open = false;

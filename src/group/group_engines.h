@@ -51,6 +51,13 @@ wsync_status_t open_update(wsync_group_t* g, Flight* flight = nullptr);
 wsync_status_t engines_update_committed(wsync_group_t* g);
 // Init: INIT goes to every live server (from here on a destroy leaves the engines' group).
 wsync_status_t engines_start_init(wsync_group_t* g, EngineCalls* calls);
+// Init: the INIT went to every live server (a destroy tears their side down).
+void engines_inits_sent(wsync_group_t* g);
+// The server table, as init and engine_members.cpp change it: server i takes part in updates (or
+// is dropped); an INIT was sent to it; a transport property the adapter asked for.
+void engines_set_live(wsync_group_t* g, size_t i, bool live);
+void engines_mark_inited(wsync_group_t* g, size_t i);
+void engines_add_property(wsync_group_t* g, const std::string& key, const std::string& value);
 // What a failure message adds about the engines once engines_abandon ran ("" if nothing).
 std::string engines_failure_note(const wsync_group_t* g, bool was_open);
 

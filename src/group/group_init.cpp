@@ -272,7 +272,7 @@ void read_properties(wsync_group_t* g, const std::vector<std::string>& keys) {
     char buf[1024];
     if (get_property != nullptr && get_property(g->plugins.transport_self, k.c_str(), buf, sizeof buf) == WSYNC_OK) {
       buf[sizeof buf - 1] = '\0';
-      g->engines.transport_properties.emplace_back(k, buf);
+      engines_add_property(g, k, buf);
     } else {
       WSYNC_LOGD("group '%s': transport '%s' has no property '%s' for adapter '%s'", g->cfg.group_name.c_str(), t->name,
                  k.c_str(), g->plugins.adapter.table->name);
@@ -381,7 +381,7 @@ wsync_status_t join(wsync_group_t* g, int64_t deadline) {
   if (st == WSYNC_OK && control && members_can_join(g)) st = connect_members(g, deadline);
   if (st == WSYNC_OK && control) st = wait_joined(g, deadline);
   if (!g->shape.http_engines) return st;
-  for (auto& s : g->engines.servers) s.inited = s.inited || s.live;  // (the INIT went to the live ones)
+  engines_inits_sent(g);
   // An engine's own refusal explains a receiver that never joined best.
   std::string why = last_error();
   if (st != WSYNC_OK && !g->engines.failed.load()) init_calls.cancel();
@@ -407,10 +407,10 @@ wsync_status_t group_init(const wsync_group_config_t* config, wsync_group_t* g) 
   if (st == WSYNC_OK) st = route_members(g, a.deadline);
   if (st == WSYNC_OK) st = read_event_fd(g);
   if (st != WSYNC_OK) return st;
-  if (!g->shape.device_staging) g->staging.slots.resize(g->shape.staging_buckets);  // host slots grow on first use
+  if (!g->shape.device_staging) staging_open_host(g);
   members_init(g);
   engines_start_elastic(g);
-  WSYNC_LOGI("group '%s': %zu of %u receiver(s) joined", g->cfg.group_name.c_str(), g->shared.members.size(),
+  WSYNC_LOGI("group '%s': %zu of %u receiver(s) joined", g->cfg.group_name.c_str(), members_ranks(g).size(),
              g->shape.num_receivers);
   return pipeline_start(g);
 }
@@ -443,11 +443,11 @@ void group_teardown(wsync_group_t* g) {
   g->plugins.adapter_self = nullptr;
   g->rdv.listener.close();
   g->rdv.store_client.reset();
-  g->senders.client.reset();
+  senders_close(g);
   if (g->rdv.store_server) g->rdv.store_server->stop();
   g->rdv.store_server.reset();
   device_teardown(g);
-  g->staging.slots.clear();
+  staging_close(g);
 }
 
 }  // namespace wsync

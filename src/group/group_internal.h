@@ -9,6 +9,7 @@
 //   group_catchup.cpp   catch-up: a joiner paired with a member that holds the committed version
 //   group_senders.cpp   many senders: each batch's records, the plan and its digest via sender 0
 //   group_submit.cpp    the caller's side of send_start / send_wait / finalize
+//   group_mailbox.cpp   the mailbox between the caller's thread and the pipeline thread
 //   group_pipeline.cpp  the pipeline thread: jobs in order, delivery and failure bookkeeping
 //   group_bucket.cpp    the buckets on the wire: MANIFEST -> READY -> send_post -> BUCKET_SUM, ACK
 //   group_inbox.cpp     one inbox per member: every frame a receiver sends, unasked ones handled once
@@ -51,6 +52,9 @@ void take_hellos(wsync_group_t* g);
 // connects to it (connect_peer), before `deadline`. WSYNC_ERR_TIMEOUT: no JOINED yet (look again
 // later; the pipeline thread never waits for a joiner), any other error: it cannot join.
 wsync_status_t join_one(wsync_group_t* g, Peer* p, int64_t deadline);
+// The welcomed joiners, handed out to be joined; those not joined yet come back (a later look).
+std::vector<std::unique_ptr<Peer>> admission_take_joining(wsync_group_t* g);
+void admission_keep_joining(wsync_group_t* g, std::vector<std::unique_ptr<Peer>> later);
 // The transport connects to receiver `p` alone (plugin ABI 1.5 connect_peer), before `deadline`;
 // a refusal names the transport and the receiver.
 wsync_status_t connect_receiver(wsync_group_t* g, Peer* p, int64_t deadline);
@@ -69,6 +73,8 @@ wsync_status_t pipeline_start(wsync_group_t* g);
 void pipeline_stop(wsync_group_t* g);
 // Wake the pipeline thread out of any wait (abort, destroy, a new job).
 void pipeline_wake(wsync_group_t* g);
+// wsync_group_abort (any thread): the flag, the transport's abort, and the pipeline thread woken.
+void pipeline_abort(wsync_group_t* g);
 
 // ---- group_inbox.cpp (pipeline thread): one inbox per member
 // What a member's next frame was, after its inbox handled the words nobody waits for.
@@ -138,6 +144,8 @@ wsync_status_t senders_open(wsync_group_t* g, const std::string& bind_host, int6
 wsync_status_t senders_plan_batch(wsync_group_t* g, Batch* b, int64_t timeout_ms, bool* published);
 // The update ended (caller thread): the next one's batches count from the first again.
 void senders_update_ended(wsync_group_t* g);
+// Teardown: sender 0's store client goes.
+void senders_close(wsync_group_t* g);
 
 // ---- group_announce.cpp (HTTP engines of senders that plan: one UPDATE per batch, sender 0 only)
 // The batch's UPDATE names every tensor of `plan` whole (caller thread, once the plan is agreed).

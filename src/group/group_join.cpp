@@ -309,6 +309,16 @@ void take_hellos(wsync_group_t* g) {
   read_hellos(g, &g->admission.hello_pending, g->cfg.timeout_ms, warn, true);
 }
 
+std::vector<std::unique_ptr<Peer>> admission_take_joining(wsync_group_t* g) {
+  std::vector<std::unique_ptr<Peer>> out;
+  out.swap(g->admission.joining);
+  return out;
+}
+
+void admission_keep_joining(wsync_group_t* g, std::vector<std::unique_ptr<Peer>> later) {
+  for (auto& p : later) g->admission.joining.push_back(std::move(p));
+}
+
 wsync_status_t join_one(wsync_group_t* g, Peer* p, int64_t deadline) {
   if (g->pipe.aborted.load()) return fail(WSYNC_ERR_ABORTED, "group '%s' was aborted", g->cfg.group_name.c_str());
   Frame f;

@@ -11,6 +11,7 @@
 #include "group/engine_members.h"
 #include "group/group_catchup.h"
 #include "group/group_internal.h"
+#include "group/group_mailbox.h"
 
 namespace wsync {
 namespace {
@@ -128,14 +129,15 @@ void install(wsync_group_t* g, std::unique_ptr<Peer> p, const std::string& catch
   p->left = false;
   p->buckets = 0;
   g->members.peers[r - 1] = std::move(p);
-  std::lock_guard<std::mutex> lk(g->shared.mu);
   MemberEvent e;
   e.kind = WSYNC_MEMBER_JOINED;
   e.rank = r;
-  e.update = g->shared.stats.updates + 1;
+  e.update = mailbox_updates(g) + 1;
   e.reason = name + engines_rank_note(g, r, name) + " joined the group" + catchup;
-  g->shared.member_events.push_back(e);
-  auto& m = g->shared.members;
+  Members::Book& book = g->members.book;
+  std::lock_guard<std::mutex> lk(book.mu);
+  book.events.push_back(e);
+  auto& m = book.ranks;
   m.insert(std::upper_bound(m.begin(), m.end(), r), r);
   WSYNC_LOGI("group '%s': %s joined; it takes part from update %llu (%zu member(s))%s", g->cfg.group_name.c_str(),
              name.c_str(), static_cast<unsigned long long>(e.update), m.size(), catchup.c_str());
@@ -147,9 +149,7 @@ namespace {
 
 // The group is being destroyed, aborted or broken: no more joining.
 bool admission_stopped(wsync_group_t* g) {
-  if (g->pipe.aborted.load()) return true;
-  std::lock_guard<std::mutex> lk(g->shared.mu);
-  return g->shared.stop || g->shared.failed != WSYNC_OK;
+  return g->pipe.aborted.load() || mailbox_closed(g);
 }
 
 // What a member said between updates, when it said something: a joiner whose catch-up failed
@@ -198,8 +198,7 @@ void members_admit(wsync_group_t* g) {
   // One budget for the transport connects of everyone who joins now (their JOINED says their side
   // is up): the next update, or a destroy, waits at most this long.
   const int64_t deadline = deadline_after(std::min<int64_t>(g->cfg.timeout_ms, 10000));
-  std::vector<std::unique_ptr<Peer>> joining, later;
-  joining.swap(g->admission.joining);
+  std::vector<std::unique_ptr<Peer>> joining = admission_take_joining(g), later;
   std::vector<uint32_t> busy;  // (joiners at this boundary serve no catch-up)
   for (const auto& p : joining) busy.push_back(p->rank);
   for (auto& p : joining) {
@@ -221,7 +220,7 @@ void members_admit(wsync_group_t* g) {
     const std::string catchup = catchup_arrange(g, p.get(), busy);
     install(g, std::move(p), catchup);
   }
-  for (auto& p : later) g->admission.joining.push_back(std::move(p));
+  admission_keep_joining(g, std::move(later));
   // HTTP engines: dropped servers on their way back (their INIT makes their receivers come); after
   // this look's joins, so that an INIT that answered finds the receivers it brought installed.
   engines_readmit(g);
@@ -229,12 +228,40 @@ void members_admit(wsync_group_t* g) {
 }
 
 void members_init(wsync_group_t* g) {
-  std::lock_guard<std::mutex> lk(g->shared.mu);
-  g->shared.members.clear();
+  Members::Book& book = g->members.book;
+  std::lock_guard<std::mutex> lk(book.mu);
+  book.ranks.clear();
   for (const auto& p : g->members.peers)
-    if (!p->dropped) g->shared.members.push_back(p->rank);
+    if (!p->dropped) book.ranks.push_back(p->rank);
   if (g->members.peers.empty())  // unmodified HTTP engines: no control channel, the ranks all the same
-    for (uint32_t r = 1; r <= g->shape.num_receivers; ++r) g->shared.members.push_back(r);
+    for (uint32_t r = 1; r <= g->shape.num_receivers; ++r) book.ranks.push_back(r);
+}
+
+std::vector<uint32_t> members_ranks(const wsync_group_t* g) {
+  std::lock_guard<std::mutex> lk(g->members.book.mu);
+  return g->members.book.ranks;
+}
+
+void members_counts(const wsync_group_t* g, uint32_t* members, uint32_t* left) {
+  const Members::Book& book = g->members.book;
+  std::lock_guard<std::mutex> lk(book.mu);
+  *members = static_cast<uint32_t>(book.ranks.size());
+  *left = static_cast<uint32_t>(std::count_if(book.events.begin(), book.events.end(),
+                                              [](const MemberEvent& e) { return e.kind == WSYNC_MEMBER_LEFT; }));
+}
+
+bool members_take_event(wsync_group_t* g, wsync_member_event_t* e) {
+  Members::Book& book = g->members.book;
+  std::lock_guard<std::mutex> lk(book.mu);
+  if (book.taken >= book.events.size()) return false;
+  const MemberEvent& m = book.events[book.taken++];
+  book.reason = m.reason;
+  e->kind = m.kind;
+  e->rank = m.rank;
+  e->status = m.status;
+  e->update = m.update;
+  e->reason = book.reason.c_str();
+  return true;
 }
 
 uint32_t members_left_in(const wsync_group_t* g) {
@@ -257,15 +284,16 @@ wsync_status_t member_failed(wsync_group_t* g, Flight* flight, Peer* p, wsync_st
   stop_waiting_for(flight, p);
   if (!p->catchup.failed) g->members.dropped_in_update.push_back(why);  // (one that never caught up held nothing of it)
   {
-    std::lock_guard<std::mutex> lk(g->shared.mu);
     MemberEvent e;
     e.kind = WSYNC_MEMBER_LEFT;
     e.rank = p->rank;
     e.status = st;
-    e.update = g->shared.stats.updates + 1;
+    e.update = mailbox_updates(g) + 1;
     e.reason = why + engines_rank_note(g, p->rank, why);
-    g->shared.member_events.push_back(std::move(e));
-    auto& m = g->shared.members;
+    Members::Book& book = g->members.book;
+    std::lock_guard<std::mutex> lk(book.mu);
+    book.events.push_back(std::move(e));
+    auto& m = book.ranks;
     m.erase(std::remove(m.begin(), m.end(), p->rank), m.end());
   }
   WSYNC_LOGW("group '%s': receiver rank %u left the group (%u remain): %s", g->cfg.group_name.c_str(), p->rank,
@@ -325,11 +353,7 @@ void members_record_digests(wsync_group_t* g, const Batch& b) {
 void members_committed(wsync_group_t* g) { g->members.dropped_in_update.clear(); }
 
 void members_update_ended(wsync_group_t* g, uint64_t version) {
-  bool committed = false;
-  {
-    std::lock_guard<std::mutex> lk(g->shared.mu);
-    committed = g->shared.stats.committed_version == version;
-  }
+  const bool committed = mailbox_committed_version(g) == version;
   if (committed && g->members.digest_failed.empty())
     for (auto& kv : g->members.update_digests) g->members.committed_digests[kv.first] = kv.second;
   if (committed && !g->members.digest_failed.empty()) {  // (what it vouches for would be incomplete)

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "group/group_bucket.h"
 
@@ -43,6 +44,14 @@ void members_admit(wsync_group_t* g);
 
 // The receivers still in the group.
 uint32_t members_left_in(const wsync_group_t* g);
+
+// ---- What the caller reads (any thread)
+// The member ranks now, in order (unmodified HTTP engines: every rank).
+std::vector<uint32_t> members_ranks(const wsync_group_t* g);
+// How many are members now, and how many receivers left the group so far (stats).
+void members_counts(const wsync_group_t* g, uint32_t* members, uint32_t* left);
+// The next member event, its reason valid until the next call; false when there is none new.
+bool members_take_event(wsync_group_t* g, wsync_member_event_t* e);
 
 // Before END_UPDATE: may the update commit on the members left? When receivers were removed
 // during it and fewer than the quorum remain, the update fails here naming them (the caller then

@@ -1,7 +1,7 @@
 // The pipeline thread: it takes started batches and finalizes from the queue, in order, and moves
 // them. Buckets are a stream across batches: while bucket k is on the wire the next one is packed,
 // from the same batch or from the next batch already started. A batch is delivered when all its
-// buckets are; delivery and failure are published to the callers under the shared mutex.
+// buckets are; delivery and failure are published to the callers through the mailbox (group_mailbox.h).
 //
 // A failure breaks the group: the bucket on the wire is cancelled with every receiver (its bytes
 // may be the caller's), queued copies are waited for, receivers are told the update is void, and
@@ -19,6 +19,7 @@
 #include "group/group_bucket.h"
 #include "group/group_device.h"
 #include "group/group_internal.h"
+#include "group/group_mailbox.h"
 #include "group/group_catchup.h"
 #include "group/group_members.h"
 
@@ -28,41 +29,24 @@ namespace {
 // Take the next job: block while there is none (an abort in the middle of an update is announced
 // to receivers meanwhile); false when the group is being destroyed.
 bool take_job(wsync_group_t* g, Job* job, bool block) {
-  std::unique_lock<std::mutex> lk(g->shared.mu);
   for (;;) {
-    if (g->shared.stop) return false;
-    if (!g->shared.queue.empty()) {
-      *job = std::move(g->shared.queue.front());
-      g->shared.queue.pop_front();
-      g->shared.idle = false;
-      return true;
-    }
+    const MailboxTake took = mailbox_take(g, job);
+    if (took == MailboxTake::kStop) return false;
+    if (took == MailboxTake::kJob) return true;
     if (!block) return false;
-    if (g->pipe.aborted.load() && !g->shared.abort_handled) {
-      lk.unlock();
+    if (took == MailboxTake::kAbortPending) {
       announce_group_aborted(g);  // (once: nothing if a failure announced it)
       const bool engines_open = g->engines.update_open;
       engines_abandon(g);  // an engine-side update begun: end it (nothing when none is open)
-      std::string note = engines_failure_note(g, engines_open);
-      lk.lock();
-      if (!note.empty() && g->shared.failed == WSYNC_OK) {  // later calls report the engines' state
-        g->shared.failed = WSYNC_ERR_ABORTED;
-        g->shared.failed_why = "group '" + g->cfg.group_name + "' was aborted" + note;
-      }
-      g->shared.abort_handled = true;
-      g->shared.cv.notify_all();
+      const std::string note = engines_failure_note(g, engines_open);  // (later calls report the engines' state)
+      mailbox_abort_handled(g, note.empty() ? note : "group '" + g->cfg.group_name + "' was aborted" + note);
       continue;
     }
     if (g->cfg.elastic && !g->pipe.update_begun) {  // between updates: receivers that came join now
-      g->shared.idle = false;  // (busy meanwhile: a destroy aborts it rather than wait for it)
-      lk.unlock();
+      mailbox_busy(g);  // (busy meanwhile: a destroy aborts it rather than wait for it)
       members_admit(g);
-      lk.lock();
-      if (!g->shared.queue.empty() || g->shared.stop) continue;
     }
-    g->shared.idle = true;
-    g->shared.cv.notify_all();
-    g->shared.cv.wait_for(lk, std::chrono::milliseconds(100));
+    mailbox_idle_wait(g);  // (at once when a job, a stop or an abort came meanwhile)
   }
 }
 
@@ -80,19 +64,7 @@ wsync_status_t deliver_finished(wsync_group_t* g, BatchList* active) {
     active->pop_front();
     if (g->cfg.elastic) members_record_digests(g, *b);  // (before the caller has its memory back)
     release_event(g, b.get());
-    uint64_t bytes = 0;
-    for (const auto& t : b->tensors) bytes += t.nbytes;
-    const int64_t now = now_ms();
-    std::lock_guard<std::mutex> lk(g->shared.mu);
-    PipelineShared& s = g->shared;
-    s.delivered_ticket = b->ticket;
-    s.in_flight--;
-    s.stats.batches++;
-    s.stats.tensors += b->tensors.size();
-    s.stats.bytes += bytes;
-    s.stats.send_seconds += (now - std::max(b->started_ms, s.busy_until_ms)) / 1000.0;  // busy time, overlaps once
-    s.busy_until_ms = now;
-    s.cv.notify_all();
+    mailbox_delivered(g, *b);
   }
   return WSYNC_OK;
 }
@@ -150,17 +122,7 @@ void break_group(wsync_group_t* g, Flight* flight, wsync_status_t st, BatchList*
   for (auto& b : *active) release_event(g, b.get());
   active->clear();
   std::deque<Job> dropped;
-  {
-    std::lock_guard<std::mutex> lk(g->shared.mu);
-    if (g->shared.failed == WSYNC_OK) {
-      g->shared.failed = st;
-      g->shared.failed_why = why;
-    }
-    dropped.swap(g->shared.queue);
-    g->shared.in_flight = 0;
-    if (g->pipe.aborted.load()) g->shared.abort_handled = true;  // told and abandoned above
-    g->shared.cv.notify_all();
-  }
+  mailbox_broken(g, st, why, &dropped);
   for (auto& j : dropped)
     if (j.batch) release_event(g, j.batch.get());
 }
@@ -191,10 +153,7 @@ void run_batches(wsync_group_t* g, std::unique_ptr<Batch> first, Job* held) {
     if ((st = bucket_complete(g, &flight)) != WSYNC_OK) break;
     flight.front()->batch->delivered++;
     flight.pop_front();
-    {
-      std::lock_guard<std::mutex> lk(g->shared.mu);
-      g->shared.stats.buckets++;
-    }
+    mailbox_bucket_done(g);
     if ((st = deliver_finished(g, &active)) != WSYNC_OK) break;
   }
   if (st == WSYNC_OK) st = deliver_finished(g, &active);  // batches without buckets
@@ -326,13 +285,9 @@ wsync_status_t commit(wsync_group_t* g, const FinalizeJob& job) {
 }
 
 void run_finalize(wsync_group_t* g, const FinalizeJob& job) {
-  wsync_status_t st = WSYNC_OK;
-  {
-    // A batch before it failed (the group is broken, receivers were told to drop the update):
-    // never commit what they do not all have.
-    std::lock_guard<std::mutex> lk(g->shared.mu);
-    if (g->shared.failed != WSYNC_OK) st = fail_msg(g->shared.failed, g->shared.failed_why);
-  }
+  // A batch before it failed (the group is broken, receivers were told to drop the update): never
+  // commit what they do not all have.
+  wsync_status_t st = mailbox_failure(g);
   const bool broken = st != WSYNC_OK;
   g->pipe.update_lost_members = g->pipe.update_committed_partly = false;
   if (!broken)
@@ -364,18 +319,8 @@ void run_finalize(wsync_group_t* g, const FinalizeJob& job) {
                static_cast<unsigned long long>(job.version), g->shape.num_receivers - static_cast<uint32_t>(g->members.peers.size()) +
                members_left_in(g));
   }
-  const std::string finalize_why = st == WSYNC_OK ? std::string() : last_error();
-  std::lock_guard<std::mutex> lk(g->shared.mu);
-  if (st == WSYNC_OK || partly) {
-    g->shared.stats.committed_version = job.version;
-    g->shared.stats.updates++;
-  } else if (g->pipe.update_lost_members) {
-    g->shared.stats.updates++;  // ended (it failed): the next is another update
-  }
-  g->shared.finalize_status = st;
-  g->shared.finalize_why = st == WSYNC_OK ? std::string() : g->pipe.update_lost_members ? finalize_why : g->shared.failed_why;
-  g->shared.finalize_done = true;
-  g->shared.cv.notify_all();
+  mailbox_finalized(g, job.version, st, st == WSYNC_OK || partly, g->pipe.update_lost_members,
+                    st == WSYNC_OK ? std::string() : last_error());
 }
 
 void pipeline_main(wsync_group_t* g) {
@@ -407,7 +352,7 @@ void pipeline_main(wsync_group_t* g) {
 }  // namespace
 
 wsync_status_t pipeline_start(wsync_group_t* g) {
-  g->shared.stats.num_receivers = g->shape.num_receivers;
+  mailbox_open(g);
   g->pipe.wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (g->pipe.wake_fd < 0) return fail(WSYNC_ERR_IO, "group '%s': cannot create its wake-up eventfd", g->cfg.group_name.c_str());
   try {
@@ -420,10 +365,7 @@ wsync_status_t pipeline_start(wsync_group_t* g) {
           BatchList none;
           break_group(g, nullptr, st, &none);  // (the flight was the pipeline's: nothing of it is known here)
         } catch (...) {  // even the failure could not be published in full: publish the status alone
-          std::lock_guard<std::mutex> lk(g->shared.mu);
-          if (g->shared.failed == WSYNC_OK) g->shared.failed = st;
-          g->shared.in_flight = 0;
-          g->shared.cv.notify_all();
+          mailbox_broken(g, st, std::string(), nullptr);
         }
       }
     });
@@ -439,17 +381,18 @@ void pipeline_wake(wsync_group_t* g) {
     ssize_t r = ::write(g->pipe.wake_fd, &one, sizeof one);
     (void)r;
   }
-  g->shared.cv.notify_all();
+  mailbox_notify(g);
+}
+
+void pipeline_abort(wsync_group_t* g) {
+  g->pipe.aborted.store(true);
+  if (g->plugins.transport_self && g->plugins.transport.table->abort) g->plugins.transport.table->abort(g->plugins.transport_self);
+  pipeline_wake(g);
 }
 
 void pipeline_stop(wsync_group_t* g) {
   if (g->pipe.thread.joinable()) {
-    bool busy;
-    {
-      std::lock_guard<std::mutex> lk(g->shared.mu);
-      g->shared.stop = true;
-      busy = !g->shared.idle || !g->shared.queue.empty();
-    }
+    const bool busy = mailbox_stop(g);
     // Batches still in flight are abandoned: the pipeline thread sees the abort in its next wait,
     // cancels what is on the wire and tells the receivers. An idle group needs none of that.
     const bool abort_now = busy && !g->pipe.aborted.load();

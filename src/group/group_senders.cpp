@@ -413,6 +413,8 @@ wsync_status_t senders_plan_batch(wsync_group_t* g, Batch* b, int64_t timeout_ms
   return split_by_needs(g, *plan, mine, needs, b);
 }
 
+void senders_close(wsync_group_t* g) { g->senders.client.reset(); }
+
 void senders_update_ended(wsync_group_t* g) {
   g->senders.batch_in_update = 0;
   g->senders.update_plan_digest = 0;

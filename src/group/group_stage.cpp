@@ -98,6 +98,20 @@ wsync_status_t pack_device(wsync_group_t* g, const PlanBucket& b, const std::vec
 
 }  // namespace
 
+void staging_open_host(wsync_group_t* g) { g->staging.slots.resize(g->shape.staging_buckets); }
+
+wsync_status_t staging_open_device(wsync_group_t* g, size_t count, uint64_t bytes, int device, uint64_t* held) {
+  g->staging.slots.resize(count);
+  for (auto& s : g->staging.slots) {
+    wsync_status_t st = MemBlock::alloc(bytes, device, &s.mem);
+    if (st != WSYNC_OK) return st;
+    *held += s.mem.size();
+  }
+  return WSYNC_OK;
+}
+
+void staging_close(wsync_group_t* g) { g->staging.slots.clear(); }
+
 size_t staging_next_slot(wsync_group_t* g) {
   return static_cast<size_t>(g->staging.buckets_started++ % g->staging.slots.size());
 }
