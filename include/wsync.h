@@ -333,7 +333,8 @@ WSYNC_API wsync_status_t wsync_group_init(const wsync_group_config_t* config, ws
 WSYNC_API const char* wsync_group_store_addr(const wsync_group_t* group);
 
 /* Send one batch of tensors of the current update to every receiver. The tensors are planned
- * into buckets, packed, moved, and acknowledged by every receiver before the call returns.
+ * into buckets and packed into staging or sent on their first hop before the call returns (since
+ * 1.5; before, acknowledged by every receiver): wsync_group_finalize waits for their delivery.
  * Tensor memory is borrowed only during the call. Names must be unique within an update.
  * A failure names the receiver (rank) or tensor at fault; after a failure the update is
  * broken: the next successful finalize is impossible, destroy the group. Every later send_start,
@@ -364,8 +365,9 @@ WSYNC_API wsync_status_t wsync_group_send_batch(wsync_group_t* group, const wsyn
  * For CUDA tensors an event is recorded on the stream set with wsync_group_set_cuda_stream during
  * this call: work queued on that stream before the call is seen, work queued after it is not.
  *
- * Depth: at most the option staging_buckets batches (default 2) are in flight. When that many
- * are, the call first waits, up to timeout_ms, for the oldest to finish; if none finished it
+ * Depth: at most the option staging_buckets batches (default 2) are borrowed (started, tensors
+ * not yet released). When that many are, the call first waits, up to timeout_ms, for the oldest
+ * to be released; if none was it
  * returns WSYNC_ERR_TIMEOUT and starts nothing. A batch that failed stops the pipeline: the
  * failure is reported by the wait (and by this call, for batches started after it).
  *
@@ -375,9 +377,11 @@ WSYNC_API wsync_status_t wsync_group_send_batch(wsync_group_t* group, const wsyn
 WSYNC_API wsync_status_t wsync_group_send_start(wsync_group_t* group, const wsync_tensor_t* tensors,
                                                 uint64_t num_tensors, int64_t timeout_ms, uint64_t* ticket);
 
-/* Since 1.2: wait up to timeout_ms for batch `ticket` to be delivered: every bucket of it (and of
- * every batch started before it, which finish first) acknowledged by every receiver.
- *   WSYNC_OK              delivered; wsync no longer reads the batch's tensors
+/* Since 1.2: wait up to timeout_ms for batch `ticket` to be released: wsync no longer reads its
+ * tensors (or those of any batch started before it): each bucket is packed into host staging or
+ * sent on its first hop (since 1.5; before, acknowledged by every receiver). Delivery to every
+ * receiver is what wsync_group_finalize waits for.
+ *   WSYNC_OK              released; wsync no longer reads the batch's tensors
  *   WSYNC_ERR_TIMEOUT     not yet (timeout_ms 0: never blocks, a test); still in flight and
  *                         borrowed; wait again
  *   any other status      the batch failed, or an earlier one did, or the group was aborted
@@ -387,7 +391,7 @@ WSYNC_API wsync_status_t wsync_group_send_start(wsync_group_t* group, const wsyn
  *                         answer in time is reported as WSYNC_ERR_PEER_FAILED here (the
  *                         message names it and the time): TIMEOUT from this call only ever
  *                         means "not yet".
- * A ticket never handed out: WSYNC_ERR_INVALID_ARGUMENT. Waiting again for a delivered ticket
+ * A ticket never handed out: WSYNC_ERR_INVALID_ARGUMENT. Waiting again for a released ticket
  * returns WSYNC_OK at once. timeout_ms < 0 = the group's timeout_ms option.
  * Threading: like every call on a group but abort, from one thread at a time (any thread).
  * wsync_group_abort from another thread makes a wait in progress return WSYNC_ERR_ABORTED soon. */
@@ -411,7 +415,7 @@ WSYNC_API wsync_status_t wsync_group_finalize(wsync_group_t* group, uint64_t ver
                                               int64_t timeout_ms);
 
 /* Make any call in progress on the group return WSYNC_ERR_ABORTED soon (within ~100 ms), and
- * every later send_start, send_batch and finalize, and every wait for a batch not delivered
+ * every later send_start, send_batch and finalize, and every wait for a batch not released
  * before the abort (get_stats, and waits for batches delivered before it, still answer).
  * Receivers in the middle of an update get WSYNC_EVENT_ABORTED (the update never commits);
  * between updates they are told nothing until wsync_group_destroy closes the group

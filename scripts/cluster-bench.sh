@@ -9,19 +9,22 @@
 #   nic_efficiency_1: the NIC floor over the time, 1 receiver (the first shape)
 #   checksum_cost_cluster: what verify_payload=1 costs against 0 (1 and the most receivers)
 #
-# seconds: the median over --iters of one whole update (send_batch + finalize, after --warmup).
+# seconds: the median over --iters of one whole update (--batches send_batch calls, as a trainer
+# publishes layer by layer, + finalize, after --warmup).
 # The NIC floor is the update's bytes over the NIC rate: the time one receiver's copy takes on its
 # NIC; ratio_to_floor = floor / seconds (<= 1; a star shares the sender's NIC, so ~1/N). cpu: the
 # wsync processes' CPU seconds over the row's wall time (in cores of this machine), and the
 # whole machine's busy share (/proc/stat, other users included) during the row.
 #
-# Usage: scripts/cluster-bench.sh [--rate 1gbit] [--mib 256] [--iters 3] [--warmup 1]
+# Usage: scripts/cluster-bench.sh [--rate 1gbit] [--mib 256] [--iters 3] [--warmup 1] [--batches 6]
 #          [--receivers 1,2,4,8] [--shapes auto,star] [--mtu 9000] [--build build] [--name bench] [--smoke]
 #          [--timeout-ms 120000]
 #   --shapes: a list (auto,star,chain,tree:2); each is passed to the sender as the group option
 #             route=<shape>; the first one gives the summary lines (auto: wsync's default).
 #   --receivers: 1 is always run (the rows are compared with it).
 #   --option KEY=VALUE: a group option for the sender (repeatable), e.g. --option piece_bytes=1m.
+#   --batches: send_batch calls per version (the model's 32 MiB tensors split in that many groups;
+#             at most one per tensor).
 #   --smoke: receivers 1,2, 8 MiB, 1 iteration, no warm-up (the suite's cluster.bench_smoke).
 #   --timeout-ms: the sender's and every receiver's timeout_ms. It bounds silence, not size: a short
 #             one (5000) with a large update shows that a healthy fleet never times out.
@@ -31,7 +34,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 readonly REPO=$PWD
 . "$REPO/scripts/bench-lib.sh"  # wait_bounded
-RATE=1gbit MIB=256 ITERS=3 WARMUP=1 RECEIVERS=1,2,4,8 SHAPES=auto,star MTU=9000 BUILD=build NAME=bench
+RATE=1gbit MIB=256 ITERS=3 WARMUP=1 BATCHES=6 RECEIVERS=1,2,4,8 SHAPES=auto,star MTU=9000 BUILD=build NAME=bench
 TIMEOUT_MS=120000
 EXTRA_OPTIONS=()
 readonly PORT_BASE=29600
@@ -46,7 +49,7 @@ parse_args() {
       -h|--help) usage; exit 0 ;;
       --smoke) RECEIVERS=1,2 MIB=8 ITERS=1 WARMUP=0; shift; continue ;;
       --inside) INSIDE=1; shift; continue ;;
-      --rate|--mib|--iters|--warmup|--receivers|--shapes|--mtu|--build|--name|--option|--timeout-ms) [ $# -ge 2 ] || bad_usage "$1 needs a value" ;;
+      --rate|--mib|--iters|--warmup|--batches|--receivers|--shapes|--mtu|--build|--name|--option|--timeout-ms) [ $# -ge 2 ] || bad_usage "$1 needs a value" ;;
       *) bad_usage "unknown flag $1" ;;
     esac
     case $1 in
@@ -55,6 +58,7 @@ parse_args() {
       --timeout-ms) [[ $2 =~ ^[0-9]+$ ]] || bad_usage "--timeout-ms takes milliseconds"; TIMEOUT_MS=$2 ;;
       --iters) ITERS=$2 ;;
       --warmup) WARMUP=$2 ;;
+      --batches) BATCHES=$2 ;;
       --receivers) RECEIVERS=$2 ;;
       --option) [[ $2 == ?*=* ]] || bad_usage "--option takes KEY=VALUE"; EXTRA_OPTIONS+=(--option "$2") ;;
       --shapes) SHAPES=$2 ;;
@@ -67,6 +71,7 @@ parse_args() {
   [[ $MIB =~ ^[1-9][0-9]*$ ]] || bad_usage "--mib takes a whole number >= 1"
   [[ $ITERS =~ ^[1-9][0-9]*$ ]] || bad_usage "--iters takes a whole number >= 1"
   [[ $WARMUP =~ ^[0-9]+$ ]] || bad_usage "--warmup takes a whole number >= 0"
+  [[ $BATCHES =~ ^[1-9][0-9]*$ ]] || bad_usage "--batches takes a whole number >= 1"
   [[ $RECEIVERS =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || bad_usage "--receivers takes a list like 1,2,4,8"
   [[ $SHAPES =~ ^[a-z0-9:]+(,[a-z0-9:]+)*$ ]] || bad_usage "--shapes takes a list like star,chain,tree:2"
   [[ ,$RECEIVERS, == *,1,* ]] || RECEIVERS=1,$RECEIVERS  # time(N)/time(1) needs the row of 1
@@ -80,7 +85,7 @@ bench_bin() { echo "$BUILD_DIR/bin/wsync-cluster-bench"; }
 # sender_flags SHAPE N VERIFY PORT: the sender's command line.
 sender_flags() {
   local flags=(--role sender --receivers "$2" --store "$WSC_ADDR_0:$4" --mib "$MIB" --iters "$ITERS"
-               --warmup "$WARMUP" --option "verify_payload=$3" --timeout-ms "$TIMEOUT_MS")
+               --warmup "$WARMUP" --batches "$BATCHES" --option "verify_payload=$3" --timeout-ms "$TIMEOUT_MS")
   flags+=(--option "route=$1" ${EXTRA_OPTIONS[@]+"${EXTRA_OPTIONS[@]}"})
   echo "${flags[@]}"
 }
@@ -156,9 +161,13 @@ print_row() {
              sh, n, v, s, m * 1048576 / 1e9 / s, f / s, s / one, c, b }'
 }
 
+# The batches a version is published in (wsync-cluster-bench: at most one per 32 MiB tensor).
+batches_used() { local t=$(((MIB + 31) / 32)); echo $((BATCHES < t ? BATCHES : t)); }
+
 print_header() {
   echo "cluster-bench: wsync-cluster-bench on an emulated cluster of $WSC_HOSTS hosts (one namespace each), NICs" \
-    "$WSC_RATE each way (tc tbf), MTU $WSC_MTU; update $MIB MiB, median of $ITERS after $WARMUP warm-up;" \
+    "$WSC_RATE each way (tc tbf), MTU $WSC_MTU; update $MIB MiB in $(batches_used) batch(es), median of $ITERS after" \
+    "$WARMUP warm-up;" \
     "this machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) at start"
   echo "NIC floor (update bytes / NIC rate): $(awk -v f="$(floor_s)" 'BEGIN { printf "%.3f", f }') s"
   printf '%-8s %9s %6s %9s %14s %15s %16s %10s %8s\n' shape receivers verify seconds GB/s/receiver \

@@ -10,15 +10,16 @@
 #   senders_4_speedup: time with 1 sender over time with 4 (8 receivers, or the most asked; tp 1)
 #   tp2_time_ratio: time with TP-2 halves over time with full tensors (the most senders and receivers)
 #
-# seconds: the slowest sender's median over --iters of one whole update (send_batch + finalize:
-# a version commits only when every sender finalized it). rx_MiB: what each receiver takes (the
+# seconds: the slowest sender's median over --iters of one whole update (--batches send_batch calls
+# + finalize: a version commits only when every sender finalized it). rx_MiB: what each receiver takes (the
 # update, or its half). floor_s: the larger of the busiest sender NIC's time (what it sends to all N
 # receivers) and a receiver NIC's time (rx_MiB): ratio_to_floor = floor_s / seconds (<= 1).
 # aggregate: bytes delivered to all receivers per second. One sender to full tensors is today's
 # star (no planning): the baseline; with TP-2 receivers one sender plans (num_senders=1).
 #
-# Usage: scripts/senders-bench.sh [--rate 200mbit] [--mib 64] [--iters 3] [--warmup 1]
+# Usage: scripts/senders-bench.sh [--rate 200mbit] [--mib 64] [--iters 3] [--warmup 1] [--batches 6]
 #          [--senders 1,2,4] [--receivers 2,8] [--tp 1,2] [--build build] [--name senders] [--smoke]
+#   --batches: send_batch calls per version (the 8 MiB tensors in that many groups, at most one each).
 #   --tp: the receivers' modes, a list of 1 (full tensors) and 2 (TP-2 halves; even receiver counts).
 #   --smoke: senders 1,2, receivers 2, 4 MiB, 1 iteration, no warm-up (the suite's cluster.senders_smoke).
 # Needs root (network namespaces); exits 77 where an emulated cluster cannot be made, 2 on a bad
@@ -27,7 +28,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 readonly REPO=$PWD
 . "$REPO/scripts/bench-lib.sh"  # wait_bounded
-RATE=200mbit MIB=64 ITERS=3 WARMUP=1 SENDERS=1,2,4 RECEIVERS=2,8 TPS=1,2 BUILD=build NAME=senders
+RATE=200mbit MIB=64 ITERS=3 WARMUP=1 BATCHES=6 SENDERS=1,2,4 RECEIVERS=2,8 TPS=1,2 BUILD=build NAME=senders
 readonly PORT_BASE=29700 RX_BASE=4
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
@@ -40,7 +41,7 @@ parse_args() {
       -h|--help) usage; exit 0 ;;
       --smoke) SENDERS=1,2 RECEIVERS=2 MIB=4 ITERS=1 WARMUP=0; shift; continue ;;
       --inside) INSIDE=1; shift; continue ;;
-      --rate|--mib|--iters|--warmup|--senders|--receivers|--tp|--build|--name) [ $# -ge 2 ] || bad_usage "$1 needs a value" ;;
+      --rate|--mib|--iters|--warmup|--batches|--senders|--receivers|--tp|--build|--name) [ $# -ge 2 ] || bad_usage "$1 needs a value" ;;
       *) bad_usage "unknown flag $1" ;;
     esac
     case $1 in
@@ -48,6 +49,7 @@ parse_args() {
       --mib) MIB=$2 ;;
       --iters) ITERS=$2 ;;
       --warmup) WARMUP=$2 ;;
+      --batches) BATCHES=$2 ;;
       --senders) SENDERS=$2 ;;
       --receivers) RECEIVERS=$2 ;;
       --tp) TPS=$2 ;;
@@ -59,6 +61,7 @@ parse_args() {
   [[ $MIB =~ ^[1-9][0-9]*$ ]] || bad_usage "--mib takes a whole number >= 1"
   [[ $ITERS =~ ^[1-9][0-9]*$ ]] || bad_usage "--iters takes a whole number >= 1"
   [[ $WARMUP =~ ^[0-9]+$ ]] || bad_usage "--warmup takes a whole number >= 0"
+  [[ $BATCHES =~ ^[1-9][0-9]*$ ]] || bad_usage "--batches takes a whole number >= 1"
   [[ $SENDERS =~ ^[1-4](,[1-4])*$ ]] || bad_usage "--senders takes a list of 1..4 like 1,2,4"
   [[ $RECEIVERS =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || bad_usage "--receivers takes a list like 2,8"
   [[ $TPS =~ ^[12](,[12])*$ ]] || bad_usage "--tp takes a list of 1 and 2"
@@ -93,7 +96,7 @@ run_row() {
     [ "$planned" -eq 0 ] || extra=(--senders "$m" --sender-rank "$k")
     [ "$k" -eq 0 ] || extra+=(--sender0-store "$s0")
     "$WSC_CLUSTER" exec "h$k" "$(bench_bin)" --role sender --receivers "$n" --store "${!addr_var}:$port" \
-      "${extra[@]}" --mib "$MIB" --tensor-mib 8 --iters "$ITERS" \
+      "${extra[@]}" --mib "$MIB" --tensor-mib 8 --iters "$ITERS" --batches "$BATCHES" \
       --warmup "$WARMUP" --option route=star >"$ROW_DIR/sender$k.out" 2>&1 &
     pids+=($!)
   done
@@ -142,7 +145,8 @@ inside() {
   ROW_DIR=$(mktemp -d)
   trap 'rm -rf "$ROW_DIR"' EXIT
   echo "senders-bench: wsync-cluster-bench on an emulated cluster of $WSC_HOSTS hosts, NICs $WSC_RATE each way" \
-    "(tc tbf), MTU $WSC_MTU; update $MIB MiB (8 MiB tensors), median of $ITERS after $WARMUP warm-up; this machine:" \
+    "(tc tbf), MTU $WSC_MTU; update $MIB MiB (8 MiB tensors) in $((BATCHES < (MIB + 7) / 8 ? BATCHES : (MIB + 7) / 8))" \
+    "batch(es), median of $ITERS after $WARMUP warm-up; this machine:" \
     "$(nproc) cores"
   printf '%-3s %8s %9s %7s %9s %15s %9s %15s %13s\n' tp senders receivers rx_MiB seconds aggregate_GB/s floor_s \
     ratio_to_floor speedup_vs_1

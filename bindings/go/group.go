@@ -170,10 +170,11 @@ func (grp *Group) SendStart(tensors []Tensor, timeout time.Duration) (*Send, err
 func (s *Send) Ticket() uint64 { return s.ticket }
 
 // Wait waits up to timeout (DefaultTimeout: the group's timeout_ms option; NoWait: does not block,
-// like Done) for the batch to be delivered:
-// every bucket of it, and of every batch started before it, acknowledged by every receiver.
+// like Done) for the batch to be released: wsync no longer reads its Buffers, nor those of any
+// batch started before it (each bucket packed into staging or sent on its first hop; Finalize
+// waits for delivery to every receiver).
 //
-//   - (true, nil): delivered; wsync no longer reads its Buffers (nor those of earlier batches).
+//   - (true, nil): released; the Buffers are the caller's again.
 //   - (false, nil): not yet; the batch is still in flight. Wait again.
 //   - (false, err): the batch, an earlier one, or the group failed or was aborted (ErrAborted);
 //     the group is broken. A receiver that did not answer in time is a StatusPeerFailed error
@@ -185,7 +186,7 @@ func (s *Send) Wait(timeout time.Duration) (done bool, err error) {
 	return s.wait(timeoutMS(timeout))
 }
 
-// Done tests, without blocking, whether the batch was delivered; it answers as Wait does.
+// Done tests, without blocking, whether the batch was released; it answers as Wait does.
 func (s *Send) Done() (bool, error) {
 	return s.wait(0)
 }

@@ -5,8 +5,8 @@
 // and commits every version. Uses only include/wsync.h.
 //
 //   wsync-cluster-bench --role sender --receivers N --store HOST:PORT [--mib 256] [--tensor-mib 32]
-//                       [--iters 3] [--warmup 1] [--timeout-ms 120000] [--option key=value ...]
-//                       [--transport auto|tcp|ucx]
+//                       [--iters 3] [--warmup 1] [--batches 1] [--timeout-ms 120000]
+//                       [--option key=value ...] [--transport auto|tcp|ucx]
 //   wsync-cluster-bench --role receiver --rank R --store HOST:PORT [--mib 256] [--tensor-mib 32]
 //                       [--timeout-ms 120000]
 //
@@ -16,9 +16,10 @@
 // receivers give sender 0's store and take the full tensors, or with --tp T (T > 1) their TP
 // shard only: receiver R registers torch.chunk (R - 1) % T of every tensor as a slice.
 //
-// An iteration is send_batch of every tensor plus finalize: every manifest, READY, ACK and commit
-// round trip is inside it. The sender ends with one line for scripts:
-//   cluster-bench: receivers=N mib=M iters=K median_s=S min_s=S max_s=S cpu_s=C
+// An iteration is --batches send_batch calls (the tensors in that many groups, in order, as a
+// trainer publishes layer by layer) plus finalize: every manifest, READY, ACK and commit round trip
+// is inside it. The sender ends with one line for scripts:
+//   cluster-bench: receivers=N mib=M iters=K batches=B median_s=S min_s=S max_s=S cpu_s=C
 // and each receiver with "cluster-bench: rank=R versions=V cpu_s=C" (cpu_s: the process's user +
 // system CPU seconds, every thread, from start to end). Every member needs the group secret
 // (WSYNC_GROUP_SECRET or WSYNC_GROUP_SECRET_FILE; the script makes one). Exit: 0, 1 on a failed
@@ -40,7 +41,7 @@ namespace {
 
 const char kUsage[] =
     "usage: wsync-cluster-bench --role sender --receivers N --store HOST:PORT [--mib 256] [--tensor-mib 32]\n"
-    "                           [--iters 3] [--warmup 1] [--timeout-ms 120000] [--option key=value ...]\n"
+    "                           [--iters 3] [--warmup 1] [--batches 1] [--timeout-ms 120000] [--option key=value ...]\n"
     "                           [--transport auto|tcp|ucx]   (the sender's; receivers take what it announces)\n"
     "       wsync-cluster-bench --role receiver --rank R --store HOST:PORT [--mib 256] [--tensor-mib 32]\n"
     "                           [--timeout-ms 120000]\n"
@@ -55,6 +56,7 @@ const char kGroup[] = "cluster-bench";
 struct Options {
   std::string role, store, sender0_store, transport;
   uint64_t receivers = 0, rank = 0, mib = 256, tensor_mib = 32, iters = 3, warmup = 1, timeout_ms = 120000;
+  uint64_t batches = 1;  // send_batch calls per version (the tensors split in that many groups)
   uint64_t senders = 1, sender_rank = 0, tp = 1;
   bool senders_given = false;  // --senders on the command line: the senders plan (also one)
   std::vector<std::pair<std::string, std::string>> options;  // --option key=value, in order
@@ -97,7 +99,7 @@ std::string take_flag(const std::string& a, const std::string& v, Options* o) {
                        {"--iters", &o->iters, 1, 1000},        {"--warmup", &o->warmup, 0, 100},
                        {"--timeout-ms", &o->timeout_ms, 1, 24ull * 3600 * 1000},
                        {"--senders", &o->senders, 1, 4096}, {"--sender-rank", &o->sender_rank, 0, 4095},
-                       {"--tp", &o->tp, 1, 64}};
+                       {"--tp", &o->tp, 1, 64}, {"--batches", &o->batches, 1, 4096}};
   for (const Number& n : numbers) {
     if (a != n.flag) continue;
     if (a == "--senders") o->senders_given = true;
@@ -212,10 +214,17 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-// One whole update: every tensor, then finalize as `version`. Seconds, or < 0 on failure.
-double timed_update(wsync_group_t* g, std::vector<wsync_tensor_t>& tensors, uint64_t version) {
+// One whole update: every tensor in `batches` send_batch calls (as even as the tensors allow, in
+// order), then finalize as `version`. Seconds, or < 0 on failure.
+double timed_update(wsync_group_t* g, std::vector<wsync_tensor_t>& tensors, uint64_t batches, uint64_t version) {
   const double t0 = now_s();
-  if (wsync_group_send_batch(g, tensors.data(), tensors.size(), -1) != WSYNC_OK) return -1;
+  const size_t n = tensors.size();
+  const size_t b = static_cast<size_t>(std::min<uint64_t>(batches, n));
+  for (size_t k = 0, from = 0; k < b; ++k) {
+    const size_t to = n * (k + 1) / b;
+    if (wsync_group_send_batch(g, tensors.data() + from, to - from, -1) != WSYNC_OK) return -1;
+    from = to;
+  }
   if (wsync_group_finalize(g, version, -1) != WSYNC_OK) return -1;
   return now_s() - t0;
 }
@@ -245,7 +254,7 @@ int run_sender(const Options& o) {
   std::vector<double> secs;
   for (uint64_t v = 1; v <= o.warmup + o.iters; ++v) {
     model.fill(v);
-    const double s = timed_update(g, tensors, v);
+    const double s = timed_update(g, tensors, o.batches, v);
     if (s < 0) {
       const int rc = wsync_failed("sender", "update");
       wsync_group_destroy(g);
@@ -254,9 +263,10 @@ int run_sender(const Options& o) {
     if (v > o.warmup) secs.push_back(s);
   }
   wsync_group_destroy(g);
-  std::printf("cluster-bench: receivers=%llu mib=%llu iters=%llu median_s=%.3f min_s=%.3f max_s=%.3f cpu_s=%.2f\n",
-              static_cast<unsigned long long>(o.receivers), static_cast<unsigned long long>(o.mib),
-              static_cast<unsigned long long>(o.iters), median(secs), *std::min_element(secs.begin(), secs.end()),
+  std::printf("cluster-bench: receivers=%llu mib=%llu iters=%llu batches=%llu median_s=%.3f min_s=%.3f max_s=%.3f "
+              "cpu_s=%.2f\n", static_cast<unsigned long long>(o.receivers), static_cast<unsigned long long>(o.mib),
+              static_cast<unsigned long long>(o.iters),
+              static_cast<unsigned long long>(std::min<uint64_t>(o.batches, tensors.size())), median(secs), *std::min_element(secs.begin(), secs.end()),
               *std::max_element(secs.begin(), secs.end()), cpu_seconds());
   return 0;
 }

@@ -16,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -94,7 +95,8 @@ struct StagingSlot {
 };
 
 // One started batch: the descriptors (names copied; the tensor memory is the caller's, borrowed
-// until the batch is delivered or failed), its plan, and how far the pipeline got with it.
+// until every bucket of it is released: packed into staging, or sent on its first hop), its plan,
+// and how far the pipeline got with it (delivered: every receiver acknowledged every bucket).
 struct Batch {
   uint64_t ticket = 0;
   std::vector<wsync_tensor_t> tensors;
@@ -123,6 +125,7 @@ struct Batch {
   int64_t timeout_ms = 0;          // per wait for a receiver
   void* cuda_event = nullptr;      // recorded on the caller's stream at start (CUDA tensors only)
   size_t prepared = 0;             // buckets packed (or taken from the caller's memory) so far
+  size_t released = 0;             // buckets that no longer read the caller's memory (packed, or sent)
   size_t delivered = 0;            // buckets every receiver acknowledged
   int64_t started_ms = 0;
   bool cuda_ordered = false;       // the copy stream waits for cuda_event already
@@ -160,8 +163,9 @@ struct Mailbox {
   std::condition_variable cv;     // the pipeline thread waits for jobs; callers for results
   std::deque<Job> queue;          // started, not yet taken by the pipeline thread
   uint64_t next_ticket = 1;       // the ticket of the next started batch
-  uint64_t delivered_ticket = 0;  // every batch up to this one was delivered
-  uint64_t in_flight = 0;         // started batches neither delivered nor failed
+  uint64_t released_ticket = 0;   // every batch up to this one released the caller's memory
+  std::set<uint64_t> released_ahead;  // released, after one before them that has not
+  uint64_t in_flight = 0;         // started batches whose memory the pipeline may still read
   bool finalize_done = false;     // the finalize job in flight finished, with finalize_status
   wsync_status_t finalize_status = WSYNC_OK;
   std::string finalize_why;

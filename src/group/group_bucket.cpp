@@ -306,7 +306,12 @@ wsync_status_t take_sends(wsync_group_t* g, Flight* flight) {
       b->deadline = deadline_after(b->batch->timeout_ms);  // (the transport moves: silence starts again)
       if ((st = post_more(g, b.get())) != WSYNC_OK) return st;  // the next piece takes its place
     }
-    if (b->next_piece == b->pieces.size()) b->posted = false;
+    if (b->next_piece == b->pieces.size()) {
+      b->posted = false;
+      // (sent from the caller's memory: its first hops have the bytes. Packed into CUDA staging: when
+      // every receiver acknowledged it, as the copy into staging is not waited for on the host.)
+      if (b->from_caller && (!b->sum_follows || b->sum_taken)) bucket_release(g, b.get());
+    }
   }
   return WSYNC_OK;
 }
@@ -483,6 +488,8 @@ wsync_status_t send_sum(wsync_group_t* g, InflightBucket* b, Flight* flight) {
     return st;
   }
   b->checksum = h.digest();
+  b->sum_taken = true;
+  if (b->from_caller && b->unsent.empty() && b->next_piece == b->pieces.size()) bucket_release(g, b);
   const std::vector<uint8_t> body = encode_bucket_sum({b->seq, b->checksum});
   for (auto& p : g->members.peers) {
     if (p->dropped || !in_audience(*b, p.get())) continue;
@@ -495,6 +502,12 @@ wsync_status_t send_sum(wsync_group_t* g, InflightBucket* b, Flight* flight) {
 }
 
 }  // namespace
+
+void bucket_release(wsync_group_t* g, InflightBucket* b) {
+  if (b->released) return;
+  b->released = true;
+  batch_bucket_released(g, b->batch);
+}
 
 void announce_group_aborted(wsync_group_t* g) {
   if (g->wire.bucket_in_update == 0) g->wire.abort_announced = true;  // between updates: receivers have nothing to drop
@@ -581,16 +594,20 @@ wsync_status_t bucket_send(wsync_group_t* g, Flight* flight) {
   return b->sum_follows ? send_sum(g, b, flight) : WSYNC_OK;
 }
 
-wsync_status_t bucket_complete(wsync_group_t* g, Flight* flight) {
+wsync_status_t bucket_complete(wsync_group_t* g, Flight* flight, const std::function<bool()>& give_way, bool* done) {
+  *done = false;
   InflightBucket* b = flight->front().get();
-  wsync_status_t st =
-      await(g, flight, [b] { return b->want_ack.empty() && b->unsent.empty() && b->next_piece == b->pieces.size(); });
+  const auto acked = [b] { return b->want_ack.empty() && b->unsent.empty() && b->next_piece == b->pieces.size(); };
+  wsync_status_t st = await(g, flight, [&] { return acked() || give_way(); });
+  if (st == WSYNC_OK && !acked()) return WSYNC_OK;  // (it gave way: the caller has more to send)
   if (st == WSYNC_OK && g->shape.http_engines && !g->shape.planned) st = b->update_calls.finish(flight);
   if (st == WSYNC_OK && g->shape.http_engines && g->shape.planned && b->index + 1 == b->batch->plan.size())
     st = announce_finish(b->batch);
   if (st != WSYNC_OK) return st;
   b->posted = false;
+  bucket_release(g, b);  // (CUDA staging, and any bucket not released before: every receiver has it)
   g->wire.bucket_in_update++;
+  *done = true;
   return WSYNC_OK;
 }
 

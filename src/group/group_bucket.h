@@ -29,9 +29,13 @@ struct InflightBucket {
   size_t index = 0;              // in batch->plan
   size_t slot = 0;               // the staging slot it may pack into
   const uint8_t* data = nullptr;  // where its bytes are (staging, or the caller's tensor)
+  bool from_caller = false;      // data is the caller's tensor (no copy)
   bool on_device = false;        // data is CUDA memory on the group's device
   uint64_t checksum = 0;         // verify_payload
   bool sum_follows = false;      // verify_payload, bytes sent from the caller's memory: hashed while they move
+  bool sum_taken = false;        // ... and that hash is done
+  bool released = false;         // it no longer reads the caller's memory: packed into host staging,
+                                 // or (from_caller) every piece sent and hashed, or acknowledged
   uint64_t seq = 0;              // 0 until bucket_send gives it one; piece i moves under seq + i
   uint64_t number = 0;           // its index in the update (the manifest's bucket_index)
   std::vector<Piece> pieces;
@@ -47,6 +51,8 @@ struct InflightBucket {
   EngineCalls update_calls;      // HTTP engines: this bucket's UPDATE requests
 };
 
+// Bucket `b` no longer reads the caller's memory (once; its batch counts it: batch_bucket_released).
+void bucket_release(wsync_group_t* g, InflightBucket* b);
 // The staging slots (group_stage.cpp). Host: one per staging bucket, each grown on first use.
 // Device: `count` slots of `bytes` each on CUDA device `device` (*held: the bytes allocated).
 void staging_open_host(wsync_group_t* g);
@@ -58,7 +64,9 @@ size_t staging_next_slot(wsync_group_t* g);
 wsync_status_t bucket_prepare(wsync_group_t* g, InflightBucket* b, const std::function<wsync_status_t()>& progress);
 // The newest bucket of the flight (pushed by the caller, so a failure finds it there).
 wsync_status_t bucket_send(wsync_group_t* g, Flight* flight);
-wsync_status_t bucket_complete(wsync_group_t* g, Flight* flight);
+// The oldest bucket of the flight, once every receiver acknowledged it (*done); or earlier, without
+// it (*done false), as soon as `give_way()` says the caller has more to send.
+wsync_status_t bucket_complete(wsync_group_t* g, Flight* flight, const std::function<bool()>& give_way, bool* done);
 // One look, without waiting: the receivers' replies and the transport's sends, for the flight.
 wsync_status_t flight_progress(wsync_group_t* g, Flight* flight);
 

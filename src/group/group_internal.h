@@ -75,6 +75,9 @@ void pipeline_stop(wsync_group_t* g);
 void pipeline_wake(wsync_group_t* g);
 // wsync_group_abort (any thread): the flag, the transport's abort, and the pipeline thread woken.
 void pipeline_abort(wsync_group_t* g);
+// One more bucket of batch `b` no longer reads the caller's memory; the last one releases the
+// batch to the caller (elastic: its tensors' digests are taken first).
+void batch_bucket_released(wsync_group_t* g, Batch* b);
 
 // ---- group_inbox.cpp (pipeline thread): one inbox per member
 // What a member's next frame was, after its inbox handled the words nobody waits for.

@@ -37,7 +37,7 @@ wsync_status_t room_locked(wsync_group_t* g, Lock& lk, int64_t deadline, int64_t
   while (m.in_flight >= g->shape.staging_buckets && m.failed == WSYNC_OK && !g->pipe.aborted.load()) {
     if (now_ms() >= deadline)
       return fail(WSYNC_ERR_TIMEOUT, "group '%s': %llu batches are in flight (the most, option staging_buckets) and "
-                  "none was delivered within %lld ms; nothing was started", g->cfg.group_name.c_str(),
+                  "none of them freed its tensors within %lld ms; nothing was started", g->cfg.group_name.c_str(),
                   static_cast<unsigned long long>(m.in_flight), static_cast<long long>(timeout_ms));
     m.cv.wait_for(lk, std::chrono::milliseconds(std::min(remaining_ms(deadline), 100)));
   }
@@ -99,7 +99,7 @@ wsync_status_t mailbox_wait_ticket(wsync_group_t* g, uint64_t ticket, int64_t de
                 static_cast<unsigned long long>(ticket), g->cfg.group_name.c_str(),
                 static_cast<unsigned long long>(m.next_ticket - 1));
   for (;;) {
-    if (m.delivered_ticket >= ticket) return WSYNC_OK;
+    if (m.released_ticket >= ticket) return WSYNC_OK;
     if (m.failed != WSYNC_OK) return fail_msg(m.failed, m.failed_why);
     if (now_ms() >= deadline) {
       *pending = true;
@@ -173,14 +173,29 @@ void mailbox_delivered(wsync_group_t* g, const Batch& b) {
   const int64_t now = now_ms();
   Mailbox& m = g->mailbox;
   Lock lk(m.mu);
-  m.delivered_ticket = b.ticket;
-  m.in_flight--;
   m.stats.batches++;
   m.stats.tensors += b.tensors.size();
   m.stats.bytes += bytes;
   m.stats.send_seconds += (now - std::max(b.started_ms, m.busy_until_ms)) / 1000.0;  // busy time, overlaps once
   m.busy_until_ms = now;
   m.cv.notify_all();
+}
+
+void mailbox_released(wsync_group_t* g, uint64_t ticket) {
+  Mailbox& m = g->mailbox;
+  Lock lk(m.mu);
+  if (ticket <= m.released_ticket || !m.released_ahead.insert(ticket).second) return;
+  if (m.in_flight > 0) m.in_flight--;
+  while (!m.released_ahead.empty() && *m.released_ahead.begin() == m.released_ticket + 1) {
+    m.released_ticket++;
+    m.released_ahead.erase(m.released_ahead.begin());
+  }
+  m.cv.notify_all();
+}
+
+bool mailbox_has_job(wsync_group_t* g) {
+  Lock lk(g->mailbox.mu);
+  return !g->mailbox.queue.empty() && !g->mailbox.stop;
 }
 
 void mailbox_bucket_done(wsync_group_t* g) {

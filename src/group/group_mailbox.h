@@ -27,8 +27,8 @@ wsync_status_t mailbox_wait_for_room(wsync_group_t* g, int64_t deadline, int64_t
 wsync_status_t mailbox_post_batch(wsync_group_t* g, std::unique_ptr<Batch> b, wsync_status_t failed, bool published,
                                   int64_t deadline, int64_t timeout_ms,
                                   const std::function<wsync_status_t(Batch*)>& before_post, uint64_t* ticket);
-// Until batch `ticket` is delivered or failed, or the deadline (*pending: still in flight then;
-// WSYNC_ERR_TIMEOUT without a message).
+// Until batch `ticket` (and every one before it) released the caller's memory, or the group failed,
+// or the deadline (*pending: still borrowed then; WSYNC_ERR_TIMEOUT without a message).
 wsync_status_t mailbox_wait_ticket(wsync_group_t* g, uint64_t ticket, int64_t deadline, bool* pending);
 // Queue the finalize and wait for it. *ended: the update ended (committed, or elastic: it failed
 // because receivers left) and the group takes the next one; else the group broke.
@@ -47,7 +47,13 @@ void mailbox_abort_handled(wsync_group_t* g, const std::string& why);
 void mailbox_busy(wsync_group_t* g);
 // Idle: wait a little (100 ms) for a job, unless one, a stop or an unhandled abort is there.
 void mailbox_idle_wait(wsync_group_t* g);
-// Batch `b` was delivered: its ticket, the stats.
+// Batch `ticket` no longer reads the caller's memory; its waiters return once every batch before it
+// did too (the pipeline has room for another).
+void mailbox_released(wsync_group_t* g, uint64_t ticket);
+// A job is queued and the group is not being destroyed (the pipeline thread may stop waiting on
+// the oldest bucket to take it).
+bool mailbox_has_job(wsync_group_t* g);
+// Batch `b` was delivered: the stats.
 void mailbox_delivered(wsync_group_t* g, const Batch& b);
 // One more bucket delivered (stats).
 void mailbox_bucket_done(wsync_group_t* g);

@@ -62,11 +62,17 @@ wsync_status_t deliver_finished(wsync_group_t* g, BatchList* active) {
     if (st != WSYNC_OK) return st;
     std::unique_ptr<Batch> b = std::move(active->front());
     active->pop_front();
-    if (g->cfg.elastic) members_record_digests(g, *b);  // (before the caller has its memory back)
     release_event(g, b.get());
     mailbox_delivered(g, *b);
   }
   return WSYNC_OK;
+}
+
+// Batch `b` joins the stream (one without buckets reads no memory: released at once).
+void activate(wsync_group_t* g, BatchList* active, std::unique_ptr<Batch> b) {
+  Batch* batch = b.get();
+  active->push_back(std::move(b));
+  if (batch->plan.empty()) mailbox_released(g, batch->ticket);
 }
 
 // The next bucket of the stream (its batch's next one, or the first of a batch taken from the
@@ -88,7 +94,7 @@ std::unique_ptr<InflightBucket> next_bucket(wsync_group_t* g, BatchList* active,
       *held = std::move(job);
       return nullptr;
     }
-    active->push_back(std::move(job.batch));
+    activate(g, active, std::move(job.batch));
   }
 }
 
@@ -132,10 +138,15 @@ void break_group(wsync_group_t* g, Flight* flight, wsync_status_t st, BatchList*
 // room, and the oldest of the flight is completed when neither can go on.
 void run_batches(wsync_group_t* g, std::unique_ptr<Batch> first, Job* held) {
   BatchList active;
-  active.push_back(std::move(first));
+  activate(g, &active, std::move(first));
   Flight flight;
   std::unique_ptr<InflightBucket> ready;  // prepared, not sent yet
   const auto progress = [g, &flight] { return flight_progress(g, &flight); };
+  // While the oldest bucket awaits its ACKs, a batch the caller started meanwhile (its last one's
+  // memory was released) goes on the wire as soon as there is room: no drain between batches.
+  const auto give_way = [g, &ready, &flight, held] {
+    return !ready && !held->finalize && flight.size() < g->shape.staging_buckets && mailbox_has_job(g);
+  };
   wsync_status_t st = WSYNC_OK;
   for (;;) {
     if (!ready && flight.size() < g->shape.staging_buckets && (ready = next_bucket(g, &active, held)) &&
@@ -150,7 +161,9 @@ void run_batches(wsync_group_t* g, std::unique_ptr<Batch> first, Job* held) {
       continue;
     }
     if (flight.empty()) break;
-    if ((st = bucket_complete(g, &flight)) != WSYNC_OK) break;
+    bool done = false;
+    if ((st = bucket_complete(g, &flight, give_way, &done)) != WSYNC_OK) break;
+    if (!done) continue;
     flight.front()->batch->delivered++;
     flight.pop_front();
     mailbox_bucket_done(g);
@@ -382,6 +395,12 @@ void pipeline_wake(wsync_group_t* g) {
     (void)r;
   }
   mailbox_notify(g);
+}
+
+void batch_bucket_released(wsync_group_t* g, Batch* b) {
+  if (++b->released < b->plan.size()) return;
+  if (g->cfg.elastic) members_record_digests(g, *b);  // (before the caller has its memory back)
+  mailbox_released(g, b->ticket);
 }
 
 void pipeline_abort(wsync_group_t* g) {

@@ -128,12 +128,14 @@ wsync_status_t bucket_prepare(wsync_group_t* g, InflightBucket* b, const std::fu
   b->on_device = g->shape.device_staging;
   if (pb.bytes == 0) {
     if (g->shape.verify_payload) b->checksum = bucket_checksum(pb, nullptr);
+    bucket_release(g, b);
     return WSYNC_OK;
   }
   if (pb.entries.size() == 1 && pb.entries[0].bucket_offset == 0 && !g->shape.staging_only &&
       is_cuda(t[pb.entries[0].tensor_index]) == g->shape.device_staging) {
     const PlanEntry& e = pb.entries[0];
     b->data = static_cast<const uint8_t*>(t[e.tensor_index].data) + e.tensor_offset;
+    b->from_caller = true;  // (released once its pieces are sent: group_bucket.cpp)
     b->sum_follows = g->shape.verify_payload;  // hashed while the bytes move (group_bucket.cpp, send_sum)
     return WSYNC_OK;
   }
@@ -145,6 +147,7 @@ wsync_status_t bucket_prepare(wsync_group_t* g, InflightBucket* b, const std::fu
   if (st != WSYNC_OK) return st;
   b->data = slot->mem.data();
   if (g->shape.verify_payload) b->checksum = bucket_checksum(pb, b->data);
+  if (!g->shape.device_staging) bucket_release(g, b);  // (host staging: the copy is done)
   return WSYNC_OK;
 }
 

@@ -92,7 +92,9 @@ wsync_status_t group_send_start(wsync_group_t* g, const wsync_tensor_t* tensors,
     for (const auto& name : batch->names) g->caller.names_in_update.insert(name);
     return WSYNC_OK;
   };
-  return mailbox_post_batch(g, std::move(b), st, published, deadline_after(room_ms), room_ms, before_post, ticket);
+  st = mailbox_post_batch(g, std::move(b), st, published, deadline_after(room_ms), room_ms, before_post, ticket);
+  if (st == WSYNC_OK) pipeline_wake(g);  // (it may be waiting on the oldest bucket's ACKs: this goes first)
+  return st;
 }
 
 namespace {

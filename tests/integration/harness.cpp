@@ -160,6 +160,7 @@ int run_receiver(const ReceiverPlan& plan) {
       return 12;
     }
   }
+  if (plan.before_first_event) plan.before_first_event();
   std::map<std::string, uint64_t> got;
   uint64_t commits = 0;
   int buckets = 0;

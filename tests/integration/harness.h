@@ -59,6 +59,8 @@ struct ReceiverPlan {
   // Receiver option local_address ("" = none): 127.0.0.2, 127.0.0.3, ... make receivers on this
   // host look like hosts of their own to the route planner (relays on loopback).
   std::string local_address;
+  // Called after joining (and registering), before the first event is asked for.
+  std::function<void()> before_first_event;
 };
 int run_receiver(const ReceiverPlan& plan);
 

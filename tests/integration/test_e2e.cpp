@@ -386,7 +386,10 @@ TEST(E2E, RegisteredShapeMismatchIsRefusedWithTheTensorName) {
   });
   ASSERT_EQ(WSYNC_OK, s.init(1, 1u << 20, 10000)) << wsync_last_error();
   m.fill(1);
+  // The refusal comes in the bucket's ACK: send_batch reports it, or (its buckets packed and the
+  // batch released before) finalize does.
   wsync_status_t st = wsync_group_send_batch(s.g, m.descs.data(), m.descs.size(), -1);
+  if (st == WSYNC_OK) st = wsync_group_finalize(s.g, 1, -1);
   EXPECT_EQ(WSYNC_ERR_PROTOCOL, st);
   std::string msg = wsync_last_error();
   EXPECT_NE(std::string::npos, msg.find("rank 1")) << msg;
@@ -399,7 +402,8 @@ TEST(E2E, RegisteredShapeMismatchIsRefusedWithTheTensorName) {
 TEST(E2E, AbortFromAnotherThreadUnblocksAStuckSend) {
   Sender s;
   Model m;
-  m.spec = tensor_set(4, 0);
+  // One 1 MiB bucket, sent straight from the tensor: send_batch waits for the receiver's READY.
+  m.spec = {tensor_of("big.weight", WSYNC_DTYPE_FLOAT32, {256, 1024})};
   // A receiver that joins and then never asks for the next event.
   pid_t lazy = spawn([&] {
     std::string addr = read_addr_file(s.addr_file, 10000);

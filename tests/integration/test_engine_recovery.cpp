@@ -5,12 +5,14 @@
 // new trainer then updates the same two servers without restarting them; every tensor's checksum
 // is read back from both.
 #include <gtest/gtest.h>
+
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <string>
+#include <thread>
 
 #include "engine_fixture.h"
 
@@ -170,6 +172,13 @@ TEST_P(Recovery, TheTrainerProcessIsKilledMidUpdate) {
   char c = 0;
   ASSERT_EQ(1, read(ready[0], &c, 1)) << "the trainer child failed before the update: " << harness::wait_child(child, 5000);
   close(ready[0]);
+  // send_batch returned once wsync no longer read the tensors (packed into staging): the child's
+  // pipeline thread may still be opening the update on the servers. Kill it once it did.
+  const auto update_open = [&] {
+    return (!sessions() || state(a, "session_open") == "true") && (proto() != "vllm" || state(a, "update_active") == "true") &&
+           state(a, proto() == "lmdeploy" ? "loaded_unfinished" : "paused") == "true";
+  };
+  for (int i = 0; i < 1000 && !update_open(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   ::kill(child, SIGKILL);
   ASSERT_EQ(128 + SIGKILL, harness::wait_child(child, 10000));
   // The dead trainer left its update open and generation paused.

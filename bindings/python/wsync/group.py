@@ -50,9 +50,10 @@ class SendHandle:
         self._done = False
 
     def wait(self, timeout_ms=None):
-        """Wait until the batch was delivered to every receiver. TimeoutError: not yet (still in
-        flight, wait again); any other error: the batch (or an earlier one) failed and the group
-        is broken."""
+        """Wait until wsync no longer reads the batch's tensors (packed into staging or sent on
+        their first hop; Group.finalize waits for delivery to every receiver). TimeoutError: not
+        yet (still borrowed, wait again); any other error: the batch (or an earlier one) failed
+        and the group is broken."""
         if self._done:
             return
         g = self._group()
@@ -67,7 +68,7 @@ class SendHandle:
             raise err
 
     def done(self):
-        """True once delivered (never blocks; raises if the batch failed)."""
+        """True once released (never blocks; raises if the batch failed)."""
         try:
             self.wait(0)
         except TimeoutError:

@@ -212,7 +212,7 @@ impl Group {
     ///         p.start(batch, None)?; // moves while the next batch is prepared
     ///     }
     ///     Ok(())
-    /// })?; // every batch is delivered here
+    /// })?; // every batch is released here (its tensors are free); finalize delivers
     /// g.finalize(1, None)
     /// # }
     /// ```
@@ -432,8 +432,9 @@ impl SendHandle<'_> {
     }
 
     /// Wait up to `timeout` (None: the group's timeout_ms option; zero: just look) for the batch:
-    /// `Ok(true)` delivered, `Ok(false)` still in flight, `Err` it (or an earlier batch) failed
-    /// or the group was aborted; the group is then broken.
+    /// `Ok(true)` released (wsync no longer reads its tensors; `finalize` waits for delivery),
+    /// `Ok(false)` still borrowed, `Err` it (or an earlier batch) failed or the group was aborted;
+    /// the group is then broken.
     pub fn wait(&self, timeout: Option<Duration>) -> Result<bool> {
         // SAFETY: a live group (the pipeline borrows it) and a ticket it handed out.
         match unsafe { sys::wsync_group_send_wait(self.raw, self.ticket, timeout_ms(timeout)) } {
