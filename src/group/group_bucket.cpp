@@ -338,33 +338,60 @@ std::vector<Awaited> awaited_peers(const Flight& flight) {
   return out;
 }
 
+// The relay that feeds `rank` (its parent in the route) when the sender heard nothing from it for
+// half of `timeout_ms` (no answer, no report: a relay that waits reports every 250 ms), else
+// nullptr. (Half: its last word may have come a moment after the starving receiver's last piece.)
+Peer* silent_relay_feeding(wsync_group_t* g, uint32_t rank, int64_t timeout_ms) {
+  if (!g->route.relays || rank >= g->route.plan.parent.size()) return nullptr;
+  const uint32_t r = g->route.plan.parent[rank];
+  if (r == 0 || r > g->members.peers.size() || !g->members.peers[r - 1]) return nullptr;
+  Peer* relay = g->members.peers[r - 1].get();
+  if (!relay->alive || relay->dropped) return nullptr;
+  return now_ms() - std::max(relay->silence.heard_ms, relay->silence.report_ms) >= timeout_ms / 2 ? relay : nullptr;
+}
+
 // Receivers that made no progress (no READY, ACK, or PROGRESS whose count moved) for the timeout
 // of what they owe, named. Those that wait for bytes are the ones that stopped; one that holds every
 // piece it asked for and still reports so waits on someone else (a relay on its children), unless
 // all silent ones do. (A relay that stopped right after its last piece landed said it held them
 // all, then went quiet: its reports are stale, and it is named.)
-// With relays, the first that stopped on each path (its parent not among them). Elastic
-// membership: they are removed, each named, and the flight goes on with the others.
+// With relays, the first that stopped on each path (its parent not among them); and a receiver
+// that still reports while it waits for bytes that do not come, fed by a relay, waits on that relay
+// (which may have answered every bucket already: its forwarding then sits in its sockets, on a
+// link that went down), so the relay is named. Elastic membership: they are removed, each named,
+// and the flight goes on with the others.
 wsync_status_t silence(wsync_group_t* g, Flight* flight, const std::vector<Awaited>& silent) {
   std::vector<Peer*> set;
+  std::vector<const Peer*> starving;  // (still reporting, waiting for bytes from a relay)
   const int64_t now = now_ms();
   for (const Awaited& a : silent) {
-    const bool waits_on_others = a.p->silence.caught_up && now - a.p->silence.report_ms <= a.b->batch->timeout_ms / 2;
-    if (!waits_on_others) set.push_back(a.p);
+    const bool reports = now - a.p->silence.report_ms <= a.b->batch->timeout_ms / 2;
+    if (a.p->silence.caught_up && reports) continue;  // (it waits on others)
+    Peer* relay = reports && !a.ready ? silent_relay_feeding(g, a.p->rank, a.b->batch->timeout_ms) : nullptr;
+    if (relay != nullptr) starving.push_back(a.p);
+    Peer* blame = relay != nullptr ? relay : a.p;
+    if (std::find(set.begin(), set.end(), blame) == set.end()) set.push_back(blame);
   }
   if (set.empty())
     for (const Awaited& a : silent) set.push_back(a.p);
   const std::vector<Peer*> failed = upstream_of_set(g, set);
-  auto owed = [&silent](const Peer* p) -> const Awaited& {
+  auto owed = [&silent](const Peer* p) -> const Awaited* {
     for (const Awaited& a : silent)
-      if (a.p == p) return a;
-    return silent.front();
+      if (a.p == p) return &a;
+    return nullptr;
   };
   auto word = [&](const Peer* p) {
-    const Awaited& a = owed(p);
-    return "made no progress within " + std::to_string(a.b->batch->timeout_ms) +
-           " ms (no piece landed, no answer) while the sender waited for its " + (a.ready ? "READY" : "ACK") + " of " +
-           a.b->what + fed_by_note(g, p->rank);
+    const Awaited* a = owed(p);
+    if (a == nullptr) {  // a relay named for the receivers it starves
+      const Awaited& w = *owed(starving.front());
+      std::string below;
+      for (const Peer* q : starving) below += (below.empty() ? "" : ", ") + std::to_string(q->rank);
+      return "made no progress within " + std::to_string(w.b->batch->timeout_ms) + " ms: receiver rank(s) " + below +
+             ", fed by it, still wait for the bytes of " + w.b->what + " and it said nothing since" + fed_by_note(g, p->rank);
+    }
+    return "made no progress within " + std::to_string(a->b->batch->timeout_ms) +
+           " ms (no piece landed, no answer) while the sender waited for its " + (a->ready ? "READY" : "ACK") + " of " +
+           a->b->what + fed_by_note(g, p->rank);
   };
   // (when every receiver left is silent, the sender's side is the likelier cause: a timeout, as fixed)
   if (g->cfg.elastic && failed.size() < members_left_in(g)) {
