@@ -59,6 +59,15 @@ class Recovery : public ::testing::TestWithParam<Release> {
     }
   }
 
+  // Until the trainer's first `n` batches were delivered (every server answered their UPDATE):
+  // send_batch returns once wsync no longer reads the tensors, maybe before (ABI 1.5). Bounded.
+  static void wait_delivered(Trainer& tr, uint64_t n) {
+    wsync_group_stats_t st = WSYNC_GROUP_STATS_INIT;
+    for (int i = 0; i < 3000 && wsync_group_get_stats(tr.g, &st) == WSYNC_OK && st.batches < n; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    EXPECT_GE(st.batches, n) << "the trainer's batch was not delivered within 30 s";
+  }
+
   // Destroying a group after a failure tears the engine side down within a bounded time.
   void destroy_bounded(Trainer& tr) {
     auto t0 = std::chrono::steady_clock::now();
@@ -119,6 +128,7 @@ TEST_P(Recovery, TheTrainerDestroysItsGroupMidUpdate) {
     ASSERT_EQ(WSYNC_OK, tr.init(proto(), engines())) << wsync_last_error();
     m.fill(1);
     ASSERT_EQ(WSYNC_OK, wsync_group_send_batch(tr.g, m.descs.data(), m.descs.size() / 2, -1)) << wsync_last_error();
+    wait_delivered(tr, 1);  // (between two batches, none on the wire)
     destroy_bounded(tr);
   }
   for (const Engine* e : {&a, &b}) {
@@ -137,6 +147,7 @@ TEST_P(Recovery, TheTrainerAbortsMidUpdate) {
     ASSERT_EQ(WSYNC_OK, tr.init(proto(), engines())) << wsync_last_error();
     m.fill(1);
     ASSERT_EQ(WSYNC_OK, wsync_group_send_batch(tr.g, m.descs.data(), m.descs.size() / 2, -1)) << wsync_last_error();
+    wait_delivered(tr, 1);  // (between two batches, none on the wire)
     if (sessions()) { EXPECT_EQ("true", state(a, "session_open")); }
     wsync_group_abort(tr.g);
     // The next call returns once the pipeline thread ended the update on every server.

@@ -204,8 +204,9 @@ DYING_BATCH = 27
 
 def die_mid_update(server_url, seed, count=DYING_BATCH):
     """The failing trainer (a subprocess): exactly `count` tensors of the update, then SIGKILL.
-    send() returns once the batch was delivered and every /update_weights answered, so the kill
-    point is a tensor count, not a moment."""
+    send() returns once wsync no longer reads the tensors (ABI 1.5); the batch's delivery (every
+    /update_weights answered) shows in stats().batches, which it waits for, so the kill point is a
+    tensor count, not a moment."""
     config = tiny.load_config(os.environ["E2E_MODEL_DIR"])
     weights = tiny.make_weights(config, seed)
     g = trainer_group(server_url)
@@ -213,6 +214,9 @@ def die_mid_update(server_url, seed, count=DYING_BATCH):
     if count == DYING_BATCH:
         assert names[DYING_BATCH - 1] == "model.layers.2.self_attn.q_proj.bias", names[DYING_BATCH - 1]
     g.send({n: weights[n] for n in names[:count]})
+    deadline = time.monotonic() + 120
+    while g.stats().batches < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
     print("trainer-to-die: %d tensors delivered; dying" % count, flush=True)
     os.kill(os.getpid(), signal.SIGKILL)
 

@@ -85,8 +85,13 @@ def setup(tmp_path, monkeypatch):
     joined = threading.Thread(target=lambda: eng.init_transfer_engine(
         wengine.WsyncInitInfo(store_addr=read_addr(addr_file), rank_offset=1, world_size=2, group_name="eng")))
     joined.start()
+    # window 1, as a trainer's group with HTTP engines has (docs/ABI.md "Group options"): the next
+    # batch's MANIFEST goes out once the last bucket was acknowledged. (With a wider window the
+    # receiver may take it while /update_weights of the batch before still runs, before the next
+    # /update_weights registered its parameters.)
     group = wsync.Group(1, group_name="eng", store_addr="127.0.0.1:0", transport="ucx",
-                        options={"store_addr_file": addr_file, "verify_payload": "1"}, timeout_ms=20000)
+                        options={"store_addr_file": addr_file, "verify_payload": "1", "window": "1"},
+                        timeout_ms=20000)
     joined.join(20)
     yield group, eng, model
     group.close()
