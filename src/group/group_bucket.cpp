@@ -350,6 +350,48 @@ Peer* silent_relay_feeding(wsync_group_t* g, uint32_t rank, int64_t timeout_ms) 
   return now_ms() - std::max(relay->silence.heard_ms, relay->silence.report_ms) >= timeout_ms / 2 ? relay : nullptr;
 }
 
+// Who the silent receivers point at: those that stopped themselves, and for a receiver that still
+// reports while it starves below a silent relay, that relay (the receivers it starves in
+// *starving). Every silent one when all of them only wait on others.
+std::vector<Peer*> blame_set(wsync_group_t* g, const std::vector<Awaited>& silent, std::vector<const Peer*>* starving) {
+  std::vector<Peer*> set;
+  const int64_t now = now_ms();
+  for (const Awaited& a : silent) {
+    const bool reports = now - a.p->silence.report_ms <= a.b->batch->timeout_ms / 2;
+    if (a.p->silence.caught_up && reports) continue;  // (it waits on others)
+    Peer* relay = reports && !a.ready ? silent_relay_feeding(g, a.p->rank, a.b->batch->timeout_ms) : nullptr;
+    if (relay != nullptr) starving->push_back(a.p);
+    Peer* blame = relay != nullptr ? relay : a.p;
+    if (std::find(set.begin(), set.end(), blame) == set.end()) set.push_back(blame);
+  }
+  if (set.empty())
+    for (const Awaited& a : silent) set.push_back(a.p);
+  return set;
+}
+
+// Why `p` is named: what it owed and for how long; a relay named for the receivers it starves says
+// which wait on it.
+std::string silence_word(wsync_group_t* g, const std::vector<Awaited>& silent, const std::vector<const Peer*>& starving,
+                         const Peer* p) {
+  const auto owed = [&silent](const Peer* q) -> const Awaited* {
+    for (const Awaited& a : silent)
+      if (a.p == q) return &a;
+    return nullptr;
+  };
+  const Awaited* a = owed(p);
+  if (a == nullptr && !starving.empty() && owed(starving.front()) != nullptr) {
+    const Awaited& w = *owed(starving.front());
+    std::string below;
+    for (const Peer* q : starving) below += (below.empty() ? "" : ", ") + std::to_string(q->rank);
+    return "made no progress within " + std::to_string(w.b->batch->timeout_ms) + " ms: receiver rank(s) " + below +
+           ", fed by it, still wait for the bytes of " + w.b->what + " and it said nothing since" + fed_by_note(g, p->rank);
+  }
+  if (a == nullptr) a = &silent.front();
+  return "made no progress within " + std::to_string(a->b->batch->timeout_ms) +
+         " ms (no piece landed, no answer) while the sender waited for its " + (a->ready ? "READY" : "ACK") + " of " +
+         a->b->what + fed_by_note(g, p->rank);
+}
+
 // Receivers that made no progress (no READY, ACK, or PROGRESS whose count moved) for the timeout
 // of what they owe, named. Those that wait for bytes are the ones that stopped; one that holds every
 // piece it asked for and still reports so waits on someone else (a relay on its children), unless
@@ -361,38 +403,9 @@ Peer* silent_relay_feeding(wsync_group_t* g, uint32_t rank, int64_t timeout_ms) 
 // link that went down), so the relay is named. Elastic membership: they are removed, each named,
 // and the flight goes on with the others.
 wsync_status_t silence(wsync_group_t* g, Flight* flight, const std::vector<Awaited>& silent) {
-  std::vector<Peer*> set;
   std::vector<const Peer*> starving;  // (still reporting, waiting for bytes from a relay)
-  const int64_t now = now_ms();
-  for (const Awaited& a : silent) {
-    const bool reports = now - a.p->silence.report_ms <= a.b->batch->timeout_ms / 2;
-    if (a.p->silence.caught_up && reports) continue;  // (it waits on others)
-    Peer* relay = reports && !a.ready ? silent_relay_feeding(g, a.p->rank, a.b->batch->timeout_ms) : nullptr;
-    if (relay != nullptr) starving.push_back(a.p);
-    Peer* blame = relay != nullptr ? relay : a.p;
-    if (std::find(set.begin(), set.end(), blame) == set.end()) set.push_back(blame);
-  }
-  if (set.empty())
-    for (const Awaited& a : silent) set.push_back(a.p);
-  const std::vector<Peer*> failed = upstream_of_set(g, set);
-  auto owed = [&silent](const Peer* p) -> const Awaited* {
-    for (const Awaited& a : silent)
-      if (a.p == p) return &a;
-    return nullptr;
-  };
-  auto word = [&](const Peer* p) {
-    const Awaited* a = owed(p);
-    if (a == nullptr) {  // a relay named for the receivers it starves
-      const Awaited& w = *owed(starving.front());
-      std::string below;
-      for (const Peer* q : starving) below += (below.empty() ? "" : ", ") + std::to_string(q->rank);
-      return "made no progress within " + std::to_string(w.b->batch->timeout_ms) + " ms: receiver rank(s) " + below +
-             ", fed by it, still wait for the bytes of " + w.b->what + " and it said nothing since" + fed_by_note(g, p->rank);
-    }
-    return "made no progress within " + std::to_string(a->b->batch->timeout_ms) +
-           " ms (no piece landed, no answer) while the sender waited for its " + (a->ready ? "READY" : "ACK") + " of " +
-           a->b->what + fed_by_note(g, p->rank);
-  };
+  const std::vector<Peer*> failed = upstream_of_set(g, blame_set(g, silent, &starving));
+  const auto word = [&](const Peer* p) { return silence_word(g, silent, starving, p); };
   // (when every receiver left is silent, the sender's side is the likelier cause: a timeout, as fixed)
   if (g->cfg.elastic && failed.size() < members_left_in(g)) {
     for (Peer* p : failed) {
