@@ -12,8 +12,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <memory>
+#include <thread>
 
 using harness::Model;
 
@@ -168,6 +170,13 @@ wsync_status_t publish(Trainer& tr, Model& m, uint64_t version) {
   if (st == WSYNC_OK) st = wsync_group_send_batch(tr.g, m.descs.data() + half, m.descs.size() - half, -1);
   if (st == WSYNC_OK) st = wsync_group_finalize(tr.g, version, -1);
   return st;
+}
+
+void wait_delivered(Trainer& tr, uint64_t n) {
+  wsync_group_stats_t st = WSYNC_GROUP_STATS_INIT;
+  for (int i = 0; i < 3000 && wsync_group_get_stats(tr.g, &st) == WSYNC_OK && st.batches < n; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_GE(st.batches, n) << "the trainer's batches were not delivered within 30 s";
 }
 
 std::vector<Seen> requests(const Engine& e) {

@@ -63,6 +63,10 @@ void expect_engine_holds(const Engine& e, const std::vector<synth_tensor_t>& spe
 
 // One update: fill the model for `version`, send it in two batches, finalize.
 wsync_status_t publish(Trainer& tr, harness::Model& m, uint64_t version);
+// Until the trainer's first `n` batches were delivered (every server answered their UPDATE):
+// send_batch returns once wsync no longer reads the tensors, maybe before (ABI 1.5). At most 30 s;
+// a test failure when they were not.
+void wait_delivered(Trainer& tr, uint64_t n);
 
 // A request the engine saw (GET /debug/requests), debug routes and /health left out.
 struct Seen {

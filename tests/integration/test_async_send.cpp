@@ -30,15 +30,18 @@ struct Sender {
   std::string addr_file = dir + "/store.addr";
   wsync_group_t* g = nullptr;
 
-  wsync_status_t init(uint32_t receivers, uint64_t bucket_bytes, int64_t timeout_ms, uint32_t depth = 2) {
+  // `route`: the group option route (nullptr: the default).
+  wsync_status_t init(uint32_t receivers, uint64_t bucket_bytes, int64_t timeout_ms, uint32_t depth = 2,
+                      const char* route = nullptr) {
     const std::string bb = std::to_string(bucket_bytes), tm = std::to_string(timeout_ms), d = std::to_string(depth);
     wsync_option_t opts[] = {WSYNC_OPTION("bucket_bytes", bb.c_str()), WSYNC_OPTION("store_addr_file", addr_file.c_str()),
-                             WSYNC_OPTION("timeout_ms", tm.c_str()), WSYNC_OPTION("staging_buckets", d.c_str())};
+                             WSYNC_OPTION("timeout_ms", tm.c_str()), WSYNC_OPTION("staging_buckets", d.c_str()),
+                             WSYNC_OPTION("route", route)};
     wsync_group_config_t cfg = WSYNC_GROUP_CONFIG_INIT;
     cfg.num_receivers = receivers;
     cfg.group_name = "it";
     cfg.options = opts;
-    cfg.num_options = 4;
+    cfg.num_options = route != nullptr ? 5 : 4;
     return wsync_group_init(&cfg, &g);
   }
   ~Sender() { wsync_group_destroy(g); }
@@ -434,15 +437,7 @@ TEST(AsyncSend, ManyBatchesPerVersionThroughARelayKeepTheirBytes) {
   p2.local_address = "127.0.0.3";
   pid_t r1 = spawn([p1] { return run_receiver(p1); });
   pid_t r2 = spawn([p2] { return run_receiver(p2); });
-  const std::string tm = "20000";
-  wsync_option_t opts[] = {WSYNC_OPTION("bucket_bytes", "1048576"), WSYNC_OPTION("store_addr_file", s.addr_file.c_str()),
-                           WSYNC_OPTION("timeout_ms", tm.c_str()), WSYNC_OPTION("route", "chain")};
-  wsync_group_config_t cfg = WSYNC_GROUP_CONFIG_INIT;
-  cfg.num_receivers = 2;
-  cfg.group_name = "it";
-  cfg.options = opts;
-  cfg.num_options = 4;
-  ASSERT_EQ(WSYNC_OK, wsync_group_init(&cfg, &s.g)) << error();
+  ASSERT_EQ(WSYNC_OK, s.init(2, 1u << 20, 20000, 2, "chain")) << error();
   for (uint64_t v = 1; v <= 3; ++v) {
     m.fill(v);
     for (size_t i = 0; i < m.descs.size(); ++i) {

@@ -59,15 +59,6 @@ class Recovery : public ::testing::TestWithParam<Release> {
     }
   }
 
-  // Until the trainer's first `n` batches were delivered (every server answered their UPDATE):
-  // send_batch returns once wsync no longer reads the tensors, maybe before (ABI 1.5). Bounded.
-  static void wait_delivered(Trainer& tr, uint64_t n) {
-    wsync_group_stats_t st = WSYNC_GROUP_STATS_INIT;
-    for (int i = 0; i < 3000 && wsync_group_get_stats(tr.g, &st) == WSYNC_OK && st.batches < n; ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    EXPECT_GE(st.batches, n) << "the trainer's batch was not delivered within 30 s";
-  }
-
   // Destroying a group after a failure tears the engine side down within a bounded time.
   void destroy_bounded(Trainer& tr) {
     auto t0 = std::chrono::steady_clock::now();
