@@ -1,6 +1,7 @@
 #include "harness.h"
 
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,8 +18,13 @@ namespace harness {
 pid_t spawn(const std::function<int()>& fn) {
   std::fflush(stdout);
   std::fflush(stderr);
+  const pid_t parent = getpid();
   pid_t pid = fork();
   if (pid == 0) {
+    // A test process that dies (a sanitizer's halt, a crash) takes its children with it: an
+    // orphaned receiver waiting for its sender would otherwise keep ctest waiting for its timeout.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(97);
     int rc = 99;
     try {
       rc = fn();
