@@ -529,6 +529,9 @@ typedef struct wsync_receiver_config_t {
  *                   wsync_receiver_commit: until then, and through any failure, the registered
  *                   buffers keep their bytes. Costs one staging copy of every registered tensor
  *                   the updates carry (kept for reuse; reported as staged_bytes).
+ *   lane            since 1.5: 0..65535 (default 0). Many senders with relays: receivers that
+ *                   take the same boxes (the same TP rank of every replica) give the same lane;
+ *                   each lane is routed on its own and relays stay in it (docs/ABI.md "Lanes")
  *   secret, secret_file  the group secret (else the environment: WSYNC_GROUP_SECRET or
  *                   WSYNC_GROUP_SECRET_FILE); see docs/SECURITY.md
  *   transport.<key> overrides the value the sender announced for that transport option

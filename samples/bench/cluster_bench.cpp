@@ -14,7 +14,8 @@
 // others than 0 with --sender0-store HOST:PORT (sender 0's --store). Sender K publishes its
 // torch.chunk of every tensor (a slice; WSYNC_TENSOR_SLICE) and hosts its own store at --store;
 // receivers give sender 0's store and take the full tensors, or with --tp T (T > 1) their TP
-// shard only: receiver R registers torch.chunk (R - 1) % T of every tensor as a slice.
+// shard only: receiver R registers torch.chunk (R - 1) % T of every tensor as a slice, and says
+// lane (R - 1) % T (its TP rank: with relays, each sender's shard goes down its own lane).
 //
 // An iteration is --batches send_batch calls (the tensors in that many groups, in order, as a
 // trainer publishes layer by layer) plus finalize: every manifest, READY, ACK and commit round trip
@@ -289,11 +290,12 @@ int run_receiver(const Options& o) {
   model.fill(0);  // the buffers exist in memory before the first update, as an engine's would
   std::vector<wsync_tensor_t> tensors = model.tensors();
   // The receiver's own waits (a bucket, a sender that does not finalize) use the same timeout.
-  const std::string timeout = std::to_string(o.timeout_ms);
-  wsync_option_t opts[] = {WSYNC_OPTION("timeout_ms", timeout.c_str())};
+  const std::string timeout = std::to_string(o.timeout_ms), lane = std::to_string((o.rank - 1) % o.tp);
+  // Its lane is its TP rank: relays between replicas pass each shard on to the same TP rank.
+  wsync_option_t opts[] = {WSYNC_OPTION("timeout_ms", timeout.c_str()), WSYNC_OPTION("lane", lane.c_str())};
   wsync_receiver_config_t cfg = WSYNC_RECEIVER_CONFIG_INIT;
   cfg.options = opts;
-  cfg.num_options = 1;
+  cfg.num_options = 2;
   cfg.rank = static_cast<uint32_t>(o.rank);
   cfg.store_addr = o.store.c_str();
   cfg.group_name = kGroup;

@@ -159,6 +159,12 @@ std::vector<uint8_t> encode_end_update(const EndUpdateBody& b) {
   return std::move(w.data());
 }
 
+std::vector<uint8_t> encode_joined(const JoinedBody& b) {
+  ByteWriter w;
+  if (b.has_lane) w.u32(b.lane);
+  return std::move(w.data());
+}
+
 std::vector<uint8_t> encode_committed(const CommittedBody& b) {
   ByteWriter w;
   w.u64(b.version);
@@ -302,6 +308,16 @@ wsync_status_t decode_end_update(const std::vector<uint8_t>& body, EndUpdateBody
   if (!r.at_end()) {
     b.has_plan = true;
     if (!r.u64(&b.plan_digest, "plan_digest")) return r.error();  // (what may follow: a later sender's)
+  }
+  return done(std::move(b), out);
+}
+
+wsync_status_t decode_joined(const std::vector<uint8_t>& body, JoinedBody* out) {
+  BodyReader r("JOINED", body);
+  JoinedBody b;
+  if (!body.empty()) {
+    if (!r.u32(&b.lane, "lane") || !r.end("lane")) return r.error();
+    b.has_lane = true;
   }
   return done(std::move(b), out);
 }

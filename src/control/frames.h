@@ -92,6 +92,11 @@ struct EndUpdateBody {  // tx->rx: u64 version, u64 update_id, u64 buckets[, u64
   uint64_t plan_digest = 0;
 };
 
+struct JoinedBody {  // rx->tx: empty, or u32 lane (since 0.10: the receiver option lane; empty = lane 0, unsaid)
+  bool has_lane = false;
+  uint32_t lane = 0;
+};
+
 struct CommittedBody {  // rx->tx: u64 version
   uint64_t version = 0;
 };
@@ -147,6 +152,7 @@ std::vector<uint8_t> encode_manifest_frame(const ManifestFrameBody& b);
 std::vector<uint8_t> encode_ready(const ReadyBody& b);
 std::vector<uint8_t> encode_status(const StatusBody& b);  // NACK and ACK
 std::vector<uint8_t> encode_end_update(const EndUpdateBody& b);
+std::vector<uint8_t> encode_joined(const JoinedBody& b);
 std::vector<uint8_t> encode_committed(const CommittedBody& b);
 std::vector<uint8_t> encode_abort_update(const AbortUpdateBody& b);
 std::vector<uint8_t> encode_bucket_sum(const BucketSumBody& b);
@@ -170,6 +176,7 @@ wsync_status_t decode_nack(const std::vector<uint8_t>& body, StatusBody* out);
 // A failed ACK's blob is never used, so, as before, it is not read.
 wsync_status_t decode_ack(const std::vector<uint8_t>& body, StatusBody* out);
 wsync_status_t decode_end_update(const std::vector<uint8_t>& body, EndUpdateBody* out);
+wsync_status_t decode_joined(const std::vector<uint8_t>& body, JoinedBody* out);
 wsync_status_t decode_committed(const std::vector<uint8_t>& body, CommittedBody* out);
 wsync_status_t decode_abort_update(const std::vector<uint8_t>& body, AbortUpdateBody* out);
 wsync_status_t decode_bucket_sum(const std::vector<uint8_t>& body, BucketSumBody* out);

@@ -79,6 +79,7 @@ struct Peer {
   bool left = false;               // closed its connection after answering every bucket on the wire
                                    // (the transport forgot it; its next message fails naming it)
   std::string addr;                // "ip:port" the connection came from
+  uint32_t lane = 0;               // its JOINED's lane (receiver option lane; route planning)
   std::vector<uint8_t> nonce;      // the CHALLENGE sent to it
   int64_t accepted_ms = 0;         // when it connected (the HELLO deadline runs from here)
   int64_t welcomed_ms = 0;         // elastic: when its HELLO was welcomed (its JOINED deadline runs from here)

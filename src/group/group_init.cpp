@@ -44,8 +44,8 @@ void shape_from_options(wsync_group_t* g) {
   s.window = o.window.value_or(0);
   if (o.piece_bytes) s.piece_bytes = *o.piece_bytes;
   if (o.route) s.route_spec = *o.route;
-  // Many senders and elastic groups send from the sender only (their checks refused any other route).
-  if (o.num_senders || o.elastic) s.route_spec.shape = RouteShape::kStar;
+  // Elastic groups send from the sender only (their checks refused any other route).
+  if (o.elastic) s.route_spec.shape = RouteShape::kStar;
   if (o.bucket_bytes) s.rule.bucket_bytes = *o.bucket_bytes;
   s.planned = o.num_senders.has_value();
   s.num_senders = o.num_senders.value_or(1);

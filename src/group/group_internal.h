@@ -129,6 +129,11 @@ std::vector<Peer*> peers_upstream_first(const wsync_group_t* g);
 Peer* first_failed_upstream(wsync_group_t* g, Peer* p);
 // `rank` forwards the bytes to other receivers (the route has receivers downstream of it).
 bool relays_to_others(const wsync_group_t* g, uint32_t rank);
+// Many senders with relays: every relay's children take the same boxes from this sender as the
+// relay (`segments`: the receivers grouped by what they take; each receiver in one), since a
+// relay passes on every piece it gets. Else INVALID_ARGUMENT naming the two receivers, their lanes
+// and the fix (receiver option lane), before anything is sent.
+wsync_status_t route_fits_segments(const wsync_group_t* g, const std::vector<std::vector<uint32_t>>& segments);
 // Of the receivers in `set` (that did not answer), those whose parent answered: the ones that
 // failed; the others only wait behind them.
 std::vector<Peer*> upstream_of_set(const wsync_group_t* g, const std::vector<Peer*>& set);

@@ -257,7 +257,14 @@ namespace {
 
 // JOINED, or the receiver's NACK saying why its transport did not connect.
 wsync_status_t judge_join_frame(wsync_group_t* g, Peer* p, const Frame& f) {
-  if (f.type == static_cast<uint16_t>(MsgType::kJoined)) return WSYNC_OK;
+  if (f.type == static_cast<uint16_t>(MsgType::kJoined)) {
+    JoinedBody j;
+    if (decode_joined(f.body, &j) != WSYNC_OK)
+      return fail(WSYNC_ERR_PROTOCOL, "group init: %s sent a malformed JOINED: %s", p->conn.peer_name().c_str(),
+                  last_error().c_str());
+    if (j.has_lane) p->lane = j.lane;  // (the JOINED after a ROUTE says none)
+    return WSYNC_OK;
+  }
   if (f.type == static_cast<uint16_t>(MsgType::kNack)) {
     StatusBody nack;
     if (decode_nack(f.body, &nack) != WSYNC_OK)

@@ -39,7 +39,7 @@ wsync_status_t route_members(wsync_group_t* g, int64_t deadline) {
   std::vector<RouteMember> members;
   std::string sender_host;
   for (auto& p : g->members.peers) {
-    members.push_back(RouteMember{p->rank, host_of(p->addr)});
+    members.push_back(RouteMember{p->rank, host_of(p->addr), p->lane});
     if (sender_host.empty() && p->conn.open()) sender_host = local_ip(p->conn.fd());  // this host, as they see it
   }
   wsync_status_t st = plan_routes(g->shape.route_spec, members, sender_host, &g->route.plan);
@@ -136,6 +136,25 @@ std::string fed_by_note(const wsync_group_t* g, uint32_t rank) {
   const uint32_t parent = g->route.plan.parent[rank];
   if (parent == 0 || parent > g->members.peers.size() || !g->members.peers[parent - 1]) return "";
   return "; fed by relay rank " + std::to_string(parent) + " (at " + g->members.peers[parent - 1]->addr + ")";
+}
+
+wsync_status_t route_fits_segments(const wsync_group_t* g, const std::vector<std::vector<uint32_t>>& segments) {
+  if (!g->route.relays) return WSYNC_OK;
+  const std::vector<uint32_t>& parent = g->route.plan.parent;
+  std::vector<size_t> segment_of(parent.size(), segments.size());
+  for (size_t i = 0; i < segments.size(); ++i)
+    for (uint32_t r : segments[i])
+      if (r < parent.size()) segment_of[r] = i;
+  auto lane = [g](uint32_t r) { return r >= 1 && r <= g->members.peers.size() ? g->members.peers[r - 1]->lane : 0; };
+  for (uint32_t r = 1; r < parent.size(); ++r) {
+    const uint32_t p = parent[r];
+    if (p == 0 || p >= parent.size() || segment_of[p] == segment_of[r]) continue;
+    return fail(WSYNC_ERR_INVALID_ARGUMENT, "receiver rank %u relays to rank %u (both in lane %u of route %s), but they "
+                "take different boxes from sender %u: a relay passes on all it gets. Give the receivers that take "
+                "different boxes different lanes (receiver option lane, e.g. the TP rank), or use route=star; nothing "
+                "was sent", p, r, lane(r), g->route.plan.shape.c_str(), g->cfg.sender_rank);
+  }
+  return WSYNC_OK;
 }
 
 std::vector<Peer*> upstream_of_set(const wsync_group_t* g, const std::vector<Peer*>& set) {

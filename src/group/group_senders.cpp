@@ -275,7 +275,11 @@ wsync_status_t split_by_needs(wsync_group_t* g, const OwnershipPlan& plan, const
   b->owned = std::move(boxes);
   for (size_t i = 0; i < b->tensors.size(); ++i) b->tensors[i].name = b->names[i].c_str();
   // One segment for every receiver with every box whole: today's broadcast.
-  if (!(all_whole && segments.size() == 1)) b->segments = std::move(segments);
+  if (all_whole && segments.size() == 1) return WSYNC_OK;
+  std::vector<std::vector<uint32_t>> ranks;
+  for (const Batch::Segment& seg : segments) ranks.push_back(seg.ranks);
+  if ((st = route_fits_segments(g, ranks)) != WSYNC_OK) return st;
+  b->segments = std::move(segments);
   return WSYNC_OK;
 }
 
@@ -291,9 +295,6 @@ wsync_status_t senders_check_options(wsync_group_t* g) {
   if (g->cfg.sender_rank == 0 && !g->cfg.sender0_store.empty())
     return fail(WSYNC_ERR_INVALID_ARGUMENT, "option 'sender0_store' is for senders 1..%u; sender 0 hosts that store "
                 "itself (config->store_addr)", g->shape.num_senders - 1);
-  if (g->shape.planned && g->cfg.route && g->cfg.route->shape != RouteShape::kStar)
-    return fail(WSYNC_ERR_INVALID_ARGUMENT, "option 'route' must be star in a group whose senders plan (option "
-                "num_senders; each sender's NIC carries only its share, and each receiver gets only its boxes)");
   if (g->shape.planned && !g->cfg.engines_spec.empty() && !g->cfg.engines_embed_wsync)
     return fail(WSYNC_ERR_INVALID_ARGUMENT, "option num_senders needs HTTP engines whose workers embed wsync receivers "
                 "(option engine_receivers=wsync, e.g. vLLM's wsync backend): unmodified engines receive over the one "

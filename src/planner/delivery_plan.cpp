@@ -45,7 +45,14 @@ BucketDelivery DeliveryPlan::bucket(const std::vector<uint32_t>* segment, const 
   }
   std::sort(out.audience.begin(), out.audience.end());
   out.audience.erase(std::unique(out.audience.begin(), out.audience.end()), out.audience.end());
-  out.targets = relays_ ? children(0) : out.audience;
+  if (!relays_) {
+    out.targets = out.audience;
+    return out;
+  }
+  // The sender's own children in the audience: with lanes, the first of each lane whose segment
+  // this is (a relay forwards to its lane only; the plan's lanes follow the segments).
+  for (uint32_t r : children(0))
+    if (out.awaits(r)) out.targets.push_back(r);
   return out;
 }
 

@@ -10,8 +10,10 @@
 //  - star, with control channels: the audience is every member (of the bucket's segment, when it
 //    has one), and the sender posts to each of them.
 //  - relays (a route plan that is not a star): the audience is every member of the segment; the
-//    sender posts to its own children in the route, and every relay forwards every piece to its
-//    children. (Relays and segments together are refused at init today; the plan still answers.)
+//    sender posts to those of its own children in the route that are in it, and every relay
+//    forwards every piece to its children. With segments the route is in lanes (many senders:
+//    route_planner.h), and every lane must lie within one segment: the sender checks that before
+//    a batch is sent (group_senders.cpp), since a relay passes on all it gets.
 //  - no control channel (unmodified HTTP engines): nobody answers over wsync; every rank gets
 //    every byte straight from the sender, member or not.
 #pragma once

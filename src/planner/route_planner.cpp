@@ -140,6 +140,36 @@ std::vector<uint32_t> link_parents(const Resolved& shape, const std::vector<std:
   return parent;
 }
 
+// Receivers in several lanes (RouteMember::lane): each lane planned on its own, as if its members
+// were the only receivers, and the lanes side by side under the sender. *shape: "star" when every
+// lane is one, else the first routed lane's shape and the count ("chain in 2 lanes").
+void plan_lanes(const RouteSpec& spec, const std::vector<std::string>& hosts, const std::vector<uint32_t>& lane,
+                std::string* shape, std::vector<uint32_t>* parent) {
+  std::vector<std::pair<uint32_t, uint32_t>> by_lane;  // (lane, rank), in lane order then rank order
+  for (uint32_t r = 1; r < hosts.size(); ++r) by_lane.emplace_back(lane[r], r);
+  std::sort(by_lane.begin(), by_lane.end());
+  parent->assign(hosts.size(), 0);
+  std::string routed;
+  size_t lanes = 0;
+  for (size_t b = 0; b < by_lane.size();) {
+    size_t e = b;
+    std::vector<uint32_t> ranks;  // local rank i+1 is ranks[i]
+    std::vector<std::string> local_hosts = {hosts[0]};
+    for (; e < by_lane.size() && by_lane[e].first == by_lane[b].first; ++e) {
+      ranks.push_back(by_lane[e].second);
+      local_hosts.push_back(hosts[by_lane[e].second]);
+    }
+    ++lanes;
+    const std::vector<uint32_t> relays = remote_relays(local_hosts);
+    const Resolved r = resolve(spec, static_cast<uint32_t>(ranks.size()), static_cast<uint32_t>(relays.size()));
+    if (r.shape != RouteShape::kStar && routed.empty()) routed = shape_text(r);
+    const std::vector<uint32_t> local = link_parents(r, local_hosts, relays);
+    for (size_t i = 0; i < ranks.size(); ++i) (*parent)[ranks[i]] = local[i + 1] == 0 ? 0 : ranks[local[i + 1] - 1];
+    b = e;
+  }
+  *shape = routed.empty() ? "star" : routed + " in " + std::to_string(lanes) + " lanes";
+}
+
 // Versioned, so that a later encoding never collides with this one; the shape is length-prefixed
 // and every parent a fixed-width little-endian u32.
 uint64_t plan_digest(const std::string& shape, const std::vector<uint32_t>& parent) {
@@ -265,11 +295,17 @@ wsync_status_t plan_routes(const RouteSpec& spec, const std::vector<RouteMember>
   const uint32_t n = static_cast<uint32_t>(receivers.size());
   const std::vector<uint32_t> relays = remote_relays(hosts);
   const uint32_t remote = static_cast<uint32_t>(relays.size());
-  const Resolved shape = resolve(spec, n, remote);
+  std::vector<uint32_t> lane(n + 1, 0);
+  for (const RouteMember& m : receivers) lane[m.rank] = m.lane;
 
   RoutePlan plan;
-  plan.shape = shape_text(shape);
-  plan.parent = link_parents(shape, hosts, relays);
+  if (std::all_of(lane.begin() + 1, lane.end(), [&](uint32_t l) { return l == lane[1]; })) {
+    const Resolved shape = resolve(spec, n, remote);
+    plan.shape = shape_text(shape);
+    plan.parent = link_parents(shape, hosts, relays);
+  } else {
+    plan_lanes(spec, hosts, lane, &plan.shape, &plan.parent);
+  }
   plan.children.assign(n + 1, {});
   for (uint32_t r = 1; r <= n; ++r) plan.children[plan.parent[r]].push_back(r);  // ascending by construction
   plan.host = std::move(hosts);

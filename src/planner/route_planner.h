@@ -35,6 +35,13 @@
 //    the depth at about log2(H) hops (5 for 20 hosts, 10 for 1000) at the cost of half the rate
 //    per link, and a slow or dead relay only affects its own subtree.
 //
+// Lanes. Receivers may say a lane (many senders: the receivers that take the same boxes, e.g.
+// each TP rank of every replica, give the same lane). Each lane is planned on its own, with the
+// shape above, as if its members were the only receivers: relays forward only to receivers of
+// their own lane, so a relay never passes on bytes its child did not ask for, and each sender
+// feeds the first host of every lane that needs its bytes (GPU i of replica 1 relays share i to GPU
+// i of replica 2, ...). Every receiver in one lane: the plan above, unchanged.
+//
 // The digest identifies the plan (its shape and every parent), not the membership it came from:
 // two memberships that give the same tree give the same digest. Every member computes the plan
 // from the same inputs and checks the digest, so a member that saw a different membership is
@@ -73,6 +80,7 @@ std::string route_spec_text(const RouteSpec& spec);
 struct RouteMember {
   uint32_t rank;     // 1..N
   std::string host;  // opaque key: equal keys are the same host
+  uint32_t lane = 0;  // receivers that take the same bytes (see "Lanes" above)
 };
 
 struct RoutePlan {

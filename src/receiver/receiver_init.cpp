@@ -29,6 +29,7 @@ struct JoinArgs {
   GroupInfo info;
   std::string secret_option, secret_file_option;
   std::string local_address;  // receiver option local_address: the control connection leaves from it
+  JoinedBody joined;          // receiver option lane, said in JOINED
   GroupSecret secret;
 };
 
@@ -56,6 +57,11 @@ wsync_status_t apply_options(Link* rx, const OptionList& opts, JoinArgs* a) {
     } else if (kv.first == "local_address") {  // the address this host is known by (relays group by it)
       if (kv.second.empty()) st = fail(WSYNC_ERR_INVALID_ARGUMENT, "receiver option 'local_address' is empty");
       a->local_address = kv.second;
+    } else if (kv.first == "lane") {  // receivers that take the same boxes (a TP rank): relays stay in it
+      if ((st = parse_u64_option(kv.first, kv.second, 0, 65535, &n)) == WSYNC_OK) {
+        a->joined.has_lane = true;
+        a->joined.lane = static_cast<uint32_t>(n);
+      }
     } else if (kv.first == "secret") {
       a->secret_option = kv.second;
     } else if (kv.first == "secret_file") {
@@ -63,7 +69,7 @@ wsync_status_t apply_options(Link* rx, const OptionList& opts, JoinArgs* a) {
       a->secret_file_option = kv.second;
     } else if (kv.first.compare(0, 10, "transport.") != 0) {
       st = fail(WSYNC_ERR_INVALID_ARGUMENT, "unknown receiver option '%s' (known: timeout_ms, device, receive_mode, "
-                "local_address, secret, secret_file, transport.*)", kv.first.c_str());
+                "local_address, lane, secret, secret_file, transport.*)", kv.first.c_str());
     }
     if (st != WSYNC_OK) return st;
   }
@@ -279,7 +285,7 @@ wsync_status_t connect_transport(Link* rx, const JoinArgs& a) {
   rx->recv_self = rx->transport_self;
   rx->recv_fd = rx->transport_fd;
   clear_error();
-  return rx->conn.send(MsgType::kJoined, {}, a.timeout_ms);
+  return rx->conn.send(MsgType::kJoined, encode_joined(a.joined), a.timeout_ms);
 }
 
 // A relay world: the members `relay` forwards to, under its own name in the store.

@@ -104,6 +104,25 @@ static void bad_receive_mode(void** state) {
   assert_contains(wsync_last_error(), "transactional");
 }
 
+/* Since 1.5: lane takes a whole number 0..65535; anything else is refused naming the option before
+ * anything is contacted. */
+static void bad_lane(void** state) {
+  const char* bad[] = {"-1", "65536", "tp0", ""};
+  size_t i;
+  (void)state;
+  for (i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+    wsync_receiver_config_t c = WSYNC_RECEIVER_CONFIG_INIT;
+    wsync_option_t o = WSYNC_OPTION("lane", bad[i]);
+    c.rank = 1;
+    c.timeout_ms = 100;
+    c.store_addr = "127.0.0.1:1";
+    c.options = &o;
+    c.num_options = 1;
+    assert_status(rx_init_fails(&c), WSYNC_ERR_INVALID_ARGUMENT);
+    assert_contains(wsync_last_error(), "lane");
+  }
+}
+
 /* Nothing listens on the port (bound, not listening: connections are refused at once). The
  * receiver retries until its timeout, then returns WSYNC_ERR_TIMEOUT naming the address. */
 static void nothing_listens_times_out_in_time(void** state) {
@@ -179,6 +198,7 @@ int main(void) {
       cmocka_unit_test(short_struct_size),
       cmocka_unit_test(bad_store_addr_and_options),
       cmocka_unit_test(bad_receive_mode),
+      cmocka_unit_test(bad_lane),
       cmocka_unit_test(nothing_listens_times_out_in_time),
       cmocka_unit_test(silent_listener_times_out_in_time),
       cmocka_unit_test(zero_timeout_means_the_option),

@@ -105,6 +105,7 @@ struct SenderPlan {
   // or claims no part of layer.0.bias (gap), or gives norm.weight another shape (disagreement).
   enum class Lie { kNone, kOverlap, kGap, kShape } lie = Lie::kNone;
   std::string expect_error;  // the lie's refusal must name this (exit 0 when it does)
+  std::string route;         // option route, when given
 };
 
 std::string addr_file(const std::string& dir, uint32_t k) { return dir + "/s" + std::to_string(k) + ".addr"; }
@@ -120,6 +121,7 @@ int run_sender(const SenderPlan& p) {
                                       WSYNC_OPTION("sender_rank", k.c_str()), WSYNC_OPTION("timeout_ms", tm.c_str()),
                                       WSYNC_OPTION("bucket_bytes", bb.c_str())};
   if (p.k > 0) opts.push_back(WSYNC_OPTION("sender0_store", s0.c_str()));
+  if (!p.route.empty()) opts.push_back(WSYNC_OPTION("route", p.route.c_str()));
   wsync_group_config_t cfg = WSYNC_GROUP_CONFIG_INIT;
   cfg.num_receivers = p.receivers;
   cfg.group_name = kGroup;
@@ -194,6 +196,8 @@ struct RxPlan {
   // columns and of layer.0.qkv's rows (the senders split those by rows and by columns), and the
   // other tensors whole.
   int tp = -1;
+  // Relays: the address its connections leave from (its own "host" on loopback), and its lane.
+  std::string local_address, lane;
 };
 
 // The TP-2 half `tp` a receiver holds of tensor `s` (dim 1 of embed.weight, dim 0 of qkv), or false.
@@ -235,14 +239,16 @@ int run_receiver_of(const RxPlan& p) {
   const std::string addr = read_addr_file(addr_file(p.dir, 0), 20000);
   wsync_receiver_t* rx = nullptr;
   const std::string tm = std::to_string(p.timeout_ms);
-  wsync_option_t opts[] = {WSYNC_OPTION("receive_mode", p.take == Take::kStaged ? "staged" : "in_place"),
-                           WSYNC_OPTION("timeout_ms", tm.c_str())};
+  std::vector<wsync_option_t> opts = {WSYNC_OPTION("receive_mode", p.take == Take::kStaged ? "staged" : "in_place"),
+                                      WSYNC_OPTION("timeout_ms", tm.c_str())};
+  if (!p.local_address.empty()) opts.push_back(WSYNC_OPTION("local_address", p.local_address.c_str()));
+  if (!p.lane.empty()) opts.push_back(WSYNC_OPTION("lane", p.lane.c_str()));
   wsync_receiver_config_t cfg = WSYNC_RECEIVER_CONFIG_INIT;
   cfg.rank = p.rank;
   cfg.store_addr = addr.c_str();
   cfg.group_name = kGroup;
-  cfg.options = opts;
-  cfg.num_options = 2;
+  cfg.options = opts.data();
+  cfg.num_options = opts.size();
   wsync_status_t st = wsync_receiver_init(&cfg, &rx);
   if (st != WSYNC_OK) {
     std::fprintf(stderr, "receiver %u: init: %s\n", p.rank, wsync_last_error());
@@ -417,7 +423,11 @@ TEST(ManySenders, FourSendersSplitUnevenly) {
 // TP rank, each registering its half of embed.weight's columns and of qkv's rows: every receiver
 // takes a part of each sender's slice (cut out of it: several runs), only its half arrives (a byte
 // outside it would be refused), and one receiver per TP rank is staged.
-void tp2(uint32_t m) {
+// Lanes: each receiver on a "host" of its own (an address of loopback), so that route=auto relays:
+// with lanes, TP rank t of one replica forwards to TP rank t of the next.
+enum class Hosts { kOne, kOwnLanes, kOwnNoLanes };
+
+void tp2(uint32_t m, Hosts hosts = Hosts::kOne, const std::string& expect_error = "") {
   Cluster c;
   for (uint32_t k = 0; k < m; ++k) {
     SenderPlan p;
@@ -425,6 +435,7 @@ void tp2(uint32_t m) {
     p.k = k;
     p.receivers = 4;
     p.dir = c.dir;
+    p.expect_error = expect_error;
     c.senders.push_back(spawn([p] { return run_sender(p); }));
   }
   for (uint32_t r = 1; r <= 4; ++r) {
@@ -433,6 +444,9 @@ void tp2(uint32_t m) {
     p.dir = c.dir;
     p.tp = r <= 2 ? 0 : 1;
     p.take = r % 2 ? Take::kInPlace : Take::kStaged;
+    if (hosts != Hosts::kOne) p.local_address = "127.0.0." + std::to_string(r + 1);
+    if (hosts == Hosts::kOwnLanes) p.lane = std::to_string(p.tp);
+    if (!expect_error.empty()) p.versions = 0;
     c.receivers.push_back(spawn([p] { return run_receiver_of(p); }));
   }
   for (pid_t p : c.senders) EXPECT_EQ(wait_child(p, 60000), 0);
@@ -445,6 +459,17 @@ TEST(ManySenders, TP2ReceiversGetOnlyTheirHalfFromEverySender) { tp2(2); }
 
 // One sender that plans (option num_senders=1) serves TP-2 receivers the same way.
 TEST(ManySenders, OneSenderThatPlansSendsTP2ReceiversTheirHalfOnly) { tp2(1); }
+
+// Many senders × relays (lanes): the receivers on four hosts, lane = TP rank, route auto. Each
+// sender sends its half-slices once per lane, to the lane's first host, which relays them to the
+// same TP rank of the other replica; every byte is checked as above.
+TEST(ManySenders, LanesRelayEachTPHalfToTheSameTPRankOfTheNextReplica) { tp2(2, Hosts::kOwnLanes); }
+
+// The same receivers without lanes: a relay would pass on the half its child did not ask for, so
+// the first batch is refused before a byte moves, naming the relay, its child and the option.
+TEST(ManySenders, RelaysBetweenReceiversTakingDifferentBoxesAreRefusedNamingTheLaneOption) {
+  tp2(2, Hosts::kOwnNoLanes, "receiver option lane");
+}
 
 namespace {
 

@@ -1,7 +1,7 @@
 // The delivery plan: over random routes (star, chain, trees, auto on random hosts), random
 // ownership segments (which ranks a bucket's boxes are for) and random memberships (ranks
-// removed), every bucket reaches exactly the members that need it, each once, along the route;
-// the sender posts only to its own targets; and unmodified engines (no control channel) get every
+// removed; with relays, segments of whole lanes), every bucket reaches exactly the members that
+// need it, each once, along the route; the sender posts only to its own targets; and unmodified engines (no control channel) get every
 // byte from the sender with nobody awaited.
 #include <gtest/gtest.h>
 
@@ -58,9 +58,19 @@ TEST(DeliveryPlan, EveryBucketReachesExactlyTheMembersThatNeedItOnce) {
     const DeliveryPlan d = DeliveryPlan::routed(plan);
     relayed += d.relays();
     std::vector<uint32_t> members, segment;
-    for (uint32_t r = 1; r <= n; ++r) {
-      if (rng() % 5 != 0) members.push_back(r);  // elastic: about one in five removed
-      if (rng() % 3 != 0) segment.push_back(r);  // many senders: the ranks that need these boxes
+    if (!d.relays()) {
+      for (uint32_t r = 1; r <= n; ++r) {
+        if (rng() % 5 != 0) members.push_back(r);  // elastic: about one in five removed
+        if (rng() % 3 != 0) segment.push_back(r);  // many senders: the ranks that need these boxes
+      }
+    } else {  // relays: every member; a segment is whole lanes (subtrees under the sender)
+      for (uint32_t r = 1; r <= n; ++r) members.push_back(r);
+      for (uint32_t head : plan.children[0])
+        if (rng() % 3 != 0) {
+          segment.push_back(head);
+          for (uint32_t r : downstream_of(plan, head)) segment.push_back(r);
+        }
+      segment = sorted_unique(segment);
     }
     const bool whole = rng() % 2 == 0;
     const BucketDelivery b = d.bucket(whole ? nullptr : &segment, members);
@@ -77,8 +87,12 @@ TEST(DeliveryPlan, EveryBucketReachesExactlyTheMembersThatNeedItOnce) {
     if (!d.relays()) {  // a star: the sender posts to exactly the audience, nobody forwards
       EXPECT_EQ(b.targets, b.audience);
       for (uint32_t r = 1; r <= n; ++r) EXPECT_TRUE(d.children(r).empty());
-    } else {  // relays: the sender posts to its own children only, each relay to its route children
-      EXPECT_EQ(b.targets, sorted_unique(plan.children[0]));
+    } else {  // relays: the sender posts to its own children in the audience, each relay to its children
+      std::vector<uint32_t> heads;
+      for (uint32_t r : plan.children[0])
+        if (b.awaits(r)) heads.push_back(r);
+      EXPECT_EQ(b.targets, sorted_unique(heads));
+      for (uint32_t r : got) EXPECT_TRUE(b.awaits(r)) << "rank " << r << " outside the audience gets the bytes";
       for (uint32_t r = 1; r <= n; ++r) EXPECT_EQ(d.children(r), sorted_unique(plan.children[r]));
     }
   }

@@ -187,6 +187,29 @@ TEST(Frames, RejectCommittedEndUpdate) {
   EXPECT_EQ(decode_end_update(ep, &ed), WSYNC_OK);
 }
 
+// JOINED: empty (no lane said, as before 0.10) or one u32 lane; anything else is refused.
+TEST(Frames, JoinedSaysALaneOrNothing) {
+  JoinedBody none;
+  ASSERT_EQ(decode_joined({}, &none), WSYNC_OK);
+  EXPECT_FALSE(none.has_lane);
+  EXPECT_TRUE(encode_joined(none).empty());
+  std::vector<uint8_t> j;
+  Put(j, 0x00010203u, 4);
+  JoinedBody said;
+  said.has_lane = true;
+  said.lane = 0x00010203u;
+  EXPECT_EQ(encode_joined(said), j);
+  JoinedBody got;
+  ASSERT_EQ(decode_joined(j, &got), WSYNC_OK);
+  EXPECT_TRUE(got.has_lane);
+  EXPECT_EQ(got.lane, 0x00010203u);
+  for (size_t n : {1, 2, 3, 5, 8}) {
+    JoinedBody bad;
+    EXPECT_EQ(decode_joined(std::vector<uint8_t>(n, 1), &bad), WSYNC_ERR_PROTOCOL) << n << " bytes";
+    EXPECT_NE(std::string(last_error()).find("JOINED"), std::string::npos) << last_error();
+  }
+}
+
 TEST(Frames, ManifestFrameAndReadyRefuseTrailingBytes) {
   const std::vector<uint8_t> record = {'W', 'S', 'M', 'F', 1, 2, 3};
   const std::vector<uint8_t> blob = {9, 8, 7};

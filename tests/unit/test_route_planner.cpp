@@ -247,6 +247,47 @@ TEST(RoutePlanner, InvariantsOnRandomMemberships) {
   }
 }
 
+// Lanes: TP-2 receivers of 3 replicas, each on a host of its own, and 2 more on the sender's host.
+// Each lane is a chain of its own (TP rank t of replica 1 -> of replica 2 -> ...), relays never
+// feed another lane, each host's NIC takes each of its lane's bytes once, and one lane for all is
+// the plan without lanes.
+TEST(RoutePlanner, LanesAreRoutedEachOnItsOwn) {
+  std::vector<RouteMember> m;
+  for (uint32_t r = 1; r <= 6; ++r) m.push_back(RouteMember{r, host_ip(r), (r - 1) % 2});  // rank r: replica (r-1)/2
+  m.push_back(RouteMember{7, kSenderHost, 0});
+  m.push_back(RouteMember{8, kSenderHost, 1});
+  for (const char* shape : {"auto", "chain", "tree:2"}) {
+    RoutePlan plan;
+    ASSERT_EQ(plan_routes(spec_of(shape), m, kSenderHost, &plan), WSYNC_OK) << last_error();
+    expect_spanning_tree(plan, 8);
+    expect_each_nic_once(plan);
+    for (uint32_t r = 1; r <= 8; ++r) {
+      if (plan.parent[r] != 0) {
+        EXPECT_EQ(m[plan.parent[r] - 1].lane, m[r - 1].lane) << shape << ": rank " << r;
+      }
+    }
+    EXPECT_NE(plan.shape.find("in 2 lanes"), std::string::npos) << plan.shape;
+  }
+  RoutePlan chain;
+  ASSERT_EQ(plan_routes(spec_of("chain"), m, kSenderHost, &chain), WSYNC_OK);
+  EXPECT_EQ(chain.shape, "chain in 2 lanes");
+  EXPECT_EQ(chain.children[0], (std::vector<uint32_t>{1, 2, 7, 8}));  // each lane's first host, and the local ones
+  EXPECT_EQ(chain.parent[3], 1u);
+  EXPECT_EQ(chain.parent[5], 3u);
+  EXPECT_EQ(chain.parent[4], 2u);
+  EXPECT_EQ(chain.parent[6], 4u);
+  RoutePlan star;  // one receiver per lane, or star asked: no relays
+  ASSERT_EQ(plan_routes(spec_of("star"), m, kSenderHost, &star), WSYNC_OK);
+  EXPECT_EQ(star.shape, "star");
+  for (RouteMember& x : m) x.lane = 7;
+  RoutePlan one, plain;
+  ASSERT_EQ(plan_routes(spec_of("chain"), m, kSenderHost, &one), WSYNC_OK);
+  for (RouteMember& x : m) x.lane = 0;
+  ASSERT_EQ(plan_routes(spec_of("chain"), m, kSenderHost, &plain), WSYNC_OK);
+  EXPECT_EQ(one.parent, plain.parent);
+  EXPECT_EQ(one.digest, plain.digest);
+}
+
 TEST(RoutePlanner, AutoChoosesByHostCount) {
   const RouteSpec automatic;  // the default
   EXPECT_EQ(automatic.shape, RouteShape::kAuto);

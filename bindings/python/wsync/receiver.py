@@ -181,7 +181,8 @@ class Receiver(Closing):
     rank (self.rank then says which).
 
     Receiver options (`options`): timeout_ms, device, receive_mode ("in_place" or "staged"),
-    transport.*. Used from one thread at a time."""
+    local_address, lane (many senders with relays: receivers that take the same slices, e.g. one
+    TP rank of every replica, give the same lane), transport.*. Used from one thread at a time."""
 
     def __init__(self, rank, store_addr, *, group_name=None, transport=None, options=None, timeout_ms=None):
         opts = Options(options)
