@@ -33,10 +33,11 @@
 #
 # Usage: scripts/senders-bench.sh [--rate 200mbit] [--mib 64] [--iters 3] [--warmup 1] [--batches 6]
 #          [--senders 1,2,4] [--receivers 2,8] [--tp 1,2] [--routes star] [--build build] [--name senders]
-#          [--lanes] [--smoke]
+#          [--option key=value ...] [--lanes] [--smoke]
 #   --batches: send_batch calls per version (the 8 MiB tensors in that many groups, at most one each).
 #   --tp: the receivers' modes, a list of 1 (full tensors) and 2 (TP-2 halves; even receiver counts).
 #   --routes: the senders' route option, a list of star and auto (default star).
+#   --option: a group option for every sender (wsync-cluster-bench --option), e.g. window=8.
 #   --lanes: senders 1,4, receivers 2,4,8, tp 2, routes auto,star, and the lanes summary.
 #   --smoke: senders 1,2, receivers 2, 4 MiB, 1 iteration, no warm-up (the suite's cluster.senders_smoke);
 #     with --lanes: senders 1,2, receivers 2,4 (the suite runs both).
@@ -47,7 +48,7 @@ cd "$(dirname "$0")/.."
 readonly REPO=$PWD
 . "$REPO/scripts/bench-lib.sh"  # wait_bounded
 RATE=200mbit MIB=64 ITERS=3 WARMUP=1 BATCHES=6 SENDERS=1,2,4 RECEIVERS=2,8 TPS=1,2 ROUTES=star BUILD=build NAME=senders
-LANES=0 SMOKE=0
+LANES=0 SMOKE=0 SENDER_OPTS=()
 readonly PORT_BASE=29700 RX_BASE=4
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
@@ -61,7 +62,7 @@ parse_args() {
       --smoke) SMOKE=1; shift; continue ;;
       --lanes) LANES=1; shift; continue ;;
       --inside) INSIDE=1; shift; continue ;;
-      --rate|--mib|--iters|--warmup|--batches|--senders|--receivers|--tp|--routes|--build|--name) [ $# -ge 2 ] || bad_usage "$1 needs a value" ;;
+      --rate|--mib|--iters|--warmup|--batches|--senders|--receivers|--tp|--routes|--build|--name|--option) [ $# -ge 2 ] || bad_usage "$1 needs a value" ;;
       *) bad_usage "unknown flag $1" ;;
     esac
     case $1 in
@@ -74,6 +75,7 @@ parse_args() {
       --receivers) RECEIVERS=$2 ;;
       --tp) TPS=$2 ;;
       --routes) ROUTES=$2 ;;
+      --option) [[ $2 == ?*=* ]] || bad_usage "--option takes key=value"; SENDER_OPTS+=(--option "$2") ;;
       --build) BUILD=$2 ;;
       --name) NAME=$2 ;;
     esac
@@ -125,7 +127,7 @@ run_row() {
     [ "$k" -eq 0 ] || extra+=(--sender0-store "$s0")
     "$WSC_CLUSTER" exec "h$k" "$(bench_bin)" --role sender --receivers "$n" --store "${!addr_var}:$port" \
       "${extra[@]}" --mib "$MIB" --tensor-mib 8 --iters "$ITERS" --batches "$BATCHES" \
-      --warmup "$WARMUP" --option route="$route" >"$ROW_DIR/sender$k.out" 2>&1 &
+      --warmup "$WARMUP" --option route="$route" "${SENDER_OPTS[@]}" >"$ROW_DIR/sender$k.out" 2>&1 &
     pids+=($!)
   done
   for ((i = 1; i <= n; i++)); do
