@@ -144,6 +144,18 @@ int run_sender(const std::string& dir, Fault fault) {
     t.shape[1] = 2048;
   }
   if ((st = wsync_group_send_batch(g, m.descs.data(), kBatchA, -1)) != WSYNC_OK) SENDER_FAIL(20, "v2 batch A");
+  if (fault == Fault::kKilledBetweenBatches || fault == Fault::kAbortBetweenBatches ||
+      fault == Fault::kDestroyedMidUpdate) {
+    // "Between batches" for the receiver: batch A delivered (send_batch returns once A is
+    // released, since ABI 1.5, which may be before the receiver has it: a receive still posted
+    // when the sender goes would make late writes possible).
+    for (int i = 0; i < 2000; ++i) {
+      wsync_group_get_stats(g, &stats);
+      if (stats.batches >= 3) break;  // (version 1's two, and A)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (stats.batches < 3) SENDER_FAIL(24, "v2 batch A was not delivered within 20 s");
+  }
   if (fault == Fault::kKilledBetweenBatches) raise(SIGKILL);
   if (fault == Fault::kDestroyedMidUpdate) {
     wsync_group_destroy(g);
