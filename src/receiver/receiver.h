@@ -13,6 +13,8 @@
 //   receiver_state.cpp    what an update did to the registered buffers: the tensors it touched,
 //                         staged bytes (receive_mode staged) and their copy at commit, the state
 //                         wsync_receiver_get_state reports
+//   receiver_rejoin.cpp   receiver option rejoin: a sender that is gone is followed by its
+//                         successor at the same store (a restarted trainer), same rank and buffers
 //   receiver_catchup.cpp  catch-up: a source serves the committed version over a world of two; the
 //                         joiner checks every tensor against the sender's digest
 //   receiver_wait.cpp     sleeping on the control socket and every transport instance, progressing
@@ -146,6 +148,18 @@ struct RxShared {
   uint64_t commit_ready = 0;     // many senders: the version COMMIT reported (every sender finalized it)
   std::string link_failed;   // a link failed: the receiver cannot take updates any more
   wsync_status_t link_status = WSYNC_OK;
+  bool rejoin = false;       // receiver option rejoin (receiver_rejoin.cpp)
+};
+
+// Receiver option rejoin (receiver_rejoin.cpp): what init was given, kept to join the sender's
+// successor when the sender is gone (a trainer that restarts from its checkpoint).
+struct RejoinConfig {
+  std::string store_addr, group_name, transport;
+  bool has_group_name = false, has_transport = false;
+  OptionList options;
+  uint32_t rank = 0;       // the rank init got (the one asked for, or the one assigned)
+  int64_t timeout_ms = 0;  // the receiver's own (option timeout_ms)
+  uint64_t rejoins = 0;    // senders joined since init
 };
 
 // One link: this receiver joined to one sender (its control connection, transport world, buckets
@@ -241,6 +255,7 @@ struct Link {
 // The receiver the caller holds: the shared state and its links, link 0 (joined to sender 0) first.
 struct wsync_receiver {
   wsync::RxShared shared;
+  wsync::RejoinConfig rejoin;  // (receiver option rejoin)
   std::vector<std::unique_ptr<wsync::Link>> links;  // made by init; a many-sender receiver's others by links_join
   wsync::Link* link0() const { return links.empty() ? nullptr : links[0].get(); }
 };
@@ -286,6 +301,21 @@ wsync_status_t links_commit(Link* rx, uint64_t version);
 // What this receiver needs (the slices it registered; every other tensor whole), in sender 0's
 // store, where every sender reads it before it plans a batch.
 wsync_status_t links_publish_needs(Link* rx);
+// receiver_rejoin.cpp (receiver option rejoin)
+// After init: keep what joining again needs (refused with many senders: not supported yet).
+wsync_status_t rejoin_keep(const wsync_receiver_config_t* config, wsync_receiver_t* receiver);
+// The sender is gone (its connection closed, nothing of it left unread, or it closed the group)
+// and the receiver may join its successor.
+bool rejoin_due(wsync_receiver_t* receiver);
+// The update in flight is dropped, the link to the gone sender closed, and the receiver joins the
+// group at the same store with the same rank within timeout_ms (negative: the receiver's
+// timeout_ms), keeping its registered buffers and committed version. Not back in time:
+// WSYNC_ERR_TIMEOUT naming the store; the next call tries again.
+wsync_status_t rejoin(wsync_receiver_t* receiver, int64_t timeout_ms);
+// Every transport instance of the link destroyed, its control connection and store client closed
+// (receiver_api.cpp; destroy and rejoin).
+void link_teardown(Link* l);
+
 // receiver_bucket.cpp
 // A MANIFEST: check it, post the receive of its pieces, READY; the bucket joins rx->flight.
 wsync_status_t accept_manifest(Link* rx, const Frame& f);

@@ -100,6 +100,23 @@ wsync_status_t register_buffers(Link* rx, const wsync_tensor_t* buffers, uint64_
 
 }  // namespace
 
+namespace wsync {
+
+void link_teardown(Link* l) {
+  if (l->transport.table != nullptr) {
+    if (l->relay_self) l->transport.table->destroy(l->relay_self);
+    if (l->catchup_self) l->transport.table->destroy(l->catchup_self);
+    if (l->recv_self && l->recv_self != l->transport_self) l->transport.table->destroy(l->recv_self);
+    if (l->transport_self) l->transport.table->destroy(l->transport_self);
+  }
+  l->relay_self = l->catchup_self = l->recv_self = l->transport_self = nullptr;
+  l->relay_fd = l->recv_fd = l->transport_fd = -1;
+  l->conn.close();
+  l->store_client.reset();
+}
+
+}  // namespace wsync
+
 extern "C" {
 
 WSYNC_API wsync_status_t wsync_receiver_init(const wsync_receiver_config_t* config, wsync_receiver_t** out) {
@@ -109,7 +126,8 @@ WSYNC_API wsync_status_t wsync_receiver_init(const wsync_receiver_config_t* conf
         [&](wsync_receiver_t* receiver) {
           receiver->links.push_back(std::make_unique<Link>(&receiver->shared));
           wsync_status_t st = receiver_init(config, receiver->link0());
-          return st == WSYNC_OK ? links_join(config, receiver) : st;  // many senders: join the others too
+          if (st == WSYNC_OK) st = links_join(config, receiver);  // many senders: join the others too
+          return st == WSYNC_OK ? rejoin_keep(config, receiver) : st;
         },
         [](wsync_receiver_t* rx) { wsync_receiver_destroy(rx); });
   });
@@ -129,6 +147,7 @@ WSYNC_API wsync_status_t wsync_receiver_next(wsync_receiver_t* receiver, wsync_r
     wsync_status_t st = check_out_struct(size, "event", "WSYNC_RECEIVER_EVENT_INIT");
     if (st != WSYNC_OK) return st;
     wsync_receiver_event_t ev = WSYNC_RECEIVER_EVENT_INIT;
+    if (rejoin_due(receiver) && (st = rejoin(receiver, timeout_ms)) != WSYNC_OK) return st;
     st = receiver_next(receiver->link0(), &ev, timeout_ms);
     write_struct(ev, size, event);
     return st;
@@ -201,16 +220,7 @@ WSYNC_API void wsync_receiver_destroy(wsync_receiver_t* receiver) {
     receiver->shared.links.clear();
     // The other senders' links first, then link 0; of each, the transport first: it may still be
     // writing into staging and the graveyard.
-    for (size_t i = receiver->links.size(); i-- > 0;) {
-      Link* l = receiver->links[i].get();
-      if (l->relay_self) l->transport.table->destroy(l->relay_self);
-      if (l->catchup_self) l->transport.table->destroy(l->catchup_self);
-      if (l->recv_self && l->recv_self != l->transport_self) l->transport.table->destroy(l->recv_self);
-      if (l->transport_self) l->transport.table->destroy(l->transport_self);
-      l->relay_self = l->catchup_self = l->recv_self = l->transport_self = nullptr;
-      l->conn.close();
-      l->store_client.reset();
-    }
+    for (size_t i = receiver->links.size(); i-- > 0;) link_teardown(receiver->links[i].get());
     receiver->links.clear();
     delete receiver;
   });

@@ -62,6 +62,9 @@ wsync_status_t apply_options(Link* rx, const OptionList& opts, JoinArgs* a) {
         a->joined.has_lane = true;
         a->joined.lane = static_cast<uint32_t>(n);
       }
+    } else if (kv.first == "rejoin") {  // a sender that is gone: the next next() joins its successor
+      bool on = false;
+      if ((st = parse_bool_option(kv.first, kv.second, &on)) == WSYNC_OK) rx->sh->rejoin = on;
     } else if (kv.first == "secret") {
       a->secret_option = kv.second;
     } else if (kv.first == "secret_file") {
@@ -69,7 +72,7 @@ wsync_status_t apply_options(Link* rx, const OptionList& opts, JoinArgs* a) {
       a->secret_file_option = kv.second;
     } else if (kv.first.compare(0, 10, "transport.") != 0) {
       st = fail(WSYNC_ERR_INVALID_ARGUMENT, "unknown receiver option '%s' (known: timeout_ms, device, receive_mode, "
-                "local_address, lane, secret, secret_file, transport.*)", kv.first.c_str());
+                "local_address, lane, rejoin, secret, secret_file, transport.*)", kv.first.c_str());
     }
     if (st != WSYNC_OK) return st;
   }

@@ -182,7 +182,9 @@ class Receiver(Closing):
 
     Receiver options (`options`): timeout_ms, device, receive_mode ("in_place" or "staged"),
     local_address, lane (many senders with relays: receivers that take the same slices, e.g. one
-    TP rank of every replica, give the same lane), transport.*. Used from one thread at a time."""
+    TP rank of every replica, give the same lane), rejoin ("1": after the trainer is gone, next()
+    joins a restarted trainer at the same store, keeping the buffers and the committed version),
+    transport.*. Used from one thread at a time."""
 
     def __init__(self, rank, store_addr, *, group_name=None, transport=None, options=None, timeout_ms=None):
         opts = Options(options)

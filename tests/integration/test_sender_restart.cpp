@@ -1,0 +1,192 @@
+// A trainer that restarts without its engines (receiver option rejoin), over the public ABI with
+// the real store, control channel and UCX, every member a process on loopback: the trainer
+// publishes versions 1 and 2, dies (SIGKILL) in the middle of version 3, and a new trainer process
+// at the same store address publishes versions 3 and 4 into the same receivers, which were never
+// restarted or re-initialised. Every byte of every committed version is checked; a staged
+// receiver's buffers hold version 2 exactly while no trainer runs.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "harness.h"
+#include "wsync.h"
+
+using namespace harness;
+
+namespace {
+
+constexpr const char* kGroup = "restart";
+
+std::vector<synth_tensor_t> spec() {
+  return {tensor_of("embed.weight", WSYNC_DTYPE_FLOAT32, {1000, 64}),
+          tensor_of("layers.0.qkv", WSYNC_DTYPE_BFLOAT16, {300, 7}),
+          tensor_of("layers.0.scale", WSYNC_DTYPE_INT8, {4096}),
+          tensor_of("lm_head.weight", WSYNC_DTYPE_BFLOAT16, {512, 1024})};
+}
+
+// A port nothing listens on now: a restarted trainer binds the same one (store_addr is fixed).
+int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  int port = -1;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+    port = ntohs(a.sin_port);
+  ::close(fd);
+  return port;
+}
+
+// One trainer process: versions first..last, two batches each; with die_in, SIGKILL itself after
+// that version's first batch.
+int run_trainer(const std::string& store, uint64_t first, uint64_t last, uint64_t die_in) {
+  std::vector<wsync_option_t> opts = {WSYNC_OPTION("timeout_ms", "10000")};
+  wsync_group_config_t cfg = WSYNC_GROUP_CONFIG_INIT;
+  cfg.num_receivers = 2;
+  cfg.group_name = kGroup;
+  cfg.store_addr = store.c_str();
+  cfg.options = opts.data();
+  cfg.num_options = opts.size();
+  cfg.timeout_ms = 30000;
+  wsync_group_t* g = nullptr;
+  wsync_status_t st = wsync_group_init(&cfg, &g);
+  if (st != WSYNC_OK) {
+    std::fprintf(stderr, "trainer: init: %s: %s\n", wsync_status_name(st), wsync_last_error());
+    return 3;
+  }
+  Model m;
+  m.spec = spec();
+  for (uint64_t v = first; v <= last && st == WSYNC_OK; ++v) {
+    m.fill(v);
+    st = wsync_group_send_batch(g, m.descs.data(), 2, -1);
+    if (v == die_in) raise(SIGKILL);
+    if (st == WSYNC_OK) st = wsync_group_send_batch(g, m.descs.data() + 2, m.descs.size() - 2, -1);
+    if (st == WSYNC_OK) st = wsync_group_finalize(g, v, -1);
+  }
+  if (st != WSYNC_OK) std::fprintf(stderr, "trainer: %s: %s\n", wsync_status_name(st), wsync_last_error());
+  wsync_group_destroy(g);
+  return st == WSYNC_OK ? 0 : 3;
+}
+
+bool holds(const std::vector<synth_tensor_t>& s, const std::vector<std::vector<uint8_t>>& bufs, uint64_t version) {
+  for (size_t i = 0; i < s.size(); ++i) {
+    std::vector<uint8_t> want(s[i].nbytes);
+    synth_fill(&s[i], version, want.data());
+    if (want != bufs[i]) return false;
+  }
+  return true;
+}
+
+// A receiver (an engine worker that embeds wsync) with option rejoin: commits 1..4 in order, each
+// checked byte for byte; between trainers (errors and timeouts from next) a staged one still
+// holds the last committed version. Exit 0, or 1 with the reason printed.
+int run_engine(const std::string& store, uint32_t rank, bool staged) {
+  const std::vector<synth_tensor_t> s = spec();
+  wsync_option_t opts[] = {WSYNC_OPTION("rejoin", "1"), WSYNC_OPTION("receive_mode", staged ? "staged" : "in_place"),
+                           WSYNC_OPTION("timeout_ms", "10000")};
+  wsync_receiver_config_t cfg = WSYNC_RECEIVER_CONFIG_INIT;
+  cfg.rank = rank;
+  cfg.store_addr = store.c_str();
+  cfg.group_name = kGroup;
+  cfg.options = opts;
+  cfg.num_options = 3;
+  cfg.timeout_ms = 30000;
+  wsync_receiver_t* rx = nullptr;
+  if (wsync_receiver_init(&cfg, &rx) != WSYNC_OK) {
+    std::fprintf(stderr, "engine %u: init: %s\n", rank, wsync_last_error());
+    return 1;
+  }
+  std::vector<std::vector<uint8_t>> bufs;
+  std::vector<wsync_tensor_t> descs;
+  for (const auto& t : s) bufs.emplace_back(t.nbytes);
+  for (size_t i = 0; i < s.size(); ++i) descs.push_back(desc_of(s[i], bufs[i].data()));
+  if (wsync_receiver_register(rx, descs.data(), descs.size()) != WSYNC_OK) {
+    std::fprintf(stderr, "engine %u: register: %s\n", rank, wsync_last_error());
+    return 1;
+  }
+  uint64_t committed = 0;
+  int failures = 0, waits = 0, bad = 0;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(90);
+  wsync_receiver_event_t ev = WSYNC_RECEIVER_EVENT_INIT;
+  while (committed < 4 && std::chrono::steady_clock::now() < until) {
+    const wsync_status_t st = wsync_receiver_next(rx, &ev, 1000);
+    if (st != WSYNC_OK) {  // the trainer died mid-update, or its successor is not up yet
+      (st == WSYNC_ERR_TIMEOUT ? waits : failures)++;
+      if (st != WSYNC_ERR_TIMEOUT)
+        std::printf("engine %u: after version %llu: %s: %s\n", rank, static_cast<unsigned long long>(committed),
+                    wsync_status_name(st), wsync_last_error());
+      if (staged && committed == 2 && !holds(s, bufs, 2)) {
+        std::fprintf(stderr, "engine %u: the buffers lost version 2 while no trainer ran\n", rank);
+        bad = 1;
+      }
+      continue;
+    }
+    if (ev.kind == WSYNC_EVENT_COMMIT) {
+      if (ev.version != committed + 1) {
+        std::fprintf(stderr, "engine %u: version %llu committed after %llu\n", rank,
+                     static_cast<unsigned long long>(ev.version), static_cast<unsigned long long>(committed));
+        bad = 1;
+      }
+      if (wsync_receiver_commit(rx, ev.version) != WSYNC_OK) {
+        std::fprintf(stderr, "engine %u: commit %llu: %s\n", rank, static_cast<unsigned long long>(ev.version),
+                     wsync_last_error());
+        return 1;
+      }
+      committed = ev.version;
+      if (!holds(s, bufs, committed)) {
+        std::fprintf(stderr, "engine %u: the buffers differ from version %llu\n", rank,
+                     static_cast<unsigned long long>(committed));
+        bad = 1;
+      }
+    }
+  }
+  std::printf("engine %u: committed %llu, %d failure(s), %d wait(s)\n", rank, static_cast<unsigned long long>(committed),
+              failures, waits);
+  wsync_receiver_destroy(rx);
+  // At most one failure: the update the first trainer died in, when any of it had reached this
+  // engine (the wait for the successor is a timeout).
+  return bad || committed != 4 || failures > 1 ? 1 : 0;
+}
+
+}  // namespace
+
+TEST(SenderRestart, EnginesWithRejoinTakeTheRestartedTrainersVersionsWithoutARestart) {
+  const int port = free_port();
+  ASSERT_GT(port, 0);
+  const std::string store = "127.0.0.1:" + std::to_string(port);
+  pid_t first = spawn([store] { return run_trainer(store, 1, 3, 3); });
+  pid_t e1 = spawn([store] { return run_engine(store, 1, true); });
+  pid_t e2 = spawn([store] { return run_engine(store, 2, false); });
+  EXPECT_EQ(128 + SIGKILL, wait_child(first, 60000));
+  // A new trainer process takes the group at the same address.
+  pid_t second = spawn([store] { return run_trainer(store, 3, 4, 0); });
+  EXPECT_EQ(0, wait_child(second, 60000));
+  EXPECT_EQ(0, wait_child(e1, 60000));
+  EXPECT_EQ(0, wait_child(e2, 60000));
+}
+
+// The option's value is a boolean; another is refused naming the option before anything is
+// contacted.
+TEST(SenderRestart, RejoinIsRefusedWithAValueThatIsNotABoolean) {
+  wsync_option_t o = WSYNC_OPTION("rejoin", "sometimes");
+  wsync_receiver_config_t cfg = WSYNC_RECEIVER_CONFIG_INIT;
+  cfg.rank = 1;
+  cfg.store_addr = "127.0.0.1:1";
+  cfg.options = &o;
+  cfg.num_options = 1;
+  cfg.timeout_ms = 100;
+  wsync_receiver_t* rx = nullptr;
+  EXPECT_EQ(WSYNC_ERR_INVALID_ARGUMENT, wsync_receiver_init(&cfg, &rx));
+  EXPECT_NE(std::string(wsync_last_error()).find("rejoin"), std::string::npos) << wsync_last_error();
+}
