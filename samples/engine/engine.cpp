@@ -4,6 +4,11 @@
 // that version before it commits.
 //
 //   wsync-sample-engine --rank 1 (--store HOST:PORT | --store-file PATH) [--views] [--scale 1.0]
+//                       [--staged] [--rejoin] [--until-version V]
+//
+// --rejoin: the receiver option rejoin. A trainer that dies or ends is followed by the next one at
+// the same store (the engine keeps serving meanwhile: a failed update or a wait is printed, not
+// fatal); the engine ends at a CLOSED once it committed --until-version (default: the first CLOSED).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -64,18 +69,21 @@ bool kept_committed(int rank, const std::vector<synth_tensor_t>& spec, std::map<
 int main(int argc, char** argv) {
   int rank = 1;
   std::string store, store_file;
-  bool views = false, staged = false;
+  bool views = false, staged = false, rejoin = false;
   double scale = 1.0;
+  uint64_t until_version = 0;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--views") { views = true; continue; }
     if (a == "--staged") { staged = true; continue; }  // receive_mode=staged (registered buffers)
+    if (a == "--rejoin") { rejoin = true; continue; }  // receiver option rejoin
     if (i + 1 >= argc) { std::fprintf(stderr, "engine: %s needs a value\n", a.c_str()); return 2; }
     std::string v = argv[++i];
     if (a == "--rank") rank = std::atoi(v.c_str());
     else if (a == "--store") store = v;
     else if (a == "--store-file") store_file = v;
     else if (a == "--scale") scale = std::atof(v.c_str());
+    else if (a == "--until-version") until_version = std::strtoull(v.c_str(), nullptr, 10);
     else { std::fprintf(stderr, "engine: unknown flag %s\n", a.c_str()); return 2; }
   }
   if (store.empty() && !store_file.empty()) store = read_store_file(store_file, 60);
@@ -91,11 +99,11 @@ int main(int argc, char** argv) {
   cfg.store_addr = store.c_str();
   cfg.group_name = "demo";
   cfg.timeout_ms = 60000;
-  wsync_option_t staged_opt = WSYNC_OPTION("receive_mode", "staged");
-  if (staged && !views) {
-    cfg.options = &staged_opt;
-    cfg.num_options = 1;
-  }
+  std::vector<wsync_option_t> opts;
+  if (staged && !views) opts.push_back(WSYNC_OPTION("receive_mode", "staged"));
+  if (rejoin) opts.push_back(WSYNC_OPTION("rejoin", "1"));
+  cfg.options = opts.empty() ? nullptr : opts.data();
+  cfg.num_options = opts.size();
   wsync_receiver_t* rx = nullptr;
   wsync_status_t st = wsync_receiver_init(&cfg, &rx);
   if (st != WSYNC_OK) return fail(rank, "wsync_receiver_init", st);
@@ -128,7 +136,22 @@ int main(int argc, char** argv) {
   double t0 = 0;
   for (;;) {
     wsync_receiver_event_t ev = WSYNC_RECEIVER_EVENT_INIT;
-    st = wsync_receiver_next(rx, &ev, 120000);
+    st = wsync_receiver_next(rx, &ev, rejoin ? 5000 : 120000);
+    if (st != WSYNC_OK && rejoin) {  // the trainer is gone (or not back yet): keep serving
+      if (st != WSYNC_ERR_TIMEOUT) {
+        std::printf("engine rank %d: an update failed (%s); keeping version %llu: %s\n", rank, wsync_status_name(st),
+                    static_cast<unsigned long long>(wsync_receiver_committed_version(rx)), wsync_last_error());
+        std::fflush(stdout);
+      }
+      got.clear();
+      bytes = 0;
+      if (st != WSYNC_ERR_TIMEOUT && staged && !views &&
+          !kept_committed(rank, spec, params, wsync_receiver_committed_version(rx))) {
+        wsync_receiver_destroy(rx);
+        return 3;
+      }
+      continue;
+    }
     if (st != WSYNC_OK) {
       int rc = fail(rank, "wsync_receiver_next", st);
       if (staged && !views && !kept_committed(rank, spec, params, wsync_receiver_committed_version(rx))) rc = 3;
@@ -200,6 +223,8 @@ int main(int argc, char** argv) {
     } else if (ev.kind == WSYNC_EVENT_CLOSED) {
       std::printf("engine rank %d: trainer closed the group at version %llu\n", rank,
                   static_cast<unsigned long long>(wsync_receiver_committed_version(rx)));
+      std::fflush(stdout);
+      if (rejoin && wsync_receiver_committed_version(rx) < until_version) continue;  // the next trainer
       break;
     }
   }

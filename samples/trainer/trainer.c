@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -18,8 +19,11 @@ static const char kUsage[] =
     "usage: wsync-sample-trainer --receivers 2 [--store 127.0.0.1:0] [--store-file PATH] [--versions 3]\n"
     "                            [--bucket-mib 256] [--transport auto|tcp|ucx] [--tls sm|tcp|...] [--timeout-ms 60000]\n"
     "                            [--scale 1.0] [--until-file PATH] [--interval-ms 0] [--keep-going 0]\n"
-    "                            [--option KEY=VALUE]...\n"
+    "                            [--option KEY=VALUE]... [--first-version 1] [--die-in 0]\n"
     "\n"
+    "  --first-version N   the first version published (a trainer restarted from its checkpoint goes on\n"
+    "                      from there; engines with the receiver option rejoin take it without a restart)\n"
+    "  --die-in V          SIGKILL this process after the first batch of version V (a crash, for tests)\n"
     "  --interval-ms N     pause N ms after each version (the time a training step takes; receivers of an\n"
     "                      elastic group join in such a pause)\n"
     "  --keep-going 1      a version that fails at its finalize because engines left (membership=elastic,\n"
@@ -99,7 +103,7 @@ static int free_options(wsync_option_t* extra, uint64_t n, int code) {
 }
 
 int main(int argc, char** argv) {
-  unsigned receivers = 2, versions = 3;
+  unsigned receivers = 2, versions = 3, first = 1, die_in = 0;
   const char* store = "127.0.0.1:0";
   const char* store_file = NULL;
   const char* transport = NULL; /* the default: ucx on one host, tcp across hosts without RDMA */
@@ -130,6 +134,8 @@ int main(int argc, char** argv) {
     }
     if (!strcmp(a, "--receivers")) receivers = (unsigned)atoi(v);
     else if (!strcmp(a, "--versions")) versions = (unsigned)atoi(v);
+    else if (!strcmp(a, "--first-version")) first = (unsigned)atoi(v);
+    else if (!strcmp(a, "--die-in")) die_in = (unsigned)atoi(v);
     else if (!strcmp(a, "--store")) store = v;
     else if (!strcmp(a, "--store-file")) store_file = v;
     else if (!strcmp(a, "--transport")) transport = v;
@@ -196,7 +202,8 @@ int main(int argc, char** argv) {
 
   wsync_tensor_t* t = calloc(n, sizeof *t);
   int failed_in_a_row = 0;
-  for (unsigned v = 1; v <= versions || (until_file != NULL && access(until_file, F_OK) != 0); ++v) {
+  if (first == 0) first = 1;
+  for (unsigned v = first; v < first + versions || (until_file != NULL && access(until_file, F_OK) != 0); ++v) {
     for (size_t i = 0; i < n; ++i) {
       if (spec[i].nbytes) synth_fill(&spec[i], v, data[i]); /* "train a step" */
       wsync_tensor_t d = WSYNC_TENSOR_INIT;
@@ -213,6 +220,11 @@ int main(int argc, char** argv) {
       size_t cnt = n - off < BATCH ? n - off : BATCH;
       st = wsync_group_send_batch(g, t + off, cnt, -1);
       if (st != WSYNC_OK) break;
+      if (v == die_in) {
+        printf("trainer: dying in version %u (--die-in)\n", v);
+        fflush(stdout);
+        raise(SIGKILL);
+      }
     }
     if (st != WSYNC_OK) {
       die("wsync_group_send_batch", st);

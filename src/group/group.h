@@ -40,6 +40,9 @@
 
 namespace wsync {
 
+// The default piece size of senders that plan (option num_senders) with a route other than star.
+constexpr uint64_t kLanePieceBytes = 512u << 10;
+
 class EngineCalls;  // group_engines.h
 struct EngineRejoin;  // engine_members.h
 struct InflightBucket;  // group_bucket.h
@@ -221,7 +224,7 @@ struct GroupShape {
   // The pipeline (choose_pipeline): buckets on the wire at once, and the pieces a bucket moves in
   // (0 = whole). A transport without CAP_PIECES gets 1 and 0.
   uint32_t window = 0;
-  uint64_t piece_bytes = 2u << 20;
+  uint64_t piece_bytes = 2u << 20;  // (kLanePieceBytes for senders that plan, unless route=star)
   RouteSpec route_spec;
   bool verify_payload = false;
   LayoutRule rule;
