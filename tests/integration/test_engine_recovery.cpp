@@ -166,6 +166,9 @@ TEST_P(Recovery, TheTrainerProcessIsKilledMidUpdate) {
     if (tr.init(adapter, urls, {{"adapter.pause", "1"}}) != WSYNC_OK) return 2;
     mine.fill(1);
     if (wsync_group_send_batch(tr.g, mine.descs.data(), mine.descs.size() / 2, -1) != WSYNC_OK) return 3;
+    // The batch delivered: no request of it is still running on a server when the kill comes (a
+    // vLLM worker whose /update_weights fails ends the session itself, update_active false).
+    wait_delivered(tr, 1);
     if (write(ready[1], "x", 1) != 1) return 4;
     pause();  // until SIGKILLed
     return 5;
@@ -174,8 +177,8 @@ TEST_P(Recovery, TheTrainerProcessIsKilledMidUpdate) {
   char c = 0;
   ASSERT_EQ(1, read(ready[0], &c, 1)) << "the trainer child failed before the update: " << harness::wait_child(child, 5000);
   close(ready[0]);
-  // send_batch returned once wsync no longer read the tensors (packed into staging): the child's
-  // pipeline thread may still be opening the update on the servers. Kill it once it did.
+  // The child's batch was delivered (so the update is open on the servers); kill it once the
+  // servers show it.
   const auto update_open = [&] {
     return (!sessions() || state(a, "session_open") == "true") && (proto() != "vllm" || state(a, "update_active") == "true") &&
            state(a, proto() == "lmdeploy" ? "loaded_unfinished" : "paused") == "true";
