@@ -76,8 +76,7 @@ wsync_status_t rejoin(wsync_receiver_t* receiver, int64_t timeout_ms) {
   if (st != WSYNC_OK) {
     const std::string why = last_error();
     link_teardown(fresh.get());
-    return fail(st == WSYNC_ERR_TIMEOUT ? WSYNC_ERR_TIMEOUT : st,
-                "receiver rank %u: the sender is gone and no successor took the group at %s within %lld ms "
+    return fail(st, "receiver rank %u: the sender is gone and no successor took the group at %s within %lld ms "
                 "(receiver option rejoin; the next wsync_receiver_next tries again): %s",
                 k.rank, store.c_str(), static_cast<long long>(c.timeout_ms), why.c_str());
   }

@@ -33,6 +33,19 @@ static wsync_status_t rx_init_fails(const wsync_receiver_config_t* c) {
   return st;
 }
 
+/* Init with the one receiver option key=value at a store nobody is asked for (the option is
+ * checked first): the status, after rx_init_fails' checks. */
+static wsync_status_t rx_init_with_option(const char* key, const char* value) {
+  wsync_receiver_config_t c = WSYNC_RECEIVER_CONFIG_INIT;
+  wsync_option_t o = WSYNC_OPTION(key, value);
+  c.rank = 1;
+  c.timeout_ms = 100;
+  c.store_addr = "127.0.0.1:1";
+  c.options = &o;
+  c.num_options = 1;
+  return rx_init_fails(&c);
+}
+
 static void null_store_addr(void** state) {
   wsync_receiver_config_t c = WSYNC_RECEIVER_CONFIG_INIT;
   (void)state;
@@ -91,15 +104,8 @@ static void bad_store_addr_and_options(void** state) {
 /* Since 1.4: receive_mode takes in_place or staged; anything else is refused naming the option
  * before anything is contacted. */
 static void bad_receive_mode(void** state) {
-  wsync_receiver_config_t c = WSYNC_RECEIVER_CONFIG_INIT;
-  wsync_option_t o = WSYNC_OPTION("receive_mode", "transactional");
   (void)state;
-  c.rank = 1;
-  c.timeout_ms = 100;
-  c.store_addr = "127.0.0.1:1";
-  c.options = &o;
-  c.num_options = 1;
-  assert_status(rx_init_fails(&c), WSYNC_ERR_INVALID_ARGUMENT);
+  assert_status(rx_init_with_option("receive_mode", "transactional"), WSYNC_ERR_INVALID_ARGUMENT);
   assert_contains(wsync_last_error(), "receive_mode");
   assert_contains(wsync_last_error(), "transactional");
 }
@@ -111,16 +117,17 @@ static void bad_lane(void** state) {
   size_t i;
   (void)state;
   for (i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
-    wsync_receiver_config_t c = WSYNC_RECEIVER_CONFIG_INIT;
-    wsync_option_t o = WSYNC_OPTION("lane", bad[i]);
-    c.rank = 1;
-    c.timeout_ms = 100;
-    c.store_addr = "127.0.0.1:1";
-    c.options = &o;
-    c.num_options = 1;
-    assert_status(rx_init_fails(&c), WSYNC_ERR_INVALID_ARGUMENT);
+    assert_status(rx_init_with_option("lane", bad[i]), WSYNC_ERR_INVALID_ARGUMENT);
     assert_contains(wsync_last_error(), "lane");
   }
+}
+
+/* Since 1.5: rejoin is a boolean; another value is refused naming the option before anything is
+ * contacted. */
+static void bad_rejoin(void** state) {
+  (void)state;
+  assert_status(rx_init_with_option("rejoin", "sometimes"), WSYNC_ERR_INVALID_ARGUMENT);
+  assert_contains(wsync_last_error(), "rejoin");
 }
 
 /* Nothing listens on the port (bound, not listening: connections are refused at once). The
@@ -199,6 +206,7 @@ int main(void) {
       cmocka_unit_test(bad_store_addr_and_options),
       cmocka_unit_test(bad_receive_mode),
       cmocka_unit_test(bad_lane),
+      cmocka_unit_test(bad_rejoin),
       cmocka_unit_test(nothing_listens_times_out_in_time),
       cmocka_unit_test(silent_listener_times_out_in_time),
       cmocka_unit_test(zero_timeout_means_the_option),

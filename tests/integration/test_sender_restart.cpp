@@ -175,18 +175,3 @@ TEST(SenderRestart, EnginesWithRejoinTakeTheRestartedTrainersVersionsWithoutARes
   EXPECT_EQ(0, wait_child(e1, 60000));
   EXPECT_EQ(0, wait_child(e2, 60000));
 }
-
-// The option's value is a boolean; another is refused naming the option before anything is
-// contacted.
-TEST(SenderRestart, RejoinIsRefusedWithAValueThatIsNotABoolean) {
-  wsync_option_t o = WSYNC_OPTION("rejoin", "sometimes");
-  wsync_receiver_config_t cfg = WSYNC_RECEIVER_CONFIG_INIT;
-  cfg.rank = 1;
-  cfg.store_addr = "127.0.0.1:1";
-  cfg.options = &o;
-  cfg.num_options = 1;
-  cfg.timeout_ms = 100;
-  wsync_receiver_t* rx = nullptr;
-  EXPECT_EQ(WSYNC_ERR_INVALID_ARGUMENT, wsync_receiver_init(&cfg, &rx));
-  EXPECT_NE(std::string(wsync_last_error()).find("rejoin"), std::string::npos) << wsync_last_error();
-}
