@@ -74,6 +74,11 @@ enum class MsgType : uint16_t {
   // never timed out; one whose count stopped but that still reports holding everything is waiting
   // on someone else and is not the one named (docs/ABI.md "Timeouts").
   kProgress = 20,
+  // tx->rx (control protocol 4, elastic groups that relay): u32 rank. Receiver `rank`, one this
+  // relay forwards to, left the group: the relay forwards nothing more to it (its transport forgets
+  // it) and goes on feeding the others. Taken wherever the link reads; ignored for a rank that is
+  // not its child.
+  kRouteDrop = 21,
 };
 
 // How often a receiver reports progress while its count moves.

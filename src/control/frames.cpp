@@ -165,6 +165,12 @@ std::vector<uint8_t> encode_joined(const JoinedBody& b) {
   return std::move(w.data());
 }
 
+std::vector<uint8_t> encode_route_drop(const RouteDropBody& b) {
+  ByteWriter w;
+  w.u32(b.rank);
+  return std::move(w.data());
+}
+
 std::vector<uint8_t> encode_committed(const CommittedBody& b) {
   ByteWriter w;
   w.u64(b.version);
@@ -319,6 +325,13 @@ wsync_status_t decode_joined(const std::vector<uint8_t>& body, JoinedBody* out) 
     if (!r.u32(&b.lane, "lane") || !r.end("lane")) return r.error();
     b.has_lane = true;
   }
+  return done(std::move(b), out);
+}
+
+wsync_status_t decode_route_drop(const std::vector<uint8_t>& body, RouteDropBody* out) {
+  BodyReader r("ROUTE_DROP", body);
+  RouteDropBody b;
+  if (!r.u32(&b.rank, "rank") || !r.end("rank")) return r.error();
   return done(std::move(b), out);
 }
 

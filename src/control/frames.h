@@ -97,6 +97,10 @@ struct JoinedBody {  // rx->tx: empty, or u32 lane (since 0.10: the receiver opt
   uint32_t lane = 0;
 };
 
+struct RouteDropBody {  // tx->rx: u32 rank (a child of this relay that left)
+  uint32_t rank = 0;
+};
+
 struct CommittedBody {  // rx->tx: u64 version
   uint64_t version = 0;
 };
@@ -158,6 +162,7 @@ std::vector<uint8_t> encode_abort_update(const AbortUpdateBody& b);
 std::vector<uint8_t> encode_bucket_sum(const BucketSumBody& b);
 std::vector<uint8_t> encode_progress(const ProgressBody& b);
 std::vector<uint8_t> encode_route(const RouteBody& b);
+std::vector<uint8_t> encode_route_drop(const RouteDropBody& b);
 std::vector<uint8_t> encode_catchup(const CatchupBody& b);
 
 // Trailing bytes refused (the handshake of protocol 3 is exact).
@@ -183,6 +188,8 @@ wsync_status_t decode_bucket_sum(const std::vector<uint8_t>& body, BucketSumBody
 wsync_status_t decode_progress(const std::vector<uint8_t>& body, ProgressBody* out);
 // Trailing bytes refused; at most kFrameMaxChildren children.
 wsync_status_t decode_route(const std::vector<uint8_t>& body, RouteBody* out);
+// Trailing bytes refused.
+wsync_status_t decode_route_drop(const std::vector<uint8_t>& body, RouteDropBody* out);
 // Trailing bytes ignored; the world name at most kFrameMaxGroupBytes + 64; each name a valid tensor
 // name, at most kFrameMaxCatchupNames of them.
 wsync_status_t decode_catchup(const std::vector<uint8_t>& body, CatchupBody* out);

@@ -48,8 +48,9 @@ void shape_from_options(wsync_group_t* g) {
   // (docs/PERFORMANCE.md "lanes": 0.56 of the floor with 2 MiB pieces, 0.87 with 512 KiB).
   else if (o.num_senders && (!o.route || o.route->shape != RouteShape::kStar)) s.piece_bytes = kLanePieceBytes;
   if (o.route) s.route_spec = *o.route;
-  // Elastic groups send from the sender only (their checks refused any other route).
-  if (o.elastic) s.route_spec.shape = RouteShape::kStar;
+  // Elastic groups relay only when asked to (option route): a relay that leaves takes the update
+  // of the members below it along (they leave and catch up), a star loses only the one.
+  if (o.elastic && !o.route) s.route_spec.shape = RouteShape::kStar;
   if (o.bucket_bytes) s.rule.bucket_bytes = *o.bucket_bytes;
   s.planned = o.num_senders.has_value();
   s.num_senders = o.num_senders.value_or(1);

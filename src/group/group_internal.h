@@ -116,6 +116,16 @@ wsync_status_t peer_lost(wsync_group_t* g, Peer* p, const char* during);
 // After every JOINED: plan the routes from the receivers' hosts, tell each its parent and children
 // (ROUTE) when the group relays, and wait for each to wire its relay transports (JOINED again).
 wsync_status_t route_members(wsync_group_t* g, int64_t deadline);
+// Elastic groups that relay: a joiner is a leaf below the sender. Tell it so (its ROUTE: parent 0,
+// no children) before its second JOINED is read; nothing for a star.
+wsync_status_t route_tell_joiner(wsync_group_t* g, Peer* p, int64_t deadline);
+// The joiner took its place: the plan and the delivery count it below the sender.
+void route_member_joined(wsync_group_t* g, uint32_t rank);
+// Receiver `rank` was removed: the receivers downstream of it (cut off with it, for the caller to
+// remove, naming it), and the plan goes on without it: its relay (when it had one that is still a
+// member) is told to feed it no more (ROUTE_DROP), and it and everything below it hang below the
+// sender as leaves, where they take their place again when they rejoin. Nothing for a star.
+std::vector<uint32_t> route_member_left(wsync_group_t* g, uint32_t rank);
 // For a message about `rank` failing: "; downstream of it (cut off with it): ranks 3, 4", or "".
 std::string downstream_note(const wsync_group_t* g, uint32_t rank);
 // "; fed by relay rank 1 (at 10.0.0.2:41234)" for a receiver whose bytes come through a relay,

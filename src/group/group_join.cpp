@@ -326,14 +326,38 @@ void admission_keep_joining(wsync_group_t* g, std::vector<std::unique_ptr<Peer>>
   for (auto& p : later) g->admission.joining.push_back(std::move(p));
 }
 
+namespace {
+
+// A joiner whose transport was connected fails before it joined: the transport forgets it (a
+// later process may take the rank).
+wsync_status_t forget_joiner(wsync_group_t* g, Peer* p, wsync_status_t st) {
+  const std::string why = last_error();
+  g->plugins.transport.table->forget_peer(g->plugins.transport_self, p->rank);
+  return fail_msg(st, why);
+}
+
+}  // namespace
+
 wsync_status_t join_one(wsync_group_t* g, Peer* p, int64_t deadline) {
   if (g->pipe.aborted.load()) return fail(WSYNC_ERR_ABORTED, "group '%s' was aborted", g->cfg.group_name.c_str());
   Frame f;
-  wsync_status_t st = p->conn.recv(&f, 0);
-  if (st == WSYNC_ERR_TIMEOUT) return st;  // no JOINED yet: the caller looks again later
-  if (st != WSYNC_OK) return st;
-  if ((st = judge_join_frame(g, p, f)) != WSYNC_OK) return st;
-  return connect_receiver(g, p, deadline);
+  wsync_status_t st = WSYNC_OK;
+  if (!p->route_told) {
+    if ((st = p->conn.recv(&f, 0)) == WSYNC_ERR_TIMEOUT) return st;  // no JOINED yet: the caller looks again later
+    if (st != WSYNC_OK || (st = judge_join_frame(g, p, f)) != WSYNC_OK || (st = connect_receiver(g, p, deadline)) != WSYNC_OK)
+      return st;
+    if (route_spec_text(g->shape.route_spec) == "star") return WSYNC_OK;
+    // A group that relays: the joiner reads its ROUTE (a leaf below the sender) and says JOINED again.
+    p->route_told = true;
+    if ((st = route_tell_joiner(g, p, deadline)) != WSYNC_OK) return forget_joiner(g, p, st);
+  }
+  if ((st = p->conn.recv(&f, 0)) == WSYNC_ERR_TIMEOUT) {
+    if (now_ms() - p->welcomed_ms >= g->cfg.timeout_ms)  // (the caller gives up on it now)
+      g->plugins.transport.table->forget_peer(g->plugins.transport_self, p->rank);
+    return st;
+  }
+  if (st != WSYNC_OK || (st = judge_join_frame(g, p, f)) != WSYNC_OK) return forget_joiner(g, p, st);
+  return WSYNC_OK;
 }
 
 wsync_status_t connect_receiver(wsync_group_t* g, Peer* p, int64_t deadline) {

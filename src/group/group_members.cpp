@@ -55,9 +55,6 @@ wsync_status_t members_check_options(wsync_group_t* g) {
                 "the servers that pass their health check, the others join when they answer");
   if (g->shape.planned)
     return fail(WSYNC_ERR_INVALID_ARGUMENT, "membership=elastic is not supported with option num_senders yet");
-  if (g->cfg.route && g->cfg.route->shape != RouteShape::kStar)
-    return fail(WSYNC_ERR_INVALID_ARGUMENT, "option 'route' must be star with membership=elastic (a relay that left "
-                "would take the receivers behind it along)");
   return WSYNC_OK;
 }
 
@@ -218,6 +215,7 @@ void members_admit(wsync_group_t* g) {
       continue;  // (its connection closes here: it may try again)
     }
     const std::string catchup = catchup_arrange(g, p.get(), busy);
+    route_member_joined(g, p->rank);  // (a relaying group: a leaf below the sender)
     install(g, std::move(p), catchup);
   }
   admission_keep_joining(g, std::move(later));
@@ -300,6 +298,16 @@ wsync_status_t member_failed(wsync_group_t* g, Flight* flight, Peer* p, wsync_st
              members_left_in(g), why.c_str());
   engines_rank_left(g, flight, p->rank, why);  // (HTTP engines: its server is dropped with it)
   catchup_member_left(g, p->rank, why);
+  // A relay: the members it fed lose the update in progress with it (their bytes came through it)
+  // and leave too, each named; they may join again (receiver option rejoin does so by itself) and
+  // then hang below the sender, caught up from a member that holds the version.
+  for (uint32_t r : route_member_left(g, p->rank)) {
+    Peer* d = g->members.peers[r - 1].get();
+    if (d->dropped) continue;
+    const wsync_status_t cut = fail(WSYNC_ERR_PEER_FAILED, "%s was cut off: it was fed by relay rank %u, which "
+                                    "left the group (%s)", d->conn.peer_name().c_str(), p->rank, why.c_str());
+    if (member_failed(g, flight, d, cut) != WSYNC_OK) clear_error();  // (the count below says who is left)
+  }
   if (members_left_in(g) == 0)
     return fail(WSYNC_ERR_PEER_FAILED, "every receiver of group '%s' has left; the last: %s", g->cfg.group_name.c_str(),
                 why.c_str());

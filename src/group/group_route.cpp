@@ -8,6 +8,8 @@
 #include <arpa/inet.h>
 #include <sys/socket.h>
 
+#include <algorithm>
+
 #include "common/error.h"
 #include "common/socket.h"
 #include "control/frames.h"
@@ -29,6 +31,52 @@ RouteBody route_for(const RoutePlan& plan, uint32_t rank) {
   return b;
 }
 
+// The route of the receivers that joined (elastic: the ranks absent at init are left out, then
+// hang below the sender as leaves, where they take their place when they join). The planner
+// numbers its receivers 1..n: the members are planned under such numbers and mapped back.
+wsync_status_t plan_present(wsync_group_t* g, const std::string& sender_host, RoutePlan* out) {
+  std::vector<RouteMember> members;
+  std::vector<uint32_t> rank_of(1, 0);  // planner number -> rank
+  for (auto& p : g->members.peers) {
+    if (p->dropped) continue;
+    rank_of.push_back(p->rank);
+    members.push_back(RouteMember{static_cast<uint32_t>(rank_of.size() - 1), host_of(p->addr), p->lane});
+  }
+  RoutePlan sub;
+  wsync_status_t st = plan_routes(g->shape.route_spec, members, sender_host, &sub);
+  if (st != WSYNC_OK) return st;
+  const size_t n = g->members.peers.size();
+  RoutePlan& plan = *out;
+  plan = RoutePlan();
+  plan.shape = sub.shape;
+  plan.remote_hosts = sub.remote_hosts;
+  plan.parent.assign(n + 1, 0);
+  plan.children.assign(n + 1, {});
+  plan.host.assign(n + 1, std::string());
+  plan.host[0] = sender_host;
+  for (size_t i = 1; i < rank_of.size(); ++i) {
+    plan.parent[rank_of[i]] = rank_of[sub.parent[i]];
+    plan.host[rank_of[i]] = sub.host[i];
+  }
+  for (uint32_t r = 1; r <= n; ++r) plan.children[plan.parent[r]].push_back(r);  // ascending
+  plan.digest = sub.digest;  // (of the present members' tree, as the planner numbered them)
+  return WSYNC_OK;
+}
+
+// Where the route's wiring is the same for every membership: no ROUTE is sent, nothing relays.
+bool star_spec(const wsync_group_t* g) { return route_spec_text(g->shape.route_spec) == "star"; }
+
+// Move `rank` below the sender, as a leaf (children[0] stays ascending); its own children too.
+void hang_below_sender(RoutePlan* plan, uint32_t rank) {
+  std::vector<uint32_t>& from = plan->children[plan->parent[rank]];
+  from.erase(std::remove(from.begin(), from.end(), rank), from.end());
+  plan->parent[rank] = 0;
+  std::vector<uint32_t>& top = plan->children[0];
+  top.insert(std::upper_bound(top.begin(), top.end(), rank), rank);
+  const std::vector<uint32_t> below = plan->children[rank];
+  for (uint32_t c : below) hang_below_sender(plan, c);
+}
+
 }  // namespace
 
 wsync_status_t route_members(wsync_group_t* g, int64_t deadline) {
@@ -36,23 +84,51 @@ wsync_status_t route_members(wsync_group_t* g, int64_t deadline) {
     g->route.delivery = DeliveryPlan::star(g->shape.num_receivers, false);
     return WSYNC_OK;
   }
-  std::vector<RouteMember> members;
   std::string sender_host;
-  for (auto& p : g->members.peers) {
-    members.push_back(RouteMember{p->rank, host_of(p->addr), p->lane});
+  for (auto& p : g->members.peers)
     if (sender_host.empty() && p->conn.open()) sender_host = local_ip(p->conn.fd());  // this host, as they see it
-  }
-  wsync_status_t st = plan_routes(g->shape.route_spec, members, sender_host, &g->route.plan);
+  wsync_status_t st = plan_present(g, sender_host, &g->route.plan);
   if (st != WSYNC_OK) return fail_msg(st, "group '" + g->cfg.group_name + "': planning its routes: " + last_error());
   g->route.relays = g->route.plan.shape != "star";
   g->route.delivery = DeliveryPlan::routed(g->route.plan);
   WSYNC_LOGI("group '%s': route %s", g->cfg.group_name.c_str(), describe_route(g->route.plan).c_str());
-  if (route_spec_text(g->shape.route_spec) == "star") return WSYNC_OK;  // receivers wait for no ROUTE
+  if (star_spec(g)) return WSYNC_OK;  // receivers wait for no ROUTE
   for (auto& p : g->members.peers)
-    if ((st = p->conn.send(MsgType::kRoute, encode_route(route_for(g->route.plan, p->rank)), remaining_ms(deadline, 1)))
-        != WSYNC_OK)
+    if (!p->dropped &&
+        (st = p->conn.send(MsgType::kRoute, encode_route(route_for(g->route.plan, p->rank)), remaining_ms(deadline, 1)))
+            != WSYNC_OK)
       return fail_msg(st, "group init: telling " + p->conn.peer_name() + " its route: " + last_error());
   return wait_joined(g, deadline);  // each wired its relay transports
+}
+
+wsync_status_t route_tell_joiner(wsync_group_t* g, Peer* p, int64_t deadline) {
+  if (star_spec(g) || g->route.plan.parent.size() <= p->rank) return WSYNC_OK;
+  hang_below_sender(&g->route.plan, p->rank);  // (where a removed rank went already)
+  RouteBody b = route_for(g->route.plan, p->rank);
+  b.children.clear();
+  return p->conn.send(MsgType::kRoute, encode_route(b), remaining_ms(deadline, 1));
+}
+
+void route_member_joined(wsync_group_t* g, uint32_t rank) {
+  if (star_spec(g) || g->route.plan.parent.size() <= rank) return;
+  hang_below_sender(&g->route.plan, rank);
+  g->route.delivery = DeliveryPlan::routed(g->route.plan);
+}
+
+std::vector<uint32_t> route_member_left(wsync_group_t* g, uint32_t rank) {
+  if (!g->route.relays || g->route.plan.parent.size() <= rank) return {};
+  const std::vector<uint32_t> cut = downstream_of(g->route.plan, rank);
+  const uint32_t parent = g->route.plan.parent[rank];
+  if (parent != 0 && parent <= g->members.peers.size()) {  // its relay feeds it no more
+    Peer* relay = g->members.peers[parent - 1].get();
+    if (!relay->dropped && relay->conn.open()) {
+      const wsync_status_t st = relay->conn.send(MsgType::kRouteDrop, encode_route_drop({rank}), 200);
+      if (st != WSYNC_OK) clear_error();  // (a relay that is gone is the next look's to find)
+    }
+  }
+  hang_below_sender(&g->route.plan, rank);
+  g->route.delivery = DeliveryPlan::routed(g->route.plan);
+  return cut;
 }
 
 std::vector<Peer*> peers_upstream_first(const wsync_group_t* g) {

@@ -199,6 +199,7 @@ struct Link {
   int relay_fd = -1;
   uint32_t parent = 0;
   std::vector<uint32_t> children;
+  std::vector<bool> child_dropped;  // elastic: the sender said the child at this index left (ROUTE_DROP)
   // What a later transport instance needs (a catch-up's world: open_world): the transport's options
   // as at init, and the address this receiver's control connection leaves from.
   OptionList transport_opts;
@@ -268,14 +269,21 @@ wsync_status_t receiver_init(const wsync_receiver_config_t* config, Link* rx);
 // under the name `group`, with the options of init, within timeout_ms.
 wsync_status_t open_world(Link* rx, const std::string& group, uint32_t rank, uint32_t world,
                           int64_t timeout_ms, void** self, int* fd);
+// receiver_bucket.cpp
+// ROUTE_DROP from the sender: a child of this relay left the group; it is fed no more (its place
+// in the relay's world forgotten). A rank that is not a child: logged, nothing else.
+void relay_drop_child(Link* rx, const Frame& f);
 // receiver_catchup.cpp
 // CATCHUP from the sender: as the source, send the registered tensors to the joiner (no event);
 // as the joiner, take them and report COMMIT of the caught-up version (or refuse, naming why).
 wsync_status_t catchup(Link* rx, const Frame& f, wsync_receiver_event_t* ev);
-// receiver_inbox.cpp: one inbox per link (stale CATCHUP_CANCELs dropped wherever it reads)
-// Read what the connection holds, without waiting; stale words at the head go.
+// receiver_inbox.cpp: one inbox per link (stale CATCHUP_CANCELs dropped and ROUTE_DROPs taken
+// wherever it reads)
+// Read what the connection holds, without waiting; the words at the head that nobody waits for
+// are handled.
 void inbox_pump(Link* rx);
-// Stale words at the head of what is buffered go (nothing is read from the socket).
+// The words at the head of what is buffered that nobody waits for are handled (nothing is read
+// from the socket).
 void inbox_drop_stale(Link* rx);
 // The type of the next whole frame after inbox_pump, or 0.
 uint16_t inbox_next_type(Link* rx);
@@ -307,6 +315,9 @@ wsync_status_t rejoin_keep(const wsync_receiver_config_t* config, wsync_receiver
 // The sender is gone (its connection closed, nothing of it left unread, or it closed the group)
 // and the receiver may join its successor.
 bool rejoin_due(wsync_receiver_t* receiver);
+// The engine has heard every loss there is to hear (the update in flight, if any, was reported
+// void already, or none was begun): a sender's close seen now needs no word to it (rejoin on).
+bool rejoin_nothing_to_report(wsync_receiver_t* receiver);
 // The update in flight is dropped, the link to the gone sender closed, and the receiver joins the
 // group at the same store with the same rank within timeout_ms (negative: the receiver's
 // timeout_ms), keeping its registered buffers and committed version. Not back in time:

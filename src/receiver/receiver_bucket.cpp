@@ -346,16 +346,19 @@ wsync_status_t relay_piece(Link* rx, Incoming* in, size_t index) {
   const Piece& p = in->pieces[index];
   const uint8_t* from = in->relay_block.data() + p.offset;
   std::vector<uint32_t> ranks;
-  for (uint32_t i = 1; i <= rx->children.size(); ++i) ranks.push_back(i);
+  for (uint32_t i = 1; i <= rx->children.size(); ++i)
+    if (i > rx->child_dropped.size() || !rx->child_dropped[i - 1]) ranks.push_back(i);
   wsync_buffer_t buf = WSYNC_BUFFER_INIT;
   buf.data = from;
   buf.len = p.len;
   clear_error();
-  wsync_status_t st = tp(rx)->send_post(rx->relay_self, in->seq + index, &buf, ranks.data(), static_cast<uint32_t>(ranks.size()));
+  wsync_status_t st = ranks.empty() ? WSYNC_OK  // (every child left: it only places its own)
+                                    : tp(rx)->send_post(rx->relay_self, in->seq + index, &buf, ranks.data(),
+                                                        static_cast<uint32_t>(ranks.size()));
   if (st != WSYNC_OK)  // a child that failed is the sender's to name (its control connection); this relay goes on
     WSYNC_LOGW("receiver rank %u: forwarding %s to its children: %s%s", rx->rank, in->what.c_str(),
                plugin_error("transport", tp(rx)->name).c_str(), relay_world_note(rx).c_str());
-  else
+  else if (!ranks.empty())
     in->forwarding.push_back(in->seq + index);
   for (const wsync_iov_t& r : slice_iov(in->iov, p.offset, p.len)) {
     std::memcpy(r.base, from, r.len);
@@ -705,6 +708,31 @@ wsync_status_t fail_bucket(Link* rx, uint64_t seq, wsync_status_t st, MsgType ty
 }
 
 }  // namespace
+
+// A relay told that a child left (see receiver.h).
+void relay_drop_child(Link* rx, const Frame& f) {
+  RouteDropBody d;
+  if (decode_route_drop(f.body, &d) != WSYNC_OK) {
+    WSYNC_LOGW("receiver rank %u: the sender's ROUTE_DROP is malformed (ignored): %s", rx->rank, last_error().c_str());
+    clear_error();
+    return;
+  }
+  const auto it = std::find(rx->children.begin(), rx->children.end(), d.rank);
+  if (it == rx->children.end() || rx->relay_self == nullptr) {
+    WSYNC_LOGW("receiver rank %u: the sender says receiver rank %u left, which it does not forward to (ignored)",
+               rx->rank, d.rank);
+    return;
+  }
+  const size_t i = static_cast<size_t>(it - rx->children.begin());
+  if (rx->child_dropped.size() < rx->children.size()) rx->child_dropped.resize(rx->children.size(), false);
+  if (rx->child_dropped[i]) return;
+  rx->child_dropped[i] = true;
+  const wsync_transport_v1_t* t = tp(rx);
+  if ((t->caps & WSYNC_TRANSPORT_CAP_FORGET_ONE) && t->forget_peer != nullptr)
+    t->forget_peer(rx->relay_self, static_cast<uint32_t>(i + 1));  // (its sends in flight fail for it alone)
+  WSYNC_LOGW("receiver rank %u: receiver rank %u, which it forwards to, left the group; forwarding to the others only",
+             rx->rank, d.rank);
+}
 
 void send_status(Link* rx, MsgType type, uint64_t seq, wsync_status_t code, const std::string& why,
                  const std::vector<uint8_t>& blob) {

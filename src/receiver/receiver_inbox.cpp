@@ -1,7 +1,8 @@
 // One inbox per link: the frames its sender sends are read through here once the receiver joined,
-// and the words nobody waits for are handled here once. Today that is a CATCHUP_CANCEL for a
-// catch-up that is over (the sender cancels when the source left; a catch-up still running reads its
-// own cancel, receiver_catchup.cpp): dropped, wherever the link happens to be reading.
+// and the words nobody waits for are handled here once, wherever the link happens to be reading: a
+// CATCHUP_CANCEL for a catch-up that is over (the sender cancels when the source left; a catch-up
+// still running reads its own cancel, receiver_catchup.cpp) is dropped; a ROUTE_DROP (a child of
+// this relay left the group, mid-update or between updates) is taken.
 #include <algorithm>
 
 #include "common/clock.h"
@@ -11,8 +12,14 @@
 namespace wsync {
 namespace {
 
-bool stale_next(const Link* rx) {
-  return rx->conn.has_frame() && rx->conn.next_type() == static_cast<uint16_t>(MsgType::kCatchupCancel);
+bool aside(uint16_t type) {
+  return type == static_cast<uint16_t>(MsgType::kCatchupCancel) || type == static_cast<uint16_t>(MsgType::kRouteDrop);
+}
+
+bool stale_next(const Link* rx) { return rx->conn.has_frame() && aside(rx->conn.next_type()); }
+
+void take_aside(Link* rx, const Frame& f) {
+  if (f.type == static_cast<uint16_t>(MsgType::kRouteDrop)) relay_drop_child(rx, f);
 }
 
 }  // namespace
@@ -26,6 +33,7 @@ void inbox_drop_stale(Link* rx) {
   while (stale_next(rx)) {
     Frame stale;
     if (rx->conn.recv(&stale, 0) != WSYNC_OK) return;
+    take_aside(rx, stale);
   }
 }
 
@@ -43,7 +51,8 @@ wsync_status_t inbox_recv(Link* rx, Frame* f, int64_t timeout_ms) {
   const int64_t deadline = deadline_after(timeout_ms);
   for (;;) {
     wsync_status_t st = rx->conn.recv(f, std::max<int64_t>(deadline - now_ms(), 0));
-    if (st != WSYNC_OK || f->type != static_cast<uint16_t>(MsgType::kCatchupCancel)) return st;
+    if (st != WSYNC_OK || !aside(f->type)) return st;
+    take_aside(rx, *f);
   }
 }
 

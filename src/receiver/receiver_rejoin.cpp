@@ -46,6 +46,12 @@ bool rejoin_due(wsync_receiver_t* receiver) {
   return l->conn.closed() && !l->conn.has_frame();  // gone, and what it said was read
 }
 
+bool rejoin_nothing_to_report(wsync_receiver_t* receiver) {
+  if (!receiver->shared.rejoin || receiver->links.size() != 1) return false;
+  const Link* l = receiver->link0();
+  return !receiver->shared.update_void.empty() || (l->accepted_bucket == 0 && l->flight.empty());
+}
+
 wsync_status_t rejoin(wsync_receiver_t* receiver, int64_t timeout_ms) {
   RejoinConfig& k = receiver->rejoin;
   Link* old = receiver->link0();

@@ -70,7 +70,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   const Bytes body(data + 1, data + size);
   using namespace wsync;
-  switch (static_cast<MsgType>(data[0] % 16)) {
+  switch (static_cast<MsgType>(data[0] % 32)) {  // (every type, 1..21, and some unknown ones)
     case MsgType::kChallenge: {
       ChallengeBody out;
       const wsync_status_t st = decode_challenge(body, &out);
@@ -173,6 +173,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case MsgType::kRoute:
       run<RouteBody>(body, "ROUTE", decode_route, encode_route, true,
                      [](const RouteBody& b) { return b.children.size() <= wsync::kFrameMaxChildren; });
+      return 0;
+    case MsgType::kRouteDrop:
+      run<RouteDropBody>(body, "ROUTE_DROP", decode_route_drop, encode_route_drop, true,
+                         [](const RouteDropBody&) { return true; });
       return 0;
     case MsgType::kCatchup:
     case MsgType::kCatchupCancel:

@@ -53,6 +53,12 @@ struct RxPlan {
   bool in_place = false;  // receive_mode in_place (default: staged)
   uint32_t expect_rank = 0;  // rank 0 (any): the rank the sender must assign
   std::string faulty;
+  // Relays on loopback: receiver option local_address (a host of its own for the route planner).
+  std::string local_address;
+  // Receiver option rejoin: removed once (a relay that fed it left), it joins again by itself and
+  // catches up; the one failed call it sees then is expected. `log_file`: its stderr goes there.
+  bool rejoin = false;
+  std::string log_file;
   // Per committed version, the version each tensor must hold (-1: zeros, never received); when
   // absent, as `partial` says.
   std::map<uint64_t, std::vector<int64_t>> expect;
@@ -85,15 +91,18 @@ int run_rx(const RxPlan& p) {
     if (f == nullptr || std::fputs(p.faulty.c_str(), f) < 0 || std::fclose(f) != 0) return 8;
     setenv("WSYNC_FAULTY_FILE", file.c_str(), 1);
   }
+  if (!p.log_file.empty() && std::freopen(p.log_file.c_str(), "w", stderr) == nullptr) return 8;
   const std::string addr = read_addr_file(p.addr_file, 20000);
-  wsync_option_t opt = WSYNC_OPTION("receive_mode", p.in_place ? "in_place" : "staged");
+  std::vector<wsync_option_t> opts = {WSYNC_OPTION("receive_mode", p.in_place ? "in_place" : "staged")};
+  if (!p.local_address.empty()) opts.push_back(WSYNC_OPTION("local_address", p.local_address.c_str()));
+  if (p.rejoin) opts.push_back(WSYNC_OPTION("rejoin", "1"));
   wsync_receiver_config_t cfg = WSYNC_RECEIVER_CONFIG_INIT;
   cfg.rank = p.rank;
   cfg.store_addr = addr.c_str();
   cfg.group_name = kGroup;
   cfg.timeout_ms = 20000;
-  cfg.options = &opt;
-  cfg.num_options = 1;
+  cfg.options = opts.data();
+  cfg.num_options = opts.size();
   wsync_receiver_t* rx = nullptr;
   if (wsync_receiver_init(&cfg, &rx) != WSYNC_OK) {
     std::fprintf(stderr, "rank %u: init: %s\n", p.rank, wsync_last_error());
@@ -120,10 +129,16 @@ int run_rx(const RxPlan& p) {
   }
   size_t commit_i = 0, abort_i = 0;
   uint64_t committed = 0;
-  bool in_update = false;
+  bool in_update = false, rejoined = false;
   for (;;) {
     wsync_receiver_event_t ev = WSYNC_RECEIVER_EVENT_INIT;
     wsync_status_t st = wsync_receiver_next(rx, &ev, 30000);
+    if (st != WSYNC_OK && p.rejoin && !rejoined) {  // (removed mid-update: the next call joins again)
+      std::fprintf(stderr, "rank %u: next: %s: %s (it rejoins)\n", p.rank, wsync_status_name(st), wsync_last_error());
+      rejoined = true;
+      in_update = false;
+      continue;
+    }
     if (st != WSYNC_OK) {
       // A refused bucket: the sender removes this receiver and closes; nothing else may fail.
       const bool expected = p.fault == Fault::kRefuse && st == WSYNC_ERR_PROTOCOL && committed + 1 == p.fault_version;
@@ -179,7 +194,7 @@ int run_rx(const RxPlan& p) {
   }
   wsync_receiver_destroy(rx);
   const bool ok = commit_i == p.commits.size() && abort_i == p.aborts.size() &&
-                  (p.fault == Fault::kNone || p.fault == Fault::kTamper);
+                  (p.fault == Fault::kNone || p.fault == Fault::kTamper) && rejoined == p.rejoin;
   if (!ok) std::fprintf(stderr, "rank %u: %zu commits, %zu aborts at the close\n", p.rank, commit_i, abort_i);
   return ok ? 0 : 6;
 }
@@ -896,7 +911,6 @@ TEST(Membership, OptionsThatCannotWorkAreRefusedNamingThem) {
       {{{"membership", "fixed"}, {"commit_quorum", "2"}}, "needs membership=elastic"},
       {{{"commit_quorum", "4"}}, "has 3 receiver(s)"},
       {{{"membership", "sometimes"}}, "option 'membership'"},
-      {{{"route", "tree:2"}}, "must be star"},
       {{{"membership", "fixed"}, {"init_receivers", "2"}}, "needs membership=elastic"},
       {{{"init_receivers", "4"}}, "has 3 receiver(s)"},
   };
@@ -905,4 +919,117 @@ TEST(Membership, OptionsThatCannotWorkAreRefusedNamingThem) {
     EXPECT_EQ(WSYNC_ERR_INVALID_ARGUMENT, s.init(addr_file, c.opts));
     EXPECT_NE(std::string::npos, std::string(wsync_last_error()).find(c.needle)) << wsync_last_error();
   }
+}
+
+// ---- Elastic groups that relay (route=chain over receivers on hosts of their own: 127.0.0.2..4),
+// over the project's TCP transport. The chain is sender -> 1 -> 2 -> 3.
+
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::string out;
+  if (FILE* f = std::fopen(path.c_str(), "r")) {
+    char buf[4096];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) out.append(buf, n);
+    std::fclose(f);
+  }
+  return out;
+}
+
+RxPlan relayed(const std::string& addr_file, uint32_t rank, std::vector<uint64_t> commits) {
+  RxPlan p = joiner(addr_file, rank, std::move(commits));
+  p.local_address = "127.0.0." + std::to_string(rank + 1);
+  return p;
+}
+
+const std::vector<std::pair<std::string, std::string>> kChain = {{"transport", "tcp"}, {"route", "chain"}};
+
+// Relay rank 2 is killed or hangs at version 2's first bucket. Version 2 commits on rank 1 (quorum
+// 1); rank 3, cut off below it, is removed naming the relay ("fed by relay rank 2"), joins again by itself (receiver option
+// rejoin), now below the sender, catches up to version 2 from rank 1 and commits version 3 with it,
+// every tensor checked; no rebuild.
+void relay_fault_case(Fault fault, const std::string& needle, const std::string& cut_needle) {
+  const std::string addr_file = temp_dir() + "/store.addr";
+  Children kids;
+  for (uint32_t r = 1; r <= 3; ++r) {
+    RxPlan p = relayed(addr_file, r, r == 2 ? std::vector<uint64_t>{1} : std::vector<uint64_t>{1, 2, 3});
+    if (r == 2) {
+      p.fault = fault;
+      p.fault_version = 2;
+    }
+    p.rejoin = r == 3;
+    kids.pids.push_back(spawn([p] { return run_rx(p); }));
+  }
+  Sender s;
+  std::vector<std::pair<std::string, std::string>> opts = kChain;
+  opts.push_back({"commit_quorum", "1"});
+  ASSERT_EQ(WSYNC_OK, s.init(addr_file, opts)) << wsync_last_error();
+  std::string why;
+  ASSERT_EQ(WSYNC_OK, s.publish(1, &why)) << why;
+  ASSERT_EQ(WSYNC_OK, s.publish(2, &why)) << why;
+  const std::vector<MemberEvent> left = member_events(s, 2);
+  EXPECT_NE(std::string::npos, reason_of(left, WSYNC_MEMBER_LEFT, 2).find(needle)) << reason_of(left, WSYNC_MEMBER_LEFT, 2);
+  const std::string cut = reason_of(left, WSYNC_MEMBER_LEFT, 3);
+  EXPECT_NE(std::string::npos, cut.find(cut_needle)) << cut;
+  ASSERT_TRUE(members_become(s, {1, 3})) << "rank 3 did not join again within 10 s";
+  const std::vector<MemberEvent> back = member_events(s, 1);
+  EXPECT_NE(std::string::npos, reason_of(back, WSYNC_MEMBER_JOINED, 3).find("catches up to version 2 from receiver rank 1"))
+      << reason_of(back, WSYNC_MEMBER_JOINED, 3);
+  ASSERT_EQ(WSYNC_OK, s.publish(3, &why)) << why;
+  wsync_group_stats_t stats = WSYNC_GROUP_STATS_INIT;
+  ASSERT_EQ(WSYNC_OK, wsync_group_get_stats(s.g, &stats));
+  EXPECT_EQ(3u, stats.committed_version);
+  EXPECT_EQ(2u, stats.members);
+  EXPECT_EQ(2u, stats.members_left);
+  wsync_group_destroy(s.g);
+  s.g = nullptr;
+  if (fault == Fault::kHang) kill(kids.pids[1], SIGKILL);
+  for (size_t i : {0, 2}) EXPECT_EQ(0, kids.wait(i, 30000)) << "child " << i;
+}
+
+}  // namespace
+
+TEST(ElasticRelays, ARelayKilledMidUpdateCostsOnlyItsSubtreeWhichRejoinsAndCatchesUp) {
+  // (rank 3 may refuse its bucket first, its relay's socket closed: "... fed by relay rank 2")
+  relay_fault_case(Fault::kDie, "closed its connection", "fed by relay rank 2");
+}
+
+TEST(ElasticRelays, AHungRelayIsNamedAtItsTimeoutAndItsSubtreeRejoinsAndCatchesUp) {
+  relay_fault_case(Fault::kHang, "made no progress within 3000 ms", "cut off: it was fed by relay rank 2, which left the group");
+}
+
+// A leaf below a relay (rank 3) is killed at version 2: the update commits on ranks 1 and 2 (quorum
+// 2); relay rank 2 is told (ROUTE_DROP) and forwards no more to it: not one forward of version 3
+// fails. A new process with rank 3 then joins below the sender and version 4 commits on all three.
+TEST(ElasticRelays, ALeafBelowARelayLeavesAndTheRelayFeedsTheOthers) {
+  const std::string addr_file = temp_dir() + "/store.addr";
+  const std::string relay_log = temp_dir() + "/relay2.log";
+  Children kids;
+  for (uint32_t r = 1; r <= 3; ++r) {
+    RxPlan p = relayed(addr_file, r, r == 3 ? std::vector<uint64_t>{1} : std::vector<uint64_t>{1, 2, 3, 4});
+    if (r == 3) {
+      p.fault = Fault::kDie;
+      p.fault_version = 2;
+    }
+    if (r == 2) p.log_file = relay_log;
+    kids.pids.push_back(spawn([p] { return run_rx(p); }));
+  }
+  Sender s;
+  std::vector<std::pair<std::string, std::string>> opts = kChain;
+  opts.push_back({"commit_quorum", "2"});
+  ASSERT_EQ(WSYNC_OK, s.init(addr_file, opts)) << wsync_last_error();
+  std::string why;
+  ASSERT_EQ(WSYNC_OK, s.publish(1, &why)) << why;
+  ASSERT_EQ(WSYNC_OK, s.publish(2, &why)) << why;
+  EXPECT_EQ((std::vector<uint32_t>{1, 2}), s.members());
+  ASSERT_EQ(WSYNC_OK, s.publish(3, &why)) << why;
+  kids.pids.push_back(spawn([addr_file] { return run_rx(relayed(addr_file, 3, {3, 4})); }));  // restarted
+  ASSERT_TRUE(members_become(s, {1, 2, 3})) << "rank 3 did not join again within 10 s";
+  ASSERT_EQ(WSYNC_OK, s.publish(4, &why)) << why;
+  wsync_group_destroy(s.g);
+  s.g = nullptr;
+  for (size_t i : {0, 1, 3}) EXPECT_EQ(0, kids.wait(i, 30000)) << "child " << i;
+  const std::string log = read_file(relay_log);
+  EXPECT_NE(std::string::npos, log.find("receiver rank 3, which it forwards to, left the group")) << log;
+  EXPECT_EQ(std::string::npos, log.find("of update 3")) << "relay rank 2 still forwarded to rank 3:\n" << log;
 }

@@ -210,6 +210,20 @@ TEST(Frames, JoinedSaysALaneOrNothing) {
   }
 }
 
+TEST(Frames, RouteDropSaysOneRankExactly) {
+  std::vector<uint8_t> d;
+  Put(d, 7u, 4);
+  EXPECT_EQ(encode_route_drop({7}), d);
+  RouteDropBody got;
+  ASSERT_EQ(decode_route_drop(d, &got), WSYNC_OK);
+  EXPECT_EQ(got.rank, 7u);
+  for (size_t n : {0, 1, 3, 5, 8}) {
+    RouteDropBody bad;
+    EXPECT_EQ(decode_route_drop(std::vector<uint8_t>(n, 1), &bad), WSYNC_ERR_PROTOCOL) << n << " bytes";
+    EXPECT_NE(std::string(last_error()).find("ROUTE_DROP"), std::string::npos) << last_error();
+  }
+}
+
 TEST(Frames, ManifestFrameAndReadyRefuseTrailingBytes) {
   const std::vector<uint8_t> record = {'W', 'S', 'M', 'F', 1, 2, 3};
   const std::vector<uint8_t> blob = {9, 8, 7};

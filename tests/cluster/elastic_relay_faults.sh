@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# cluster.elastic_relay_<fault>: an elastic group that relays, across hosts of an emulated cluster:
+# the sample trainer on h0 (membership=elastic, commit_quorum=1, route=chain, timeout_ms 5000) and
+# sample engines on h1, h2 and h3, all staged; the chain is h0 -> h1 -> h2 -> h3, so engine 2 is
+# the relay that feeds engine 3, which runs with the receiver option rejoin. Version 1 commits;
+# while version 2 is on the wire to h2 (a quarter of it arrived there), h2 suffers FAULT
+# (partition: its switch port goes down; kill: SIGKILL; hang: SIGSTOP).
+# What a user would notice, and this test asserts:
+#   - the trainer removes engine 2, naming it, within its timeout plus 1 s (a kill: within 2 s),
+#     and engine 3 with it, naming the relay that fed it ("fed by relay rank 2");
+#   - version 2 commits on engine 1 (outside the victim's subtree), then versions 3 and 4 on
+#     engines 1 and 3, through the same group: nothing was rebuilt;
+#   - engine 3 joins again by itself, now fed by the trainer, catches up to version 2 from engine 1
+#     ("caught up from a peer") and verifies versions 1 to 4, as engine 1 does;
+#   - engine 2 never took version 2.
+# It prints the measured seconds ("removed after X s").
+#
+# Usage: elastic_relay_faults.sh <build dir> --fault partition|kill|hang [--rate 200mbit]
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+fault_args "$@"
+cluster_test_main 4 "$RATE" "er$FAULT" "$@"
+shift  # --inside
+
+BUILD=$(cd "$1" && pwd)
+SCALE=0.2  # ~0.04 GB: at 200 Mbit/s one version takes ~2 s down the chain
+TIMEOUT_MS=5000
+LIMIT_S=$((TIMEOUT_MS / 1000 + 1))
+[ "$FAULT" != kill ] || LIMIT_S=2
+
+# (the pause after each version is when engine 3 joins again)
+start_trainer 3 "$SCALE" 4 "$TIMEOUT_MS" --interval-ms 1500 --option route=chain --option membership=elastic \
+  --option commit_quorum=1 --transport tcp
+start_engine 1 "$SCALE" --staged
+start_engine 2 "$SCALE" --staged
+start_engine 3 "$SCALE" --staged --rejoin --until-version 4
+wait_for 60 v1_committed_or_trainer_gone || fail "version 1 did not commit within 60 s"
+in_log trainer "version 1 committed" || fail "the trainer ended before version 1 committed"
+base=$(sent_to_h2)
+wait_for 30 h2_got_more_than $((base + $(model_bytes) / 4)) || fail "version 2 did not start moving to h2 within 30 s"
+
+case $FAULT in
+  partition) "$WSC_CLUSTER" port h2 down ;;
+  kill) kill -KILL "$engine2" ;;
+  hang) kill -STOP "$engine2" ;;
+esac
+t_fault=$(now)
+
+removed() { in_log trainer "engine rank 2 left the group"; }
+wait_for $((LIMIT_S + 10)) removed || fail "the trainer did not remove engine 2 within $((LIMIT_S + 10)) s of the $FAULT"
+removed_s=$(seconds_since "$t_fault")
+awk -v s="$removed_s" -v l="$LIMIT_S" 'BEGIN { exit !(s <= l) }' ||
+  fail "the trainer removed engine 2 after $removed_s s, over the limit of $LIMIT_S s"
+reap "$trainer" 90
+[ "$rc" -eq 0 ] || fail "the trainer exited with $rc (0 expected: versions 2 to 4 commit): $(grep -v '^\[' "$LOGS/trainer.log" | tail -3)"
+grep "engine rank 3 left the group" "$LOGS/trainer.log" | grep -q "fed by relay rank 2" ||
+  fail "the trainer did not remove engine 3 naming the relay that fed it"
+for v in 1 2 3 4; do in_log trainer "version $v committed" || fail "the trainer did not commit version $v"; done
+in_log trainer "version 2 committed on 1 engine" || fail "version 2 was not committed on engine 1 alone"
+in_log trainer "version 4 committed on 2 engine" || fail "version 4 was not committed on engines 1 and 3"
+for e in 1 3; do
+  reap "$(eval echo "\$engine$e")" 30
+  [ "$rc" -eq 0 ] || fail "engine $e exited with $rc: $(grep -v '^\[' "$LOGS/engine$e.log" | tail -3)"
+  for v in 1 2 3 4; do
+    [ "$(count_in_log "engine$e" "version $v: .* verified")" -eq 1 ] || fail "engine $e did not verify version $v once"
+  done
+done
+in_log engine3 "version 2: .*(caught up from a peer)" || fail "engine 3 did not catch up to version 2 from a peer"
+
+case $FAULT in
+  partition) "$WSC_CLUSTER" port h2 up ;;
+  hang) kill -CONT "$engine2" ;;
+esac
+reap "$engine2" 30
+! in_log engine2 "version 2:" || fail "engine 2 took version 2, which it never held whole"
+
+echo "elastic_relay_$FAULT: NICs $WSC_RATE, chain h0 -> h1 -> h2 -> h3, trainer timeout ${TIMEOUT_MS} ms, commit_quorum 1; the $FAULT struck relay h2 mid-version 2"
+echo "  trainer: removed engine 2 after $removed_s s (limit $LIMIT_S s): $(grep "engine rank 2 left the group" "$LOGS/trainer.log" | head -1)"
+echo "  $(grep "engine rank 3 left the group" "$LOGS/trainer.log" | head -1)"
+echo "  $(grep "engine rank 3 joined" "$LOGS/trainer.log" | head -1)"
+echo "  $(grep "version 2 committed" "$LOGS/trainer.log" | head -1)"
+echo "  $(grep "version 4 committed" "$LOGS/trainer.log" | head -1)"
+echo "ROW fault=$FAULT relay removed_s=$removed_s"
