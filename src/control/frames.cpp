@@ -7,6 +7,7 @@
 #include "common/bytes.h"
 #include "common/error.h"
 #include "common/names.h"
+#include "control/group_info.h"
 #include "wsync_plugin.h"
 
 namespace wsync {
@@ -199,6 +200,7 @@ std::vector<uint8_t> encode_route(const RouteBody& b) {
   w.u32(b.parent_world);
   w.u32(static_cast<uint32_t>(b.children.size()));
   for (uint32_t c : b.children) w.u32(c);
+  if (b.has_piece_bytes) w.u64(b.piece_bytes);
   return std::move(w.data());
 }
 
@@ -368,7 +370,14 @@ wsync_status_t decode_route(const std::vector<uint8_t>& body, RouteBody* out) {
   b.children.resize(n);
   for (uint32_t i = 0; i < n; ++i)
     if (!r.u32(&b.children[i], "children")) return r.error();
-  if (!r.end("children")) return r.error();
+  if (!r.at_end()) {
+    if (!r.u64(&b.piece_bytes, "piece_bytes") || !r.end("piece_bytes")) return r.error();
+    if (b.piece_bytes < kMinPieceBytes || b.piece_bytes > kMaxPieceBytes)
+      return fail(WSYNC_ERR_PROTOCOL, "ROUTE: piece_bytes %llu is outside %llu..%llu",
+                  static_cast<unsigned long long>(b.piece_bytes), static_cast<unsigned long long>(kMinPieceBytes),
+                  static_cast<unsigned long long>(kMaxPieceBytes));
+    b.has_piece_bytes = true;
+  }
   return done(std::move(b), out);
 }
 

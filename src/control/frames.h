@@ -122,6 +122,11 @@ struct RouteBody {
   uint32_t position = 0;               // this receiver's rank in its parent's relay world (1..)
   uint32_t parent_world = 0;           // 1 + the parent's children (unused when parent is 0)
   std::vector<uint32_t> children;      // the ranks this receiver forwards to, in relay-world order
+  // Since issue 39 (optional, after the children): the piece size of this group's buckets, when the
+  // sender chose it with the route (a one-sender group that relays and was not given piece_bytes:
+  // kRoutePieceBytes); absent: group info's piece_bytes holds. 64 KiB .. 1 GiB.
+  bool has_piece_bytes = false;
+  uint64_t piece_bytes = 0;
 };
 constexpr uint32_t kFrameMaxChildren = 4096;
 
@@ -186,7 +191,7 @@ wsync_status_t decode_committed(const std::vector<uint8_t>& body, CommittedBody*
 wsync_status_t decode_abort_update(const std::vector<uint8_t>& body, AbortUpdateBody* out);
 wsync_status_t decode_bucket_sum(const std::vector<uint8_t>& body, BucketSumBody* out);
 wsync_status_t decode_progress(const std::vector<uint8_t>& body, ProgressBody* out);
-// Trailing bytes refused; at most kFrameMaxChildren children.
+// Trailing bytes refused (after the optional piece_bytes); at most kFrameMaxChildren children.
 wsync_status_t decode_route(const std::vector<uint8_t>& body, RouteBody* out);
 // Trailing bytes refused.
 wsync_status_t decode_route_drop(const std::vector<uint8_t>& body, RouteDropBody* out);

@@ -40,7 +40,9 @@
 
 namespace wsync {
 
-// The default piece size of senders that plan (option num_senders) with a route other than star.
+// The default piece size of senders that plan (option num_senders) with a route other than star,
+// and of a one-sender group whose route relays (told in each ROUTE: group info announced 2 MiB
+// before the receivers' hosts were known). Each hop of a chain costs a piece's time.
 constexpr uint64_t kLanePieceBytes = 512u << 10;
 
 class EngineCalls;  // group_engines.h
@@ -226,7 +228,8 @@ struct GroupShape {
   // The pipeline (choose_pipeline): buckets on the wire at once, and the pieces a bucket moves in
   // (0 = whole). A transport without CAP_PIECES gets 1 and 0.
   uint32_t window = 0;
-  uint64_t piece_bytes = 2u << 20;  // (kLanePieceBytes for senders that plan, unless route=star)
+  uint64_t piece_bytes = 2u << 20;  // (kLanePieceBytes for senders that plan, unless route=star; one
+                                    // sender that relays: route_piece_bytes)
   RouteSpec route_spec;
   bool verify_payload = false;
   LayoutRule rule;
@@ -261,6 +264,7 @@ struct Routes {
   RoutePlan plan;
   bool relays = false;    // the plan is not a star: receivers forward to their children
   DeliveryPlan delivery;  // from the plan (or every engine rank, without control channels)
+  uint64_t piece_bytes = 0;  // told in every ROUTE (0: none; group info's holds)
 };
 
 // The receivers (group_members.cpp). A rank's slot is made at init and kept; membership=elastic

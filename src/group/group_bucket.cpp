@@ -597,7 +597,7 @@ wsync_status_t bucket_send(wsync_group_t* g, Flight* flight) {
   wsync_status_t st = open_update(g, flight);
   if (st != WSYNC_OK) return st;
   const PlanBucket& pb = b->batch->plan[b->index];
-  b->pieces = cut_pieces(pb.bytes, g->shape.piece_bytes);
+  b->pieces = cut_pieces(pb.bytes, route_piece_bytes(g));
   b->seq = g->wire.next_seq;
   g->wire.next_seq += std::max<size_t>(b->pieces.size(), 1);
   b->number = g->wire.bucket_in_update + flight->size() - 1;

@@ -116,6 +116,9 @@ wsync_status_t peer_lost(wsync_group_t* g, Peer* p, const char* during);
 // After every JOINED: plan the routes from the receivers' hosts, tell each its parent and children
 // (ROUTE) when the group relays, and wait for each to wire its relay transports (JOINED again).
 wsync_status_t route_members(wsync_group_t* g, int64_t deadline);
+// The size of the pieces buckets move in: group info's (shape.piece_bytes), or the one the route
+// chose and told in every ROUTE (one sender that relays, option piece_bytes not given: 512 KiB).
+uint64_t route_piece_bytes(const wsync_group_t* g);
 // Elastic groups that relay: a joiner is a leaf below the sender. Tell it so (its ROUTE: parent 0,
 // no children) before its second JOINED is read; nothing for a star.
 wsync_status_t route_tell_joiner(wsync_group_t* g, Peer* p, int64_t deadline);

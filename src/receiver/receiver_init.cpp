@@ -322,6 +322,7 @@ wsync_status_t wire_route(Link* rx, const JoinArgs& a) {
   if ((st = decode_route(f.body, &r)) != WSYNC_OK || (st = check_route(rx, r)) != WSYNC_OK) return st;
   rx->parent = r.parent;
   rx->children = r.children;
+  if (r.has_piece_bytes) rx->piece_bytes = r.piece_bytes;  // (the sender chose it with the route)
   rx->child_dropped.assign(r.children.size(), false);
   // Parent side first: a relay's own world connects only when all its children joined theirs.
   if (r.parent != 0 &&

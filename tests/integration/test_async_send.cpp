@@ -430,7 +430,16 @@ TEST(AsyncSend, APackedBatchIsReleasedBeforeItsReceiverAnswers) {
 // went out; the caller overwrites each at once and publishes the next, many batches per version,
 // while the receivers (one of them a relay: route=chain) may still be taking earlier ones. Every
 // receiver checks every byte of every version.
+// The relaying one-sender group, not given piece_bytes, moves 512 KiB pieces (told in the ROUTE;
+// each hop of a chain costs a piece's time), and says so.
+std::vector<std::string> g_route_lines;
+void keep_route_lines(void*, int32_t, const char* message) {
+  if (std::strstr(message, ": route ") != nullptr) g_route_lines.push_back(message);
+}
+
 TEST(AsyncSend, ManyBatchesPerVersionThroughARelayKeepTheirBytes) {
+  g_route_lines.clear();
+  wsync_set_log_callback(keep_route_lines, nullptr, WSYNC_LOG_INFO);
   Sender s;
   Model m;
   m.spec = one_bucket_tensors(8);
@@ -450,8 +459,12 @@ TEST(AsyncSend, ManyBatchesPerVersionThroughARelayKeepTheirBytes) {
   }
   wsync_group_destroy(s.g);
   s.g = nullptr;
+  wsync_set_log_callback(nullptr, nullptr, 0);
   EXPECT_EQ(0, wait_child(r1, 20000));
   EXPECT_EQ(0, wait_child(r2, 20000));
+  ASSERT_EQ(1u, g_route_lines.size());
+  EXPECT_NE(std::string::npos, g_route_lines[0].find("route chain")) << g_route_lines[0];
+  EXPECT_NE(std::string::npos, g_route_lines[0].find("pieces of 512 KiB (chosen with the route)")) << g_route_lines[0];
 }
 
 }  // namespace

@@ -210,6 +210,36 @@ TEST(Frames, JoinedSaysALaneOrNothing) {
   }
 }
 
+TEST(Frames, RouteMayTellThePieceSize) {
+  RouteBody r;
+  r.digest = 9;
+  r.parent = 1;
+  r.position = 1;
+  r.parent_world = 2;
+  r.children = {3};
+  const std::vector<uint8_t> plain = encode_route(r);
+  RouteBody got;
+  ASSERT_EQ(decode_route(plain, &got), WSYNC_OK);
+  EXPECT_FALSE(got.has_piece_bytes);
+  r.has_piece_bytes = true;
+  r.piece_bytes = 512u << 10;
+  std::vector<uint8_t> told = encode_route(r);
+  ASSERT_EQ(told.size(), plain.size() + 8);
+  ASSERT_EQ(decode_route(told, &got), WSYNC_OK);
+  EXPECT_TRUE(got.has_piece_bytes);
+  EXPECT_EQ(got.piece_bytes, 512u << 10);
+  for (uint64_t bad : std::vector<uint64_t>{0, 1000, (1ull << 30) + 1}) {
+    r.piece_bytes = bad;
+    EXPECT_EQ(decode_route(encode_route(r), &got), WSYNC_ERR_PROTOCOL) << bad;
+    EXPECT_NE(std::string(last_error()).find("piece_bytes"), std::string::npos) << last_error();
+  }
+  told.push_back(0);
+  EXPECT_EQ(decode_route(told, &got), WSYNC_ERR_PROTOCOL);
+  std::vector<uint8_t> short_one(plain);
+  short_one.insert(short_one.end(), {1, 2, 3});
+  EXPECT_EQ(decode_route(short_one, &got), WSYNC_ERR_PROTOCOL);
+}
+
 TEST(Frames, RouteDropSaysOneRankExactly) {
   std::vector<uint8_t> d;
   Put(d, 7u, 4);
