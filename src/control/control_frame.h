@@ -79,6 +79,16 @@ enum class MsgType : uint16_t {
   // it) and goes on feeding the others. Taken wherever the link reads; ignored for a rank that is
   // not its child.
   kRouteDrop = 21,
+  // rx->tx (control protocol 4, many senders): the body of a NACK (u64 seq 0, i32 status, str
+  // reason). This receiver let go of the update because another sender failed (its connection
+  // closed, its transport failed, it did not finalize in time; the reason names it): the update
+  // fails, and the receiver is not to blame (an elastic group does not remove it for this).
+  kSenderLost = 22,
+  // tx->rx (control protocol 4, elastic groups of many senders): str reason. This sender removed the
+  // receiver from the group (the reason says why); it closes the connection next. The receiver lets
+  // go of the update and tells the other senders (a NACK naming this sender and the reason), so that
+  // they remove it too.
+  kRemoved = 23,
 };
 
 // How often a receiver reports progress while its count moves.

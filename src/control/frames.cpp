@@ -232,6 +232,12 @@ std::vector<uint8_t> encode_abort_update(const AbortUpdateBody& b) {
   return std::move(w.data());
 }
 
+std::vector<uint8_t> encode_removed(const RemovedBody& b) {
+  ByteWriter w;
+  w.str32(clip_reason(b.reason, kFrameMaxReasonBytes));
+  return std::move(w.data());
+}
+
 // ---------------------------------------------------------------------------------------------
 // Decoders
 
@@ -416,6 +422,13 @@ wsync_status_t decode_catchup(const std::vector<uint8_t>& body, CatchupBody* out
 wsync_status_t decode_abort_update(const std::vector<uint8_t>& body, AbortUpdateBody* out) {
   BodyReader r("ABORT_UPDATE", body);
   AbortUpdateBody b;
+  if (!r.text(&b.reason, kFrameMaxReasonBytes, "reason")) return r.error();
+  return done(std::move(b), out);
+}
+
+wsync_status_t decode_removed(const std::vector<uint8_t>& body, RemovedBody* out) {
+  BodyReader r("REMOVED", body);
+  RemovedBody b;
   if (!r.text(&b.reason, kFrameMaxReasonBytes, "reason")) return r.error();
   return done(std::move(b), out);
 }

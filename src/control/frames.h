@@ -97,6 +97,10 @@ struct JoinedBody {  // rx->tx: empty, or u32 lane (since 0.10: the receiver opt
   uint32_t lane = 0;
 };
 
+struct RemovedBody {  // tx->rx: str reason (REMOVED)
+  std::string reason;
+};
+
 struct RouteDropBody {  // tx->rx: u32 rank (a child of this relay that left)
   uint32_t rank = 0;
 };
@@ -168,6 +172,7 @@ std::vector<uint8_t> encode_bucket_sum(const BucketSumBody& b);
 std::vector<uint8_t> encode_progress(const ProgressBody& b);
 std::vector<uint8_t> encode_route(const RouteBody& b);
 std::vector<uint8_t> encode_route_drop(const RouteDropBody& b);
+std::vector<uint8_t> encode_removed(const RemovedBody& b);
 std::vector<uint8_t> encode_catchup(const CatchupBody& b);
 
 // Trailing bytes refused (the handshake of protocol 3 is exact).
@@ -195,6 +200,8 @@ wsync_status_t decode_progress(const std::vector<uint8_t>& body, ProgressBody* o
 wsync_status_t decode_route(const std::vector<uint8_t>& body, RouteBody* out);
 // Trailing bytes refused.
 wsync_status_t decode_route_drop(const std::vector<uint8_t>& body, RouteDropBody* out);
+// The reason comes out printable, as the other reasons; trailing bytes ignored.
+wsync_status_t decode_removed(const std::vector<uint8_t>& body, RemovedBody* out);
 // Trailing bytes ignored; the world name at most kFrameMaxGroupBytes + 64; each name a valid tensor
 // name, at most kFrameMaxCatchupNames of them.
 wsync_status_t decode_catchup(const std::vector<uint8_t>& body, CatchupBody* out);

@@ -91,6 +91,8 @@ struct Peer {
   uint64_t holds_version = 0;      // the last version it confirmed (COMMITTED); 0 before any
   PeerCatchup catchup;             // elastic: its catch-up (group_catchup.cpp)
   bool never_joined = false;       // elastic: a placeholder for a rank no receiver took yet
+  bool blames_sender = false;      // many senders: its last word was SENDER_LOST (another sender failed;
+                                   // the update fails, and it is not removed for it)
   bool route_told = false;         // elastic, relaying: a joiner's transport is connected and its ROUTE
                                    // sent; its second JOINED (relay transports wired) is awaited
   PeerSilence silence;             // how long it made no progress (group_bucket.cpp)

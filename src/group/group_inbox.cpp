@@ -44,6 +44,18 @@ wsync_status_t refused_update(wsync_group_t* g, Peer* p, const InboxContext& ctx
   return fail(st, "%s refused between updates: %s", p->conn.peer_name().c_str(), nack.reason.c_str());
 }
 
+// Many senders: it let go of the update because another sender failed. The update fails, naming
+// that sender in its words; the receiver is not to blame (member_failed keeps it).
+wsync_status_t sender_lost(Peer* p, const InboxContext& ctx, const Frame& f) {
+  StatusBody lost;
+  if (decode_nack(f.body, &lost) != WSYNC_OK)
+    return fail(WSYNC_ERR_PROTOCOL, "%s sent a malformed SENDER_LOST: %s", p->conn.peer_name().c_str(),
+                last_error().c_str());
+  p->blames_sender = true;
+  return fail(wire_failure(lost.status, WSYNC_ERR_PEER_FAILED), "%s let go of %s because another sender failed: %s",
+              p->conn.peer_name().c_str(), ctx.during, lost.reason.c_str());
+}
+
 // Its connection closed.
 wsync_status_t closed(wsync_group_t* g, Peer* p, const InboxContext& ctx, InboxWord* word) {
   if (ctx.close_loses_nothing) {  // it answered everything it owed and feeds nobody
@@ -78,6 +90,8 @@ wsync_status_t inbox_take(wsync_group_t* g, Peer* p, const InboxContext& ctx, Fr
         if (decode_nack(f->body, &nack) == WSYNC_OK && nack.seq == 0) return refused_update(g, p, ctx, nack);
         break;  // (a bucket's refusal, or a malformed one: the caller judges it)
       }
+      case MsgType::kSenderLost:
+        return sender_lost(p, ctx, *f);
       default:
         break;
     }

@@ -53,8 +53,10 @@ wsync_status_t members_check_options(wsync_group_t* g) {
   if (!g->cfg.engines_spec.empty() && g->shape.init_receivers != 0)
     return fail(WSYNC_ERR_INVALID_ARGUMENT, "option 'init_receivers' is not used with HTTP engines: init waits for "
                 "the servers that pass their health check, the others join when they answer");
-  if (g->shape.planned)
-    return fail(WSYNC_ERR_INVALID_ARGUMENT, "membership=elastic is not supported with option num_senders yet");
+  if (g->shape.planned && g->shape.init_receivers != 0 && g->shape.init_receivers < g->shape.num_receivers)
+    return fail(WSYNC_ERR_INVALID_ARGUMENT, "option 'init_receivers' is not supported with option num_senders yet: "
+                "a receiver joins a group of many senders at init only (membership=elastic removes receivers that "
+                "fail; joining later is not built yet)");
   return WSYNC_OK;
 }
 
@@ -74,7 +76,7 @@ wsync_status_t members_check_transport(wsync_group_t* g) {
 
 bool members_can_join(const wsync_group_t* g) {
   const wsync_transport_v1_t* t = g->plugins.transport.table;
-  return g->cfg.elastic && t != nullptr && WSYNC_HAS_FIELD(t, wsync_transport_v1_t, connect_peer) && t->connect_peer != nullptr;
+  return g->cfg.elastic && !g->shape.planned && t != nullptr && WSYNC_HAS_FIELD(t, wsync_transport_v1_t, connect_peer) && t->connect_peer != nullptr;
 }
 
 void members_open_slots(wsync_group_t* g) { g->members.peers.resize(g->shape.num_receivers); }
@@ -274,10 +276,17 @@ wsync_status_t member_failed(wsync_group_t* g, Flight* flight, Peer* p, wsync_st
   if (!g->cfg.elastic || g->pipe.aborted.load() || st == WSYNC_ERR_ABORTED || st == WSYNC_ERR_INVALID_ARGUMENT ||
       st == WSYNC_ERR_INTERNAL || st == WSYNC_ERR_OUT_OF_MEMORY)
     return st;
+  if (p->blames_sender) {  // (many senders: another sender failed, not this receiver)
+    p->blames_sender = false;
+    return st;
+  }
   if (p->dropped) return WSYNC_OK;
   p->dropped = true;
   if (g->plugins.transport_self && !p->left && p->alive) g->plugins.transport.table->forget_peer(g->plugins.transport_self, p->rank);
   p->alive = false;  // (peer_lost forgot it already)
+  // Many senders: it is told why first, and tells the other senders, which remove it too.
+  if (g->shape.planned && p->conn.open() && p->conn.send(MsgType::kRemoved, encode_removed({why}), 200) != WSYNC_OK)
+    clear_error();
   p->conn.close();  // it sees the group end
   stop_waiting_for(flight, p);
   if (!p->catchup.failed) g->members.dropped_in_update.push_back(why);  // (one that never caught up held nothing of it)

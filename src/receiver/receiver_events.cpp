@@ -6,6 +6,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "control/frames.h"
+#include "manifest/manifest.h"
 #include "receiver/receiver.h"
 
 namespace wsync {
@@ -93,6 +94,24 @@ wsync_status_t said_why_instead(Link* rx, wsync_status_t st, wsync_receiver_even
   return handle_frame(rx, word, ev);
 }
 
+// What is still coming of an update this receiver voided on its own (it refused a bucket, or the
+// relay feeding it died: its NACK is on the way): that update's BUCKET_SUMs and MANIFESTs are
+// dropped, not refused again. The sender's word on the update (END_UPDATE, ABORT_UPDATE, CLOSE)
+// and the next update are taken as usual.
+bool leftover_of_void_update(const Link* rx, const Frame& f) {
+  if (rx->sh->update_void.empty()) return false;
+  if (f.type == static_cast<uint16_t>(MsgType::kBucketSum)) return true;
+  if (f.type != static_cast<uint16_t>(MsgType::kManifest)) return false;
+  ManifestFrameBody body;
+  Manifest m;
+  if (decode_manifest_frame(f.body, &body) != WSYNC_OK ||
+      decode_manifest(body.manifest.data(), body.manifest.size(), &m) != WSYNC_OK) {
+    clear_error();
+    return false;  // (refused as malformed by the usual path)
+  }
+  return m.update_id == rx->current_update;
+}
+
 }  // namespace
 
 wsync_status_t receiver_next(Link* rx, wsync_receiver_event_t* ev, int64_t timeout_ms) {
@@ -124,6 +143,7 @@ wsync_status_t receiver_next(Link* rx, wsync_receiver_event_t* ev, int64_t timeo
       drop_update(rx, why);
       return fail_msg(st, why);
     }
+    if (leftover_of_void_update(rx, f)) continue;
     if ((st = handle_frame(rx, f, ev)) != WSYNC_OK) return said_why_instead(rx, st, ev);
     // A MANIFEST: the bucket is on the wire; report it once its bytes are in.
     if (ev->kind == WSYNC_EVENT_NONE && !rx->flight.empty()) return said_why_instead(rx, complete_bucket(rx, ev), ev);
@@ -148,6 +168,15 @@ wsync_status_t handle_frame(Link* rx, const Frame& f, wsync_receiver_event_t* ev
       drop_update(rx, "the sender aborted it: " + why);
       ev->kind = WSYNC_EVENT_ABORTED;
       return WSYNC_OK;
+    }
+    case MsgType::kRemoved: {  // (elastic groups of many senders: this sender removed us)
+      RemovedBody removed;
+      const std::string why = decode_removed(f.body, &removed) == WSYNC_OK
+                                  ? removed.reason
+                                  : "(its REMOVED was malformed: " + last_error() + ")";
+      drop_update(rx, "removed from the group: " + why);
+      return fail(WSYNC_ERR_REJECTED, "receiver rank %u was removed from group '%s' by its sender: %s", rx->rank,
+                  rx->group_name.c_str(), why.c_str());
     }
     case MsgType::kCatchup:  // (elastic groups, between updates: receiver_catchup.cpp)
       return catchup(rx, f, ev);

@@ -23,8 +23,19 @@ std::string link_name(const Link* l) {
   return "sender " + std::to_string(l->sender) + " (store at " + l->sender_addr + ")";
 }
 
-// Link `l` failed with `st`: the update is void on every link, the other senders are told (each
-// as a NACK naming the failed sender), and the receiver takes no more updates.
+// What the other senders are told when link `l` failed with `st`: its sender removed this receiver
+// (REJECTED, elastic): a NACK saying so, and they remove it too; its sender is gone or did not
+// finalize (its connection closed, its transport failed, a timeout): SENDER_LOST, not this
+// receiver's doing; anything else (this receiver refused a bucket of it): a NACK, its own failure.
+MsgType word_for(const Link* l, wsync_status_t st) {
+  if (st == WSYNC_ERR_REJECTED) return MsgType::kNack;
+  if (st == WSYNC_ERR_PEER_FAILED || st == WSYNC_ERR_TIMEOUT || st == WSYNC_ERR_IO || l->conn.closed())
+    return MsgType::kSenderLost;
+  return MsgType::kNack;
+}
+
+// Link `l` failed with `st`: the update is void on every link, the other senders are told (see
+// word_for), and the receiver takes no more updates.
 wsync_status_t link_failed(Link* rx, Link* l, wsync_status_t st) {
   RxShared* sh = rx->sh;
   std::string cause = last_error();
@@ -39,10 +50,12 @@ wsync_status_t link_failed(Link* rx, Link* l, wsync_status_t st) {
         cause = "its connection closed (the process died?), before the others";
       }
     }
-  const std::string why = link_name(l) + " failed: " + cause;
+  const bool removed = st == WSYNC_ERR_REJECTED;
+  const std::string why = link_name(l) + (removed ? ": " : " failed: ") + cause;
+  const MsgType word = word_for(l, st);
   drop_update(l, why);
   for (Link* o : sh->links)
-    if (o != l && o->conn.open()) send_status(o, MsgType::kNack, 0, WSYNC_ERR_PEER_FAILED, why);
+    if (o != l && o->conn.open()) send_status(o, word, 0, WSYNC_ERR_PEER_FAILED, why);
   sh->commit_ready = 0;
   sh->link_status = st == WSYNC_ERR_TIMEOUT ? WSYNC_ERR_PEER_FAILED : st;
   sh->link_failed = why;
@@ -146,11 +159,13 @@ Link* vanished_other(Link* rx, Link* l) {
 }
 
 // A sender that finalized sends nothing more before this receiver's COMMITTED, unless the update
-// died on its side (another receiver refused the commit, a receiver or sender failed): its
-// ABORT_UPDATE or CLOSE is read at once, not after the others' finalize timed out.
+// died on its side (another receiver refused the commit, a receiver or sender failed) or it removed
+// this receiver (elastic: it did not answer in time): its ABORT_UPDATE, CLOSE or REMOVED is read at
+// once, not after the others' finalize timed out, and before the version is merged.
 bool void_word_next(Link* l) {
   const uint16_t next = inbox_next_type(l);
-  return next == static_cast<uint16_t>(MsgType::kAbortUpdate) || next == static_cast<uint16_t>(MsgType::kClose);
+  return next == static_cast<uint16_t>(MsgType::kAbortUpdate) || next == static_cast<uint16_t>(MsgType::kClose) ||
+         next == static_cast<uint16_t>(MsgType::kRemoved);
 }
 
 // Link `l`'s control frame made event `lev`: a COMMIT waits for the other senders' finalize; an
@@ -284,6 +299,14 @@ bool all_finalized(const RxShared* sh) {
   return all;
 }
 
+// A finalized link's sender voided the update after its END_UPDATE (void_word_next): the next
+// look reads it, and nothing is merged or committed meanwhile.
+bool any_void_word(const RxShared* sh) {
+  bool any = false;
+  for (Link* l : sh->links) any |= l->pending_commit != 0 && void_word_next(l);
+  return any;
+}
+
 // No event within `tmo` ms: name the senders still awaited when some finalized.
 wsync_status_t links_timed_out(Link* rx, int64_t tmo) {
   std::string waiting;
@@ -336,7 +359,7 @@ wsync_status_t links_next(Link* rx, wsync_receiver_event_t* ev, int64_t timeout_
     bool ready = false, any = false;
     wsync_status_t st = look_at_links(rx, start, ev, &ready, &any);
     if (st != WSYNC_OK || ready) return st;
-    if (all_finalized(sh)) return merge_commit(rx, ev);
+    if (all_finalized(sh) && !any_void_word(sh)) return merge_commit(rx, ev);
     if ((st = check_stragglers(rx)) != WSYNC_OK) return st;
     bool flying = false;
     for (Link* l : sh->links) flying |= !l->flight.empty();
@@ -354,6 +377,19 @@ wsync_status_t links_commit(Link* rx, uint64_t version) {
     return fail(WSYNC_ERR_INVALID_ARGUMENT, "version %llu does not match the version %llu every sender finalized",
                 static_cast<unsigned long long>(version), static_cast<unsigned long long>(rx->sh->commit_ready));
   rx->sh->commit_ready = 0;
+  // A sender that removed this receiver (elastic) or voided the update since the merge: its word
+  // decides, not a COMMITTED it would never read (the others would take that failure for its death).
+  for (Link* l : rx->sh->links)
+    if (void_word_next(l)) {
+      Frame f;
+      wsync_receiver_event_t lev = WSYNC_RECEIVER_EVENT_INIT;
+      wsync_status_t vst = inbox_recv(l, &f, 0);
+      if (vst == WSYNC_OK) vst = handle_frame(l, f, &lev);
+      if (vst == WSYNC_OK) vst = fail(WSYNC_ERR_ABORTED, "%s voided version %llu before its commit", link_name(l).c_str(),
+                                      static_cast<unsigned long long>(version));
+      for (Link* o : rx->sh->links) o->pending_commit = 0;
+      return link_failed(rx, l, vst);
+    }
   wsync_status_t st = check_staged_arrived(rx);
   if (st != WSYNC_OK) return refuse_all(rx, st, last_error());
   // Every sender first: one that cannot be told means nothing is applied here (the others were

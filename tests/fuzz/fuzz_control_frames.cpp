@@ -34,6 +34,7 @@ template <typename T>
 bool was_escaped(const T&) { return false; }
 bool was_escaped(const wsync::RejectBody& b) { return escaped(b.reason); }
 bool was_escaped(const wsync::AbortUpdateBody& b) { return escaped(b.reason); }
+bool was_escaped(const wsync::RemovedBody& b) { return escaped(b.reason); }
 bool was_escaped(const wsync::CatchupBody& b) { return escaped(b.reason); }
 
 template <typename T>
@@ -70,7 +71,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   const Bytes body(data + 1, data + size);
   using namespace wsync;
-  switch (static_cast<MsgType>(data[0] % 32)) {  // (every type, 1..21, and some unknown ones)
+  switch (static_cast<MsgType>(data[0] % 32)) {  // (every type, 1..23, and some unknown ones)
     case MsgType::kChallenge: {
       ChallengeBody out;
       const wsync_status_t st = decode_challenge(body, &out);
@@ -117,6 +118,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case MsgType::kReady:
       run<ReadyBody>(body, "READY", decode_ready, encode_ready, true, [](const ReadyBody& b) { return blob_ok(b.blob); });
       return 0;
+    case MsgType::kSenderLost:  // (a NACK's body)
     case MsgType::kNack: {
       // The NACK's blob is not read: compare up to the reason.
       StatusBody out;
@@ -173,6 +175,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case MsgType::kRoute:
       run<RouteBody>(body, "ROUTE", decode_route, encode_route, true,
                      [](const RouteBody& b) { return b.children.size() <= wsync::kFrameMaxChildren; });
+      return 0;
+    case MsgType::kRemoved:
+      run<RemovedBody>(body, "REMOVED", decode_removed, encode_removed, false,
+                       [](const RemovedBody& b) { return reason_ok(b.reason); });
       return 0;
     case MsgType::kRouteDrop:
       run<RouteDropBody>(body, "ROUTE_DROP", decode_route_drop, encode_route_drop, true,

@@ -106,6 +106,12 @@ struct SenderPlan {
   enum class Lie { kNone, kOverlap, kGap, kShape } lie = Lie::kNone;
   std::string expect_error;  // the lie's refusal must name this (exit 0 when it does)
   std::string route;         // option route, when given
+  // membership=elastic with this commit_quorum (0: fixed); then these receivers must have left the
+  // group, each member event's reason naming its text, and no other (exit 7 otherwise).
+  uint32_t quorum = 0;
+  std::vector<std::pair<uint32_t, std::string>> lefts;
+  // The update must fail naming this, and nobody left the group (exit 0 when so, 8 otherwise).
+  std::string fail_reason;
 };
 
 std::string addr_file(const std::string& dir, uint32_t k) { return dir + "/s" + std::to_string(k) + ".addr"; }
@@ -122,6 +128,11 @@ int run_sender(const SenderPlan& p) {
                                       WSYNC_OPTION("bucket_bytes", bb.c_str())};
   if (p.k > 0) opts.push_back(WSYNC_OPTION("sender0_store", s0.c_str()));
   if (!p.route.empty()) opts.push_back(WSYNC_OPTION("route", p.route.c_str()));
+  const std::string quorum = std::to_string(p.quorum);
+  if (p.quorum != 0) {
+    opts.push_back(WSYNC_OPTION("membership", "elastic"));
+    opts.push_back(WSYNC_OPTION("commit_quorum", quorum.c_str()));
+  }
   wsync_group_config_t cfg = WSYNC_GROUP_CONFIG_INIT;
   cfg.num_receivers = p.receivers;
   cfg.group_name = kGroup;
@@ -166,6 +177,12 @@ int run_sender(const SenderPlan& p) {
   int rc = st == WSYNC_OK ? 0 : 3;
   if (!p.expect_error.empty())
     rc = st == WSYNC_ERR_INVALID_ARGUMENT && why.find(p.expect_error) != std::string::npos ? 0 : 4;
+  if (!p.fail_reason.empty()) {
+    wsync_member_event_t e = WSYNC_MEMBER_EVENT_INIT;
+    const bool none_left = wsync_group_next_member_event(g, &e) == WSYNC_ERR_NOT_FOUND;
+    if (!none_left) std::fprintf(stderr, "sender %u: receiver rank %u left: %s\n", p.k, e.rank, e.reason);
+    rc = st != WSYNC_OK && why.find(p.fail_reason) != std::string::npos && none_left ? 0 : 8;
+  }
   if (st == WSYNC_OK) {
     wsync_group_stats_t stats = WSYNC_GROUP_STATS_INIT;
     wsync_group_get_stats(g, &stats);
@@ -173,6 +190,17 @@ int run_sender(const SenderPlan& p) {
                 static_cast<unsigned long long>(stats.plans_computed));
     // Two batches per version, each the same every version: two plans, then reused.
     if (stats.plans_computed != std::min<uint64_t>(2, 2 * p.versions)) rc = 6;
+    if (!p.lefts.empty()) {
+      size_t matched = 0, events = 0;
+      for (wsync_member_event_t e = WSYNC_MEMBER_EVENT_INIT; wsync_group_next_member_event(g, &e) == WSYNC_OK;
+           e = WSYNC_MEMBER_EVENT_INIT, ++events) {
+        std::printf("sender %u: member event: kind %d rank %u: %s\n", p.k, e.kind, e.rank, e.reason);
+        for (const auto& want : p.lefts)
+          matched += e.kind == WSYNC_MEMBER_LEFT && e.rank == want.first && std::strstr(e.reason, want.second.c_str());
+      }
+      const uint32_t n = static_cast<uint32_t>(p.lefts.size());
+      if (matched != n || events != n || stats.members != p.receivers - n || stats.members_left != n) rc = 7;
+    }
   }
   wsync_group_destroy(g);
   return rc;
@@ -198,6 +226,13 @@ struct RxPlan {
   int tp = -1;
   // Relays: the address its connections leave from (its own "host" on loopback), and its lane.
   std::string local_address, lane;
+  // Killed (SIGKILL) at version die_at's first bucket.
+  uint64_t die_at = 0;
+  // A receiver that stops answering: at the first bucket of version `sleep_at` that carries
+  // tensor `sleep_on` it sleeps sleep_ms.
+  uint64_t sleep_at = 0;
+  int sleep_ms = 0;
+  std::string sleep_on;
 };
 
 // The TP-2 half `tp` a receiver holds of tensor `s` (dim 1 of embed.weight, dim 0 of qkv), or false.
@@ -235,7 +270,7 @@ bool equal_full(const synth_tensor_t& t, uint64_t version, const void* data, uin
 
 // A receiver process: exit 0 when every version committed with every byte right (and, for a
 // fault, the next update failed as expected with the buffers intact); 1 otherwise, printed.
-int run_receiver_of(const RxPlan& p) {
+int run_receiver_of(RxPlan p) {
   const std::string addr = read_addr_file(addr_file(p.dir, 0), 20000);
   wsync_receiver_t* rx = nullptr;
   const std::string tm = std::to_string(p.timeout_ms);
@@ -299,6 +334,15 @@ int run_receiver_of(const RxPlan& p) {
   wsync_receiver_event_t ev = WSYNC_RECEIVER_EVENT_INIT;
   while ((st = wsync_receiver_next(rx, &ev, p.timeout_ms + 5000)) == WSYNC_OK && ev.kind != WSYNC_EVENT_CLOSED) {
     if (ev.kind == WSYNC_EVENT_BUCKET) {
+      if (p.die_at == committed + 1) raise(SIGKILL);
+      bool carries = false;
+      for (uint64_t i = 0; i < ev.num_tensors; ++i)
+        carries |= p.sleep_on == reinterpret_cast<const wsync_tensor_t*>(reinterpret_cast<const char*>(ev.tensors) +
+                                                                         i * ev.tensors[0].struct_size)->name;
+      if (p.sleep_at == committed + 1 && p.sleep_ms > 0 && carries) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(p.sleep_ms));
+        p.sleep_ms = 0;  // (once)
+      }
       for (uint64_t i = 0; i < ev.num_tensors; ++i) {
         const wsync_tensor_t* t = reinterpret_cast<const wsync_tensor_t*>(reinterpret_cast<const char*>(ev.tensors) +
                                                                            i * ev.tensors[0].struct_size);
@@ -585,3 +629,117 @@ TEST(ManySenders, AReceiverHoldingOneSendersFinalizeHearsItsAbortAtOnce) {
 }
 
 TEST(ManySenders, ASenderHungMidUpdateIsNamedWithinItsTimeoutAndNothingCommits) { sender_fault(true); }
+
+// membership=elastic with two senders: receiver 3 stops answering for 5 s once version 2's last
+// bucket arrived, before it reads the finalize; sender 0 (timeout_ms 2 s) removes it when its
+// COMMITTED does not come within 4 s. Sender 1 (timeout_ms 20 s) would wait its own 22 s; instead
+// receiver 3, when it wakes, reads sender 0's REMOVED after its END_UPDATE (before it merges the
+// commit) and tells sender 1, which removes it at once naming sender 0's reason. Version 2 commits on receivers 1 and 2 (quorum 2) through both senders,
+// and version 3 after it; receiver 3 learns it was removed (WSYNC_ERR_REJECTED) and keeps version 1.
+TEST(ManySenders, ElasticAReceiverOneSenderRemovesIsRemovedByTheOthersToo) {
+  Cluster c;
+  for (uint32_t k = 0; k < 2; ++k) {
+    SenderPlan p;
+    p.k = k;
+    p.dir = c.dir;
+    p.versions = 3;
+    p.quorum = 2;
+    p.timeout_ms = k == 0 ? 2000 : 20000;
+    p.lefts = {{3, k == 0 ? "did not answer COMMITTED" : "removed from group 'many' by its sender"}};
+    c.senders.push_back(spawn([p] { return run_sender(p); }));
+  }
+  for (uint32_t r = 1; r <= 3; ++r) {
+    RxPlan p;
+    p.rank = r;
+    p.dir = c.dir;
+    p.take = Take::kStaged;
+    p.versions = r == 3 ? 1 : 3;
+    if (r == 3) {
+      p.sleep_at = 2;
+      p.sleep_ms = 5000;
+      p.sleep_on = "layer.1.w";  // (in the second batch, the last)
+      p.expect_error = "removed from group 'many' by its sender";
+    }
+    c.receivers.push_back(spawn([p] { return run_receiver_of(p); }));
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  for (pid_t p : c.senders) EXPECT_EQ(wait_child(p, 60000), 0);
+  EXPECT_LT(secs_since(t0), 20.0) << "sender 1 waited its own timeout instead of hearing receiver 3's word";
+  for (pid_t p : c.receivers) EXPECT_EQ(wait_child(p, 60000), 0);
+  c.senders.clear();
+  c.receivers.clear();
+}
+
+// membership=elastic with two senders, sender 1 killed before finalizing version 2: a sender's
+// death is not the receivers' doing. Sender 0 removes nobody (the receivers say SENDER_LOST, naming
+// sender 1), its finalize fails naming sender 1, and the staged receivers keep version 1.
+TEST(ManySenders, ElasticASenderKilledMidUpdateFailsTheUpdateAndRemovesNobody) {
+  Cluster c;
+  for (uint32_t k = 0; k < 2; ++k) {
+    SenderPlan p;
+    p.k = k;
+    p.dir = c.dir;
+    p.timeout_ms = 3000;
+    p.quorum = 2;
+    if (k == 1) p.die_at = 2;
+    if (k == 0) p.fail_reason = "sender 1";
+    c.senders.push_back(spawn([p] { return run_sender(p); }));
+  }
+  for (uint32_t r = 1; r <= 3; ++r) {
+    RxPlan p;
+    p.rank = r;
+    p.dir = c.dir;
+    p.take = Take::kStaged;
+    p.versions = 1;
+    p.timeout_ms = 3000;
+    // (which sender a receiver names depends on whose close it meets first: sender 0 gives up and
+    // closes once a receiver told it; what matters here is sender 0's word, and version 1 kept)
+    p.expect_error = "sender ";
+    c.receivers.push_back(spawn([p] { return run_receiver_of(p); }));
+  }
+  EXPECT_EQ(wait_child(c.senders[0], 30000), 0) << "sender 0's finalize must fail naming sender 1, nobody removed";
+  for (pid_t p : c.receivers) EXPECT_EQ(wait_child(p, 30000), 0);
+  wait_child(c.senders[1], 5000);
+  c.senders.clear();
+  c.receivers.clear();
+}
+
+// Every feature at once, on loopback: membership=elastic, two senders, TP-2 receivers on hosts of
+// their own in two lanes (route=auto given: ranks 1 -> 2 carry TP rank 0's half, 3 -> 4 TP rank 1's).
+// Relay rank 1 is killed in version 2: both senders remove it and rank 2 below it ("fed by relay
+// rank 1"), version 2 commits on ranks 3 and 4 (quorum 2) and version 3 after it, every half
+// checked; rank 2 learns it was cut off and keeps version 1.
+TEST(ManySenders, ElasticLanesARelayKilledTakesItsLaneAndTheOtherLaneCommits) {
+  Cluster c;
+  for (uint32_t k = 0; k < 2; ++k) {
+    SenderPlan p;
+    p.k = k;
+    p.dir = c.dir;
+    p.receivers = 4;
+    p.versions = 3;
+    p.quorum = 2;
+    p.timeout_ms = 5000;
+    p.lefts = {{1, "closed its connection"}, {2, "fed by relay rank 1"}};
+    p.route = "auto";  // (an elastic group relays when asked to)
+    c.senders.push_back(spawn([p] { return run_sender(p); }));
+  }
+  for (uint32_t r = 1; r <= 4; ++r) {
+    RxPlan p;
+    p.rank = r;
+    p.dir = c.dir;
+    p.tp = r <= 2 ? 0 : 1;
+    p.take = Take::kStaged;
+    p.local_address = "127.0.0." + std::to_string(r + 1);
+    p.lane = std::to_string(p.tp);
+    p.versions = r <= 2 ? 1 : 3;
+    p.timeout_ms = 5000;
+    if (r == 1) p.die_at = 2;
+    if (r == 2) p.expect_error = "fed by relay rank 1";
+    c.receivers.push_back(spawn([p] { return run_receiver_of(p); }));
+  }
+  for (pid_t p : c.senders) EXPECT_EQ(wait_child(p, 60000), 0);
+  EXPECT_NE(wait_child(c.receivers[0], 60000), 0) << "rank 1 was killed";
+  for (size_t i = 1; i < 4; ++i) EXPECT_EQ(wait_child(c.receivers[i], 60000), 0) << "rank " << i + 1;
+  c.senders.clear();
+  c.receivers.clear();
+}
