@@ -23,7 +23,8 @@ static const char kUsage[] =
     "\n"
     "  --first-version N   the first version published (a trainer restarted from its checkpoint goes on\n"
     "                      from there; engines with the receiver option rejoin take it without a restart)\n"
-    "  --die-in V          SIGKILL this process after the first batch of version V (a crash, for tests)\n"
+    "  --die-in V          SIGKILL this process after the third batch of version V (a crash, for tests; by\n"
+    "                      then the first batch was delivered: every engine holds part of V)\n"
     "  --interval-ms N     pause N ms after each version (the time a training step takes; receivers of an\n"
     "                      elastic group join in such a pause)\n"
     "  --keep-going 1      a version that fails at its finalize because engines left (membership=elastic,\n"
@@ -220,7 +221,10 @@ int main(int argc, char** argv) {
       size_t cnt = n - off < BATCH ? n - off : BATCH;
       st = wsync_group_send_batch(g, t + off, cnt, -1);
       if (st != WSYNC_OK) break;
-      if (v == die_in) {
+      /* (the third batch, or the last when there are fewer: with the default two staging buffers
+       * its send_batch returned once the first batch was delivered, so every engine holds part of
+       * version v, and must report its loss) */
+      if (v == die_in && off / BATCH == ((n - 1) / BATCH < 2 ? (n - 1) / BATCH : 2)) {
         printf("trainer: dying in version %u (--die-in)\n", v);
         fflush(stdout);
         raise(SIGKILL);

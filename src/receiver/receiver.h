@@ -240,6 +240,7 @@ struct Link {
   uint64_t current_update = 0;
   uint64_t expected_bucket = 0;  // buckets of the current update reported (each ACKed)
   uint64_t accepted_bucket = 0;  // buckets of the current update whose MANIFEST was taken
+  uint64_t manifests_taken = 0;  // every MANIFEST taken since it joined (rejoin: did this call begin one?)
   uint64_t pending_commit = 0;  // version announced by END_UPDATE, not yet committed
   // What that END_UPDATE said of the plan (senders that plan): the chain of the update's agreed
   // plan digests, compared across the senders before a version commits.
@@ -315,8 +316,10 @@ wsync_status_t rejoin_keep(const wsync_receiver_config_t* config, wsync_receiver
 // The sender is gone (its connection closed, nothing of it left unread, or it closed the group)
 // and the receiver may join its successor.
 bool rejoin_due(wsync_receiver_t* receiver);
-// The engine has heard every loss there is to hear (the update in flight, if any, was reported
-// void already, or none was begun): a sender's close seen now needs no word to it (rejoin on).
+// At the start of a wsync_receiver_next: the engine has heard every loss there is to hear (the
+// update in flight, if any, was reported void already, or none was begun). If the call then meets
+// the sender's close having taken no MANIFEST (Link::manifests_taken unchanged), that close needs no
+// word to the engine and the receiver rejoins in the same call (rejoin on).
 bool rejoin_nothing_to_report(wsync_receiver_t* receiver);
 // The update in flight is dropped, the link to the gone sender closed, and the receiver joins the
 // group at the same store with the same rank within timeout_ms (negative: the receiver's

@@ -785,6 +785,7 @@ wsync_status_t accept_manifest(Link* rx, const Frame& f) {
     return refuse(rx, seq, st);
   }
   rx->accepted_bucket = index + 1;
+  rx->manifests_taken++;
   return WSYNC_OK;
 }
 

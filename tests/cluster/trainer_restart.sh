@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # cluster.trainer_restart: a trainer that restarts without its engines, across hosts. The sample
 # trainer on h0 publishes versions 1 and 2 to sample engines on h1 (staged) and h2 (in place),
-# both with the receiver option rejoin, and is killed (SIGKILL) after the first batch of version
+# both with the receiver option rejoin, and is killed (SIGKILL) after the third batch of version
 # 3; a new trainer process on h0, at the same store address, publishes versions 3 and 4 from its
 # "checkpoint". The engines are never restarted: each verifies every tensor of versions 1..4, the
 # staged one holds version 2 bit for bit after the failed update, and both end at the new
