@@ -81,8 +81,9 @@ enum class MsgType : uint16_t {
   kRouteDrop = 21,
   // rx->tx (control protocol 4, many senders): the body of a NACK (u64 seq 0, i32 status, str
   // reason). This receiver let go of the update because another sender failed (its connection
-  // closed, its transport failed, it did not finalize in time; the reason names it): the update
-  // fails, and the receiver is not to blame (an elastic group does not remove it for this).
+  // closed, it did not finalize in time, a bucket straight from it timed out or its transport
+  // failed; the reason names it): the update fails, and the receiver is not to blame (an elastic
+  // group does not remove it for this). A bucket lost below a relay is a NACK (the relay's loss).
   kSenderLost = 22,
   // tx->rx (control protocol 4, elastic groups of many senders): str reason. This sender removed the
   // receiver from the group (the reason says why); it closes the connection next. The receiver lets

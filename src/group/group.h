@@ -267,6 +267,10 @@ struct Routes {
   bool relays = false;    // the plan is not a star: receivers forward to their children
   DeliveryPlan delivery;  // from the plan (or every engine rank, without control channels)
   uint64_t piece_bytes = 0;  // told in every ROUTE (0: none; group info's holds)
+  // The plan's parents as planned at init, never changed after: what the caller's thread checks a
+  // batch's segments against (route_fits_segments), while the pipeline thread moves members that
+  // leave or join in `plan` (elastic).
+  std::vector<uint32_t> init_parent;
 };
 
 // The receivers (group_members.cpp). A rank's slot is made at init and kept; membership=elastic

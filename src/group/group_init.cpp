@@ -42,15 +42,15 @@ void shape_from_options(wsync_group_t* g) {
   s.init_receivers = o.init_receivers;
   s.staging_buckets = o.staging_buckets;
   s.window = o.window.value_or(0);
-  if (o.piece_bytes) s.piece_bytes = *o.piece_bytes;
-  // Senders that plan and may relay (lanes): a bucket per lane and batch is a few pieces, and
-  // each of its relays' hops costs a piece's time; smaller pieces keep a lane's chain full
-  // (docs/PERFORMANCE.md "lanes": 0.56 of the floor with 2 MiB pieces, 0.87 with 512 KiB).
-  else if (o.num_senders && (!o.route || o.route->shape != RouteShape::kStar)) s.piece_bytes = kLanePieceBytes;
   if (o.route) s.route_spec = *o.route;
   // Elastic groups relay only when asked to (option route): a relay that leaves takes the update
   // of the members below it along (they leave and catch up), a star loses only the one.
   if (o.elastic && !o.route) s.route_spec.shape = RouteShape::kStar;
+  if (o.piece_bytes) s.piece_bytes = *o.piece_bytes;
+  // Senders that plan and may relay (lanes): a bucket per lane and batch is a few pieces, and
+  // each of its relays' hops costs a piece's time; smaller pieces keep a lane's chain full
+  // (docs/PERFORMANCE.md "lanes": 0.56 of the floor with 2 MiB pieces, 0.87 with 512 KiB).
+  else if (o.num_senders && s.route_spec.shape != RouteShape::kStar) s.piece_bytes = kLanePieceBytes;
   if (o.bucket_bytes) s.rule.bucket_bytes = *o.bucket_bytes;
   s.planned = o.num_senders.has_value();
   s.num_senders = o.num_senders.value_or(1);

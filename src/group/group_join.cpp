@@ -351,11 +351,7 @@ wsync_status_t join_one(wsync_group_t* g, Peer* p, int64_t deadline) {
     p->route_told = true;
     if ((st = route_tell_joiner(g, p, deadline)) != WSYNC_OK) return forget_joiner(g, p, st);
   }
-  if ((st = p->conn.recv(&f, 0)) == WSYNC_ERR_TIMEOUT) {
-    if (now_ms() - p->welcomed_ms >= g->cfg.timeout_ms)  // (the caller gives up on it now)
-      g->plugins.transport.table->forget_peer(g->plugins.transport_self, p->rank);
-    return st;
-  }
+  if ((st = p->conn.recv(&f, 0)) == WSYNC_ERR_TIMEOUT) return st;  // (a caller that gives up forgets it)
   if (st != WSYNC_OK || (st = judge_join_frame(g, p, f)) != WSYNC_OK) return forget_joiner(g, p, st);
   return WSYNC_OK;
 }

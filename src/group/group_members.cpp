@@ -208,6 +208,8 @@ void members_admit(wsync_group_t* g) {
       continue;
     }
     if (st != WSYNC_OK) {
+      if (st == WSYNC_ERR_TIMEOUT && p->route_told)  // (its transport was connected: forgotten again)
+        g->plugins.transport.table->forget_peer(g->plugins.transport_self, p->rank);
       if (st == WSYNC_ERR_TIMEOUT)
         fail(st, "%s said HELLO but did not connect its transport (JOINED) within %lld ms",
              p->conn.peer_name().c_str(), static_cast<long long>(g->cfg.timeout_ms));  // (of its WELCOME)

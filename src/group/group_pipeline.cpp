@@ -242,8 +242,8 @@ wsync_status_t await_committed(wsync_group_t* g, const FinalizeJob& job, const s
   wsync_status_t st = WSYNC_OK;
   while (!ws.peers.empty()) {
     for (size_t i = 0; i < ws.peers.size();) {
-      bool done = false;
-      if ((st = take_committed(g, ws.peers[i], job.version, what, &done)) != WSYNC_OK) {
+      bool done = ws.peers[i]->dropped;  // (elastic: removed meanwhile, e.g. below a relay that left)
+      if (!done && (st = take_committed(g, ws.peers[i], job.version, what, &done)) != WSYNC_OK) {
         if ((st = member_failed(g, nullptr, ws.peers[i], st)) != WSYNC_OK) return st;
         done = true;  // (elastic: removed)
       }

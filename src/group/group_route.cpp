@@ -94,6 +94,7 @@ wsync_status_t route_members(wsync_group_t* g, int64_t deadline) {
   if (st != WSYNC_OK) return fail_msg(st, "group '" + g->cfg.group_name + "': planning its routes: " + last_error());
   g->route.relays = g->route.plan.shape != "star";
   g->route.delivery = DeliveryPlan::routed(g->route.plan);
+  g->route.init_parent = g->route.plan.parent;
   // One sender that relays, piece_bytes not given: each hop costs a piece's time (a batch of 10 MB
   // is five 2 MiB pieces; docs/PERFORMANCE.md "no drain"), so smaller pieces, told in the ROUTE
   // (receivers of a star spec read no ROUTE, and a star keeps the larger pieces: UCX on one host
@@ -232,7 +233,8 @@ std::string fed_by_note(const wsync_group_t* g, uint32_t rank) {
 
 wsync_status_t route_fits_segments(const wsync_group_t* g, const std::vector<std::vector<uint32_t>>& segments) {
   if (!g->route.relays) return WSYNC_OK;
-  const std::vector<uint32_t>& parent = g->route.plan.parent;
+  // (the caller's thread: the init plan, which only loses edges later; never the moving `plan`)
+  const std::vector<uint32_t>& parent = g->route.init_parent;
   std::vector<size_t> segment_of(parent.size(), segments.size());
   for (size_t i = 0; i < segments.size(); ++i)
     for (uint32_t r : segments[i])

@@ -240,7 +240,8 @@ struct Link {
   uint64_t current_update = 0;
   uint64_t expected_bucket = 0;  // buckets of the current update reported (each ACKed)
   uint64_t accepted_bucket = 0;  // buckets of the current update whose MANIFEST was taken
-  uint64_t manifests_taken = 0;  // every MANIFEST taken since it joined (rejoin: did this call begin one?)
+  uint64_t manifests_taken = 0;  // every MANIFEST read since it joined, refused or not (rejoin: did this
+                                 // call begin a bucket?)
   uint64_t pending_commit = 0;  // version announced by END_UPDATE, not yet committed
   // What that END_UPDATE said of the plan (senders that plan): the chain of the update's agreed
   // plan digests, compared across the senders before a version commits.

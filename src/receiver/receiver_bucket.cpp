@@ -765,6 +765,7 @@ wsync_status_t refuse(Link* rx, uint64_t seq, wsync_status_t st) {
 }
 
 wsync_status_t accept_manifest(Link* rx, const Frame& f) {
+  rx->manifests_taken++;  // (read, refused or not: rejoin's "did this call begin a bucket")
   auto in = std::make_unique<Incoming>();
   wsync_status_t st = read_manifest(rx, f, in.get());
   if (st == WSYNC_OK) st = check_entries(rx, in.get());
@@ -785,7 +786,6 @@ wsync_status_t accept_manifest(Link* rx, const Frame& f) {
     return refuse(rx, seq, st);
   }
   rx->accepted_bucket = index + 1;
-  rx->manifests_taken++;
   return WSYNC_OK;
 }
 

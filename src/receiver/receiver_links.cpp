@@ -24,19 +24,23 @@ std::string link_name(const Link* l) {
 }
 
 // What the other senders are told when link `l` failed with `st`: its sender removed this receiver
-// (REJECTED, elastic): a NACK saying so, and they remove it too; its sender is gone or did not
-// finalize (its connection closed, its transport failed, a timeout): SENDER_LOST, not this
-// receiver's doing; anything else (this receiver refused a bucket of it): a NACK, its own failure.
-MsgType word_for(const Link* l, wsync_status_t st) {
+// (REJECTED, elastic): a NACK saying so, and they remove it too. Its sender failed (`sender_fault`:
+// it did not finalize in time; its connection closed; its bucket, straight from it, timed out or its
+// transport failed): SENDER_LOST, not this receiver's doing. Anything else, a bucket fed by a relay
+// included (the relay's loss, which its senders name), or this receiver's own refusal: a NACK.
+MsgType word_for(Link* l, wsync_status_t st, bool sender_fault) {
   if (st == WSYNC_ERR_REJECTED) return MsgType::kNack;
-  if (st == WSYNC_ERR_PEER_FAILED || st == WSYNC_ERR_TIMEOUT || st == WSYNC_ERR_IO || l->conn.closed())
-    return MsgType::kSenderLost;
+  if (sender_fault) return MsgType::kSenderLost;
+  l->conn.pump();
+  if (l->conn.closed()) return MsgType::kSenderLost;
+  if (l->parent != 0) return MsgType::kNack;
+  if (st == WSYNC_ERR_PEER_FAILED || st == WSYNC_ERR_TIMEOUT || st == WSYNC_ERR_IO) return MsgType::kSenderLost;
   return MsgType::kNack;
 }
 
 // Link `l` failed with `st`: the update is void on every link, the other senders are told (see
 // word_for), and the receiver takes no more updates.
-wsync_status_t link_failed(Link* rx, Link* l, wsync_status_t st) {
+wsync_status_t link_failed(Link* rx, Link* l, wsync_status_t st, bool sender_fault = false) {
   RxShared* sh = rx->sh;
   std::string cause = last_error();
   // Several senders gone at once (one died; the others gave up because of it and closed): blame
@@ -52,7 +56,7 @@ wsync_status_t link_failed(Link* rx, Link* l, wsync_status_t st) {
     }
   const bool removed = st == WSYNC_ERR_REJECTED;
   const std::string why = link_name(l) + (removed ? ": " : " failed: ") + cause;
-  const MsgType word = word_for(l, st);
+  const MsgType word = word_for(l, st, sender_fault);
   drop_update(l, why);
   for (Link* o : sh->links)
     if (o != l && o->conn.open()) send_status(o, word, 0, WSYNC_ERR_PEER_FAILED, why);
@@ -124,7 +128,7 @@ wsync_status_t check_stragglers(Link* rx) {
       fail(WSYNC_ERR_PEER_FAILED, "it did not finalize within %lld ms (timeout_ms) of %s finalizing version %llu",
            static_cast<long long>(rx->timeout_ms), done ? link_name(done).c_str() : "another sender",
            static_cast<unsigned long long>(done ? done->pending_commit : 0));
-      return link_failed(rx, l, WSYNC_ERR_PEER_FAILED);
+      return link_failed(rx, l, WSYNC_ERR_PEER_FAILED, true);
     }
   return WSYNC_OK;
 }
@@ -381,14 +385,19 @@ wsync_status_t links_commit(Link* rx, uint64_t version) {
   // decides, not a COMMITTED it would never read (the others would take that failure for its death).
   for (Link* l : rx->sh->links)
     if (void_word_next(l)) {
-      Frame f;
-      wsync_receiver_event_t lev = WSYNC_RECEIVER_EVENT_INIT;
-      wsync_status_t vst = inbox_recv(l, &f, 0);
-      if (vst == WSYNC_OK) vst = handle_frame(l, f, &lev);
-      if (vst == WSYNC_OK) vst = fail(WSYNC_ERR_ABORTED, "%s voided version %llu before its commit", link_name(l).c_str(),
-                                      static_cast<unsigned long long>(version));
       for (Link* o : rx->sh->links) o->pending_commit = 0;
-      return link_failed(rx, l, vst);
+      rx->sh->first_end_ms = 0;
+      Frame f;
+      wsync_receiver_event_t lev = WSYNC_RECEIVER_EVENT_INIT, ev = WSYNC_RECEIVER_EVENT_INIT;
+      wsync_status_t vst = inbox_recv(l, &f, 0);
+      if (vst == WSYNC_OK) vst = handle_frame(l, f, &lev);  // (REMOVED: REJECTED, the receiver is out)
+      if (vst != WSYNC_OK) return link_failed(rx, l, vst);
+      // An ABORT_UPDATE or CLOSE: as when read before the merge (the others told, the group goes on).
+      bool ready = false;
+      if ((vst = link_event(rx, l, lev, &ev, &ready)) != WSYNC_OK) return vst;
+      return fail(WSYNC_ERR_ABORTED, "%s %s after finalizing version %llu: it does not commit here",
+                  link_name(l).c_str(), lev.kind == WSYNC_EVENT_CLOSED ? "closed the group" : "aborted the update",
+                  static_cast<unsigned long long>(version));
     }
   wsync_status_t st = check_staged_arrived(rx);
   if (st != WSYNC_OK) return refuse_all(rx, st, last_error());
