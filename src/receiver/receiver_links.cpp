@@ -42,6 +42,16 @@ MsgType word_for(Link* l, wsync_status_t st, bool sender_fault) {
 // word_for), and the receiver takes no more updates.
 wsync_status_t link_failed(Link* rx, Link* l, wsync_status_t st, bool sender_fault = false) {
   RxShared* sh = rx->sh;
+  // Its sender removed this receiver (elastic) and said so before its close: that is the cause, not
+  // the failure this receiver met at the same moment (a bucket that stopped below a relay that left).
+  if (st != WSYNC_ERR_REJECTED && inbox_next_type(l) == static_cast<uint16_t>(MsgType::kRemoved)) {
+    Frame f;
+    wsync_receiver_event_t lev = WSYNC_RECEIVER_EVENT_INIT;
+    if (inbox_recv(l, &f, 0) == WSYNC_OK && handle_frame(l, f, &lev) == WSYNC_ERR_REJECTED) {
+      st = WSYNC_ERR_REJECTED;
+      sender_fault = false;
+    }
+  }
   std::string cause = last_error();
   // Several senders gone at once (one died; the others gave up because of it and closed): blame
   // the one that went silent first, not the one whose close this receiver happened to read first.
@@ -55,8 +65,12 @@ wsync_status_t link_failed(Link* rx, Link* l, wsync_status_t st, bool sender_fau
       }
     }
   const bool removed = st == WSYNC_ERR_REJECTED;
-  const std::string why = link_name(l) + (removed ? ": " : " failed: ") + cause;
   const MsgType word = word_for(l, st, sender_fault);
+  // (a bucket lost below a relay is the relay's failure, not its sender's: said so)
+  const bool relayed = !removed && word == MsgType::kNack && l->parent != 0;
+  const std::string why = relayed ? "the bytes of " + link_name(l) + " through relay rank " + std::to_string(l->parent) +
+                                        " stopped: " + cause
+                                  : link_name(l) + (removed ? ": " : " failed: ") + cause;
   drop_update(l, why);
   for (Link* o : sh->links)
     if (o != l && o->conn.open()) send_status(o, word, 0, WSYNC_ERR_PEER_FAILED, why);

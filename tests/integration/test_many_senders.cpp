@@ -735,7 +735,8 @@ void elastic_lanes(bool hang) {
     p.versions = r <= 2 ? 1 : 3;
     p.timeout_ms = 5000;
     if (r == 1) (hang ? p.hang_at : p.die_at) = 2;
-    // (cut off: removed by a sender naming the relay, or its own bucket below the relay failed first)
+    // (cut off: removed by a sender naming the relay, or its own bucket below the relay failed first:
+    // "the bytes of sender 1 (…) through relay rank 1 stopped: …")
     if (r == 2) p.expect_error = "relay rank 1";
     c.receivers.push_back(spawn([p] { return run_receiver_of(p); }));
   }
