@@ -219,7 +219,6 @@ void members_admit(wsync_group_t* g) {
       continue;  // (its connection closes here: it may try again)
     }
     const std::string catchup = catchup_arrange(g, p.get(), busy);
-    route_member_joined(g, p->rank);  // (a relaying group: a leaf below the sender)
     install(g, std::move(p), catchup);
   }
   admission_keep_joining(g, std::move(later));

@@ -120,16 +120,8 @@ uint64_t route_piece_bytes(const wsync_group_t* g) {
 
 wsync_status_t route_tell_joiner(wsync_group_t* g, Peer* p, int64_t deadline) {
   if (star_spec(g) || g->route.plan.parent.size() <= p->rank) return WSYNC_OK;
-  hang_below_sender(&g->route.plan, p->rank);  // (where a removed rank went already)
-  RouteBody b = route_for(g, p->rank);
-  b.children.clear();
-  return p->conn.send(MsgType::kRoute, encode_route(b), remaining_ms(deadline, 1));
-}
-
-void route_member_joined(wsync_group_t* g, uint32_t rank) {
-  if (star_spec(g) || g->route.plan.parent.size() <= rank) return;
-  hang_below_sender(&g->route.plan, rank);
-  g->route.delivery = DeliveryPlan::routed(g->route.plan);
+  // (a rank that is not a member is a leaf below the sender already: plan_present, route_member_left)
+  return p->conn.send(MsgType::kRoute, encode_route(route_for(g, p->rank)), remaining_ms(deadline, 1));
 }
 
 std::vector<uint32_t> route_member_left(wsync_group_t* g, uint32_t rank) {

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -416,6 +417,28 @@ struct Cluster {
   }
 };
 
+// Spawns senders 0..m-1 (option num_senders m, each for n receivers) and receivers 1..n of `c`,
+// each plan given its rank and folder first, then filled in by `sender` / `receiver`.
+void spawn_group(Cluster* c, uint32_t m, uint32_t n, const std::function<void(uint32_t, SenderPlan*)>& sender,
+                 const std::function<void(uint32_t, RxPlan*)>& receiver) {
+  for (uint32_t k = 0; k < m; ++k) {
+    SenderPlan p;
+    p.m = m;
+    p.k = k;
+    p.receivers = n;
+    p.dir = c->dir;
+    sender(k, &p);
+    c->senders.push_back(spawn([p] { return run_sender(p); }));
+  }
+  for (uint32_t r = 1; r <= n; ++r) {
+    RxPlan p;
+    p.rank = r;
+    p.dir = c->dir;
+    receiver(r, &p);
+    c->receivers.push_back(spawn([p] { return run_receiver_of(p); }));
+  }
+}
+
 }  // namespace
 
 // 2 senders (rows, columns, a replica, a 3,3,3,1-style uneven split) × 3 receivers: in place,
@@ -635,34 +658,29 @@ TEST(ManySenders, ASenderHungMidUpdateIsNamedWithinItsTimeoutAndNothingCommits) 
 // bucket arrived, before it reads the finalize; sender 0 (timeout_ms 2 s) removes it when its
 // COMMITTED does not come within 4 s. Sender 1 (timeout_ms 20 s) would wait its own 22 s; instead
 // receiver 3, when it wakes, reads sender 0's REMOVED after its END_UPDATE (before it merges the
-// commit) and tells sender 1, which removes it at once naming sender 0's reason. Version 2 commits on receivers 1 and 2 (quorum 2) through both senders,
-// and version 3 after it; receiver 3 learns it was removed (WSYNC_ERR_REJECTED) and keeps version 1.
+// commit) and tells sender 1, which removes it at once naming sender 0's reason. Version 2 commits
+// on receivers 1 and 2 (quorum 2) through both senders, and version 3 after it; receiver 3 learns it
+// was removed (WSYNC_ERR_REJECTED) and keeps version 1.
 TEST(ManySenders, ElasticAReceiverOneSenderRemovesIsRemovedByTheOthersToo) {
   Cluster c;
-  for (uint32_t k = 0; k < 2; ++k) {
-    SenderPlan p;
-    p.k = k;
-    p.dir = c.dir;
-    p.versions = 3;
-    p.quorum = 2;
-    p.timeout_ms = k == 0 ? 2000 : 20000;
-    p.lefts = {{3, k == 0 ? "did not answer COMMITTED" : "removed from group 'many' by its sender"}};
-    c.senders.push_back(spawn([p] { return run_sender(p); }));
-  }
-  for (uint32_t r = 1; r <= 3; ++r) {
-    RxPlan p;
-    p.rank = r;
-    p.dir = c.dir;
-    p.take = Take::kStaged;
-    p.versions = r == 3 ? 1 : 3;
-    if (r == 3) {
-      p.sleep_at = 2;
-      p.sleep_ms = 5000;
-      p.sleep_on = "layer.1.w";  // (in the second batch, the last)
-      p.expect_error = "removed from group 'many' by its sender";
-    }
-    c.receivers.push_back(spawn([p] { return run_receiver_of(p); }));
-  }
+  spawn_group(
+      &c, 2, 3,
+      [](uint32_t k, SenderPlan* p) {
+        p->versions = 3;
+        p->quorum = 2;
+        p->timeout_ms = k == 0 ? 2000 : 20000;
+        p->lefts = {{3, k == 0 ? "did not answer COMMITTED" : "removed from group 'many' by its sender"}};
+      },
+      [](uint32_t r, RxPlan* p) {
+        p->take = Take::kStaged;
+        p->versions = r == 3 ? 1 : 3;
+        if (r == 3) {
+          p->sleep_at = 2;
+          p->sleep_ms = 5000;
+          p->sleep_on = "layer.1.w";  // (in the second batch, the last)
+          p->expect_error = "removed from group 'many' by its sender";
+        }
+      });
   const auto t0 = std::chrono::steady_clock::now();
   for (pid_t p : c.senders) EXPECT_EQ(wait_child(p, 60000), 0);
   EXPECT_LT(secs_since(t0), 20.0) << "sender 1 waited its own timeout instead of hearing receiver 3's word";
@@ -676,28 +694,22 @@ TEST(ManySenders, ElasticAReceiverOneSenderRemovesIsRemovedByTheOthersToo) {
 // sender 1), its finalize fails naming sender 1, and the staged receivers keep version 1.
 TEST(ManySenders, ElasticASenderKilledMidUpdateFailsTheUpdateAndRemovesNobody) {
   Cluster c;
-  for (uint32_t k = 0; k < 2; ++k) {
-    SenderPlan p;
-    p.k = k;
-    p.dir = c.dir;
-    p.timeout_ms = 3000;
-    p.quorum = 2;
-    if (k == 1) p.die_at = 2;
-    if (k == 0) p.fail_reason = "sender 1";
-    c.senders.push_back(spawn([p] { return run_sender(p); }));
-  }
-  for (uint32_t r = 1; r <= 3; ++r) {
-    RxPlan p;
-    p.rank = r;
-    p.dir = c.dir;
-    p.take = Take::kStaged;
-    p.versions = 1;
-    p.timeout_ms = 3000;
-    // (which sender a receiver names depends on whose close it meets first: sender 0 gives up and
-    // closes once a receiver told it; what matters here is sender 0's word, and version 1 kept)
-    p.expect_error = "sender ";
-    c.receivers.push_back(spawn([p] { return run_receiver_of(p); }));
-  }
+  spawn_group(
+      &c, 2, 3,
+      [](uint32_t k, SenderPlan* p) {
+        p->timeout_ms = 3000;
+        p->quorum = 2;
+        if (k == 1) p->die_at = 2;
+        if (k == 0) p->fail_reason = "sender 1";
+      },
+      [](uint32_t, RxPlan* p) {
+        p->take = Take::kStaged;
+        p->versions = 1;
+        p->timeout_ms = 3000;
+        // (which sender a receiver names depends on whose close it meets first: sender 0 gives up and
+        // closes once a receiver told it; what matters here is sender 0's word, and version 1 kept)
+        p->expect_error = "sender ";
+      });
   EXPECT_EQ(wait_child(c.senders[0], 30000), 0) << "sender 0's finalize must fail naming sender 1, nobody removed";
   for (pid_t p : c.receivers) EXPECT_EQ(wait_child(p, 30000), 0);
   wait_child(c.senders[1], 5000);
@@ -712,34 +724,27 @@ TEST(ManySenders, ElasticASenderKilledMidUpdateFailsTheUpdateAndRemovesNobody) {
 // checked; rank 2 learns it was cut off and keeps version 1.
 void elastic_lanes(bool hang) {
   Cluster c;
-  for (uint32_t k = 0; k < 2; ++k) {
-    SenderPlan p;
-    p.k = k;
-    p.dir = c.dir;
-    p.receivers = 4;
-    p.versions = 3;
-    p.quorum = 2;
-    p.timeout_ms = 5000;
-    p.lefts = {{1, hang ? "made no progress within 5000 ms" : "closed its connection"}, {2, "fed by relay rank 1"}};
-    p.route = "auto";  // (an elastic group relays when asked to)
-    c.senders.push_back(spawn([p] { return run_sender(p); }));
-  }
-  for (uint32_t r = 1; r <= 4; ++r) {
-    RxPlan p;
-    p.rank = r;
-    p.dir = c.dir;
-    p.tp = r <= 2 ? 0 : 1;
-    p.take = Take::kStaged;
-    p.local_address = "127.0.0." + std::to_string(r + 1);
-    p.lane = std::to_string(p.tp);
-    p.versions = r <= 2 ? 1 : 3;
-    p.timeout_ms = 5000;
-    if (r == 1) (hang ? p.hang_at : p.die_at) = 2;
-    // (cut off: removed by a sender naming the relay, or its own bucket below the relay failed first:
-    // "the bytes of sender 1 (…) through relay rank 1 stopped: …")
-    if (r == 2) p.expect_error = "relay rank 1";
-    c.receivers.push_back(spawn([p] { return run_receiver_of(p); }));
-  }
+  spawn_group(
+      &c, 2, 4,
+      [hang](uint32_t, SenderPlan* p) {
+        p->versions = 3;
+        p->quorum = 2;
+        p->timeout_ms = 5000;
+        p->lefts = {{1, hang ? "made no progress within 5000 ms" : "closed its connection"}, {2, "fed by relay rank 1"}};
+        p->route = "auto";  // (an elastic group relays when asked to)
+      },
+      [hang](uint32_t r, RxPlan* p) {
+        p->tp = r <= 2 ? 0 : 1;
+        p->take = Take::kStaged;
+        p->local_address = "127.0.0." + std::to_string(r + 1);
+        p->lane = std::to_string(p->tp);
+        p->versions = r <= 2 ? 1 : 3;
+        p->timeout_ms = 5000;
+        if (r == 1) (hang ? p->hang_at : p->die_at) = 2;
+        // (cut off: removed by a sender naming the relay, or its own bucket below the relay failed
+        // first: "the bytes of sender 1 (…) through relay rank 1 stopped: …")
+        if (r == 2) p->expect_error = "relay rank 1";
+      });
   for (pid_t p : c.senders) EXPECT_EQ(wait_child(p, 60000), 0);
   if (hang) kill(c.receivers[0], SIGKILL);
   EXPECT_NE(wait_child(c.receivers[0], 60000), 0) << "rank 1 was killed";
