@@ -59,7 +59,9 @@ wsync_status_t link_failed(Link* rx, Link* l, wsync_status_t st, bool sender_fau
     for (Link* o : sh->links) {
       if (o == l) continue;
       o->conn.pump();
-      if (o->conn.closed() && !o->conn.has_frame() && o->last_frame_ms < l->last_frame_ms) {
+      // (what it left unread of the update, MANIFESTs and BUCKET_SUMs, is no word: dropped)
+      if (o->conn.closed() && !sender_said_why_already(o) && !o->conn.has_frame() &&
+          o->last_frame_ms < l->last_frame_ms) {
         l = o;
         cause = "its connection closed (the process died?), before the others";
       }
