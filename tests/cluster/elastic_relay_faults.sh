@@ -39,18 +39,9 @@ in_log trainer "version 1 committed" || fail "the trainer ended before version 1
 base=$(sent_to_h2)
 wait_for 30 h2_got_more_than $((base + $(model_bytes) / 4)) || fail "version 2 did not start moving to h2 within 30 s"
 
-case $FAULT in
-  partition) "$WSC_CLUSTER" port h2 down ;;
-  kill) kill -KILL "$engine2" ;;
-  hang) kill -STOP "$engine2" ;;
-esac
-t_fault=$(now)
+strike h2 "$engine2"
 
-removed() { in_log trainer "engine rank 2 left the group"; }
-wait_for $((LIMIT_S + 10)) removed || fail "the trainer did not remove engine 2 within $((LIMIT_S + 10)) s of the $FAULT"
-removed_s=$(seconds_since "$t_fault")
-awk -v s="$removed_s" -v l="$LIMIT_S" 'BEGIN { exit !(s <= l) }' ||
-  fail "the trainer removed engine 2 after $removed_s s, over the limit of $LIMIT_S s"
+removed_within 2 "$LIMIT_S"
 reap "$trainer" 90
 [ "$rc" -eq 0 ] || fail "the trainer exited with $rc (0 expected: versions 2 to 4 commit): $(grep -v '^\[' "$LOGS/trainer.log" | tail -3)"
 grep "engine rank 3 left the group" "$LOGS/trainer.log" | grep -q "fed by relay rank 2" ||
@@ -67,10 +58,7 @@ for e in 1 3; do
 done
 in_log engine3 "version 2: .*(caught up from a peer)" || fail "engine 3 did not catch up to version 2 from a peer"
 
-case $FAULT in
-  partition) "$WSC_CLUSTER" port h2 up ;;
-  hang) kill -CONT "$engine2" ;;
-esac
+heal h2 "$engine2"
 reap "$engine2" 30
 ! in_log engine2 "version 2:" || fail "engine 2 took version 2, which it never held whole"
 

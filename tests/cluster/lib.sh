@@ -24,6 +24,33 @@ fault_args() {
   case $FAULT in partition|kill|hang) ;; *) echo "$(basename "$0"): --fault takes partition, kill or hang" >&2; exit 2 ;; esac
 }
 
+# strike HOST PID: the fault ($FAULT) on HOST, whose process is PID (partition: its switch port
+# goes down; kill: SIGKILL; hang: SIGSTOP); t_fault is when. heal HOST PID undoes what can be undone.
+strike() {
+  case $FAULT in
+    partition) "$WSC_CLUSTER" port "$1" down ;;
+    kill) kill -KILL "$2" ;;
+    hang) kill -STOP "$2" ;;
+  esac
+  t_fault=$(now)
+}
+heal() {
+  case $FAULT in
+    partition) "$WSC_CLUSTER" port "$1" up ;;
+    hang) kill -CONT "$2" ;;
+  esac
+}
+# removed_within RANK LIMIT_S: the trainer's log says engine RANK left the group, within LIMIT_S
+# seconds of t_fault (waited for up to LIMIT_S + 10 s); removed_s is how long it took.
+removed_within() {
+  local rank=$1 limit=$2
+  engine_removed() { in_log trainer "engine rank $rank left the group"; }
+  wait_for $((limit + 10)) engine_removed || fail "the trainer did not remove engine $rank within $((limit + 10)) s of the $FAULT"
+  removed_s=$(seconds_since "$t_fault")
+  awk -v s="$removed_s" -v l="$limit" 'BEGIN { exit !(s <= l) }' ||
+    fail "the trainer removed engine $rank after $removed_s s, over the limit of $limit s"
+}
+
 cluster_test_main() {
   local hosts=$1 rate=$2 name=$3 script
   shift 3

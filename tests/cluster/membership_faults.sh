@@ -32,18 +32,9 @@ in_log trainer "version 1 committed" || fail "the trainer ended before version 1
 base=$(sent_to_h2)
 wait_for 30 h2_got_more_than $((base + $(model_bytes) / 4)) || fail "version 2 did not start moving to h2 within 30 s"
 
-case $FAULT in
-  partition) "$WSC_CLUSTER" port h2 down ;;
-  kill) kill -KILL "$engine2" ;;
-  hang) kill -STOP "$engine2" ;;
-esac
-t_fault=$(now)
+strike h2 "$engine2"
 
-removed() { in_log trainer "engine rank 2 left the group"; }
-wait_for $((LIMIT_S + 10)) removed || fail "the trainer did not remove engine 2 within $((LIMIT_S + 10)) s of the $FAULT"
-removed_s=$(seconds_since "$t_fault")
-awk -v s="$removed_s" -v l="$LIMIT_S" 'BEGIN { exit !(s <= l) }' ||
-  fail "the trainer removed engine 2 after $removed_s s, over the limit of $LIMIT_S s"
+removed_within 2 "$LIMIT_S"
 reap "$trainer" 60
 [ "$rc" -eq 0 ] || fail "the trainer exited with $rc (0 expected: versions 2 and 3 commit on engine 1): $(grep -v '^\[' "$LOGS/trainer.log" | tail -3)"
 for v in 1 2 3; do in_log trainer "version $v committed" || fail "the trainer did not commit version $v"; done
@@ -54,10 +45,7 @@ for v in 1 2 3; do
   [ "$(count_in_log engine1 "version $v: .* verified")" -eq 1 ] || fail "engine 1 did not verify version $v"
 done
 
-case $FAULT in
-  partition) "$WSC_CLUSTER" port h2 up ;;
-  hang) kill -CONT "$engine2" ;;
-esac
+heal h2 "$engine2"
 reap "$engine2" 30
 ! in_log engine2 "version 2:" || fail "engine 2 took version 2, which it never held whole"
 
