@@ -533,10 +533,11 @@ typedef struct wsync_receiver_config_t {
  *                   take the same boxes (the same TP rank of every replica) give the same lane;
  *                   each lane is routed on its own and relays stay in it (docs/ABI.md "Lanes")
  *   rejoin          since 1.5: 0 (default) or 1. 1: once the sender is gone (a trainer killed
- *                   or ended), wsync_receiver_next joins its successor at the same store_addr with
- *                   the same rank, keeping registered buffers and the committed version; until
- *                   one is up it returns WSYNC_ERR_TIMEOUT (docs/ABI.md "A trainer that
- *                   restarts"). One-sender groups only
+ *                   or ended; many senders: one of them lost or closed), wsync_receiver_next
+ *                   joins the restarted trainer at the same store_addr (sender 0's) with the same
+ *                   rank, keeping registered buffers and the committed version; until it is up it
+ *                   returns WSYNC_ERR_TIMEOUT within its timeout (docs/ABI.md "A trainer that
+ *                   restarts")
  *   secret, secret_file  the group secret (else the environment: WSYNC_GROUP_SECRET or
  *                   WSYNC_GROUP_SECRET_FILE); see docs/SECURITY.md
  *   transport.<key> overrides the value the sender announced for that transport option

@@ -20,7 +20,13 @@ static const char kUsage[] =
     "                            [--bucket-mib 256] [--transport auto|tcp|ucx] [--tls sm|tcp|...] [--timeout-ms 60000]\n"
     "                            [--scale 1.0] [--until-file PATH] [--interval-ms 0] [--keep-going 0]\n"
     "                            [--option KEY=VALUE]... [--first-version 1] [--die-in 0]\n"
+    "                            [--senders 1 --sender-rank 0 --sender0-store HOST:PORT]\n"
     "\n"
+    "  --senders M         one rank of a trainer of M ranks (options num_senders, sender_rank): rank K\n"
+    "  --sender-rank K     publishes rows chunk K of every tensor (torch.chunk over dim 0), the engines\n"
+    "                      take whole tensors; ranks K > 0 find the group at --sender0-store (rank 0's\n"
+    "                      --store). A trainer's ranks restart together: after one dies, the others fail\n"
+    "                      naming it, and all are started again (--first-version)\n"
     "  --first-version N   the first version published (a trainer restarted from its checkpoint goes on\n"
     "                      from there; engines with the receiver option rejoin take it without a restart)\n"
     "  --die-in V          SIGKILL this process after the third batch of version V (a crash, for tests; by\n"
@@ -49,6 +55,23 @@ static void print_member_events(wsync_group_t* g) {
       printf("trainer: engine rank %u left the group during update %llu (%s): %s\n", e.rank,
              (unsigned long long)e.update, wsync_status_name(e.status), e.reason);
   fflush(stdout);
+}
+
+/* Many senders: rank k's rows of a tensor (torch.chunk over dim 0); 0 when it holds none of it. A
+ * tensor without rows (a scalar, an empty one) is rank 0's, whole. */
+static int slice_rows(wsync_tensor_t* d, const int64_t* shape, unsigned m, unsigned k) {
+  const int64_t rows = d->ndim > 0 ? shape[0] : 0, chunk = (rows + m - 1) / m;
+  const int64_t begin = chunk * k < rows ? chunk * k : rows, end = begin + chunk < rows ? begin + chunk : rows;
+  if (rows == 0) return k == 0;
+  if (end == begin) return 0;
+  const uint64_t row = d->nbytes / (uint64_t)rows;
+  memcpy(d->full_shape, shape, sizeof d->full_shape);
+  d->flags = WSYNC_TENSOR_SLICE;
+  d->box_offset[0] = begin;
+  d->shape[0] = end - begin;
+  d->data = (char*)d->data + (uint64_t)begin * row;
+  d->nbytes = (uint64_t)(end - begin) * row;
+  return 1;
 }
 
 static double wall_s(void) {
@@ -104,7 +127,9 @@ static int free_options(wsync_option_t* extra, uint64_t n, int code) {
 }
 
 int main(int argc, char** argv) {
-  unsigned receivers = 2, versions = 3, first = 1, die_in = 0;
+  unsigned receivers = 2, versions = 3, first = 1, die_in = 0, senders = 1, sender_rank = 0;
+  const char* sender0_store = NULL;
+  char senders_s[16], rank_s[16];
   const char* store = "127.0.0.1:0";
   const char* store_file = NULL;
   const char* transport = NULL; /* the default: ucx on one host, tcp across hosts without RDMA */
@@ -137,6 +162,9 @@ int main(int argc, char** argv) {
     else if (!strcmp(a, "--versions")) versions = (unsigned)atoi(v);
     else if (!strcmp(a, "--first-version")) first = (unsigned)atoi(v);
     else if (!strcmp(a, "--die-in")) die_in = (unsigned)atoi(v);
+    else if (!strcmp(a, "--senders")) senders = (unsigned)atoi(v);
+    else if (!strcmp(a, "--sender-rank")) sender_rank = (unsigned)atoi(v);
+    else if (!strcmp(a, "--sender0-store")) sender0_store = v;
     else if (!strcmp(a, "--store")) store = v;
     else if (!strcmp(a, "--store-file")) store_file = v;
     else if (!strcmp(a, "--transport")) transport = v;
@@ -167,7 +195,11 @@ int main(int argc, char** argv) {
   void** data = calloc(n, sizeof *data);
   for (size_t i = 0; i < n; ++i) data[i] = spec[i].nbytes ? malloc(spec[i].nbytes) : NULL;
 
-  wsync_option_t* opts = calloc(4 + nextra, sizeof *opts);
+  if (senders == 0 || sender_rank >= senders || (sender_rank > 0 && sender0_store == NULL)) {
+    fprintf(stderr, "trainer: --sender-rank must be below --senders, and ranks above 0 need --sender0-store\n");
+    return free_options(extra, nextra, 2);
+  }
+  wsync_option_t* opts = calloc(7 + nextra, sizeof *opts);
   uint64_t nopts = 0;
   if (opts == NULL) {
     fprintf(stderr, "trainer: out of memory\n");
@@ -179,6 +211,15 @@ int main(int argc, char** argv) {
   opts[nopts++] = o2;
   if (store_file) opts[nopts++] = o3;
   if (tls) opts[nopts++] = o4;
+  snprintf(senders_s, sizeof senders_s, "%u", senders);
+  snprintf(rank_s, sizeof rank_s, "%u", sender_rank);
+  wsync_option_t o5 = WSYNC_OPTION("num_senders", senders_s), o6 = WSYNC_OPTION("sender_rank", rank_s),
+                 o7 = WSYNC_OPTION("sender0_store", sender0_store);
+  if (senders > 1) {
+    opts[nopts++] = o5;
+    opts[nopts++] = o6;
+    if (sender0_store) opts[nopts++] = o7;
+  }
   for (uint64_t i = 0; i < nextra; ++i) opts[nopts++] = extra[i];
   wsync_group_config_t cfg = WSYNC_GROUP_CONFIG_INIT;
   cfg.num_receivers = receivers;
@@ -202,6 +243,7 @@ int main(int argc, char** argv) {
   fflush(stdout);
 
   wsync_tensor_t* t = calloc(n, sizeof *t);
+  wsync_tensor_t* mine = calloc(BATCH, sizeof *mine); /* (many senders: this rank's boxes of a batch) */
   int failed_in_a_row = 0;
   if (first == 0) first = 1;
   for (unsigned v = first; v < first + versions || (until_file != NULL && access(until_file, F_OK) != 0); ++v) {
@@ -218,8 +260,13 @@ int main(int argc, char** argv) {
     }
     double t0 = now_s();
     for (size_t off = 0; off < n; off += BATCH) {
-      size_t cnt = n - off < BATCH ? n - off : BATCH;
-      st = wsync_group_send_batch(g, t + off, cnt, -1);
+      size_t cnt = n - off < BATCH ? n - off : BATCH, held = 0;
+      if (senders > 1) /* (every rank's batch i holds the same tensors' boxes) */
+        for (size_t i = off; i < off + cnt; ++i) {
+          wsync_tensor_t d = t[i];
+          if (slice_rows(&d, spec[i].shape, senders, sender_rank)) mine[held++] = d;
+        }
+      st = senders > 1 ? wsync_group_send_batch(g, mine, held, -1) : wsync_group_send_batch(g, t + off, cnt, -1);
       if (st != WSYNC_OK) break;
       /* (the third batch, or the last when there are fewer: with the default two staging buffers
        * its send_batch returned once the first batch was delivered, so every engine holds part of
@@ -268,5 +315,6 @@ int main(int argc, char** argv) {
   wsync_group_destroy(g);
   free_model(data, n);
   free(t);
+  free(mine);
   return st == WSYNC_OK ? 0 : 1;
 }

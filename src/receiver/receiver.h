@@ -160,6 +160,15 @@ struct RejoinConfig {
   uint32_t rank = 0;       // the rank init got (the one asked for, or the one assigned)
   int64_t timeout_ms = 0;  // the receiver's own (option timeout_ms)
   uint64_t rejoins = 0;    // senders joined since init
+  bool due = false;        // the old links are gone and no successor joined yet
+};
+
+// What a wsync_receiver_next call began with, to tell whether a sender's loss it met needs a word
+// to the engine (receiver option rejoin).
+struct RejoinWatch {
+  bool on = false;
+  bool reported = false;   // the engine had heard every loss there was (no update in flight unreported)
+  uint64_t manifests = 0;  // MANIFESTs read over every link so far
 };
 
 // One link: this receiver joined to one sender (its control connection, transport world, buckets
@@ -312,19 +321,21 @@ wsync_status_t links_commit(Link* rx, uint64_t version);
 // store, where every sender reads it before it plans a batch.
 wsync_status_t links_publish_needs(Link* rx);
 // receiver_rejoin.cpp (receiver option rejoin)
-// After init: keep what joining again needs (refused with many senders: not supported yet).
+// After init: keep what joining again needs.
 wsync_status_t rejoin_keep(const wsync_receiver_config_t* config, wsync_receiver_t* receiver);
 // The sender is gone (its connection closed, nothing of it left unread, or it closed the group)
 // and the receiver may join its successor.
 bool rejoin_due(wsync_receiver_t* receiver);
-// At the start of a wsync_receiver_next: the engine has heard every loss there is to hear (the
-// update in flight, if any, was reported void already, or none was begun). If the call then meets
-// the sender's close having taken no MANIFEST (Link::manifests_taken unchanged), that close needs no
-// word to the engine and the receiver rejoins in the same call (rejoin on).
-bool rejoin_nothing_to_report(wsync_receiver_t* receiver);
-// The update in flight is dropped, the link to the gone sender closed, and the receiver joins the
-// group at the same store with the same rank within timeout_ms (negative: the receiver's
-// timeout_ms), keeping its registered buffers and committed version. Not back in time:
+// At the start of a wsync_receiver_next: whether the engine has heard every loss there is to hear
+// (the update in flight, if any, was reported void already, or none was begun), and the MANIFESTs
+// read so far.
+RejoinWatch rejoin_watch(const wsync_receiver_t* receiver);
+// The call met a sender's loss having taken no MANIFEST and owing the engine no news: the receiver
+// rejoins in the same call.
+bool rejoin_in_call(wsync_receiver_t* receiver, const RejoinWatch& w);
+// The update in flight is dropped, every link closed, and the receiver joins the group at the same
+// store (many senders: sender 0's, then the others) with the same rank within timeout_ms (negative:
+// the receiver's timeout_ms), keeping its registered buffers and committed version. Not back in time:
 // WSYNC_ERR_TIMEOUT naming the store; the next call tries again.
 wsync_status_t rejoin(wsync_receiver_t* receiver, int64_t timeout_ms);
 // Every transport instance of the link destroyed, its control connection and store client closed

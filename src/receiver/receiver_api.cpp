@@ -149,15 +149,13 @@ WSYNC_API wsync_status_t wsync_receiver_next(wsync_receiver_t* receiver, wsync_r
     if (st != WSYNC_OK) return st;
     wsync_receiver_event_t ev = WSYNC_RECEIVER_EVENT_INIT;
     if (rejoin_due(receiver) && (st = rejoin(receiver, timeout_ms)) != WSYNC_OK) return st;
-    const bool reported = rejoin_nothing_to_report(receiver);
-    const uint64_t taken = receiver->link0()->manifests_taken;
+    const RejoinWatch watch = rejoin_watch(receiver);
     const int64_t deadline = timeout_ms < 0 ? -1 : deadline_after(timeout_ms);
     st = receiver_next(receiver->link0(), &ev, timeout_ms);
-    // Receiver option rejoin: a sender that closes while this receiver owes the engine no news (it
-    // removed us after a loss already reported, or between updates, and this call began no bucket)
-    // is joined again in this call.
-    if (st != WSYNC_OK && ev.kind == WSYNC_EVENT_NONE && reported && receiver->link0()->manifests_taken == taken &&
-        rejoin_due(receiver)) {
+    // Receiver option rejoin: a sender lost (or closed) while this receiver owes the engine no news
+    // (it removed us after a loss already reported, or between updates, and this call began no
+    // bucket) is joined again in this call.
+    if (st != WSYNC_OK && ev.kind == WSYNC_EVENT_NONE && rejoin_in_call(receiver, watch)) {
       const int64_t left = deadline < 0 ? -1 : std::max<int64_t>(remaining_ms(deadline), 1);
       clear_error();
       if ((st = rejoin(receiver, left)) != WSYNC_OK) return st;

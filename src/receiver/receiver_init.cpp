@@ -13,6 +13,7 @@
 #include "control/frames.h"
 #include "control/group_info.h"
 #include "device/cuda_rt.h"
+#include "planner/ownership_record.h"
 #include "receiver/receiver.h"
 #include "store/host_port.h"
 
@@ -122,6 +123,21 @@ wsync_status_t read_group_info(Link* rx, JoinArgs* a) {
   rx->sender_addr = addr;
   rx->piece_bytes = a->info.piece_bytes;
   rx->window = a->info.window;
+  return WSYNC_OK;
+}
+
+// Many senders: a receiver greets sender 0 only once every other sender listed its store in sender
+// 0's, so that it can join them all (links_join): one that greeted sender 0 and then gave up on a
+// sender not up yet would fail sender 0's init (a trainer whose ranks restart one by one).
+wsync_status_t wait_senders_listed(Link* rx, const JoinArgs& a) {
+  if (a.info.num_senders <= 1 || a.info.sender_rank != 0) return WSYNC_OK;
+  for (uint32_t k = 1; k < a.info.num_senders; ++k) {
+    std::vector<uint8_t> v;
+    wsync_status_t st = rx->store_client->get(sender_key(k), &v, left(a));
+    if (st != WSYNC_OK)
+      return fail_msg(st, "sender " + std::to_string(k) + " of " + std::to_string(a.info.num_senders) +
+                              " never listed its store in sender 0's (" + a.cfg.store_addr + "): " + last_error());
+  }
   return WSYNC_OK;
 }
 
@@ -382,6 +398,7 @@ wsync_status_t receiver_init(const wsync_receiver_config_t* config, Link* rx) {
   JoinArgs a;
   wsync_status_t st = read_config(config, rx, &a);
   if (st == WSYNC_OK) st = read_group_info(rx, &a);
+  if (st == WSYNC_OK) st = wait_senders_listed(rx, a);
   if (st == WSYNC_OK) st = load_group_transport(rx, a);
   if (st == WSYNC_OK) st = hello(rx, a);
   if (st == WSYNC_OK) st = connect_transport(rx, a);

@@ -291,6 +291,7 @@ wsync_status_t links_join(const wsync_receiver_config_t* config, wsync_receiver_
 }
 
 wsync_status_t links_publish_needs(Link* rx) {
+  if (!rx->store_client) return WSYNC_OK;  // (a rejoin under way: said once it joined, needs_published being 0)
   std::vector<Need> needs;
   for (const auto& kv : rx->sh->registry)
     if (kv.second.slice) {

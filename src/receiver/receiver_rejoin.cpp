@@ -1,11 +1,14 @@
 // Receiver option rejoin: a trainer that dies, or ends its group, and starts again from its
-// checkpoint (a new process at the same store address) finds its engines' receivers waiting. The
+// checkpoint (new processes at the same store address) finds its engines' receivers waiting. The
 // receiver keeps what the engine gave it (registered buffers, receive mode, committed version,
-// staged blocks) and replaces only its link: the next wsync_receiver_next after the sender is gone
-// drops the update that was in flight (staged: the registered buffers still hold the last
-// committed version), closes the old link and joins the group at the same store with the same
-// rank, as init did. Until the successor is up each call returns WSYNC_ERR_TIMEOUT within its own
-// timeout and the engine goes on serving.
+// staged blocks) and replaces only its links: the next wsync_receiver_next after the sender is gone
+// (many senders: after one of them was lost, or closed) drops the update that was in flight
+// (staged: the registered buffers still hold the last committed version), closes every link and
+// joins the group at the same store (sender 0's) with the same rank, as init did. Until the
+// successors are up each call returns an error within its own timeout and the engine goes on
+// serving. A trainer's ranks restart together (a rank that survived its peer's death re-creates its
+// group, as torchrun restarts every worker): a receiver greets sender 0 only once every sender
+// listed its store there (receiver_init.cpp), so a half-restarted trainer is not joined half.
 #include <cstring>
 
 #include "common/error.h"
@@ -15,59 +18,90 @@ namespace wsync {
 
 wsync_status_t rejoin_keep(const wsync_receiver_config_t* config, wsync_receiver_t* receiver) {
   if (!receiver->shared.rejoin) return WSYNC_OK;
-  Link* l = receiver->link0();
-  if (receiver->links.size() > 1)
-    return fail(WSYNC_ERR_UNSUPPORTED, "receiver option rejoin is for a group of one sender; group '%s' has %u "
-                "senders (joining a restarted sender of many is not supported yet)", l->group_name.c_str(),
-                l->num_senders);
   wsync_receiver_config_t c = WSYNC_RECEIVER_CONFIG_INIT;
   std::memcpy(&c, config, std::min<size_t>(config->struct_size, sizeof c));
   RejoinConfig& k = receiver->rejoin;
-  k.store_addr = c.store_addr;
+  k.store_addr = c.store_addr;  // (many senders: sender 0's, where a receiver joins the group)
   k.has_group_name = c.group_name != nullptr;
   k.group_name = c.group_name ? c.group_name : "";
   k.has_transport = c.transport != nullptr;
   k.transport = c.transport ? c.transport : "";
   wsync_status_t st = copy_options(c.options, c.num_options, &k.options);
   if (st != WSYNC_OK) return st;
-  k.rank = l->rank;
-  k.timeout_ms = l->timeout_ms;
+  k.rank = receiver->link0()->rank;
+  k.timeout_ms = receiver->link0()->timeout_ms;
   return WSYNC_OK;
 }
 
+namespace {
+
+uint64_t manifests_taken(const wsync_receiver_t* receiver) {
+  uint64_t n = 0;
+  for (const auto& l : receiver->links) n += l->manifests_taken;
+  return n;
+}
+
+// Some link holds part of an update the engine has not heard the loss of.
+bool update_unreported(const wsync_receiver_t* receiver) {
+  const RxShared& sh = receiver->shared;
+  if (!sh.update_void.empty() || !sh.link_failed.empty()) return false;  // (the engine was told)
+  for (const auto& l : receiver->links)
+    if (l->accepted_bucket > 0 || !l->flight.empty()) return true;
+  return false;
+}
+
+}  // namespace
+
 bool rejoin_due(wsync_receiver_t* receiver) {
-  if (!receiver->shared.rejoin || receiver->links.size() != 1) return false;
+  if (!receiver->shared.rejoin) return false;
+  if (receiver->rejoin.due) return true;  // a rejoin began (the old links are gone) and has not joined yet
   Link* l = receiver->link0();
-  if (l->closed) return true;  // the sender closed its group (CLOSE): a successor may come
+  if (l->closed) return true;  // a sender closed its group (CLOSE): a successor may come
+  if (receiver->links.size() > 1) return !receiver->shared.link_failed.empty();  // (reported by the call that failed)
   // An update this receiver took part of, whose loss the engine has not heard yet: next() reports
   // it first (the sender is gone: PEER_FAILED), then the call after it rejoins.
-  if ((l->accepted_bucket > 0 || !l->flight.empty()) && receiver->shared.update_void.empty()) return false;
+  if (update_unreported(receiver)) return false;
   l->conn.pump();
   return l->conn.closed() && !l->conn.has_frame();  // gone, and what it said was read
 }
 
-bool rejoin_nothing_to_report(wsync_receiver_t* receiver) {
-  if (!receiver->shared.rejoin || receiver->links.size() != 1) return false;
-  const Link* l = receiver->link0();
-  return !receiver->shared.update_void.empty() || (l->accepted_bucket == 0 && l->flight.empty());
+RejoinWatch rejoin_watch(const wsync_receiver_t* receiver) {
+  RejoinWatch w;
+  w.on = receiver->shared.rejoin;
+  w.reported = w.on && !update_unreported(receiver);
+  w.manifests = manifests_taken(receiver);
+  return w;
+}
+
+bool rejoin_in_call(wsync_receiver_t* receiver, const RejoinWatch& w) {
+  return w.on && w.reported && manifests_taken(receiver) == w.manifests && rejoin_due(receiver);
 }
 
 wsync_status_t rejoin(wsync_receiver_t* receiver, int64_t timeout_ms) {
   RejoinConfig& k = receiver->rejoin;
-  Link* old = receiver->link0();
-  const std::string store = k.store_addr;
-  if (old->transport_self != nullptr || old->conn.open()) {  // (once: a later try finds it closed)
-    WSYNC_LOGW("receiver rank %u: the sender of group '%s' is gone; joining its successor at %s (receiver option "
-               "rejoin)", old->rank, old->group_name.c_str(), store.c_str());
-    drop_update(old, "the sender is gone");
-    old->pending_commit = 0;  // (it cannot be told: that version never committed)
-    link_teardown(old);
-  }
   RxShared& sh = receiver->shared;
+  const std::string store = k.store_addr;
+  if (!k.due) {  // (once: a later try finds the links gone)
+    Link* old = receiver->link0();
+    WSYNC_LOGW("receiver rank %u: the sender%s of group '%s' %s; joining %s at %s (receiver option rejoin)", old->rank,
+               receiver->links.size() > 1 ? "s" : "", old->group_name.c_str(),
+               receiver->links.size() > 1 ? "lost one of them" : "is gone",
+               receiver->links.size() > 1 ? "them again" : "its successor", store.c_str());
+    for (auto& l : receiver->links) {
+      drop_update(l.get(), "the sender is gone");
+      l->pending_commit = 0;  // (it cannot be told: that version never committed)
+      link_teardown(l.get());
+    }
+    k.due = true;
+  }
   sh.update = 0;  // the successor numbers its updates afresh
   sh.update_void.clear();
   sh.needs_published = 0;  // said again, in the successor's store
   sh.needs_said.clear();
+  sh.link_failed.clear();
+  sh.link_status = WSYNC_OK;
+  sh.commit_ready = 0;
+  sh.first_end_ms = 0;
   const std::vector<wsync_option_t> opts = to_c_options(k.options);
   wsync_receiver_config_t c = WSYNC_RECEIVER_CONFIG_INIT;
   c.rank = k.rank;
@@ -77,24 +111,31 @@ wsync_status_t rejoin(wsync_receiver_t* receiver, int64_t timeout_ms) {
   c.options = opts.empty() ? nullptr : opts.data();
   c.num_options = opts.size();
   c.timeout_ms = timeout_ms < 0 ? k.timeout_ms : std::max<int64_t>(timeout_ms, 1);
-  auto fresh = std::make_unique<Link>(&sh);
-  wsync_status_t st = receiver_init(&c, fresh.get());
+  // New links in place of the old (the old ones' transports are destroyed: nothing writes for them);
+  // link 0 stays, torn down, when the join fails, for the calls that read it meanwhile.
+  std::vector<std::unique_ptr<Link>> old;
+  old.swap(receiver->links);
+  receiver->links.push_back(std::make_unique<Link>(&sh));
+  sh.links.assign(1, receiver->link0());
+  wsync_status_t st = receiver_init(&c, receiver->link0());
+  if (st == WSYNC_OK) st = links_join(&c, receiver);  // many senders: the others too
   if (st != WSYNC_OK) {
     const std::string why = last_error();
-    link_teardown(fresh.get());
-    return fail(st, "receiver rank %u: the sender is gone and no successor took the group at %s within %lld ms "
+    for (auto& l : receiver->links) link_teardown(l.get());
+    receiver->links.resize(1);
+    sh.links.assign(1, receiver->link0());
+    // (a store or sender not up yet, or the old one still closing: a wait, as for the engine; a
+    // refusal by the new group keeps its status)
+    const bool wait = st == WSYNC_ERR_TIMEOUT || st == WSYNC_ERR_PEER_FAILED || st == WSYNC_ERR_IO;
+    return fail(wait ? WSYNC_ERR_TIMEOUT : st, "receiver rank %u: the sender is gone and no successor took the group at %s within %lld ms "
                 "(receiver option rejoin; the next wsync_receiver_next tries again): %s",
                 k.rank, store.c_str(), static_cast<long long>(c.timeout_ms), why.c_str());
   }
-  if (fresh->num_senders > 1) {
-    link_teardown(fresh.get());
-    return fail(WSYNC_ERR_UNSUPPORTED, "receiver rank %u: the group at %s now has %u senders; receiver option rejoin "
-                "follows a group of one sender", k.rank, store.c_str(), fresh->num_senders);
-  }
-  receiver->links[0] = std::move(fresh);  // (the old link's transports are destroyed: nothing writes for it)
+  k.due = false;
   ++k.rejoins;
-  WSYNC_LOGI("receiver rank %u rejoined group '%s' at %s (committed version %llu kept; rejoin %llu)", k.rank,
-             receiver->link0()->group_name.c_str(), store.c_str(), static_cast<unsigned long long>(sh.committed),
+  WSYNC_LOGI("receiver rank %u rejoined group '%s' at %s (%zu sender%s; committed version %llu kept; rejoin %llu)",
+             k.rank, receiver->link0()->group_name.c_str(), store.c_str(), receiver->links.size(),
+             receiver->links.size() > 1 ? "s" : "", static_cast<unsigned long long>(sh.committed),
              static_cast<unsigned long long>(k.rejoins));
   return WSYNC_OK;
 }

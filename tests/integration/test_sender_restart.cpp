@@ -3,7 +3,10 @@
 // publishes versions 1 and 2, dies (SIGKILL) in the middle of version 3, and a new trainer process
 // at the same store address publishes versions 3 and 4 into the same receivers, which were never
 // restarted or re-initialised. Every byte of every committed version is checked; a staged
-// receiver's buffers hold version 2 exactly while no trainer runs.
+// receiver's buffers hold version 2 exactly while no trainer runs. Then the same with a trainer of
+// two ranks (two senders, each the rows it holds): rank 1 dies, then rank 0, and each time the
+// trainer restarts (its ranks together, as torchrun restarts them) and goes on into the same
+// receivers.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -91,8 +94,8 @@ bool holds(const std::vector<synth_tensor_t>& s, const std::vector<std::vector<u
 // A receiver (an engine worker that embeds wsync) with option rejoin: commits 1..4 in order, each
 // checked byte for byte; between trainers (errors and timeouts from next) a staged one still
 // holds the last committed version. Exit 0, or 1 with the reason printed.
-int run_engine(const std::string& store, uint32_t rank, bool staged) {
-  const std::vector<synth_tensor_t> s = spec();
+int run_engine(const std::string& store, uint32_t rank, bool staged, const std::vector<synth_tensor_t>& s = spec(),
+               uint64_t last = 4, int max_failures = 1) {
   wsync_option_t opts[] = {WSYNC_OPTION("rejoin", "1"), WSYNC_OPTION("receive_mode", staged ? "staged" : "in_place"),
                            WSYNC_OPTION("timeout_ms", "10000")};
   wsync_receiver_config_t cfg = WSYNC_RECEIVER_CONFIG_INIT;
@@ -117,17 +120,18 @@ int run_engine(const std::string& store, uint32_t rank, bool staged) {
   }
   uint64_t committed = 0;
   int failures = 0, waits = 0, bad = 0;
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(90);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(120);
   wsync_receiver_event_t ev = WSYNC_RECEIVER_EVENT_INIT;
-  while (committed < 4 && std::chrono::steady_clock::now() < until) {
+  while (committed < last && std::chrono::steady_clock::now() < until) {
     const wsync_status_t st = wsync_receiver_next(rx, &ev, 1000);
     if (st != WSYNC_OK) {  // the trainer died mid-update, or its successor is not up yet
       (st == WSYNC_ERR_TIMEOUT ? waits : failures)++;
       if (st != WSYNC_ERR_TIMEOUT)
         std::printf("engine %u: after version %llu: %s: %s\n", rank, static_cast<unsigned long long>(committed),
                     wsync_status_name(st), wsync_last_error());
-      if (staged && committed == 2 && !holds(s, bufs, 2)) {
-        std::fprintf(stderr, "engine %u: the buffers lost version 2 while no trainer ran\n", rank);
+      if (staged && committed > 0 && !holds(s, bufs, committed)) {
+        std::fprintf(stderr, "engine %u: the buffers lost version %llu while no trainer ran\n", rank,
+                     static_cast<unsigned long long>(committed));
         bad = 1;
       }
       continue;
@@ -154,9 +158,9 @@ int run_engine(const std::string& store, uint32_t rank, bool staged) {
   std::printf("engine %u: committed %llu, %d failure(s), %d wait(s)\n", rank, static_cast<unsigned long long>(committed),
               failures, waits);
   wsync_receiver_destroy(rx);
-  // At most one failure: the update the first trainer died in, when any of it had reached this
+  // At most one failure per trainer death: the update it died in, when any of it had reached this
   // engine (the wait for the successor is a timeout).
-  return bad || committed != 4 || failures > 1 ? 1 : 0;
+  return bad || committed != last || failures > max_failures ? 1 : 0;
 }
 
 }  // namespace
@@ -172,6 +176,110 @@ TEST(SenderRestart, EnginesWithRejoinTakeTheRestartedTrainersVersionsWithoutARes
   // A new trainer process takes the group at the same address.
   pid_t second = spawn([store] { return run_trainer(store, 3, 4, 0); });
   EXPECT_EQ(0, wait_child(second, 60000));
+  EXPECT_EQ(0, wait_child(e1, 60000));
+  EXPECT_EQ(0, wait_child(e2, 60000));
+}
+
+namespace {
+
+// A trainer of two ranks: rank k holds rows chunk k of every tensor (torch.chunk over dim 0).
+std::vector<synth_tensor_t> two_rank_spec() {
+  return {tensor_of("embed.weight", WSYNC_DTYPE_FLOAT32, {1000, 64}), tensor_of("layers.0.qkv", WSYNC_DTYPE_BFLOAT16, {300, 7}),
+          tensor_of("layers.0.scale", WSYNC_DTYPE_INT8, {4097}), tensor_of("lm_head.weight", WSYNC_DTYPE_BFLOAT16, {512, 1024})};
+}
+
+struct Rows {
+  std::vector<uint8_t> bytes;
+  wsync_tensor_t desc = WSYNC_TENSOR_INIT;
+};
+
+Rows rows_of(const synth_tensor_t& t, uint32_t k, uint64_t version) {
+  std::vector<uint8_t> full(t.nbytes);
+  synth_fill(&t, version, full.data());
+  const int64_t chunk = (t.shape[0] + 1) / 2, begin = std::min<int64_t>(t.shape[0], chunk * k),
+                end = std::min<int64_t>(t.shape[0], begin + chunk);
+  const uint64_t row = t.nbytes / static_cast<uint64_t>(t.shape[0]);
+  Rows r;
+  r.bytes.assign(full.begin() + begin * row, full.begin() + end * row);
+  wsync_tensor_t& d = r.desc;
+  d.name = t.name;
+  d.dtype = t.dtype;
+  d.ndim = t.ndim;
+  std::memcpy(d.full_shape, t.shape, sizeof d.full_shape);
+  std::memcpy(d.shape, t.shape, sizeof d.shape);
+  d.flags = WSYNC_TENSOR_SLICE;
+  d.box_offset[0] = begin;
+  d.shape[0] = end - begin;
+  d.nbytes = r.bytes.size();
+  return r;
+}
+
+// Rank k of a two-rank trainer: versions first..last, two batches each; with die_in, SIGKILL after
+// that version's first batch. Exit 0 when all were finalized; 3 when one failed naming sender
+// `lost` (the rank that died), 4 when it failed otherwise.
+int run_rank(const std::string& store, uint32_t k, uint64_t first, uint64_t last, uint64_t die_in, int lost = -1) {
+  const std::string rank = std::to_string(k);
+  std::vector<wsync_option_t> opts = {WSYNC_OPTION("timeout_ms", "10000"), WSYNC_OPTION("num_senders", "2"),
+                                      WSYNC_OPTION("sender_rank", rank.c_str())};
+  if (k > 0) opts.push_back(WSYNC_OPTION("sender0_store", store.c_str()));
+  wsync_group_config_t cfg = WSYNC_GROUP_CONFIG_INIT;
+  cfg.num_receivers = 2;
+  cfg.group_name = kGroup;
+  cfg.store_addr = k == 0 ? store.c_str() : "127.0.0.1:0";
+  cfg.options = opts.data();
+  cfg.num_options = opts.size();
+  cfg.timeout_ms = 30000;
+  wsync_group_t* g = nullptr;
+  wsync_status_t st = wsync_group_init(&cfg, &g);
+  if (st != WSYNC_OK) {
+    std::fprintf(stderr, "rank %u: init: %s: %s\n", k, wsync_status_name(st), wsync_last_error());
+    return 4;
+  }
+  const std::vector<synth_tensor_t> s = two_rank_spec();
+  for (uint64_t v = first; v <= last && st == WSYNC_OK; ++v) {
+    std::vector<Rows> rows;
+    std::vector<wsync_tensor_t> descs;
+    for (const auto& t : s) rows.push_back(rows_of(t, k, v));
+    for (auto& r : rows) {
+      r.desc.data = r.bytes.data();
+      descs.push_back(r.desc);
+    }
+    st = wsync_group_send_batch(g, descs.data(), 2, -1);
+    if (v == die_in) raise(SIGKILL);
+    if (st == WSYNC_OK) st = wsync_group_send_batch(g, descs.data() + 2, descs.size() - 2, -1);
+    if (st == WSYNC_OK) st = wsync_group_finalize(g, v, -1);
+  }
+  const std::string why = st == WSYNC_OK ? "" : wsync_last_error();
+  if (st != WSYNC_OK) std::fprintf(stderr, "rank %u: %s: %s\n", k, wsync_status_name(st), why.c_str());
+  wsync_group_destroy(g);
+  if (st == WSYNC_OK) return 0;
+  return lost >= 0 && why.find("sender " + std::to_string(lost)) != std::string::npos ? 3 : 4;
+}
+
+}  // namespace
+
+TEST(SenderRestart, ATrainerOfManySendersRestartsIntoTheSameEngines) {
+  const int port = free_port();
+  ASSERT_GT(port, 0);
+  const std::string store = "127.0.0.1:" + std::to_string(port);
+  const std::vector<synth_tensor_t> s = two_rank_spec();
+  pid_t e1 = spawn([store, s] { return run_engine(store, 1, true, s, 6, 2); });
+  pid_t e2 = spawn([store, s] { return run_engine(store, 2, false, s, 6, 2); });
+  // Rank 1 dies in version 3: rank 0's update fails naming sender 1.
+  pid_t r0 = spawn([store] { return run_rank(store, 0, 1, 3, 0, 1); });
+  pid_t r1 = spawn([store] { return run_rank(store, 1, 1, 3, 3); });
+  EXPECT_EQ(128 + SIGKILL, wait_child(r1, 60000));
+  EXPECT_EQ(3, wait_child(r0, 60000));
+  // The trainer restarts from its checkpoint (both ranks, new processes); rank 0 dies in version 5.
+  r0 = spawn([store] { return run_rank(store, 0, 3, 5, 5); });
+  r1 = spawn([store] { return run_rank(store, 1, 3, 5, 0, 0); });
+  EXPECT_EQ(128 + SIGKILL, wait_child(r0, 60000));
+  EXPECT_EQ(3, wait_child(r1, 60000));
+  // And again: versions 5 and 6.
+  r0 = spawn([store] { return run_rank(store, 0, 5, 6, 0); });
+  r1 = spawn([store] { return run_rank(store, 1, 5, 6, 0); });
+  EXPECT_EQ(0, wait_child(r0, 60000));
+  EXPECT_EQ(0, wait_child(r1, 60000));
   EXPECT_EQ(0, wait_child(e1, 60000));
   EXPECT_EQ(0, wait_child(e2, 60000));
 }
