@@ -8,6 +8,8 @@
 //
 // A batch's records go in slot (batch number mod 4) and carry the batch number: a sender that
 // writes batch s has seen every record of batch s-1, so every sender is done with s-4's slot.
+#include <unistd.h>
+
 #include <chrono>
 #include <cstring>
 #include <map>
@@ -17,6 +19,7 @@
 #include <xxhash.h>
 
 #include "common/error.h"
+#include "common/socket.h"
 #include "group/group_internal.h"
 #include "planner/ownership_record.h"
 #include "store/host_port.h"
@@ -65,14 +68,44 @@ wsync_status_t own_record(wsync_group_t* g, const Batch& b, SenderRecord* r) {
   return WSYNC_OK;
 }
 
+// Sender k (not sender 0, whose store this sender reads) is known dead: its own store refuses
+// connections (a process that died: its port is closed; one that hangs or is cut off still waits
+// out the timeout).
+bool sender_store_refuses(wsync_group_t* g, uint32_t k) {
+  std::string host;
+  uint16_t port = 0;
+  if (k == 0 || g->senders.addrs[k].empty() || parse_host_port(g->senders.addrs[k], &host, &port) != WSYNC_OK) {
+    clear_error();
+    return false;
+  }
+  int fd = -1;
+  std::string why;
+  const wsync_status_t st = tcp_connect(host, port, deadline_after(500), &fd, &why);
+  if (fd >= 0) ::close(fd);
+  clear_error();
+  return st == WSYNC_ERR_IO && why.find("refused") != std::string::npos;
+}
+
+// While this sender waits for sender k's word on batch `seq`: each second, sender k's store is
+// knocked at; PEER_FAILED naming it when it refuses.
+wsync_status_t knock_at(wsync_group_t* g, uint32_t k, uint64_t seq, int64_t* knock) {
+  if (now_ms() < *knock) return WSYNC_OK;
+  *knock = deadline_after(1000);
+  if (!sender_store_refuses(g, k)) return WSYNC_OK;
+  return fail(WSYNC_ERR_PEER_FAILED, "%s is gone: its store refuses connections (the process died?) while this sender "
+              "waited for its part of batch %llu", sender_name(g, k).c_str(), static_cast<unsigned long long>(seq));
+}
+
 // Sender k's record of batch `seq`, waiting for it until `deadline` (a slot holding an older
-// batch's record is polled until the new one replaces it).
+// batch's record is polled until the new one replaces it). Each second without it, sender k's
+// store is knocked at: a sender that died fails the batch at once, naming it.
 wsync_status_t read_record(wsync_group_t* g, uint64_t seq, uint32_t k, int64_t deadline, int64_t timeout_ms,
                            SenderRecord* out) {
   const std::string key = slot_key(g, "plan", seq, k);
+  int64_t knock = deadline_after(1000);
   for (;;) {
     std::vector<uint8_t> v;
-    wsync_status_t st = g->senders.client->get(key, &v, std::max<int64_t>(remaining_ms(deadline), 1));
+    wsync_status_t st = g->senders.client->get(key, &v, std::max<int64_t>(std::min<int64_t>(remaining_ms(deadline), 1000), 1));
     uint64_t got = 0;
     if (st == WSYNC_OK) {
       if ((st = decode_sender_record(v.data(), v.size(), out, &got)) != WSYNC_OK)
@@ -87,6 +120,7 @@ wsync_status_t read_record(wsync_group_t* g, uint64_t seq, uint32_t k, int64_t d
       return fail_msg(st, "reading the record of " + sender_name(g, k) + " from sender 0's store: " + last_error());
     }
     if (g->pipe.aborted.load()) return fail(WSYNC_ERR_ABORTED, "group '%s' was aborted", g->cfg.group_name.c_str());
+    if ((st = knock_at(g, k, seq, &knock)) != WSYNC_OK) return st;
     if (now_ms() >= deadline)
       return fail(WSYNC_ERR_PEER_FAILED, "%s did not publish its part of batch %llu within %lld ms (it died, hangs, is "
                   "cut off, or sends fewer batches)", sender_name(g, k).c_str(), static_cast<unsigned long long>(seq),
@@ -101,12 +135,14 @@ wsync_status_t agree_digest(wsync_group_t* g, uint64_t seq, uint64_t digest, int
   std::memcpy(mine, &seq, 8);
   std::memcpy(mine + 8, &digest, 8);
   wsync_status_t st = g->senders.client->set(slot_key(g, "plan_digest", seq, g->cfg.sender_rank), mine, sizeof mine);
-  if (st != WSYNC_OK) return st;
+  if (st != WSYNC_OK) return fail_msg(st, "publishing this sender's plan digest in sender 0's store: " + last_error());
   for (uint32_t k = 0; k < g->shape.num_senders; ++k) {
     if (k == g->cfg.sender_rank) continue;
+    int64_t knock = deadline_after(1000);
     for (;;) {
       std::vector<uint8_t> v;
-      st = g->senders.client->get(slot_key(g, "plan_digest", seq, k), &v, std::max<int64_t>(remaining_ms(deadline), 1));
+      st = g->senders.client->get(slot_key(g, "plan_digest", seq, k), &v,
+                                  std::max<int64_t>(std::min<int64_t>(remaining_ms(deadline), 1000), 1));
       uint64_t got_seq = 0, got = 0;
       if (st == WSYNC_OK && v.size() == 16) {
         std::memcpy(&got_seq, v.data(), 8);
@@ -121,9 +157,11 @@ wsync_status_t agree_digest(wsync_group_t* g, uint64_t seq, uint64_t digest, int
           break;
         }
       } else if (st != WSYNC_OK && st != WSYNC_ERR_TIMEOUT) {
-        return st;
+        return fail_msg(st, "reading the plan digest of " + sender_name(g, k) + " from sender 0's store: " +
+                                last_error());
       }
       if (g->pipe.aborted.load()) return fail(WSYNC_ERR_ABORTED, "group '%s' was aborted", g->cfg.group_name.c_str());
+      if ((st = knock_at(g, k, seq, &knock)) != WSYNC_OK) return st;
       if (now_ms() >= deadline)
         return fail(WSYNC_ERR_PEER_FAILED, "%s did not confirm the plan of batch %llu within %lld ms",
                     sender_name(g, k).c_str(), static_cast<unsigned long long>(seq), static_cast<long long>(timeout_ms));

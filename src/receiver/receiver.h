@@ -257,6 +257,10 @@ struct Link {
   bool end_has_plan = false;
   uint64_t end_plan_digest = 0;
   bool closed = false;
+  // Receiver option rejoin: this link joins a restarted trainer. Once the sender welcomed it, the
+  // join is seen through within the receiver's own timeout_ms, not the engine's call timeout: a
+  // member given up after its WELCOME fails the sender's init.
+  bool rejoining = false;
   std::string broken;
   // Last: destroyed first, so its thread stops before any memory it may read goes.
   PayloadHasher hasher;

@@ -401,6 +401,10 @@ wsync_status_t receiver_init(const wsync_receiver_config_t* config, Link* rx) {
   if (st == WSYNC_OK) st = wait_senders_listed(rx, a);
   if (st == WSYNC_OK) st = load_group_transport(rx, a);
   if (st == WSYNC_OK) st = hello(rx, a);
+  if (st == WSYNC_OK && rx->rejoining) {  // (the sender seated it: the join is seen through)
+    a.deadline = std::max(a.deadline, deadline_after(rx->timeout_ms));
+    a.timeout_ms = std::max(a.timeout_ms, rx->timeout_ms);
+  }
   if (st == WSYNC_OK) st = connect_transport(rx, a);
   if (st == WSYNC_OK) st = wire_route(rx, a);
   if (st != WSYNC_OK) return st;

@@ -116,9 +116,13 @@ wsync_status_t rejoin(wsync_receiver_t* receiver, int64_t timeout_ms) {
   std::vector<std::unique_ptr<Link>> old;
   old.swap(receiver->links);
   receiver->links.push_back(std::make_unique<Link>(&sh));
+  receiver->link0()->rejoining = true;
   sh.links.assign(1, receiver->link0());
   wsync_status_t st = receiver_init(&c, receiver->link0());
-  if (st == WSYNC_OK) st = links_join(&c, receiver);  // many senders: the others too
+  if (st == WSYNC_OK) {  // many senders: the others too, seen through as sender 0's join was
+    c.timeout_ms = std::max<int64_t>(c.timeout_ms, receiver->link0()->timeout_ms);
+    st = links_join(&c, receiver);
+  }
   if (st != WSYNC_OK) {
     const std::string why = last_error();
     for (auto& l : receiver->links) link_teardown(l.get());
