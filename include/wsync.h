@@ -536,8 +536,8 @@ typedef struct wsync_receiver_config_t {
  *                   or ended; many senders: one of them lost or closed), wsync_receiver_next
  *                   joins the restarted trainer at the same store_addr (sender 0's) with the same
  *                   rank, keeping registered buffers and the committed version; until it is up it
- *                   returns WSYNC_ERR_TIMEOUT within its timeout (docs/ABI.md "A trainer that
- *                   restarts")
+ *                   returns WSYNC_ERR_TIMEOUT within its timeout (a join a sender answered is seen
+ *                   through within the option timeout_ms: docs/ABI.md "A trainer that restarts")
  *   secret, secret_file  the group secret (else the environment: WSYNC_GROUP_SECRET or
  *                   WSYNC_GROUP_SECRET_FILE); see docs/SECURITY.md
  *   transport.<key> overrides the value the sender announced for that transport option

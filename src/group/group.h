@@ -95,6 +95,8 @@ struct Peer {
                                    // the update fails, and it is not removed for it)
   bool route_told = false;         // elastic, relaying: a joiner's transport is connected and its ROUTE
                                    // sent; its second JOINED (relay transports wired) is awaited
+  bool joined = false;             // elastic, many senders: a joiner whose join is done, installed once
+                                   // every sender has it (the update's first batch agrees which)
   PeerSilence silence;             // how long it made no progress (group_bucket.cpp)
 };
 
@@ -125,6 +127,8 @@ struct Batch {
   std::vector<Segment> segments;
   std::vector<uint32_t> bucket_segment;
   std::vector<std::vector<uint8_t>> packed;  // boxes cut out of the caller's slice (several runs)
+  // Many senders, elastic: the joiners every sender installs before this batch (its update's first)
+  std::vector<uint32_t> admit;
   // HTTP engines of senders that plan (group_announce.cpp): one UPDATE names every tensor of the
   // batch whole, as the plan has them (names point into announced_names).
   std::vector<wsync_tensor_t> announced;
@@ -307,6 +311,10 @@ struct Admission {
   std::vector<std::unique_ptr<Peer>> hello_pending;  // connected, HELLO not read yet
   std::vector<std::unique_ptr<Peer>> joining;        // welcomed, not yet members
   std::unique_ptr<ControlWarnings, ControlWarningsDeleter> warnings;  // rate limits
+  // Many senders: the ranks of `joining` whose join is done (pipeline thread writes, the caller's
+  // thread reads when it agrees an update's members with the other senders).
+  std::mutex ready_mu;
+  std::vector<uint32_t> ready;
 };
 
 // The catch-ups arranged (group_catchup.cpp).
@@ -365,13 +373,17 @@ struct CallerSide {
 // Many senders (group_senders.cpp).
 struct Senders {
   std::unique_ptr<TcpStoreClient> client;  // sender 0's store (sender 0: its own)
-  std::vector<std::string> addrs;          // each sender's store address, for messages
+  std::vector<std::string> addrs;          // each sender's store address, for messages and knocks
+  std::vector<uint8_t> knock_armed;        // sender k's store answered a knock: a refusal later is its death
   // caller thread only: one planner per batch position in an update (batch i of every update is
   // usually the same tensors: its plan is reused), and that position
   std::vector<std::unique_ptr<OwnershipPlanner>> planners;
   size_t batch_in_update = 0;
   uint64_t plans_agreed = 0;               // batches whose plan was agreed
   uint64_t update_plan_digest = 0;         // chain of this update's agreed digests
+  // elastic: the ranks whose needs this update's plans read (every sender's members and the
+  // joiners all of them have), agreed at the update's first batch; empty: every rank
+  std::vector<uint32_t> update_ranks;
   std::atomic<uint64_t> plans_computed{0};  // planner.computed(), for get_stats
 };
 

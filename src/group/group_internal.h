@@ -54,7 +54,10 @@ void take_hellos(wsync_group_t* g);
 wsync_status_t join_one(wsync_group_t* g, Peer* p, int64_t deadline);
 // The welcomed joiners, handed out to be joined; those not joined yet come back (a later look).
 std::vector<std::unique_ptr<Peer>> admission_take_joining(wsync_group_t* g);
+// (and publishes the ranks among them whose join is done: admission_ready)
 void admission_keep_joining(wsync_group_t* g, std::vector<std::unique_ptr<Peer>> later);
+// Many senders: the joiners whose join is done, waiting for every sender to have them (any thread).
+std::vector<uint32_t> admission_ready(wsync_group_t* g);
 // The transport connects to receiver `p` alone (plugin ABI 1.5 connect_peer), before `deadline`;
 // a refusal names the transport and the receiver.
 wsync_status_t connect_receiver(wsync_group_t* g, Peer* p, int64_t deadline);

@@ -324,6 +324,17 @@ std::vector<std::unique_ptr<Peer>> admission_take_joining(wsync_group_t* g) {
 
 void admission_keep_joining(wsync_group_t* g, std::vector<std::unique_ptr<Peer>> later) {
   for (auto& p : later) g->admission.joining.push_back(std::move(p));
+  std::vector<uint32_t> ready;
+  for (const auto& p : g->admission.joining)
+    if (p->joined) ready.push_back(p->rank);
+  std::sort(ready.begin(), ready.end());
+  std::lock_guard<std::mutex> lk(g->admission.ready_mu);
+  g->admission.ready = std::move(ready);
+}
+
+std::vector<uint32_t> admission_ready(wsync_group_t* g) {
+  std::lock_guard<std::mutex> lk(g->admission.ready_mu);
+  return g->admission.ready;
 }
 
 namespace {

@@ -53,10 +53,6 @@ wsync_status_t members_check_options(wsync_group_t* g) {
   if (!g->cfg.engines_spec.empty() && g->shape.init_receivers != 0)
     return fail(WSYNC_ERR_INVALID_ARGUMENT, "option 'init_receivers' is not used with HTTP engines: init waits for "
                 "the servers that pass their health check, the others join when they answer");
-  if (g->shape.planned && g->shape.init_receivers != 0 && g->shape.init_receivers < g->shape.num_receivers)
-    return fail(WSYNC_ERR_INVALID_ARGUMENT, "option 'init_receivers' is not supported with option num_senders yet: "
-                "a receiver joins a group of many senders at init only (membership=elastic removes receivers that "
-                "fail; joining later is not built yet)");
   return WSYNC_OK;
 }
 
@@ -76,7 +72,7 @@ wsync_status_t members_check_transport(wsync_group_t* g) {
 
 bool members_can_join(const wsync_group_t* g) {
   const wsync_transport_v1_t* t = g->plugins.transport.table;
-  return g->cfg.elastic && !g->shape.planned && t != nullptr && WSYNC_HAS_FIELD(t, wsync_transport_v1_t, connect_peer) && t->connect_peer != nullptr;
+  return g->cfg.elastic && t != nullptr && WSYNC_HAS_FIELD(t, wsync_transport_v1_t, connect_peer) && t->connect_peer != nullptr;
 }
 
 void members_open_slots(wsync_group_t* g) { g->members.peers.resize(g->shape.num_receivers); }
@@ -190,7 +186,32 @@ void drop_hung_up(wsync_group_t* g) {
 
 }  // namespace
 
-void members_admit(wsync_group_t* g) {
+namespace {
+
+// Many senders: a joiner whose join is done becomes a member at the first batch of an update whose
+// agreed joiners name it (every sender installs the same ones there; the others keep it waiting,
+// `later`). It takes that update whole: no catch-up with many senders yet. False: its connection
+// ended while it waited (it is forgotten).
+bool seat_agreed(wsync_group_t* g, std::unique_ptr<Peer>& p, const std::vector<uint32_t>* agreed,
+                 std::vector<std::unique_ptr<Peer>>* later) {
+  p->conn.pump();
+  if (p->conn.closed()) return false;
+  if (agreed == nullptr || !std::binary_search(agreed->begin(), agreed->end(), p->rank)) {
+    later->push_back(std::move(p));
+    return true;
+  }
+  install(g, std::move(p), " (it takes this update whole: a joiner of many senders is not caught up)");
+  return true;
+}
+
+void forget_joiner_gone(wsync_group_t* g, Peer* p) {
+  WSYNC_LOGW("group '%s': %s left before every sender had it", g->cfg.group_name.c_str(), p->conn.peer_name().c_str());
+  g->plugins.transport.table->forget_peer(g->plugins.transport_self, p->rank);
+}
+
+}  // namespace
+
+void members_admit(wsync_group_t* g, const std::vector<uint32_t>* agreed) {
   if (!members_can_join(g) || g->pipe.update_begun || admission_stopped(g)) return;
   drop_hung_up(g);
   take_hellos(g);
@@ -202,6 +223,10 @@ void members_admit(wsync_group_t* g) {
   for (const auto& p : joining) busy.push_back(p->rank);
   for (auto& p : joining) {
     if (admission_stopped(g)) return;  // (their connections close: they see the group end)
+    if (p->joined) {  // (many senders: joined, waiting for the other senders to have it too)
+      if (!seat_agreed(g, p, agreed, &later)) forget_joiner_gone(g, p.get());
+      continue;
+    }
     const wsync_status_t st = join_one(g, p.get(), deadline);
     if (st == WSYNC_ERR_TIMEOUT && now_ms() - p->welcomed_ms < g->cfg.timeout_ms) {
       later.push_back(std::move(p));  // no JOINED yet: a later look (the thread never waits for it)
@@ -217,6 +242,11 @@ void members_admit(wsync_group_t* g) {
                  last_error().c_str());
       clear_error();
       continue;  // (its connection closes here: it may try again)
+    }
+    if (g->shape.planned) {
+      p->joined = true;
+      if (!seat_agreed(g, p, agreed, &later)) forget_joiner_gone(g, p.get());
+      continue;
     }
     const std::string catchup = catchup_arrange(g, p.get(), busy);
     install(g, std::move(p), catchup);

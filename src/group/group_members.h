@@ -39,8 +39,10 @@ bool members_can_join(const wsync_group_t* g);
 // Between updates (pipeline thread; nothing when the group is fixed, an update is under way, or the
 // group failed): receivers that came since join. Each one's JOINED is awaited and the transport
 // connects to it; it then is a member (a WSYNC_MEMBER_JOINED event) and takes the next update. One
-// that fails to join is named in a warning and left out (it may try again).
-void members_admit(wsync_group_t* g);
+// that fails to join is named in a warning and left out (it may try again). Many senders: a joiner
+// whose join is done waits (admission_ready) until the first batch of an update whose `agreed`
+// joiners (every sender has them: senders_plan_batch) name it; nullptr between updates.
+void members_admit(wsync_group_t* g, const std::vector<uint32_t>* agreed = nullptr);
 
 // The receivers still in the group.
 uint32_t members_left_in(const wsync_group_t* g);

@@ -348,7 +348,7 @@ void pipeline_main(wsync_group_t* g) {
     }
     if (job.batch) {
       if (!g->pipe.update_begun) {  // the update's first batch: receivers that came meanwhile join first
-        members_admit(g);
+        members_admit(g, &job.batch->admit);
         engines_before_update(g);  // (HTTP engines: no member whose server is not live)
         g->pipe.update_begun = true;
       }

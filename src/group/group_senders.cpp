@@ -10,7 +10,9 @@
 // writes batch s has seen every record of batch s-1, so every sender is done with s-4's slot.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <iterator>
 #include <cstring>
 #include <map>
 #include <thread>
@@ -21,6 +23,7 @@
 #include "common/error.h"
 #include "common/socket.h"
 #include "group/group_internal.h"
+#include "group/group_members.h"
 #include "planner/ownership_record.h"
 #include "store/host_port.h"
 
@@ -68,30 +71,34 @@ wsync_status_t own_record(wsync_group_t* g, const Batch& b, SenderRecord* r) {
   return WSYNC_OK;
 }
 
-// Sender k (not sender 0, whose store this sender reads) is known dead: its own store refuses
-// connections (a process that died: its port is closed; one that hangs or is cut off still waits
-// out the timeout).
-bool sender_store_refuses(wsync_group_t* g, uint32_t k) {
+// A knock at sender k's own store (not sender 0's, whose store this sender reads anyway): did it
+// answer (connected), refuse (nothing listens: the process died), or neither (no address yet, a
+// timeout: a hang or a partition, which the timeout bounds)?
+enum class Knock { kAnswered, kRefused, kUnknown };
+
+Knock knock_store(wsync_group_t* g, uint32_t k) {
   std::string host;
   uint16_t port = 0;
   if (k == 0 || g->senders.addrs[k].empty() || parse_host_port(g->senders.addrs[k], &host, &port) != WSYNC_OK) {
     clear_error();
-    return false;
+    return Knock::kUnknown;
   }
   int fd = -1;
   std::string why;
   const wsync_status_t st = tcp_connect(host, port, deadline_after(500), &fd, &why);
   if (fd >= 0) ::close(fd);
   clear_error();
-  return st == WSYNC_ERR_IO && why.find("refused") != std::string::npos;
+  if (st == WSYNC_OK) return Knock::kAnswered;
+  return st == WSYNC_ERR_IO && why.find("refused") != std::string::npos ? Knock::kRefused : Knock::kUnknown;
 }
 
 // While this sender waits for sender k's word on batch `seq`: each second, sender k's store is
-// knocked at; PEER_FAILED naming it when it refuses.
+// knocked at, once a first knock was answered (a store this host cannot reach at all, a firewall's
+// refusal included, is never taken for a death); PEER_FAILED naming it when it refuses.
 wsync_status_t knock_at(wsync_group_t* g, uint32_t k, uint64_t seq, int64_t* knock) {
-  if (now_ms() < *knock) return WSYNC_OK;
+  if (now_ms() < *knock || k >= g->senders.knock_armed.size() || !g->senders.knock_armed[k]) return WSYNC_OK;
   *knock = deadline_after(1000);
-  if (!sender_store_refuses(g, k)) return WSYNC_OK;
+  if (knock_store(g, k) != Knock::kRefused) return WSYNC_OK;
   return fail(WSYNC_ERR_PEER_FAILED, "%s is gone: its store refuses connections (the process died?) while this sender "
               "waited for its part of batch %llu", sender_name(g, k).c_str(), static_cast<unsigned long long>(seq));
 }
@@ -171,6 +178,84 @@ wsync_status_t agree_digest(wsync_group_t* g, uint64_t seq, uint64_t digest, int
   return WSYNC_OK;
 }
 
+// Many senders, elastic: at an update's first batch each sender says, before its record, its
+// members and its joiners whose join is done (the slot "members": u64 seq | u32 n | n x u32 rank |
+// u32 m | m x u32 rank). Every sender then reads the same words and agrees: the update's needs are
+// read for every rank any sender has as a member or installs now, and the joiners that every sender
+// has are installed by all of them before the batch (Batch::admit).
+std::vector<uint8_t> encode_members(uint64_t seq, const std::vector<uint32_t>& members, const std::vector<uint32_t>& ready) {
+  std::vector<uint8_t> out(8);
+  std::memcpy(out.data(), &seq, 8);
+  for (const std::vector<uint32_t>* list : {&members, &ready}) {
+    const uint32_t n = static_cast<uint32_t>(list->size());
+    out.insert(out.end(), reinterpret_cast<const uint8_t*>(&n), reinterpret_cast<const uint8_t*>(&n) + 4);
+    for (uint32_t r : *list) out.insert(out.end(), reinterpret_cast<const uint8_t*>(&r), reinterpret_cast<const uint8_t*>(&r) + 4);
+  }
+  return out;
+}
+
+wsync_status_t decode_members(const wsync_group_t* g, const std::vector<uint8_t>& v, uint64_t* seq,
+                              std::vector<uint32_t>* members, std::vector<uint32_t>* ready) {
+  size_t at = 8;
+  if (v.size() < 8) return fail(WSYNC_ERR_PROTOCOL, "a members word of %zu bytes", v.size());
+  std::memcpy(seq, v.data(), 8);
+  for (std::vector<uint32_t>* list : {members, ready}) {
+    uint32_t n = 0;
+    if (v.size() - at < 4) return fail(WSYNC_ERR_PROTOCOL, "a members word cut short at byte %zu", at);
+    std::memcpy(&n, v.data() + at, 4);
+    at += 4;
+    if (n > g->shape.num_receivers || v.size() - at < 4ull * n)
+      return fail(WSYNC_ERR_PROTOCOL, "a members word lists %u ranks in %zu bytes (the group has %u receivers)", n,
+                  v.size() - at, g->shape.num_receivers);
+    list->resize(n);
+    for (uint32_t i = 0; i < n; ++i, at += 4) {
+      std::memcpy(&(*list)[i], v.data() + at, 4);
+      if ((*list)[i] < 1 || (*list)[i] > g->shape.num_receivers)
+        return fail(WSYNC_ERR_PROTOCOL, "a members word names rank %u (the group has receivers 1..%u)", (*list)[i],
+                    g->shape.num_receivers);
+    }
+    std::sort(list->begin(), list->end());
+  }
+  return at == v.size() ? WSYNC_OK : fail(WSYNC_ERR_PROTOCOL, "a members word has %zu bytes after its lists", v.size() - at);
+}
+
+wsync_status_t say_members(wsync_group_t* g, uint64_t seq) {
+  const std::vector<uint8_t> word = encode_members(seq, members_ranks(g), admission_ready(g));
+  wsync_status_t st = g->senders.client->set(slot_key(g, "members", seq, g->cfg.sender_rank), word.data(), word.size());
+  return st == WSYNC_OK ? st : fail_msg(st, "publishing this sender's members in sender 0's store: " + last_error());
+}
+
+// Every sender's members word of batch `seq` (each was set before its record, which was read).
+wsync_status_t agree_members(wsync_group_t* g, uint64_t seq, int64_t deadline, Batch* b) {
+  std::vector<uint32_t> ranks, admit;
+  for (uint32_t k = 0; k < g->shape.num_senders; ++k) {
+    std::vector<uint8_t> v;
+    std::vector<uint32_t> members, ready;
+    uint64_t got = 0;
+    wsync_status_t st = g->senders.client->get(slot_key(g, "members", seq, k), &v, std::max<int64_t>(remaining_ms(deadline), 1));
+    if (st == WSYNC_OK) st = decode_members(g, v, &got, &members, &ready);
+    if (st == WSYNC_OK && got != seq)
+      st = fail(WSYNC_ERR_PROTOCOL, "it holds batch %llu's, not batch %llu's", static_cast<unsigned long long>(got),
+                static_cast<unsigned long long>(seq));
+    if (st != WSYNC_OK)
+      return fail_msg(st, "the members of " + sender_name(g, k) + " for batch " + std::to_string(seq) + ": " + last_error());
+    ranks.insert(ranks.end(), members.begin(), members.end());
+    if (k == 0) {
+      admit = ready;
+    } else {
+      std::vector<uint32_t> both;
+      std::set_intersection(admit.begin(), admit.end(), ready.begin(), ready.end(), std::back_inserter(both));
+      admit.swap(both);
+    }
+  }
+  ranks.insert(ranks.end(), admit.begin(), admit.end());
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  g->senders.update_ranks = std::move(ranks);
+  b->admit = std::move(admit);
+  return WSYNC_OK;
+}
+
 using NeedMap = std::unordered_map<std::string, Box>;  // tensor -> the box a receiver asked for
 
 // Every receiver's needs, from sender 0's store (a receiver says them when it registers, or at its
@@ -179,7 +264,13 @@ wsync_status_t read_needs(wsync_group_t* g, int64_t deadline, int64_t timeout_ms
                           uint64_t* digest) {
   out->assign(g->shape.num_receivers, NeedMap());
   *digest = 0;
-  for (uint32_t r = 1; r <= g->shape.num_receivers; ++r) {
+  std::vector<uint32_t> all;  // (a fixed group: every rank; elastic: the update's, agreed)
+  const std::vector<uint32_t>* ranks = &g->senders.update_ranks;
+  if (!g->cfg.elastic) {
+    for (uint32_t r = 1; r <= g->shape.num_receivers; ++r) all.push_back(r);
+    ranks = &all;
+  }
+  for (uint32_t r : *ranks) {
     std::vector<uint8_t> v;
     wsync_status_t st = g->senders.client->get(needs_key(g->cfg.group_name, r), &v, std::max<int64_t>(remaining_ms(deadline), 1));
     if (st == WSYNC_ERR_TIMEOUT)
@@ -415,6 +506,8 @@ wsync_status_t senders_plan_batch(wsync_group_t* g, Batch* b, int64_t timeout_ms
   if ((st = own_record(g, *b, &mine)) != WSYNC_OK) return st;
   *published = true;  // from here on a failure leaves the senders out of step: it breaks the group
   const uint64_t seq = ++g->senders.plans_agreed;
+  const bool agree = g->cfg.elastic && g->senders.batch_in_update == 0;  // (an update's members: at its first batch)
+  if (agree && (st = say_members(g, seq)) != WSYNC_OK) return st;
   const std::vector<uint8_t> rec = encode_sender_record(mine, seq);
   if ((st = g->senders.client->set(slot_key(g, "plan", seq, g->cfg.sender_rank), rec.data(), rec.size())) != WSYNC_OK)
     return fail_msg(st, "publishing this sender's record in sender 0's store: " + last_error());
@@ -425,13 +518,16 @@ wsync_status_t senders_plan_batch(wsync_group_t* g, Batch* b, int64_t timeout_ms
       all[k] = mine;
       continue;
     }
-    if (g->senders.addrs[k].empty()) {  // for messages: where sender k is
+    if (g->senders.addrs[k].empty()) {  // for messages (where sender k is) and knocks
       std::vector<uint8_t> v;
       if (g->senders.client->get(sender_key(k), &v, 1) == WSYNC_OK) g->senders.addrs[k].assign(v.begin(), v.end());
       clear_error();
+      g->senders.knock_armed.resize(g->shape.num_senders, 0);
+      g->senders.knock_armed[k] = knock_store(g, k) == Knock::kAnswered;
     }
     if ((st = read_record(g, seq, k, deadline, timeout_ms, &all[k])) != WSYNC_OK) return st;
   }
+  if (agree && (st = agree_members(g, seq, deadline, b)) != WSYNC_OK) return st;
   const size_t at = g->senders.batch_in_update++;
   if (g->senders.planners.size() <= at) g->senders.planners.push_back(std::make_unique<OwnershipPlanner>());
   const uint64_t before = g->senders.planners[at]->computed();

@@ -148,6 +148,7 @@ struct RxShared {
   uint64_t commit_ready = 0;     // many senders: the version COMMIT reported (every sender finalized it)
   std::string link_failed;   // a link failed: the receiver cannot take updates any more
   wsync_status_t link_status = WSYNC_OK;
+  bool sender_lost = false;  // ... because its sender was lost (the others were told SENDER_LOST)
   bool rejoin = false;       // receiver option rejoin (receiver_rejoin.cpp)
 };
 
@@ -161,6 +162,9 @@ struct RejoinConfig {
   int64_t timeout_ms = 0;  // the receiver's own (option timeout_ms)
   uint64_t rejoins = 0;    // senders joined since init
   bool due = false;        // the old links are gone and no successor joined yet
+  // Many senders, one lost or closed: the control port of that group's sender 0, not joined again
+  // (its survivors close it); forgotten once its store is gone
+  std::string avoid_control;
 };
 
 // What a wsync_receiver_next call began with, to tell whether a sender's loss it met needs a word
@@ -257,10 +261,15 @@ struct Link {
   bool end_has_plan = false;
   uint64_t end_plan_digest = 0;
   bool closed = false;
-  // Receiver option rejoin: this link joins a restarted trainer. Once the sender welcomed it, the
-  // join is seen through within the receiver's own timeout_ms, not the engine's call timeout: a
-  // member given up after its WELCOME fails the sender's init.
+  // Receiver option rejoin: this link joins a restarted trainer. Once the sender's CHALLENGE came,
+  // the join is seen through within the receiver's own timeout_ms, not the engine's call timeout: a
+  // member given up after its HELLO was welcomed fails the sender's init. A group still announcing
+  // `avoid_control` (the control port of the senders' group that lost one) is not joined.
   bool rejoining = false;
+  std::string avoid_control;
+  std::string control_endpoint;  // "host:port" of its sender's control port, as joined
+  bool store_reached = false;    // its join reached the store (the group's announcement was asked for)
+  bool avoided = false;          // its join found avoid_control announced
   std::string broken;
   // Last: destroyed first, so its thread stops before any memory it may read goes.
   PayloadHasher hasher;

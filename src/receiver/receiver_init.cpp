@@ -103,6 +103,7 @@ wsync_status_t read_group_info(Link* rx, JoinArgs* a) {
   wsync_status_t st = TcpStoreClient::connect(a->host, a->port, a->timeout_ms, a->secret.value, &rx->store_client);
   if (st != WSYNC_OK) return fail_msg(st, "cannot reach the group's store at " + std::string(addr) + ": " + last_error());
   rx->store_handle.client = rx->store_client.get();
+  rx->store_reached = true;
   std::vector<uint8_t> blob;
   if ((st = rx->store_client->get(kGroupInfoKey, &blob, left(*a))) != WSYNC_OK)
     return fail_msg(st, "the store at " + std::string(addr) + " announced no wsync group: " + last_error());
@@ -232,12 +233,23 @@ wsync_status_t hello(Link* rx, JoinArgs& a) {
   // host reaches the control port where it reached the store.
   std::string control_host = a.info.control_host;
   if (is_local_host(control_host) && !is_local_host(a.host)) control_host = a.host;
+  const std::string endpoint = control_host + ":" + std::to_string(a.info.control_port);
+  if (rx->rejoining && endpoint == rx->avoid_control) {  // (receiver option rejoin, many senders)
+    rx->avoided = true;
+    return fail(WSYNC_ERR_TIMEOUT, "the store at %s still announces the group whose sender was lost (control port "
+                "%s): waiting for the restarted trainer", a.cfg.store_addr, endpoint.c_str());
+  }
+  rx->control_endpoint = endpoint;
   wsync_status_t st = ControlConn::connect(control_host, a.info.control_port, left(a), &rx->conn, a.local_address);
   if (st != WSYNC_OK) return fail_msg(st, "cannot reach the sender's control port: " + last_error());
   rx->conn.set_peer_name("the sender of group '" + rx->group_name + "'");
   rx->conn.set_max_body(kControlMaxBodyUnauthenticated);
   std::vector<uint8_t> tx_nonce;
   if ((st = read_challenge(rx, a, &tx_nonce)) != WSYNC_OK) return st;
+  if (rx->rejoining) {  // a HELLO said is answered: from here the join is seen through (Link::rejoining)
+    a.deadline = std::max(a.deadline, deadline_after(rx->timeout_ms));
+    a.timeout_ms = std::max(a.timeout_ms, rx->timeout_ms);
+  }
   const uint32_t pid = static_cast<uint32_t>(getpid());
   const std::vector<uint8_t> rx_nonce = random_bytes(kNonceBytes);
   const Mac proof = control_hello_proof(a.secret.value, rx->group_name, a.cfg.rank, pid, tx_nonce, rx_nonce);
@@ -401,10 +413,6 @@ wsync_status_t receiver_init(const wsync_receiver_config_t* config, Link* rx) {
   if (st == WSYNC_OK) st = wait_senders_listed(rx, a);
   if (st == WSYNC_OK) st = load_group_transport(rx, a);
   if (st == WSYNC_OK) st = hello(rx, a);
-  if (st == WSYNC_OK && rx->rejoining) {  // (the sender seated it: the join is seen through)
-    a.deadline = std::max(a.deadline, deadline_after(rx->timeout_ms));
-    a.timeout_ms = std::max(a.timeout_ms, rx->timeout_ms);
-  }
   if (st == WSYNC_OK) st = connect_transport(rx, a);
   if (st == WSYNC_OK) st = wire_route(rx, a);
   if (st != WSYNC_OK) return st;

@@ -38,6 +38,21 @@ MsgType word_for(Link* l, wsync_status_t st, bool sender_fault) {
   return MsgType::kNack;
 }
 
+// Several senders gone at once (one died; the others gave up because of it and closed): the one
+// that went silent first is blamed, not the one whose close this receiver happened to read first.
+Link* silent_first(Link* rx, Link* l, std::string* cause) {
+  for (Link* o : rx->sh->links) {
+    if (o == l) continue;
+    o->conn.pump();
+    // (what it left unread of the update, MANIFESTs and BUCKET_SUMs, is no word: dropped)
+    if (o->conn.closed() && !sender_said_why_already(o) && !o->conn.has_frame() && o->last_frame_ms < l->last_frame_ms) {
+      l = o;
+      *cause = "its connection closed (the process died?), before the others";
+    }
+  }
+  return l;
+}
+
 // Link `l` failed with `st`: the update is void on every link, the other senders are told (see
 // word_for), and the receiver takes no more updates.
 wsync_status_t link_failed(Link* rx, Link* l, wsync_status_t st, bool sender_fault = false) {
@@ -53,19 +68,7 @@ wsync_status_t link_failed(Link* rx, Link* l, wsync_status_t st, bool sender_fau
     }
   }
   std::string cause = last_error();
-  // Several senders gone at once (one died; the others gave up because of it and closed): blame
-  // the one that went silent first, not the one whose close this receiver happened to read first.
-  if (st == WSYNC_ERR_PEER_FAILED && l->conn.closed())
-    for (Link* o : sh->links) {
-      if (o == l) continue;
-      o->conn.pump();
-      // (what it left unread of the update, MANIFESTs and BUCKET_SUMs, is no word: dropped)
-      if (o->conn.closed() && !sender_said_why_already(o) && !o->conn.has_frame() &&
-          o->last_frame_ms < l->last_frame_ms) {
-        l = o;
-        cause = "its connection closed (the process died?), before the others";
-      }
-    }
+  if (st == WSYNC_ERR_PEER_FAILED && l->conn.closed()) l = silent_first(rx, l, &cause);
   const bool removed = st == WSYNC_ERR_REJECTED;
   const MsgType word = word_for(l, st, sender_fault);
   // (a bucket lost below a relay is the relay's failure, not its sender's: said so)
@@ -77,6 +80,7 @@ wsync_status_t link_failed(Link* rx, Link* l, wsync_status_t st, bool sender_fau
   for (Link* o : sh->links)
     if (o != l && o->conn.open()) send_status(o, word, 0, WSYNC_ERR_PEER_FAILED, why);
   sh->commit_ready = 0;
+  sh->sender_lost = word == MsgType::kSenderLost;
   sh->link_status = st == WSYNC_ERR_TIMEOUT ? WSYNC_ERR_PEER_FAILED : st;
   sh->link_failed = why;
   WSYNC_LOGW("receiver rank %u: %s", rx->rank, why.c_str());

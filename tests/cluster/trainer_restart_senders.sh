@@ -41,7 +41,7 @@ died_and_named() {
   [ "$rc" -eq 137 ] || fail "the rank meant to die exited with $rc, not killed (137)"
   reap "$2" 120
   [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || fail "the surviving rank exited with $rc (124: still running); it must fail"
-  in_log "$3" "sender $4" || fail "$3 does not name sender $4 in its failure"
+  in_log "$3" "sender $4 (store at" || fail "$3 does not name sender $4 in its failure"
 }
 
 start_engine 1 "$SCALE" --staged --rejoin --until-version 5

@@ -113,6 +113,11 @@ struct SenderPlan {
   std::vector<std::pair<uint32_t, std::string>> lefts;
   // The update must fail naming this, and nobody left the group (exit 0 when so, 8 otherwise).
   std::string fail_reason;
+  // membership=elastic: option init_receivers, a pause after each version (a training step, when
+  // receivers join), and a receiver that must have joined by the end (a JOINED event; exit 9 if not)
+  uint32_t init_receivers = 0;
+  int interval_ms = 0;
+  uint32_t expect_joined = 0;
 };
 
 std::string addr_file(const std::string& dir, uint32_t k) { return dir + "/s" + std::to_string(k) + ".addr"; }
@@ -134,6 +139,8 @@ int run_sender(const SenderPlan& p) {
     opts.push_back(WSYNC_OPTION("membership", "elastic"));
     opts.push_back(WSYNC_OPTION("commit_quorum", quorum.c_str()));
   }
+  const std::string init = std::to_string(p.init_receivers);
+  if (p.init_receivers != 0) opts.push_back(WSYNC_OPTION("init_receivers", init.c_str()));
   wsync_group_config_t cfg = WSYNC_GROUP_CONFIG_INIT;
   cfg.num_receivers = p.receivers;
   cfg.group_name = kGroup;
@@ -172,6 +179,7 @@ int run_sender(const SenderPlan& p) {
     if (v == p.die_at) raise(SIGKILL);
     if (v == p.hang_at) raise(SIGSTOP);
     st = wsync_group_finalize(g, v, -1);
+    if (p.interval_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(p.interval_ms));
   }
   const std::string why = st == WSYNC_OK ? "" : wsync_last_error();
   if (st != WSYNC_OK) std::fprintf(stderr, "sender %u: %s: %s\n", p.k, wsync_status_name(st), why.c_str());
@@ -191,6 +199,16 @@ int run_sender(const SenderPlan& p) {
                 static_cast<unsigned long long>(stats.plans_computed));
     // Two batches per version, each the same every version: two plans, then reused.
     if (stats.plans_computed != std::min<uint64_t>(2, 2 * p.versions)) rc = 6;
+    if (p.expect_joined != 0) {
+      bool joined = false;
+      for (wsync_member_event_t e = WSYNC_MEMBER_EVENT_INIT; wsync_group_next_member_event(g, &e) == WSYNC_OK;
+           e = WSYNC_MEMBER_EVENT_INIT) {
+        std::printf("sender %u: member event: kind %d rank %u update %llu: %s\n", p.k, e.kind, e.rank,
+                    static_cast<unsigned long long>(e.update), e.reason);
+        joined |= e.kind == WSYNC_MEMBER_JOINED && e.rank == p.expect_joined;
+      }
+      if (!joined || stats.members != p.receivers) rc = 9;
+    }
     if (!p.lefts.empty()) {
       size_t matched = 0, events = 0;
       for (wsync_member_event_t e = WSYNC_MEMBER_EVENT_INIT; wsync_group_next_member_event(g, &e) == WSYNC_OK;
@@ -760,3 +778,90 @@ TEST(ManySenders, ElasticLanesARelayKilledTakesItsLaneAndTheOtherLaneCommits) { 
 // not as a sender's failure, so no sender fails the update for it.
 TEST(ManySenders, ElasticLanesARelayHungTakesItsLaneAndTheOtherLaneCommits) { elastic_lanes(true); }
 
+
+namespace {
+
+// A receiver that joins an elastic group of many senders after init, as rank `rank`, half a second
+// after the group is up: every version it commits is checked byte for byte (its registered buffers
+// against the full tensors), the versions it commits rise, and it commits `last`. Exit 0 so, 1 not.
+int run_joiner(const std::string& dir, uint32_t rank, uint64_t last) {
+  const std::string addr = read_addr_file(addr_file(dir, 0), 20000);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  wsync_option_t opts[] = {WSYNC_OPTION("timeout_ms", "20000")};
+  wsync_receiver_config_t cfg = WSYNC_RECEIVER_CONFIG_INIT;
+  cfg.rank = rank;
+  cfg.store_addr = addr.c_str();
+  cfg.group_name = kGroup;
+  cfg.options = opts;
+  cfg.num_options = 1;
+  wsync_receiver_t* rx = nullptr;
+  if (wsync_receiver_init(&cfg, &rx) != WSYNC_OK) {
+    std::fprintf(stderr, "joiner %u: init: %s\n", rank, wsync_last_error());
+    return 1;
+  }
+  const std::vector<Spec> specs = model();
+  std::vector<std::vector<uint8_t>> bufs;
+  std::vector<wsync_tensor_t> descs;
+  for (const auto& s : specs) bufs.emplace_back(s.t.nbytes);
+  for (size_t i = 0; i < specs.size(); ++i) descs.push_back(desc_of(specs[i].t, bufs[i].data()));
+  if (wsync_receiver_register(rx, descs.data(), descs.size()) != WSYNC_OK) {
+    std::fprintf(stderr, "joiner %u: register: %s\n", rank, wsync_last_error());
+    return 1;
+  }
+  uint64_t committed = 0, commits = 0;
+  int bad = 0;
+  wsync_receiver_event_t ev = WSYNC_RECEIVER_EVENT_INIT;
+  wsync_status_t st;
+  while ((st = wsync_receiver_next(rx, &ev, 25000)) == WSYNC_OK && ev.kind != WSYNC_EVENT_CLOSED) {
+    if (ev.kind != WSYNC_EVENT_COMMIT) continue;
+    if (ev.version <= committed || wsync_receiver_commit(rx, ev.version) != WSYNC_OK) {
+      std::fprintf(stderr, "joiner %u: version %llu after %llu: %s\n", rank, static_cast<unsigned long long>(ev.version),
+                   static_cast<unsigned long long>(committed), wsync_last_error());
+      bad = 1;
+      break;
+    }
+    committed = ev.version;
+    ++commits;
+    for (size_t i = 0; i < specs.size(); ++i)
+      if (!equal_full(specs[i].t, committed, bufs[i].data(), bufs[i].size())) {
+        std::fprintf(stderr, "joiner %u: %s differs from version %llu\n", rank, specs[i].t.name,
+                     static_cast<unsigned long long>(committed));
+        bad = 1;
+      }
+  }
+  if (st != WSYNC_OK) std::fprintf(stderr, "joiner %u: %s: %s\n", rank, wsync_status_name(st), wsync_last_error());
+  std::printf("joiner %u: committed %llu versions, the last %llu\n", rank, static_cast<unsigned long long>(commits),
+              static_cast<unsigned long long>(committed));
+  wsync_receiver_destroy(rx);
+  return bad || committed != last ? 1 : 0;
+}
+
+}  // namespace
+
+// membership=elastic with two senders and init_receivers 2 of 3: rank 3 joins after init. Both
+// senders have it before the same update (they agree on the joiners at its first batch), it takes
+// that update whole from both and every later one, each checked byte for byte; both senders report
+// it joined, and ranks 1 and 2 commit every version.
+TEST(ManySenders, ElasticAReceiverJoinsAfterInitAndTakesTheNextUpdateFromEverySender) {
+  Cluster c;
+  spawn_group(
+      &c, 2, 2,
+      [](uint32_t, SenderPlan* p) {
+        p->receivers = 3;
+        p->versions = 6;
+        p->quorum = 1;
+        p->init_receivers = 2;
+        p->interval_ms = 300;
+        p->expect_joined = 3;
+      },
+      [](uint32_t r, RxPlan* p) {
+        p->take = r == 1 ? Take::kInPlace : Take::kStaged;
+        p->versions = 6;
+      });
+  const std::string dir = c.dir;
+  c.receivers.push_back(spawn([dir] { return run_joiner(dir, 3, 6); }));
+  for (pid_t p : c.senders) EXPECT_EQ(wait_child(p, 60000), 0);
+  for (pid_t p : c.receivers) EXPECT_EQ(wait_child(p, 60000), 0);
+  c.senders.clear();
+  c.receivers.clear();
+}

@@ -913,7 +913,6 @@ TEST(Membership, OptionsThatCannotWorkAreRefusedNamingThem) {
       {{{"membership", "sometimes"}}, "option 'membership'"},
       {{{"membership", "fixed"}, {"init_receivers", "2"}}, "needs membership=elastic"},
       {{{"init_receivers", "4"}}, "has 3 receiver(s)"},
-      {{{"num_senders", "1"}, {"init_receivers", "2"}}, "'init_receivers' is not supported with option num_senders"},
   };
   for (const Case& c : cases) {
     Sender s;

@@ -17,13 +17,15 @@ started from checkpoints of the same weights.
      parameter must equal one version exactly, and a full update restores version 3.
      Many senders: a trainer of two processes, each holding half of every tensor's rows (sender 0
      drives the server, sender 1 a subprocess), publishes version 4 (seed 2); the worker takes
-     every tensor whole from both.
+     every tensor whole from both. Before it, the same trainer's rank 1 is killed in the middle
+     of version 4: rank 0 fails naming sender 1, and the restarted trainer (both ranks) is the
+     one that publishes version 4 into the same server.
   4. vLLMs started from checkpoints of seed 1 and seed 2 give the expected completions and
      checksums; each version must match them exactly, and every parameter vLLM keeps as loaded
      must have the trainer's sha256.
 
-Exit 0 only if every check passed (21 checks, one per kill point: 7, the two-sender update: 4,
-and 5 on a second server with WSYNC_VLLM_LOAD=staged). Prints a table and writes JSON figures (--json).
+Exit 0 only if every check passed (35 in all, among them one per kill point, two for the two-sender
+trainer, and six on a second server with WSYNC_VLLM_LOAD=staged). Prints a table and writes JSON figures (--json).
 Run with the vLLM venv's python, wsync installed in it (scripts/vllm-e2e.sh does all of it).
 """
 import argparse
@@ -109,10 +111,10 @@ def halves(weights, k, m=2):
     return out
 
 
-def sender_options(server_url=None, rank=0, sender0=None, addr_file=None):
+def sender_options(server_url=None, rank=0, sender0=None, addr_file=None, timeout_ms=60000):
     """Sender `rank` of a two-sender trainer: sender 0 drives the server (as trainer_group), sender
     1 only sends its boxes to the server's worker, which joins it through sender 0's store."""
-    opts = {"verify_payload": "1", "bucket_bytes": str(256 << 10), "timeout_ms": "60000", "num_senders": "2",
+    opts = {"verify_payload": "1", "bucket_bytes": str(256 << 10), "timeout_ms": str(timeout_ms), "num_senders": "2",
             "sender_rank": str(rank)}
     if rank == 0:
         opts.update({"engines": server_url + "=1", "engine_receivers": "wsync", "adapter.backend": "wsync",
@@ -122,9 +124,10 @@ def sender_options(server_url=None, rank=0, sender0=None, addr_file=None):
     return opts
 
 
-def second_sender(addr_file, seed, version):
+def second_sender(addr_file, seed, version, die=False):
     """Sender 1 of the two-sender trainer (a subprocess): the second half of every tensor's rows of
-    `seed`'s weights, as version `version`. Exit 0 once the version committed."""
+    `seed`'s weights, as version `version`. Exit 0 once the version committed. With `die`: its
+    first batch delivered, SIGKILL (a trainer rank that crashes mid-update)."""
     import wsync
     config = tiny.load_config(os.environ["E2E_MODEL_DIR"])
     weights = tiny.make_weights(config, seed)
@@ -137,6 +140,14 @@ def second_sender(addr_file, seed, version):
     sender0 = Path(addr_file).read_text().strip()
     with wsync.Group(1, group_name=GROUP, store_addr="127.0.0.1:0", transport="ucx",
                      options=sender_options(rank=1, sender0=sender0), timeout_ms=300000) as g:
+        if die:
+            mine = halves(weights, 1)
+            names = list(mine)
+            g.send({n: mine[n] for n in names[:len(names) // 2]})
+            while g.stats().batches < 1:
+                time.sleep(0.01)
+            print("second sender: first batch delivered; dying", flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)
         publish(g, halves(weights, 1), version)
         stats = g.stats()
     print("second sender: version %d committed (plans computed %d)" % (stats.committed_version, stats.plans_computed),
@@ -326,11 +337,12 @@ def main():
     ap.add_argument("--no-staged", action="store_true", help="skip the second server (WSYNC_VLLM_LOAD=staged)")
     ap.add_argument("--no-senders", action="store_true", help="skip the two-sender trainer")
     ap.add_argument("--second-sender", metavar="ADDR_FILE", help=argparse.SUPPRESS)
+    ap.add_argument("--second-sender-dies", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.die_mid_update:
         return die_mid_update(args.die_mid_update, 3, args.die_after)
     if args.second_sender:
-        return second_sender(args.second_sender, 2, 4)
+        return second_sender(args.second_sender, 2, 4, args.second_sender_dies)
 
     import wsync
     work = Path(args.work)
@@ -437,6 +449,30 @@ def main():
         # every tensor whole); the worker joins both and receives every tensor whole.
         if not args.no_senders:
             addr_file = work / "sender0.addr"
+            # First the trainer's rank 1 dies in the middle of version 4: rank 0's update fails
+            # naming sender 1, and the server keeps serving; then the trainer restarts (both
+            # ranks, new groups) and publishes version 4 into the same server, which was not
+            # restarted (below).
+            addr_file.unlink(missing_ok=True)
+            dying = subprocess.Popen([sys.executable, __file__, "--second-sender", str(addr_file),
+                                      "--second-sender-dies"], env={**os.environ, "E2E_MODEL_DIR": str(base)})
+            error = ""
+            try:
+                with wsync.Group(0, group_name=GROUP, store_addr="127.0.0.1:0", transport="ucx", adapter="vllm",
+                                 options=sender_options(server.url, 0, addr_file=str(addr_file), timeout_ms=10000),
+                                 timeout_ms=300000) as g:
+                    publish(g, halves(weights[2], 0), 4)
+            except wsync.WsyncError as e:
+                error = str(e)
+            finally:
+                try:
+                    dying.wait(300)
+                except subprocess.TimeoutExpired:
+                    dying.kill()
+                    dying.wait()
+            checks.expect(dying.returncode == -signal.SIGKILL and "sender 1" in error and server.healthy(),
+                          "two senders, rank 1 killed mid-update: rank 0 failed naming it (%s), the server answers" %
+                          error[:160])
             addr_file.unlink(missing_ok=True)
             second = subprocess.Popen([sys.executable, __file__, "--second-sender", str(addr_file)],
                                       env={**os.environ, "E2E_MODEL_DIR": str(base)})
