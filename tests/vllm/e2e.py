@@ -327,6 +327,76 @@ def staged_run(base, config, work, weights, got, checks, figures):
                   "%d bytes" % (staged, total))
 
 
+def doc_command(work):
+    """vllm.doc_command: the start command of docs/VLLM.md ("Starting vLLM with it", the sh block
+    after the vllm.doc_command marker) run as written by bash, its `pip install` line left out (the
+    wheel is installed already), with MODEL a tiny local model, SECRET the trainer's secret, and
+    the venv's `python` first on PATH; none of the variables the block sets is inherited. Then a
+    trainer publishes one version into it (so the workers got the secret from the documented
+    line), and a trainer with another secret is refused. Exit 0 when both hold."""
+    import urllib.error
+    import wsync
+    doc = (HERE.parents[1] / "docs" / "VLLM.md").read_text()
+    at = doc.index("<!-- vllm.doc_command runs the block below")
+    begin = doc.index("```sh\n", at) + len("```sh\n")
+    block = doc[begin:doc.index("```", begin)]
+    script = "\n".join(line for line in block.splitlines() if not line.startswith("pip install"))
+    print("doc command:\n" + script, flush=True)
+    work.mkdir(parents=True, exist_ok=True)
+    model = tiny.make_model_dir(work / "model-doc", seed=0)
+    secret = os.environ["WSYNC_GROUP_SECRET"]
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("WSYNC_GROUP_SECRET", "VLLM_CPU_KVCACHE_SPACE", "VLLM_SERVER_DEV_MODE")}
+    env.update({"MODEL": str(model), "SECRET": secret, "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1",
+                "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")})
+    log = open(work / "vllm-doc-command.log", "wb")
+    server = subprocess.Popen(["bash", "-ec", script], env=env, stdout=log, stderr=subprocess.STDOUT,
+                              start_new_session=True)
+    url = "http://127.0.0.1:8000"
+    failures = []
+    try:
+        deadline = time.monotonic() + 600
+        while True:
+            try:
+                with urllib.request.urlopen(url + "/health", timeout=5) as r:
+                    if r.status == 200:
+                        break
+            except (urllib.error.URLError, OSError):
+                pass
+            if server.poll() is not None or time.monotonic() > deadline:
+                tail = (work / "vllm-doc-command.log").read_text(errors="replace").splitlines()[-15:]
+                print("the documented command did not bring a server up:\n" + "\n".join(tail), flush=True)
+                return 1
+            time.sleep(1)
+        config = tiny.load_config(model)
+        weights = tiny.make_weights(config, 1)
+        with trainer_group(url) as g:
+            seconds = publish(g, weights, 1)
+            committed = g.stats().committed_version
+        print("  version 1 published into the documented server in %.3f s" % seconds, flush=True)
+        if committed != 1:
+            failures.append("version 1 did not commit (committed %d)" % committed)
+        os.environ["WSYNC_GROUP_SECRET"] = "another-secret-0123456789abcdef"
+        try:
+            with trainer_group(url, timeout_ms=60000):
+                failures.append("a trainer with another secret was let in")
+        except wsync.WsyncError as e:
+            print("  a trainer with another secret: %s" % str(e)[:300], flush=True)
+        finally:
+            os.environ["WSYNC_GROUP_SECRET"] = secret
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+    for f in failures:
+        print("  [FAIL] " + f, flush=True)
+    print("vllm.doc_command: %s" % ("OK" if not failures else "FAILED"), flush=True)
+    return 0 if not failures else 1
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--work", default="/tmp/wsync-vllm-e2e")
@@ -338,7 +408,11 @@ def main():
     ap.add_argument("--no-senders", action="store_true", help="skip the two-sender trainer")
     ap.add_argument("--second-sender", metavar="ADDR_FILE", help=argparse.SUPPRESS)
     ap.add_argument("--second-sender-dies", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--doc-command", action="store_true",
+                    help="only run docs/VLLM.md's start command as written and publish into it")
     args = ap.parse_args()
+    if args.doc_command:
+        return doc_command(Path(args.work) / "doc-command")
     if args.die_mid_update:
         return die_mid_update(args.die_mid_update, 3, args.die_after)
     if args.second_sender:
