@@ -51,23 +51,27 @@ int free_port() {
   return port;
 }
 
-// One trainer process: versions first..last, two batches each; with die_in, SIGKILL itself after
-// that version's first batch.
-int run_trainer(const std::string& store, uint64_t first, uint64_t last, uint64_t die_in) {
-  std::vector<wsync_option_t> opts = {WSYNC_OPTION("timeout_ms", "10000")};
+// A trainer's group for the two receivers at `store_addr`; NULL (the reason printed) on a failure.
+wsync_group_t* init_group(const char* who, const char* store_addr, const std::vector<wsync_option_t>& opts) {
   wsync_group_config_t cfg = WSYNC_GROUP_CONFIG_INIT;
   cfg.num_receivers = 2;
   cfg.group_name = kGroup;
-  cfg.store_addr = store.c_str();
+  cfg.store_addr = store_addr;
   cfg.options = opts.data();
   cfg.num_options = opts.size();
   cfg.timeout_ms = 30000;
   wsync_group_t* g = nullptr;
-  wsync_status_t st = wsync_group_init(&cfg, &g);
-  if (st != WSYNC_OK) {
-    std::fprintf(stderr, "trainer: init: %s: %s\n", wsync_status_name(st), wsync_last_error());
-    return 3;
-  }
+  const wsync_status_t st = wsync_group_init(&cfg, &g);
+  if (st != WSYNC_OK) std::fprintf(stderr, "%s: init: %s: %s\n", who, wsync_status_name(st), wsync_last_error());
+  return st == WSYNC_OK ? g : nullptr;
+}
+
+// One trainer process: versions first..last, two batches each; with die_in, SIGKILL itself after
+// that version's first batch.
+int run_trainer(const std::string& store, uint64_t first, uint64_t last, uint64_t die_in) {
+  wsync_group_t* g = init_group("trainer", store.c_str(), {WSYNC_OPTION("timeout_ms", "10000")});
+  if (g == nullptr) return 3;
+  wsync_status_t st = WSYNC_OK;
   Model m;
   m.spec = spec();
   for (uint64_t v = first; v <= last && st == WSYNC_OK; ++v) {
@@ -222,19 +226,9 @@ int run_rank(const std::string& store, uint32_t k, uint64_t first, uint64_t last
   std::vector<wsync_option_t> opts = {WSYNC_OPTION("timeout_ms", "10000"), WSYNC_OPTION("num_senders", "2"),
                                       WSYNC_OPTION("sender_rank", rank.c_str())};
   if (k > 0) opts.push_back(WSYNC_OPTION("sender0_store", store.c_str()));
-  wsync_group_config_t cfg = WSYNC_GROUP_CONFIG_INIT;
-  cfg.num_receivers = 2;
-  cfg.group_name = kGroup;
-  cfg.store_addr = k == 0 ? store.c_str() : "127.0.0.1:0";
-  cfg.options = opts.data();
-  cfg.num_options = opts.size();
-  cfg.timeout_ms = 30000;
-  wsync_group_t* g = nullptr;
-  wsync_status_t st = wsync_group_init(&cfg, &g);
-  if (st != WSYNC_OK) {
-    std::fprintf(stderr, "rank %u: init: %s: %s\n", k, wsync_status_name(st), wsync_last_error());
-    return 4;
-  }
+  wsync_group_t* g = init_group(("rank " + rank).c_str(), k == 0 ? store.c_str() : "127.0.0.1:0", opts);
+  if (g == nullptr) return 4;
+  wsync_status_t st = WSYNC_OK;
   const std::vector<synth_tensor_t> s = two_rank_spec();
   for (uint64_t v = first; v <= last && st == WSYNC_OK; ++v) {
     std::vector<Rows> rows;
