@@ -54,9 +54,9 @@ extern "C" {
  * ABI minor: bumped when functions, struct fields, status codes, dtypes or options are appended
  * (1.3: the group option engine_resume_on_failure; 1.4: the receiver option receive_mode,
  * wsync_receiver_state_t, wsync_receiver_get_state, wsync_receiver_touched_name and the
- * WSYNC_PLACED_* values). */
+ * WSYNC_PLACED_* values; 1.6: wsync_group_declare_update and engine_resume_on_failure=auto). */
 #define WSYNC_ABI_VERSION_MAJOR 1
-#define WSYNC_ABI_VERSION_MINOR 5
+#define WSYNC_ABI_VERSION_MINOR 6
 #define WSYNC_ABI_VERSION ((WSYNC_ABI_VERSION_MAJOR << 16) | WSYNC_ABI_VERSION_MINOR)
 
 /* ---------------------------------------------------------------------------------------------
@@ -403,6 +403,32 @@ WSYNC_API wsync_status_t wsync_group_send_wait(wsync_group_t* group, uint64_t ti
  * work queued on `stream` before the call is seen, nothing is synchronised on the host and the
  * device is never synchronised. When send_batch returns, wsync no longer reads the tensors. */
 WSYNC_API wsync_status_t wsync_group_set_cuda_stream(wsync_group_t* group, void* stream);
+
+/* Since 1.6: declare the whole next update before its first batch: every tensor it will send,
+ * whole (name, dtype, and the full tensor's shape: `full_shape` for a WSYNC_TENSOR_SLICE
+ * descriptor, else `shape`; data and nbytes are not read and may be NULL/0). Returns at once:
+ *   WSYNC_OK                   declared
+ *   WSYNC_ERR_INVALID_ARGUMENT a bad descriptor or a name twice (nothing declared)
+ *   WSYNC_ERR_INVALID_STATE    a batch of this update was already started (declare before the
+ *                              first send_batch/send_start of the update); a broken group
+ *                              returns its failure's status
+ * HTTP engines whose adapter checks updates (plugin ABI 1.7: vLLM with backend=wsync) check the
+ * declaration against the served model when the update opens, before anything is paused, begun,
+ * sent or loaded: a refusal fails the update's first batch (WSYNC_ERR_INVALID_ARGUMENT quoting
+ * the engine: the tensors, their shapes and dtypes; reported by that batch's wait, a later send or
+ * the finalize, as any batch's failure) with every engine untouched and serving, and the group
+ * is broken as after any failure (create a new one). Many senders: sender 0 (which drives the
+ * engines) declares the whole update, every tensor whole; another sender may declare too, which
+ * only checks its own batches against its declaration. Once declared, the update's
+ * batches may only send declared tensors with the declared dtype and full shape (anything else is
+ * refused before it moves, WSYNC_ERR_INVALID_ARGUMENT, the group usable), and with one sender
+ * (num_senders=1) wsync_group_finalize refuses, naming them, while declared tensors were not sent
+ * (the group usable: send them, then finalize). The declaration ends with the update. Declaring
+ * is optional; without it each engine checks each bucket as it comes, and a bucket refused late
+ * can leave earlier ones loaded (docs/VLLM.md, "When an update fails"). Same threading rules as
+ * send_batch. */
+WSYNC_API wsync_status_t wsync_group_declare_update(wsync_group_t* group, const wsync_tensor_t* tensors,
+                                                    uint64_t num_tensors);
 
 /* Close the current update as weight version `version` (must be greater than the last
  * committed one): every receiver is told, commits, and confirms; returns only when all did

@@ -29,10 +29,12 @@ extern "C" {
 #endif
 
 #define WSYNC_PLUGIN_ABI_VERSION 1 /* the major; tables grow by appending */
-#define WSYNC_PLUGIN_ABI_MINOR 6   /* 1: GPU fields and HTTP engines; 2: event fd, side channel, hints;
+#define WSYNC_PLUGIN_ABI_MINOR 7   /* 1: GPU fields and HTTP engines; 2: event fd, side channel, hints;
                                       3: engine probing, reset and abandon steps, take_reply;
                                       4: transport progress; 5: connect_peer (receivers that join
-                                      later); 6: the hint auth_key */
+                                      later); 6: the hint auth_key; 7: the CHECK step and held
+                                      (engines that check an update first, and say what they hold
+                                      after a failure) */
 
 /* Since 1.2. Does the versioned struct at `p` (which starts with struct_size) reach the end of
  * `field` of `type`? Read a field only when it does: an older peer passes a shorter struct. */
@@ -389,6 +391,14 @@ typedef struct wsync_adapter_needs_t {
 #define WSYNC_STEP_ABANDON 11     /* after a failure (or abort, or destroy) in the middle of an update:
                                      end the engine-side update so the server serves again. Best
                                      effort like RESET; update_index = buckets sent in the update */
+/* Since plugin ABI 1.7; the core builds it only for an adapter whose table has `held`. */
+#define WSYNC_STEP_CHECK 12       /* wsync_group_declare_update: the whole next update, before it is
+                                     paused or begun, in names/dtypes/ndims/shapes (full shapes, in
+                                     declaration order; bucket_bytes 0). The server checks it against
+                                     its model without touching anything; answers of kind
+                                     WSYNC_REPLY_TO_ADAPTER go to take_reply, which refuses the
+                                     update by failing (WSYNC_ERR_INVALID_ARGUMENT, naming the
+                                     tensors). An empty list: this server checks nothing */
 
 typedef struct wsync_engine_step_t {
   uint32_t struct_size;
@@ -403,7 +413,8 @@ typedef struct wsync_engine_step_t {
   const char* group_name;
   const char* retired_ptr0;       /* 1.1 carried a transport id here; since 1.2 always NULL: ask
                                      for transport properties with get_needs, read `properties` */
-  /* UPDATE: this bucket's tensors in bucket order (whole tensors; HTTP adapters do not split) */
+  /* UPDATE: this bucket's tensors in bucket order (whole tensors; HTTP adapters do not split);
+   * CHECK (1.7): the declared update's tensors */
   uint64_t num_tensors;
   const char* const* names;
   const int32_t* dtypes;          /* WSYNC_DTYPE_* */
@@ -488,12 +499,30 @@ typedef struct wsync_adapter_v1_t {
    * Having it also tells the core this adapter knows the 1.3 steps. */
   wsync_status_t (*take_reply)(void* self, const wsync_engine_step_t* step, uint32_t request_index,
                                int32_t http_status, const char* body, uint64_t body_len);
+
+  /* ---- since plugin ABI 1.7 (read only when struct_size covers it; optional) ---- */
+
+  /* What server `server_index` holds after the ABANDON step's replies were taken (the core asks
+   * once per server, after every ABANDON): WSYNC_HELD_ONE_VERSION (every parameter holds one
+   * version: the update's failure touched nothing), WSYNC_HELD_MIX (some parameters hold the
+   * failed update's values), or WSYNC_HELD_UNKNOWN. *words (may be left NULL): the server's own
+   * words for it, owned by the adapter, valid until its next call. The core resumes generation
+   * after a failure where the server holds one version (group option engine_resume_on_failure,
+   * default auto). A RESUME step built after an ABANDON is that resume: the adapter may send what
+   * ending the update still needs first. Having it also tells the core this adapter knows the
+   * CHECK step. */
+  int32_t (*held)(void* self, uint32_t server_index, const char** words);
 } wsync_adapter_v1_t;
+
+#define WSYNC_HELD_UNKNOWN 0
+#define WSYNC_HELD_ONE_VERSION 1
+#define WSYNC_HELD_MIX 2
 
 #define WSYNC_ADAPTER_V1_0_SIZE WSYNC_STRUCT_SIZE(wsync_adapter_v1_t, destroy)
 #define WSYNC_ADAPTER_V1_1_SIZE WSYNC_STRUCT_SIZE(wsync_adapter_v1_t, build_requests)
 #define WSYNC_ADAPTER_V1_2_SIZE WSYNC_STRUCT_SIZE(wsync_adapter_v1_t, runtime_info)
 #define WSYNC_ADAPTER_V1_3_SIZE WSYNC_STRUCT_SIZE(wsync_adapter_v1_t, take_reply)
+#define WSYNC_ADAPTER_V1_7_SIZE WSYNC_STRUCT_SIZE(wsync_adapter_v1_t, held)
 
 typedef const wsync_adapter_v1_t* (*wsync_adapter_entry_v1_fn)(const wsync_host_v1_t* host);
 

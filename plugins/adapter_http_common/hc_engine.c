@@ -78,6 +78,25 @@ hc_server_t* hc_server(hc_adapter_t* a, uint32_t index) {
   return &a->servers[index];
 }
 
+int32_t hc_adapter_held(void* self, uint32_t server_index, const char** words) {
+  hc_adapter_t* a = (hc_adapter_t*)self;
+  if (words != NULL) *words = NULL;
+  if (a == NULL || server_index >= a->num_servers) return WSYNC_HELD_UNKNOWN;
+  if (words != NULL) *words = a->servers[server_index].held_words;
+  return a->servers[server_index].held;
+}
+
+wsync_status_t hc_set_held(hc_adapter_t* a, uint32_t index, int32_t held, const char* words) {
+  hc_server_t* srv = hc_server(a, index);
+  if (srv == NULL) return WSYNC_ERR_OUT_OF_MEMORY;
+  free(srv->held_words);
+  srv->held_words = NULL;
+  srv->held = held;
+  if (words != NULL && (srv->held_words = strdup(words)) == NULL)
+    return hc_error(WSYNC_ERR_OUT_OF_MEMORY, a->name, "out of memory");
+  return WSYNC_OK;
+}
+
 hc_version_t hc_server_version(hc_adapter_t* a, uint32_t index, hc_version_t newest) {
   if (index < a->num_servers && a->servers[index].known) return a->servers[index].version;
   return a->has_forced ? a->forced : newest;

@@ -73,6 +73,7 @@ const char* hc_step_name(int32_t step) {
     case WSYNC_STEP_PROBE: return "PROBE";
     case WSYNC_STEP_RESET: return "RESET";
     case WSYNC_STEP_ABANDON: return "ABANDON";
+    case WSYNC_STEP_CHECK: return "CHECK";
     default: return "unknown";
   }
 }
@@ -174,7 +175,7 @@ wsync_status_t hc_check_step(const char* adapter, const wsync_engine_step_t* ste
     return hc_error(WSYNC_ERR_INVALID_ARGUMENT, adapter,
                     "build_requests: step struct_size %u is smaller than a plugin ABI 1.1 step (%u bytes)",
                     (unsigned)step->struct_size, (unsigned)WSYNC_STRUCT_SIZE(wsync_engine_step_t, version));
-  if (step->step < WSYNC_STEP_HEALTH || step->step > WSYNC_STEP_ABANDON)
+  if (step->step < WSYNC_STEP_HEALTH || step->step > WSYNC_STEP_CHECK)
     return hc_error(WSYNC_ERR_INVALID_ARGUMENT, adapter, "build_requests: unknown step %d", (int)step->step);
   if (step->num_tensors > 0 &&
       (step->names == NULL || step->dtypes == NULL || step->ndims == NULL || step->shapes == NULL))
@@ -184,8 +185,8 @@ wsync_status_t hc_check_step(const char* adapter, const wsync_engine_step_t* ste
                     : step->dtypes == NULL ? "dtypes"
                     : step->ndims == NULL  ? "ndims"
                                            : "shapes");
-  if (step->step != WSYNC_STEP_UPDATE) return WSYNC_OK;
-  if (step->num_tensors == 0)
+  if (step->step != WSYNC_STEP_UPDATE && step->step != WSYNC_STEP_CHECK) return WSYNC_OK;
+  if (step->num_tensors == 0 && step->step == WSYNC_STEP_UPDATE)
     return hc_error(WSYNC_ERR_INVALID_ARGUMENT, adapter, "UPDATE step (bucket %" PRIu64 ") has no tensors",
                     step->update_index);
   for (i = 0; i < step->num_tensors; ++i) {
@@ -431,6 +432,7 @@ void hc_adapter_destroy(void* self) {
   hc_adapter_t* a = (hc_adapter_t*)self;
   if (a == NULL) return;
   hc_free(&a->list);
+  for (uint32_t i = 0; a->servers != NULL && i < a->num_servers; ++i) free(a->servers[i].held_words);
   free(a->servers);
   free(a);
 }
@@ -439,6 +441,12 @@ wsync_status_t hc_adapter_build_requests(void* self, const wsync_engine_step_t* 
                                          uint32_t* num_out) {
   hc_adapter_t* a = (hc_adapter_t*)self;
   if (a == NULL) return hc_error(WSYNC_ERR_INVALID_ARGUMENT, "?", "build_requests: NULL instance");
+  if (step != NULL && step->step == WSYNC_STEP_CHECK && !a->checks_updates && out != NULL && num_out != NULL) {
+    hc_reset(&a->list); /* an engine that checks no declared update: nothing to send */
+    *out = a->list.req;
+    *num_out = 0;
+    return WSYNC_OK;
+  }
   return hc_build_requests(a->name, &a->list, self, a->build, step, out, num_out);
 }
 

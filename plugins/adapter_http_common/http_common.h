@@ -130,6 +130,12 @@ typedef struct hc_server {
   hc_version_t version;  /* the release it speaks (reported or forced) */
   int nothing_left;      /* the probe found nothing an earlier trainer left open (an update):
                             RESET need not end it. 0 (unknown) ends it as before. */
+  /* After an ABANDON (plugin ABI 1.7, adapters that set checks_updates): what the server holds
+   * (WSYNC_HELD_*), its words (malloc'd, or NULL), and whether its update must still be ended
+   * before it resumes (the RESUME built after the ABANDON sends that first). */
+  int32_t held;
+  char* held_words;
+  int end_pending;
 } hc_server_t;
 
 /* take_reply of one adapter (see wsync_adapter_v1_t.take_reply). */
@@ -152,6 +158,7 @@ typedef struct hc_adapter {
   const char* properties[HC_MAX_PROPERTIES];
   uint64_t num_properties;
   char group[HC_GROUP_MAX]; /* a hint's value: the group's name */
+  int checks_updates;       /* builds the CHECK step (plugin ABI 1.7); others send nothing at CHECK */
 } hc_adapter_t;
 
 /* A zeroed instance of `size` bytes (>= sizeof(hc_adapter_t)) whose base is set up; NULL (after
@@ -199,6 +206,7 @@ wsync_status_t hc_layout_one_dtype(const char* adapter, const void* self, wsync_
       hc_adapter_get_needs,                                     \
       NULL, /* runtime_info */                                  \
       hc_adapter_take_reply,                                    \
+      hc_adapter_held,                                          \
   };                                                            \
   HC_DEFINE_ENTRY(table, "adapter '" name "'")
 
@@ -220,6 +228,11 @@ wsync_status_t hc_check_supported(const hc_adapter_t* a, const char* engine, hc_
 int hc_json_count(const cJSON* obj, const char* key, int lo, int hi, int* out);
 /* A reply body as JSON (not NUL-terminated input); NULL when it is not JSON. */
 cJSON* hc_parse_body(const char* body, uint64_t len);
+/* The shared held entry (plugin ABI 1.7): what hc_set_held recorded for the server, else
+ * WSYNC_HELD_UNKNOWN. */
+int32_t hc_adapter_held(void* self, uint32_t server_index, const char** words);
+/* Record what server `index` holds after an ABANDON (words copied; NULL for none). */
+wsync_status_t hc_set_held(hc_adapter_t* a, uint32_t index, int32_t held, const char* words);
 /* The shared take_reply entry: hands the reply to a->take. */
 wsync_status_t hc_adapter_take_reply(void* self, const wsync_engine_step_t* step, uint32_t request_index,
                                      int32_t http_status, const char* body, uint64_t body_len);

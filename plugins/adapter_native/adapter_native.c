@@ -56,6 +56,7 @@ static const wsync_adapter_v1_t kNativeAdapter = {
     NULL, /* get_needs: the engine embeds a wsync receiver, which needs nothing from the transport */
     NULL, /* runtime_info */
     NULL, /* take_reply (1.3): reads no reply */
+    NULL, /* held (1.7): no HTTP server */
 };
 
 __attribute__((visibility("default"))) const wsync_adapter_v1_t* wsync_adapter_entry_v1(const wsync_host_v1_t* host) {

@@ -44,7 +44,20 @@
  *
  * Between /start_weight_update and /finish_weight_update vLLM keeps layers on the meta device:
  * generating then crashes the engine, so this adapter pauses by default. After a failure
- * (ABANDON) /finish_weight_update without a version ends the update.
+ * (ABANDON) /finish_weight_update without a version ends the update (backend=nccl).
+ *
+ * backend=wsync also talks to the backend's engine object itself, through the same dev route:
+ * POST /collective_rpc {"method": "weight_transfer_engine", "args": [call, ...]} makes every
+ * worker call its engine (engine(call, ...)) and answers {"results": [dict per worker]}:
+ *   CHECK (a declared update, plugin ABI 1.7)  args ["wsync_check", "<{names, dtype_names,
+ *       shapes} as JSON>"]: each worker checks the whole update against the served model before
+ *       anything is paused or begun; {"ok": false, "refused": "..."} refuses the update.
+ *   ABANDON  args ["wsync_abandon"]: each worker ends its side of the update and answers what it
+ *       holds ({"whole", "holds", "open"}; held). No /finish_weight_update here: vLLM's worker
+ *       already ended its update after a failed /update_weights and logs a rejected finish with
+ *       a traceback. Where a worker says its vLLM update is still open, the RESUME that follows
+ *       (where the group resumes: engine_resume_on_failure) sends /finish_weight_update first;
+ *       a server left paused is ended by the next trainer's RESET.
  *
  * Options (adapter.<key>):
  *   pause                      0|1 (1)  PAUSE/RESUME send /pause?mode=... and /resume
@@ -88,6 +101,19 @@ static wsync_status_t vllm_build(void* self, const wsync_engine_step_t* step);
 static wsync_status_t vllm_take(void* self, const wsync_engine_step_t* step, uint32_t request_index,
                                 int32_t http_status, const char* body, uint64_t body_len);
 
+/* backend=wsync: the packed options are vLLM's NCCL backend's. */
+static wsync_status_t refuse_packed_options(const wsync_adapter_params_t* params) {
+  size_t idx;
+  for (idx = 0; idx < sizeof kPackedOptions / sizeof kPackedOptions[0]; ++idx)
+    if (hc_option(params, kPackedOptions[idx]) != NULL)
+      return hc_error(WSYNC_ERR_INVALID_ARGUMENT, ADAPTER,
+                      "option 'adapter.%s' belongs to backend nccl (vLLM's packed NCCL broadcast); with "
+                      "backend=wsync the bytes move over the wsync transport in the group's buckets (option "
+                      "bucket_bytes): leave it out",
+                      kPackedOptions[idx]);
+  return WSYNC_OK;
+}
+
 static wsync_status_t vllm_create(const wsync_adapter_params_t* params, void** out) {
   vllm_adapter_t tmp, *a;
   const char* v;
@@ -107,13 +133,7 @@ static wsync_status_t vllm_create(const wsync_adapter_params_t* params, void** o
     if (st != WSYNC_OK) return st;
     tmp.wsync_backend = idx == 1;
   }
-  for (idx = 0; tmp.wsync_backend && idx < sizeof kPackedOptions / sizeof kPackedOptions[0]; ++idx)
-    if (hc_option(params, kPackedOptions[idx]) != NULL)
-      return hc_error(WSYNC_ERR_INVALID_ARGUMENT, ADAPTER,
-                      "option 'adapter.%s' belongs to backend nccl (vLLM's packed NCCL broadcast); with "
-                      "backend=wsync the bytes move over the wsync transport in the group's buckets (option "
-                      "bucket_bytes): leave it out",
-                      kPackedOptions[idx]);
+  if (tmp.wsync_backend && (st = refuse_packed_options(params)) != WSYNC_OK) return st;
   if ((v = hc_option(params, "pause")) != NULL && (st = hc_parse_bool(ADAPTER, "pause", v, &tmp.pause)) != WSYNC_OK)
     return st;
   if ((v = hc_option(params, "pause_mode")) != NULL) {
@@ -137,6 +157,7 @@ static wsync_status_t vllm_create(const wsync_adapter_params_t* params, void** o
   if (a == NULL) return WSYNC_ERR_OUT_OF_MEMORY;
   tmp.base.build = a->base.build;
   tmp.base.take = vllm_take;
+  tmp.base.checks_updates = tmp.wsync_backend; /* CHECK: the wsync backend's engine checks a declared update */
   *a = tmp;
   /* vLLM's workers take the NCCL id in the init request (nccl_unique_id_b64, where the transport
    * has one) and run a one-element all-reduce right after NCCL init: the sender must run it too.
@@ -356,6 +377,11 @@ static int update_active_answer(int32_t http_status, const char* body, uint64_t 
   return !cJSON_IsArray(r) || n == 0 || !ok ? -1 : any;
 }
 
+static wsync_status_t take_check(vllm_adapter_t* a, const wsync_engine_step_t* s, int32_t http_status,
+                                 const char* body, uint64_t body_len);
+static wsync_status_t take_abandon(vllm_adapter_t* a, const wsync_engine_step_t* s, int32_t http_status,
+                                   const char* body, uint64_t body_len);
+
 static wsync_status_t vllm_take(void* self, const wsync_engine_step_t* s, uint32_t request_index,
                                 int32_t http_status, const char* body, uint64_t body_len) {
   vllm_adapter_t* a = (vllm_adapter_t*)self;
@@ -365,6 +391,8 @@ static wsync_status_t vllm_take(void* self, const wsync_engine_step_t* s, uint32
   cJSON* j;
   wsync_status_t st;
   if (srv == NULL) return WSYNC_ERR_OUT_OF_MEMORY;
+  if (s->step == WSYNC_STEP_CHECK) return take_check(a, s, http_status, body, body_len);
+  if (s->step == WSYNC_STEP_ABANDON) return take_abandon(a, s, http_status, body, body_len);
   if (s->step != WSYNC_STEP_PROBE) return WSYNC_OK;
   if (request_index == last) {
     srv->nothing_left = update_active_answer(http_status, body, body_len) == 0;
@@ -442,22 +470,179 @@ static wsync_status_t add_reset(vllm_adapter_t* a, const wsync_engine_step_t* s,
   return st;
 }
 
+/* ---- backend=wsync: the engine's own calls (see the top of this file) ---- */
+
+/* The "results" array of a /collective_rpc answer, or NULL (the body is kept in *owner). */
+static const cJSON* rpc_results(int32_t http_status, const char* body, uint64_t body_len, cJSON** owner) {
+  const cJSON* r;
+  *owner = NULL;
+  if (http_status != 200 || (*owner = hc_parse_body(body, body_len)) == NULL) return NULL;
+  r = cJSON_GetObjectItemCaseSensitive(*owner, "results");
+  return cJSON_IsArray(r) && cJSON_GetArraySize(r) > 0 ? r : NULL;
+}
+
+/* The engine's reply text for a message: the start of the body, printable bytes only. */
+static void quote_body(const char* body, uint64_t body_len, char* out, size_t cap) {
+  size_t i, n = body_len < cap - 1 ? (size_t)body_len : cap - 1;
+  for (i = 0; i < n; ++i) out[i] = body[i] >= 32 && body[i] < 127 ? body[i] : ' ';
+  out[n] = '\0';
+}
+
+/* An engine's words for a message or a log line: printable ASCII kept, anything else a space. */
+static void printable(char* text) {
+  for (; *text; ++text)
+    if ((unsigned char)*text < 32 || (unsigned char)*text == 127) *text = ' ';
+}
+
+static wsync_status_t take_check(vllm_adapter_t* a, const wsync_engine_step_t* s, int32_t http_status,
+                                 const char* body, uint64_t body_len) {
+  cJSON* j;
+  const cJSON* e;
+  const cJSON* r = rpc_results(http_status, body, body_len, &j);
+  char quoted[240];
+  wsync_status_t st = WSYNC_OK;
+  (void)s;
+  if (r == NULL) {
+    cJSON_Delete(j);
+    quote_body(body, body_len, quoted, sizeof quoted);
+    return hc_error(WSYNC_ERR_ENGINE, ADAPTER, "it could not check the declared update (HTTP %d: %s); its wsync backend "
+                    "must be wsync 0.8 or later, in a server started with VLLM_SERVER_DEV_MODE=1",
+                    (int)http_status, quoted);
+  }
+  cJSON_ArrayForEach(e, r) {
+    const cJSON* ok = cJSON_GetObjectItemCaseSensitive(e, "ok");
+    const cJSON* why = cJSON_GetObjectItemCaseSensitive(e, "refused");
+    if (cJSON_IsTrue(ok)) continue;
+    if (cJSON_IsFalse(ok) && cJSON_IsString(why)) printable(why->valuestring);
+    st = hc_error(cJSON_IsFalse(ok) ? WSYNC_ERR_INVALID_ARGUMENT : WSYNC_ERR_PROTOCOL, ADAPTER, "%.2000s",
+                  cJSON_IsFalse(ok) && cJSON_IsString(why) ? why->valuestring
+                                                           : "a worker's answer to the check has no \"ok\"");
+    break;
+  }
+  cJSON_Delete(j);
+  (void)a;
+  return st;
+}
+
+/* What the server holds after ABANDON: one version where every worker is whole, a mix where one
+ * is not; its words (the workers' own, joined when they differ); and whether a worker's vLLM
+ * update is still open (ended by the RESUME that follows). A reply that says none of it: unknown. */
+static wsync_status_t take_abandon(vllm_adapter_t* a, const wsync_engine_step_t* s, int32_t http_status,
+                                   const char* body, uint64_t body_len) {
+  cJSON* j;
+  const cJSON* e;
+  const cJSON* r = rpc_results(http_status, body, body_len, &j);
+  hc_server_t* srv = hc_server(&a->base, s->server_index);
+  char words[1024] = "";
+  int32_t held = WSYNC_HELD_ONE_VERSION;
+  int open = 0, k = 0;
+  wsync_status_t st;
+  if (srv == NULL) {
+    cJSON_Delete(j);
+    return WSYNC_ERR_OUT_OF_MEMORY;
+  }
+  if (r == NULL) held = WSYNC_HELD_UNKNOWN;
+  cJSON_ArrayForEach(e, r) {
+    const cJSON* whole = cJSON_GetObjectItemCaseSensitive(e, "whole");
+    const cJSON* holds = cJSON_GetObjectItemCaseSensitive(e, "holds");
+    const size_t used = strlen(words);
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "open"))) open = 1;
+    if (!cJSON_IsBool(whole) || !cJSON_IsString(holds)) {
+      held = WSYNC_HELD_UNKNOWN;
+      break;
+    }
+    if (cJSON_IsFalse(whole)) held = WSYNC_HELD_MIX;
+    if (k++ == 0) snprintf(words, sizeof words, "%s", holds->valuestring);
+    else if (strstr(words, holds->valuestring) == NULL && used + 16 < sizeof words)
+      snprintf(words + used, sizeof words - used, "; worker %d: %s", k - 1, holds->valuestring);
+  }
+  cJSON_Delete(j);
+  srv->end_pending = open;
+  printable(words);
+  st = hc_set_held(&a->base, s->server_index, held, held == WSYNC_HELD_UNKNOWN ? NULL : words);
+  return st;
+}
+
+/* CHECK: the declared update as {"names", "dtype_names", "shapes"} JSON text, the engine call's
+ * second argument. */
+static wsync_status_t add_check(vllm_adapter_t* a, const wsync_engine_step_t* s) {
+  cJSON* cat = cJSON_CreateObject();
+  cJSON* b;
+  cJSON* args;
+  char* text;
+  int ok = cat != NULL && hc_put(cat, "names", hc_names(s));
+  ok = ok && hc_put(cat, "dtype_names", hc_dtype_names(s));
+  ok = ok && hc_put(cat, "shapes", hc_shapes(s));
+  text = ok ? cJSON_PrintUnformatted(cat) : NULL;
+  cJSON_Delete(cat);
+  if (text == NULL) return hc_oom(ADAPTER, NULL);
+  b = cJSON_CreateObject();
+  args = cJSON_CreateArray();
+  ok = b != NULL && args != NULL && cJSON_AddItemToArray(args, cJSON_CreateString("wsync_check")) &&
+       cJSON_AddItemToArray(args, cJSON_CreateString(text));
+  free(text);
+  if (!ok) {
+    cJSON_Delete(args);
+    return hc_oom(ADAPTER, b);
+  }
+  if (!hc_put(b, "args", args) || !hc_put(b, "method", cJSON_CreateString("weight_transfer_engine")))
+    return hc_oom(ADAPTER, b); /* (hc_put frees what it could not add) */
+  return hc_add(&a->base.list, ADAPTER, WSYNC_HTTP_POST, "/collective_rpc", b, 1, WSYNC_REPLY_TO_ADAPTER);
+}
+
+/* ABANDON (backend=wsync): engine("wsync_abandon"); what it says is read by take_abandon. */
+static wsync_status_t add_abandon_wsync(vllm_adapter_t* a, const wsync_engine_step_t* s) {
+  cJSON* b = cJSON_CreateObject();
+  cJSON* args = cJSON_CreateArray();
+  wsync_status_t st = hc_set_held(&a->base, s->server_index, WSYNC_HELD_UNKNOWN, NULL);
+  if (st != WSYNC_OK || b == NULL || args == NULL || !cJSON_AddItemToArray(args, cJSON_CreateString("wsync_abandon"))) {
+    cJSON_Delete(args);
+    cJSON_Delete(b);
+    return st != WSYNC_OK ? st : hc_oom(ADAPTER, NULL);
+  }
+  a->base.servers[s->server_index].end_pending = 0; /* (hc_set_held made the entry) */
+  if (!hc_put(b, "args", args) || !hc_put(b, "method", cJSON_CreateString("weight_transfer_engine")))
+    return hc_oom(ADAPTER, b); /* (hc_put frees what it could not add) */
+  return hc_add(&a->base.list, ADAPTER, WSYNC_HTTP_POST, "/collective_rpc", b, 0, WSYNC_REPLY_TO_ADAPTER);
+}
+
+/* Whether the server's vLLM update is still open after an ABANDON (then cleared: the caller's
+ * request ends it). */
+static int end_pending_taken(vllm_adapter_t* a, const wsync_engine_step_t* s) {
+  hc_server_t* srv = s->server_index < a->base.num_servers ? &a->base.servers[s->server_index] : NULL;
+  int pending = srv != NULL && srv->end_pending;
+  if (pending) srv->end_pending = 0;
+  return pending;
+}
+
+/* RESUME: after an ABANDON whose server still has its vLLM update open, end it first. */
+static wsync_status_t add_resume(vllm_adapter_t* a, const wsync_engine_step_t* s) {
+  wsync_status_t st = end_pending_taken(a, s) ? add_finish(a, s, 0) : WSYNC_OK;
+  if (st == WSYNC_OK && a->pause) st = hc_add(&a->base.list, ADAPTER, WSYNC_HTTP_POST, "/resume", NULL, 1, WSYNC_REPLY_JSON);
+  return st;
+}
+
 static wsync_status_t build(vllm_adapter_t* a, const wsync_engine_step_t* s) {
   hc_requests_t* l = &a->base.list;
   const hc_version_t release = hc_server_version(&a->base, s->server_index, kNewest);
   cJSON* b;
+  wsync_status_t st;
   switch (s->step) {
     case WSYNC_STEP_HEALTH:
       return hc_add(l, ADAPTER, WSYNC_HTTP_GET, "/health", NULL, 1, WSYNC_REPLY_STATUS);
     case WSYNC_STEP_PROBE:
       return add_probe(a);
     case WSYNC_STEP_RESET:
+      (void)end_pending_taken(a, s); /* the reset asks and ends what is open itself */
       return add_reset(a, s, release);
     case WSYNC_STEP_INIT:
       return a->wsync_backend ? build_init_wsync(a, s) : build_init(a, s, release);
     case WSYNC_STEP_PAUSE:
       return a->pause ? add_pause(a) : WSYNC_OK;
     case WSYNC_STEP_BEGIN_UPDATE:
+      /* A failed update whose vLLM update is still open here (left paused, or an elastic group
+       * going on after it): end it first, or vLLM refuses the start. */
+      if (end_pending_taken(a, s) && (st = add_finish(a, s, 0)) != WSYNC_OK) return st;
       /* No body parameter in current vLLM; {} leaves any body field at its default. */
       b = cJSON_CreateObject();
       if (b == NULL) return hc_oom(ADAPTER, NULL);
@@ -467,9 +652,11 @@ static wsync_status_t build(vllm_adapter_t* a, const wsync_engine_step_t* s) {
     case WSYNC_STEP_FINALIZE:
       return add_finish(a, s, 1);
     case WSYNC_STEP_ABANDON:
-      return add_finish(a, s, 0);
+      return a->wsync_backend ? add_abandon_wsync(a, s) : add_finish(a, s, 0);
     case WSYNC_STEP_RESUME:
-      return a->pause ? hc_add(l, ADAPTER, WSYNC_HTTP_POST, "/resume", NULL, 1, WSYNC_REPLY_JSON) : WSYNC_OK;
+      return add_resume(a, s);
+    case WSYNC_STEP_CHECK:
+      return a->wsync_backend ? add_check(a, s) : WSYNC_OK;
     case WSYNC_STEP_DESTROY:
       return add_shutdown(a, release);
     default:

@@ -542,6 +542,8 @@ static const wsync_adapter_v1_t kExampleAdapter = {
     ex_get_needs,      /* since plugin ABI 1.2; optional */
     NULL,              /* runtime_info: nothing to report (since 1.2; optional) */
     NULL,              /* take_reply: reads no reply, so the core sends it no 1.3 step (optional) */
+    NULL,              /* held: says nothing of what a server holds after a failure, so the core
+                          sends it no CHECK step (since 1.7; optional) */
 };
 
 /* The only exported symbol (everything else is hidden by -fvisibility=hidden). */

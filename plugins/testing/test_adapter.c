@@ -47,6 +47,7 @@ static const wsync_adapter_v1_t kTable = {
     NULL, /* get_needs: nothing to ask of the transport */
     NULL, /* runtime_info */
     NULL, /* take_reply (1.3): reads no reply */
+    NULL, /* held (1.7) */
 };
 
 __attribute__((visibility("default"))) const wsync_adapter_v1_t* wsync_adapter_entry_v1(const wsync_host_v1_t* host) {

@@ -28,6 +28,7 @@ const char* step_name(int step) {
     case WSYNC_STEP_PROBE: return "probe";
     case WSYNC_STEP_RESET: return "reset";
     case WSYNC_STEP_ABANDON: return "abandoning the update";
+    case WSYNC_STEP_CHECK: return "check of the declared update";
     default: return "step";
   }
 }
@@ -35,6 +36,11 @@ const char* step_name(int step) {
 bool adapter_knows_engine_13(const wsync_group_t* g) {
   const wsync_adapter_v1_t* t = g->plugins.adapter.table;
   return WSYNC_HAS_FIELD(t, wsync_adapter_v1_t, take_reply) && t->take_reply != nullptr;
+}
+
+bool adapter_knows_engine_17(const wsync_group_t* g) {
+  const wsync_adapter_v1_t* t = g->plugins.adapter.table;
+  return adapter_knows_engine_13(g) && WSYNC_HAS_FIELD(t, wsync_adapter_v1_t, held) && t->held != nullptr;
 }
 
 StepView::StepView(wsync_group_t* g, size_t index, int step, const PlanBucket* bucket,
@@ -242,6 +248,10 @@ wsync_status_t EngineCalls::hand_replies(const std::vector<std::shared_ptr<Resul
       const wsync_adapter_v1_t* t = g_->plugins.adapter.table;
       wsync_status_t st = t->take_reply(g_->plugins.adapter_self, &v.es, rep.request_index, rep.http_status,
                                         rep.body.data(), rep.body.size());
+      if (st != WSYNC_OK && step_ == WSYNC_STEP_CHECK)  // (the adapter's words quote the engine)
+        return fail(st, "engine %s refused the declared update before anything was paused, sent or loaded: %s "
+                    "[the engine servers were not touched: they serve the version they had]",
+                    g_->engines.servers[r->server_index].url.c_str(), last_error().c_str());
       if (st != WSYNC_OK)
         return fail(st, "adapter '%s' refused the %s answer of engine %s: %s", t->name, step_name(step_),
                     g_->engines.servers[r->server_index].url.c_str(), last_error().c_str());

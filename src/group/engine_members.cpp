@@ -114,7 +114,7 @@ void drop_server(wsync_group_t* g, Flight* flight, size_t i, wsync_status_t st, 
   back_down(g, i);
   // What a failure does in a fixed group, for this server alone: its open update is ended, and its
   // generation resumed when the group resumes on failure. In the background: it may be wedged.
-  const bool resume = g->engines.paused && g->cfg.engines_resume_on_failure;
+  const bool resume = g->engines.paused && g->cfg.engines_resume_on_failure == ResumeOnFailure::kAlways;
   if (g->engines.update_open && (adapter_knows_engine_13(g) || resume)) {
     HttpOptions h = quick_http(g);
     h.request_timeout_ms = std::min<int64_t>(g->cfg.http.request_timeout_ms > 0 ? g->cfg.http.request_timeout_ms : 10000, 10000);

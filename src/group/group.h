@@ -27,6 +27,7 @@
 #include "common/payload_hasher.h"
 #include "common/secret.h"
 #include "control/control_conn.h"
+#include "group/group_declare.h"
 #include "device/mem_block.h"
 #include "http/engine_set.h"
 #include "http/http_client.h"
@@ -195,6 +196,10 @@ struct Mailbox {
 // ---- The parts of the group. Each is written by the file named in its comment (others read it,
 // or ask that file through a function); options and the shape are read-only after init.
 
+// Option engine_resume_on_failure: after a failed update, resume a paused engine server never (0),
+// always (1), or when it holds one version (auto, the default).
+enum class ResumeOnFailure { kNever, kAlways, kAuto };
+
 // The caller's config and options as given (group_options.cpp). An option left out stays empty:
 // init resolves it into GroupShape.
 struct GroupOptions {
@@ -222,7 +227,7 @@ struct GroupOptions {
   // option engine_receivers: "none" (an unmodified engine: its HTTP replies are the only
   // acknowledgements; no wsync control channel) or "wsync" (the engine embeds wsync receivers)
   bool engines_embed_wsync = false;
-  bool engines_resume_on_failure = false;
+  ResumeOnFailure engines_resume_on_failure = ResumeOnFailure::kAuto;
   int64_t engine_recheck_ms = 2000;
 };
 
@@ -370,6 +375,14 @@ struct CallerSide {
   void* stream = nullptr;                           // wsync_group_set_cuda_stream
 };
 
+// The declared update (group_declare.cpp): the caller's thread checks batches and the finalize
+// against `caller`; `for_engines` is handed to the pipeline thread's open_update (under `mu`).
+struct DeclaredSide {
+  std::shared_ptr<const Declared> caller;
+  std::mutex mu;
+  std::shared_ptr<const Declared> for_engines;
+};
+
 // Many senders (group_senders.cpp).
 struct Senders {
   std::unique_ptr<TcpStoreClient> client;  // sender 0's store (sender 0: its own)
@@ -395,7 +408,18 @@ struct EngineSide {
   std::atomic<bool> failed{false};    // an INIT request failed: stop waiting for receivers
   bool update_open = false;  // PAUSE / BEGIN_UPDATE were sent for this update
   bool paused = false;       // the PAUSE step of the open update sent requests
+  bool paused_by_failure = false;  // a failure's abandon left servers paused (holding a mix, or
+                                   // by the option): a later abandon (destroy) keeps them so
   bool joined = false;       // the INIT step was sent: destroy tears the engine side down
+  // After a failure: what each server holds (adapter `held`, plugin ABI 1.7), by server index,
+  // and whether this group resumed it (engines_abandon)
+  struct Held {
+    int32_t held = WSYNC_HELD_UNKNOWN;
+    std::string words;
+    bool paused = false;   // this update paused it
+    bool resumed = false;  // and this group resumed it after the failure
+  };
+  std::vector<Held> held;
   // membership=elastic (engine_members.cpp; pipeline thread): servers dropped and brought back
   struct Returns {
     std::vector<std::shared_ptr<EngineRejoin>> by_server;  // each one's way back
@@ -422,6 +446,7 @@ struct wsync_group {
   wsync::Staging staging;
   wsync::DeviceSide dev;
   wsync::CallerSide caller;
+  wsync::DeclaredSide declared;
   wsync::Senders senders;
   wsync::EngineSide engines;
 };

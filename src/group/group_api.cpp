@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "common/api_guard.h"
+#include "group/group_declare.h"
 #include "group/group_internal.h"
 #include "group/group_mailbox.h"
 #include "group/group_members.h"
@@ -49,6 +50,14 @@ WSYNC_API wsync_status_t wsync_group_send_wait(wsync_group_t* group, uint64_t ti
   return api_call("wsync_group_send_wait", [&] {
     if (group == nullptr) return fail(WSYNC_ERR_INVALID_ARGUMENT, "group is NULL");
     return group_send_wait(group, ticket, timeout_ms);
+  });
+}
+
+WSYNC_API wsync_status_t wsync_group_declare_update(wsync_group_t* group, const wsync_tensor_t* tensors,
+                                                    uint64_t num_tensors) {
+  return api_call("wsync_group_declare_update", [&] {
+    if (group == nullptr) return fail(WSYNC_ERR_INVALID_ARGUMENT, "group is NULL");
+    return group_declare_update(group, tensors, num_tensors);
   });
 }
 

@@ -142,33 +142,96 @@ wsync_status_t engines_probe_and_reset(wsync_group_t* g) {
   return WSYNC_OK;
 }
 
+namespace {
+
+// After the ABANDON: what each live server holds (the adapter's `held`, plugin ABI 1.7), into
+// g->engines.held (UNKNOWN for an older adapter).
+void read_held(wsync_group_t* g) {
+  const wsync_adapter_v1_t* t = g->plugins.adapter.table;
+  const bool knows = adapter_knows_engine_17(g);
+  g->engines.held.assign(g->engines.servers.size(), EngineSide::Held());
+  for (size_t i = 0; i < g->engines.servers.size(); ++i) {
+    if (!g->engines.servers[i].live || !knows) continue;
+    const char* words = nullptr;
+    const int32_t h = t->held(g->plugins.adapter_self, static_cast<uint32_t>(i), &words);
+    EngineSide::Held& e = g->engines.held[i];
+    e.held = h == WSYNC_HELD_ONE_VERSION || h == WSYNC_HELD_MIX ? h : WSYNC_HELD_UNKNOWN;
+    if (words != nullptr) e.words.assign(words, strnlen(words, 4096));
+  }
+}
+
+// Whether a paused server resumes after a failure (option engine_resume_on_failure): always (1),
+// never (0), or (auto, the default) when it holds one version. `was_open` false: the update
+// committed but its RESUME failed: every server holds that version.
+bool resumes_after_failure(const wsync_group_t* g, size_t i, bool was_open) {
+  switch (g->cfg.engines_resume_on_failure) {
+    case ResumeOnFailure::kAlways: return true;
+    case ResumeOnFailure::kNever: return false;
+    default: return !was_open || (i < g->engines.held.size() && g->engines.held[i].held == WSYNC_HELD_ONE_VERSION);
+  }
+}
+
+}  // namespace
+
 void engines_abandon(wsync_group_t* g) {
   // Also after a committed update whose RESUME failed: nothing to end, but still paused.
   if (!g->shape.http_engines || (!g->engines.update_open && !g->engines.paused)) return;
   const bool was_open = g->engines.update_open;
+  // Called again (a destroy, an abort after the failure): what the failure left stands; a server
+  // left paused holding a mix must not be resumed now.
+  if (!was_open && g->engines.paused_by_failure) return;
   g->engines.update_open = false;
   const HttpOptions http = best_effort_http(g);
   CallMode mode;
   mode.best_effort = true;
   mode.http = &http;
   if (was_open && adapter_knows_engine_13(g)) engines_step(g, WSYNC_STEP_ABANDON, 0, mode);
-  if (g->engines.paused && g->cfg.engines_resume_on_failure) {
-    engines_step(g, WSYNC_STEP_RESUME, 0, mode);
-    g->engines.paused = false;
+  if (was_open) read_held(g);
+  else g->engines.held.assign(g->engines.servers.size(), EngineSide::Held());
+  for (EngineSide::Held& h : g->engines.held) h.paused = g->engines.paused;
+  if (g->engines.paused) {
+    std::vector<size_t> resume;
+    size_t live = 0;
+    for (size_t i = 0; i < g->engines.servers.size(); ++i) {
+      if (!g->engines.servers[i].live) continue;
+      ++live;
+      if (resumes_after_failure(g, i, was_open)) resume.push_back(i);
+    }
+    if (!resume.empty()) {
+      mode.only = &resume;
+      engines_step(g, WSYNC_STEP_RESUME, 0, mode);
+      for (size_t i : resume) g->engines.held[i].resumed = true;
+    }
+    g->engines.paused = resume.size() < live;
+    g->engines.paused_by_failure = was_open && g->engines.paused;
   }
   if (!was_open) {
     if (g->engines.paused) WSYNC_LOGW("group '%s': the engine servers' generation stays paused", g->cfg.group_name.c_str());
     return;
   }
-  WSYNC_LOGW("group '%s': the update was %s on the engine servers; they hold a mix of weight versions%s",
-             g->cfg.group_name.c_str(), adapter_knows_engine_13(g) ? "ended" : "left open (the adapter predates plugin ABI 1.3)",
-             g->engines.paused ? " and generation stays paused" : "");
+  WSYNC_LOGW("group '%s': the update was %s on the engine servers%s", g->cfg.group_name.c_str(),
+             adapter_knows_engine_13(g) ? "ended" : "left open (the adapter predates plugin ABI 1.3)",
+             engines_failure_note(g, true).c_str());
+}
+
+wsync_status_t engines_check_declared(wsync_group_t* g, Flight* flight) {
+  std::shared_ptr<const Declared> d = declared_take_for_engines(g);
+  if (!d || !adapter_knows_engine_17(g)) return WSYNC_OK;
+  CallMode mode;
+  mode.flight = flight;
+  EngineCalls calls;
+  wsync_status_t st = calls.start(g, WSYNC_STEP_CHECK, &d->all, &d->tensors, 0, nullptr, mode);
+  return st == WSYNC_OK ? calls.finish(flight) : st;
 }
 
 wsync_status_t open_update(wsync_group_t* g, Flight* flight) {
   if (!g->shape.http_engines || g->engines.update_open) return WSYNC_OK;
+  // The declared update is checked first: a refusal leaves every server untouched (not paused).
+  wsync_status_t cst = engines_check_declared(g, flight);
+  if (cst != WSYNC_OK) return cst;
   // Open from the first request on: a failure in PAUSE or BEGIN_UPDATE is abandoned too.
   g->engines.update_open = true;
+  g->engines.paused_by_failure = false;
   CallMode mode;
   mode.flight = flight;
   EngineCalls pause;
@@ -215,16 +278,53 @@ void engines_resume_committed(wsync_group_t* g) {
   clear_error();
 }
 
+namespace {
+
+// One server's part of a failure's note: what it holds (its own words) and whether it serves.
+std::string held_note(const std::string& url, const EngineSide::Held& h) {
+  const bool one = h.held == WSYNC_HELD_ONE_VERSION;
+  std::string n = "engine " + url + " holds " + (h.words.empty() ? (one ? "one version" : "a mix of two versions") : h.words);
+  if (!h.paused) return n + (one ? " and serves it" : " and serves it (this group did not pause it: adapter.pause=0)");
+  if (h.resumed) return n + (one ? " and serves again" : " and serves it (engine_resume_on_failure=1)");
+  if (one) return n + " (its generation stays paused: engine_resume_on_failure=0)";
+  return n + "; its generation stays paused: publish a complete version (from a new group), or set group option "
+             "engine_resume_on_failure=1 to serve the mix";
+}
+
+}  // namespace
+
 std::string engines_failure_note(const wsync_group_t* g, bool was_open) {
+  was_open = was_open || g->engines.paused_by_failure;  // (asked again later: what the failure left)
   if (g->shape.http_engines && !was_open && g->engines.paused)  // committed, but its RESUME failed
     return " [the engine servers' generation stays paused (group option engine_resume_on_failure=1 resumes it)]";
   if (!g->shape.http_engines || !was_open) return std::string();
+  // What each server said it holds (plugin ABI 1.7), server by server (at most 4 named).
+  std::string said;
+  size_t told = 0, more = 0;
+  bool unknown = false;
+  for (size_t i = 0; i < g->engines.servers.size(); ++i) {
+    if (!g->engines.servers[i].live) continue;
+    const EngineSide::Held h = i < g->engines.held.size() ? g->engines.held[i] : EngineSide::Held();
+    if (h.held == WSYNC_HELD_UNKNOWN) {
+      unknown = true;
+      continue;
+    }
+    if (told == 4) {
+      ++more;
+      continue;
+    }
+    ++told;
+    said += (said.empty() ? "" : "; ") + held_note(g->engines.servers[i].url, h);
+  }
+  if (more > 0) said += "; and " + std::to_string(more) + " more server(s)";
+  if (!unknown && told > 0) return " [" + said + "]";
   std::string note = adapter_knows_engine_13(g)
                          ? " [the engine servers' update was ended; they hold a mix of weight versions until a complete update"
                          : " [the engine servers hold a mix of weight versions until a complete update (adapter '" +
                                std::string(g->plugins.adapter.table->name) + "' cannot end their update: it predates plugin ABI 1.3)";
   if (g->engines.paused)
     note += "; their generation stays paused (group option engine_resume_on_failure=1 resumes it)";
+  if (!said.empty()) note += "; " + said;
   return note + "]";
 }
 

@@ -5,12 +5,14 @@
 //   init:      HEALTH (filter) -> rank offsets, world size -> PROBE (what each server is; the
 //              adapter reads the replies) -> RESET (best effort: what a dead trainer left) ->
 //              INIT, posted while receivers join
-//   update:    PAUSE, BEGIN_UPDATE once; per bucket UPDATE, posted before the bucket moves and
+//   update:    CHECK of a declared update (1.7), PAUSE, BEGIN_UPDATE once; per bucket UPDATE, posted before the bucket moves and
 //              collected after its ACKs (engines reply only once the bytes arrived)
 //   finalize:  FINALIZE before the commit, RESUME after it
-//   failure:   ABANDON (best effort), then RESUME when engine_resume_on_failure=1
+//   failure:   ABANDON (best effort), what each server holds (adapter `held`, 1.7), then RESUME
+//              where engine_resume_on_failure says (auto: where the server holds one version)
 //   destroy:   (ABANDON when an update is open), DESTROY, best effort
-// PROBE, RESET and ABANDON are plugin ABI 1.3: only for an adapter that has take_reply.
+// PROBE, RESET and ABANDON are plugin ABI 1.3: only for an adapter that has take_reply; CHECK is
+// 1.7: only for one that has held.
 // membership=elastic: every step goes to the live servers only; dropping a server and bringing it
 // back are in engine_members.h.
 #pragma once
@@ -44,6 +46,9 @@ void engines_abandon(wsync_group_t* g);
 // An elastic update committed on some receivers but failed (too few confirmed): the engines ran
 // its FINALIZE, so their generation resumes as after a commit (a server that fails it is dropped).
 void engines_resume_committed(wsync_group_t* g);
+// The declared update (wsync_group_declare_update), when there is one: CHECK on every live server
+// before the update opens (plugin ABI 1.7 adapters); a refusal fails with the server's words.
+wsync_status_t engines_check_declared(wsync_group_t* g, Flight* flight);
 // HTTP engines: pause generation (if the adapter asks) and open the engine-side update, once per
 // update (the first bucket, or the finalize of an update that sent none).
 wsync_status_t open_update(wsync_group_t* g, Flight* flight = nullptr);
@@ -65,6 +70,8 @@ std::string engines_failure_note(const wsync_group_t* g, bool was_open);
 const char* step_name(int step);
 // The adapter knows plugin ABI 1.3's steps (it has take_reply).
 bool adapter_knows_engine_13(const wsync_group_t* g);
+// The adapter has `held` (plugin ABI 1.7): it knows the CHECK step and says what a server holds.
+bool adapter_knows_engine_17(const wsync_group_t* g);
 
 // The wsync_engine_step_t of one step at one server, with the storage it points into.
 class StepView {

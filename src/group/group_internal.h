@@ -9,6 +9,8 @@
 //   group_catchup.cpp   catch-up: a joiner paired with a member that holds the committed version
 //   group_senders.cpp   many senders: each batch's records, the plan and its digest via sender 0
 //   group_submit.cpp    the caller's side of send_start / send_wait / finalize
+//   group_declare.cpp   the declared update: batches and finalize checked against it, and the
+//                       engines' CHECK of it when the update opens
 //   group_mailbox.cpp   the mailbox between the caller's thread and the pipeline thread
 //   group_pipeline.cpp  the pipeline thread: jobs in order, delivery and failure bookkeeping
 //   group_bucket.cpp    the buckets on the wire: MANIFEST -> READY -> send_post -> BUCKET_SUM, ACK

@@ -117,10 +117,15 @@ const CoreOption kCoreOptions[] = {
     {"engine_recheck_ms", [](auto& k, auto& v, GroupOptions* o) { return number(k, v, 100, 3600 * 1000, &o->engine_recheck_ms); }},
     {"engine_resume_on_failure",
      [](auto& k, auto& v, GroupOptions* o) {
+       if (v == "auto") {
+         o->engines_resume_on_failure = ResumeOnFailure::kAuto;
+         return WSYNC_OK;
+       }
        uint64_t n = 0;
        wsync_status_t st = parse_u64_option(k, v, 0, 1, &n);
-       if (st == WSYNC_OK) o->engines_resume_on_failure = n == 1;
-       return st;
+       if (st != WSYNC_OK) return fail(st, "option '%s' must be 0, 1 or auto, got '%s'", k.c_str(), v.c_str());
+       o->engines_resume_on_failure = n == 1 ? ResumeOnFailure::kAlways : ResumeOnFailure::kNever;
+       return WSYNC_OK;
      }},
 };
 

@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "common/tensors.h"
+#include "group/group_declare.h"
 #include "group/group_device.h"
 #include "group/group_internal.h"
 #include "group/group_mailbox.h"
@@ -76,6 +77,7 @@ wsync_status_t group_send_start(wsync_group_t* g, const wsync_tensor_t* tensors,
   b->timeout_ms = receiver_timeout(g, timeout_ms);
   const int64_t room_ms = effective_timeout(g, timeout_ms);
   st = copy_batch(tensors, n, b.get());
+  if (st == WSYNC_OK) st = declared_check_batch(g, b->tensors);
   // Many senders: room in the pipeline first (a batch whose record went out must be queued).
   if (st == WSYNC_OK && g->shape.planned) st = mailbox_wait_for_room(g, deadline_after(room_ms), room_ms);
   // Many senders: every sender's part of this batch agreed before anything is queued (a failure
@@ -128,16 +130,22 @@ wsync_status_t group_send_batch(wsync_group_t* g, const wsync_tensor_t* tensors,
 }
 
 wsync_status_t group_finalize(wsync_group_t* g, uint64_t version, int64_t timeout_ms) {
+  wsync_status_t st = WSYNC_OK;
+  if (g->declared.caller) {  // (a broken group says its own failure first)
+    if ((st = mailbox_check_usable(g)) == WSYNC_OK) st = declared_check_finalize(g);
+    if (st != WSYNC_OK) return st;
+  }
   auto job = std::make_unique<FinalizeJob>();
   job->version = version;
   job->timeout_ms = receiver_timeout(g, timeout_ms);
   job->plan_digest = g->senders.update_plan_digest;
   bool ended = false;
-  wsync_status_t st = mailbox_finalize(g, std::move(job), &ended);
+  st = mailbox_finalize(g, std::move(job), &ended);
   if (!ended) return as_peer_failure(st);
   // Committed, or (membership=elastic) failed because receivers left: either way the update ended
   // and the group takes the next one.
   g->caller.names_in_update.clear();
+  declared_update_ended(g);
   senders_update_ended(g);
   return st;
 }

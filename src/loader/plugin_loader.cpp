@@ -21,16 +21,16 @@ struct Kind {
   size_t sizes[WSYNC_PLUGIN_ABI_MINOR + 1];  // table size of plugin ABI 1.0, 1.1, ...
 };
 
-// Transport tables did not grow in 1.3 and 1.6 (1.6 added the hint auth_key): a 1.2 table is a
-// whole 1.3 table; adapter tables did not grow in 1.4, 1.5 and 1.6.
+// Transport tables did not grow in 1.3, 1.6 and 1.7 (1.6 added the hint auth_key): a 1.2 table is
+// a whole 1.3 table; adapter tables did not grow in 1.4, 1.5 and 1.6 (1.7 appended `held`).
 const Kind kTransport = {"transport", "wsync_transport_entry_v1",
                          {WSYNC_TRANSPORT_V1_0_SIZE, WSYNC_TRANSPORT_V1_1_SIZE, WSYNC_TRANSPORT_V1_2_SIZE,
                           WSYNC_TRANSPORT_V1_2_SIZE, WSYNC_TRANSPORT_V1_4_SIZE, WSYNC_TRANSPORT_V1_5_SIZE,
-                          WSYNC_TRANSPORT_V1_5_SIZE}};
+                          WSYNC_TRANSPORT_V1_5_SIZE, WSYNC_TRANSPORT_V1_5_SIZE}};
 const Kind kAdapter = {"adapter", "wsync_adapter_entry_v1",
                        {WSYNC_ADAPTER_V1_0_SIZE, WSYNC_ADAPTER_V1_1_SIZE, WSYNC_ADAPTER_V1_2_SIZE,
                         WSYNC_ADAPTER_V1_3_SIZE, WSYNC_ADAPTER_V1_3_SIZE, WSYNC_ADAPTER_V1_3_SIZE,
-                        WSYNC_ADAPTER_V1_3_SIZE}};
+                        WSYNC_ADAPTER_V1_3_SIZE, WSYNC_ADAPTER_V1_7_SIZE}};
 
 // The header every table starts with.
 struct TableHead {

@@ -296,7 +296,7 @@
   C(wsync_http_request_t, WSYNC_HTTP_REQUEST_STRUCT_SIZE, 32, reply) \
   I(wsync_http_request_t, WSYNC_HTTP_REQUEST_INIT) \
   \
-  S(wsync_adapter_v1_t, 88) \
+  S(wsync_adapter_v1_t, 96) \
   F(wsync_adapter_v1_t, struct_size, 0, 4) \
   F(wsync_adapter_v1_t, abi_version, 4, 4) \
   F(wsync_adapter_v1_t, name, 8, 8) \
@@ -309,10 +309,12 @@
   F(wsync_adapter_v1_t, get_needs, 64, 8) \
   F(wsync_adapter_v1_t, runtime_info, 72, 8) \
   F(wsync_adapter_v1_t, take_reply, 80, 8) \
+  F(wsync_adapter_v1_t, held, 88, 8) \
   C(wsync_adapter_v1_t, WSYNC_ADAPTER_V1_0_SIZE, 56, destroy) \
   C(wsync_adapter_v1_t, WSYNC_ADAPTER_V1_1_SIZE, 64, build_requests) \
   C(wsync_adapter_v1_t, WSYNC_ADAPTER_V1_2_SIZE, 80, runtime_info) \
-  C(wsync_adapter_v1_t, WSYNC_ADAPTER_V1_3_SIZE, 88, take_reply)
+  C(wsync_adapter_v1_t, WSYNC_ADAPTER_V1_3_SIZE, 88, take_reply) \
+  C(wsync_adapter_v1_t, WSYNC_ADAPTER_V1_7_SIZE, 96, held)
 /* clang-format on */
 
 /* The number of structs in the table (every public struct of both headers). */

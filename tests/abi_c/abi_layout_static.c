@@ -43,7 +43,7 @@ _Static_assert(WSYNC_ADAPTER_NEEDS_STRUCT_SIZE == sizeof(wsync_adapter_needs_t),
 _Static_assert(WSYNC_ENGINE_STEP_STRUCT_SIZE == sizeof(wsync_engine_step_t), "WSYNC_ENGINE_STEP_STRUCT_SIZE");
 _Static_assert(WSYNC_HTTP_REQUEST_STRUCT_SIZE == sizeof(wsync_http_request_t), "WSYNC_HTTP_REQUEST_STRUCT_SIZE");
 _Static_assert(WSYNC_TRANSPORT_V1_5_SIZE == sizeof(wsync_transport_v1_t), "WSYNC_TRANSPORT_V1_5_SIZE");
-_Static_assert(WSYNC_ADAPTER_V1_3_SIZE == sizeof(wsync_adapter_v1_t), "WSYNC_ADAPTER_V1_3_SIZE");
+_Static_assert(WSYNC_ADAPTER_V1_7_SIZE == sizeof(wsync_adapter_v1_t), "WSYNC_ADAPTER_V1_7_SIZE");
 
 /* Something for the linker, and for the run-time test to see that these asserts were compiled. */
 int abi_layout_static_checked(void) { return 1; }

@@ -15,7 +15,7 @@ declared=$(grep -E '^WSYNC_API ' "$inc/wsync.h" | sed -n 's/^[^(]*[ *]\(wsync_[a
 exported=$(objdump -T "$lib" | awk '$NF ~ /^wsync_/ && $2 != "*UND*" {print $NF, $(NF-1)}' | sort -u)
 # The functions of ABI 1.4 (the first minor with a node of its own); later minors add theirs here.
 declare -A since=([wsync_receiver_get_state]=1.4 [wsync_receiver_touched_name]=1.4 [wsync_group_next_member_event]=1.5
-  [wsync_group_members]=1.5)
+  [wsync_group_members]=1.5 [wsync_group_declare_update]=1.6)
 n=0
 for f in $declared; do
   v=$(awk -v f="$f" '$1 == f {print $2}' <<<"$exported")

@@ -192,7 +192,8 @@ static void plugin_table_sizes_of_each_minor(void** state) {
   assert_int_equal(WSYNC_ADAPTER_V1_0_SIZE, offsetof(wsync_adapter_v1_t, build_requests));
   assert_int_equal(WSYNC_ADAPTER_V1_1_SIZE, offsetof(wsync_adapter_v1_t, get_needs));
   assert_int_equal(WSYNC_ADAPTER_V1_2_SIZE, offsetof(wsync_adapter_v1_t, take_reply));
-  assert_int_equal(WSYNC_ADAPTER_V1_3_SIZE, sizeof(wsync_adapter_v1_t));
+  assert_int_equal(WSYNC_ADAPTER_V1_3_SIZE, offsetof(wsync_adapter_v1_t, held));
+  assert_int_equal(WSYNC_ADAPTER_V1_7_SIZE, sizeof(wsync_adapter_v1_t));
   if (ABI_PINNED) {
     assert_int_equal(WSYNC_TRANSPORT_V1_0_SIZE, find_field("wsync_transport_v1_t", "register_staging")->pinned_offset);
     assert_int_equal(WSYNC_TRANSPORT_V1_1_SIZE, find_field("wsync_transport_v1_t", "get_event_fd")->pinned_offset);
@@ -202,7 +203,8 @@ static void plugin_table_sizes_of_each_minor(void** state) {
     assert_int_equal(WSYNC_ADAPTER_V1_0_SIZE, find_field("wsync_adapter_v1_t", "build_requests")->pinned_offset);
     assert_int_equal(WSYNC_ADAPTER_V1_1_SIZE, find_field("wsync_adapter_v1_t", "get_needs")->pinned_offset);
     assert_int_equal(WSYNC_ADAPTER_V1_2_SIZE, find_field("wsync_adapter_v1_t", "take_reply")->pinned_offset);
-    assert_int_equal(WSYNC_ADAPTER_V1_3_SIZE, find_struct("wsync_adapter_v1_t")->pinned_size);
+    assert_int_equal(WSYNC_ADAPTER_V1_3_SIZE, find_field("wsync_adapter_v1_t", "held")->pinned_offset);
+    assert_int_equal(WSYNC_ADAPTER_V1_7_SIZE, find_struct("wsync_adapter_v1_t")->pinned_size);
     assert_int_equal(WSYNC_TRANSPORT_V1_0_SIZE, 104);
     assert_int_equal(WSYNC_TRANSPORT_V1_1_SIZE, 120);
     assert_int_equal(WSYNC_TRANSPORT_V1_2_SIZE, 168);
@@ -210,6 +212,7 @@ static void plugin_table_sizes_of_each_minor(void** state) {
     assert_int_equal(WSYNC_ADAPTER_V1_1_SIZE, 64);
     assert_int_equal(WSYNC_ADAPTER_V1_2_SIZE, 80);
     assert_int_equal(WSYNC_ADAPTER_V1_3_SIZE, 88);
+    assert_int_equal(WSYNC_ADAPTER_V1_7_SIZE, 96);
   }
 
   t.struct_size = (uint32_t)WSYNC_TRANSPORT_V1_0_SIZE; /* a plugin built against the 1.0 header */
@@ -232,6 +235,9 @@ static void plugin_table_sizes_of_each_minor(void** state) {
   assert_false(WSYNC_HAS_FIELD(ap, wsync_adapter_v1_t, take_reply));
   a.struct_size = (uint32_t)WSYNC_ADAPTER_V1_3_SIZE;
   assert_true(WSYNC_HAS_FIELD(ap, wsync_adapter_v1_t, take_reply));
+  assert_false(WSYNC_HAS_FIELD(ap, wsync_adapter_v1_t, held));
+  a.struct_size = (uint32_t)WSYNC_ADAPTER_V1_7_SIZE;
+  assert_true(WSYNC_HAS_FIELD(ap, wsync_adapter_v1_t, held));
 }
 
 /* ---- *_INIT ---------------------------------------------------------------------------------- */

@@ -45,6 +45,7 @@ const char* step_label(int step) {
     case WSYNC_STEP_PROBE: return "PROBE";
     case WSYNC_STEP_RESET: return "RESET";
     case WSYNC_STEP_ABANDON: return "ABANDON";
+    case WSYNC_STEP_CHECK: return "CHECK";
     default: return "?";
   }
 }
@@ -53,7 +54,11 @@ const char* step_label(int step) {
 bool has_take_reply(const wsync_adapter_v1_t* t) {
   return WSYNC_HAS_FIELD(t, wsync_adapter_v1_t, take_reply) && t->take_reply != nullptr;
 }
-int last_step(const wsync_adapter_v1_t* t) { return has_take_reply(t) ? WSYNC_STEP_ABANDON : WSYNC_STEP_DESTROY; }
+// 1.7: it says what a server holds after ABANDON, and the core sends it CHECK.
+bool has_held(const wsync_adapter_v1_t* t) { return WSYNC_HAS_FIELD(t, wsync_adapter_v1_t, held) && t->held != nullptr; }
+int last_step(const wsync_adapter_v1_t* t) {
+  return has_held(t) ? WSYNC_STEP_CHECK : has_take_reply(t) ? WSYNC_STEP_ABANDON : WSYNC_STEP_DESTROY;
+}
 
 bool has_http(const wsync_adapter_v1_t* t) {
   return (t->caps & WSYNC_ADAPTER_CAP_HTTP) && t->struct_size >= kAdapterBuildRequestsEnd && t->build_requests;

@@ -106,6 +106,60 @@ TEST(E2E, OneReceiverSeveralVersionsWithSplitAndEmptyTensors) {
   EXPECT_EQ(0, wait_child(pids[0], 20000));
 }
 
+// A declared update (wsync_group_declare_update, ABI 1.6): a batch with a tensor not declared, or
+// of another shape or dtype, is refused before it moves, naming it; a finalize while declared
+// tensors are unsent is refused naming them; each refusal leaves the group usable, and the update
+// then commits whole (the receiver checks every byte). The declaration ends with the update: the
+// next one sends freely. Declaring once a batch started, or a name twice, is refused.
+TEST(E2E, ADeclaredUpdateTakesOnlyItsTensorsAndWholeAtFinalize) {
+  Sender s;
+  Model m;
+  m.spec = tensor_set(12, 1u << 20);
+  auto pids = start_receivers({plan_for(s, 1, m.spec, 2, false)});
+  ASSERT_EQ(WSYNC_OK, s.init(1, 256u << 10, 20000)) << wsync_last_error();
+  m.fill(1);
+  std::vector<wsync_tensor_t> decl = m.descs;
+  for (auto& d : decl) d.data = nullptr;  // no bytes are read
+  wsync_tensor_t twice[2] = {decl[0], decl[0]};
+  EXPECT_EQ(WSYNC_ERR_INVALID_ARGUMENT, wsync_group_declare_update(s.g, twice, 2));
+  EXPECT_NE(std::string(wsync_last_error()).find("declared twice"), std::string::npos) << wsync_last_error();
+  ASSERT_EQ(WSYNC_OK, wsync_group_declare_update(s.g, decl.data(), decl.size() - 1)) << wsync_last_error();
+  // The last tensor is not declared.
+  const std::string last = m.descs.back().name;
+  EXPECT_EQ(WSYNC_ERR_INVALID_ARGUMENT, wsync_group_send_batch(s.g, &m.descs.back(), 1, -1));
+  EXPECT_NE(std::string(wsync_last_error()).find("'" + last + "' is not in the update declared"), std::string::npos)
+      << wsync_last_error();
+  // Declared again with every tensor; one sent with another shape.
+  ASSERT_EQ(WSYNC_OK, wsync_group_declare_update(s.g, decl.data(), decl.size())) << wsync_last_error();
+  size_t two_d = 0;
+  while (two_d < m.descs.size() && m.descs[two_d].ndim != 2) ++two_d;
+  ASSERT_LT(two_d, m.descs.size());
+  wsync_tensor_t swapped = m.descs[two_d];
+  std::swap(swapped.shape[0], swapped.shape[1]);
+  if (swapped.shape[0] != swapped.shape[1]) {
+    EXPECT_EQ(WSYNC_ERR_INVALID_ARGUMENT, wsync_group_send_batch(s.g, &swapped, 1, -1));
+    EXPECT_NE(std::string(wsync_last_error()).find("was declared"), std::string::npos) << wsync_last_error();
+  }
+  // Half of it, then a finalize: refused, naming an unsent tensor; the rest, then it commits.
+  const size_t half = m.descs.size() / 2;
+  ASSERT_EQ(WSYNC_OK, wsync_group_send_batch(s.g, m.descs.data(), half, -1)) << wsync_last_error();
+  EXPECT_EQ(WSYNC_ERR_INVALID_STATE, wsync_group_declare_update(s.g, decl.data(), decl.size()));
+  EXPECT_EQ(WSYNC_ERR_INVALID_ARGUMENT, wsync_group_finalize(s.g, 1, -1));
+  const std::string unsent = std::string("(") + std::to_string(m.descs.size() - half) + " declared tensor(s) were not "
+                             "sent in this update ('" + m.descs[half].name + "'";
+  EXPECT_NE(std::string(wsync_last_error()).find(unsent.substr(1)), std::string::npos) << wsync_last_error();
+  ASSERT_EQ(WSYNC_OK, wsync_group_send_batch(s.g, m.descs.data() + half, m.descs.size() - half, -1))
+      << wsync_last_error();
+  ASSERT_EQ(WSYNC_OK, wsync_group_finalize(s.g, 1, -1)) << wsync_last_error();
+  // Version 2, undeclared: anything goes again.
+  m.fill(2);
+  ASSERT_EQ(WSYNC_OK, wsync_group_send_batch(s.g, m.descs.data(), m.descs.size(), -1)) << wsync_last_error();
+  ASSERT_EQ(WSYNC_OK, wsync_group_finalize(s.g, 2, -1)) << wsync_last_error();
+  wsync_group_destroy(s.g);
+  s.g = nullptr;
+  EXPECT_EQ(0, wait_child(pids[0], 20000));
+}
+
 TEST(E2E, ThreeReceiversPlacedAndViewsWithPayloadChecksums) {
   Sender s;
   Model m;

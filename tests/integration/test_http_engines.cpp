@@ -613,3 +613,98 @@ TEST(HttpEngines, ManySendersRefuseEnginesTheyCannotServe) {
   EXPECT_EQ(WSYNC_ERR_INVALID_ARGUMENT, st);
   EXPECT_NE(std::string::npos, std::string(wsync_last_error()).find("sender 0 alone")) << wsync_last_error();
 }
+
+namespace {
+
+const char kWsyncEngine[] = "--vllm-backend";
+
+void start_wsync_vllm(Engine* e, std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {kWsyncEngine, "wsync"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  start_engine(e, "vllm", "0.32.0", args);
+}
+
+}  // namespace
+
+// A declared update (wsync_group_declare_update) that the engine refuses: the first send fails
+// with the engine's words before anything is paused, begun or sent, and the server serves on.
+TEST(HttpEngines, ADeclaredUpdateTheEngineRefusesTouchesNothing) {
+  Engine e;
+  start_wsync_vllm(&e, {"--wsync-refuse", "layers.3.weight"});
+  Model m;
+  m.spec = tensor_set(8, 0);
+  Trainer tr;
+  ASSERT_EQ(WSYNC_OK, tr.init("vllm", e.url(), {{"adapter.backend", "wsync"}})) << wsync_last_error();
+  ASSERT_EQ(WSYNC_OK, publish(tr, m, 1)) << wsync_last_error();
+  forget_requests(e);
+  m.fill(2);
+  ASSERT_EQ(WSYNC_OK, wsync_group_declare_update(tr.g, m.descs.data(), m.descs.size())) << wsync_last_error();
+  // (send_batch returns once its tensors are staged: the refusal comes by the finalize at the latest)
+  const wsync_status_t sent = wsync_group_send_batch(tr.g, m.descs.data(), m.descs.size(), -1);
+  EXPECT_TRUE(sent == WSYNC_OK || sent == WSYNC_ERR_INVALID_ARGUMENT) << wsync_last_error();
+  EXPECT_EQ(WSYNC_ERR_INVALID_ARGUMENT, wsync_group_finalize(tr.g, 2, -1));
+  const std::string msg = wsync_last_error();
+  EXPECT_NE(std::string::npos, msg.find("tensor 'layers.3.weight' has a shape the served model does not have")) << msg;
+  EXPECT_NE(std::string::npos, msg.find("refused the declared update before anything was paused, sent or loaded"))
+      << msg;
+  // Only the check reached the server: no pause, no start, no bucket, no abandon.
+  const std::vector<std::string> r = routes(e);
+  EXPECT_EQ((std::vector<std::string>{"/collective_rpc"}), r);
+  EXPECT_NE(std::string::npos, requests(e).at(0).body.find("wsync_check")) << requests(e).at(0).body;
+  EXPECT_EQ("false", state(e, "paused"));
+  EXPECT_EQ("false", state(e, "update_active"));
+  expect_engine_holds(e, m.spec, 1);
+}
+
+// An update that fails before any bucket loaded: the server holds one version, so it resumes by
+// default (engine_resume_on_failure=auto), and the error says so. One that fails after a bucket
+// loaded holds a mix: it stays paused, and the error says what to do. Neither sends a
+// /finish_weight_update that vLLM must refuse.
+TEST(HttpEngines, AFailedUpdateResumesWhereTheServerHoldsOneVersion) {
+  Engine e;
+  start_wsync_vllm(&e);
+  Model m;
+  m.spec = tensor_set(8, 0);
+  {
+    Trainer tr;
+    ASSERT_EQ(WSYNC_OK, tr.init("vllm", e.url(), {{"adapter.backend", "wsync"}})) << wsync_last_error();
+    ASSERT_EQ(WSYNC_OK, publish(tr, m, 1)) << wsync_last_error();
+    post(e, "/debug/fail_updates?count=1&message=refused%20once", "");
+    m.fill(2);
+    const wsync_status_t sent = wsync_group_send_batch(tr.g, m.descs.data(), m.descs.size(), -1);
+    EXPECT_TRUE(sent == WSYNC_OK || sent == WSYNC_ERR_ENGINE) << wsync_last_error();
+    EXPECT_EQ(WSYNC_ERR_ENGINE, wsync_group_finalize(tr.g, 2, -1));
+    const std::string msg = wsync_last_error();
+    EXPECT_NE(std::string::npos, msg.find("refused once")) << msg;
+    EXPECT_NE(std::string::npos, msg.find("holds version 1 and serves again")) << msg;
+    EXPECT_EQ("false", state(e, "paused"));
+    EXPECT_EQ("0", state(e, "unmatched_finishes"));
+    // (what the server holds is its engine's word, emulated here: the reference engine's own
+    // receiver writes bytes as they come, so its tensors are not checked in this case)
+  }
+  {
+    Trainer tr;  // (a new group: the failed one is broken)
+    ASSERT_EQ(WSYNC_OK, tr.init("vllm", e.url(), {{"adapter.backend", "wsync"}})) << wsync_last_error();
+    m.fill(3);
+    const size_t half = m.descs.size() / 2;
+    ASSERT_EQ(WSYNC_OK, wsync_group_send_batch(tr.g, m.descs.data(), half, -1)) << wsync_last_error();
+    wait_delivered(tr, 1);
+    post(e, "/debug/fail_updates?count=1&message=refused%20later", "");
+    const wsync_status_t sent = wsync_group_send_batch(tr.g, m.descs.data() + half, m.descs.size() - half, -1);
+    EXPECT_TRUE(sent == WSYNC_OK || sent == WSYNC_ERR_ENGINE) << wsync_last_error();
+    EXPECT_EQ(WSYNC_ERR_ENGINE, wsync_group_finalize(tr.g, 3, -1));
+    const std::string msg = wsync_last_error();
+    EXPECT_NE(std::string::npos, msg.find("holds a mix of two versions (1 bucket(s)")) << msg;
+    EXPECT_NE(std::string::npos, msg.find("its generation stays paused: publish a complete version")) << msg;
+    EXPECT_EQ("true", state(e, "paused"));
+    EXPECT_EQ("0", state(e, "unmatched_finishes"));
+  }
+  // The failed group's destroy leaves it so (a mix is not served because the trainer went away).
+  EXPECT_EQ("true", state(e, "paused"));
+  // The next trainer's reset resumes it.
+  Trainer tr;
+  ASSERT_EQ(WSYNC_OK, tr.init("vllm", e.url(), {{"adapter.backend", "wsync"}})) << wsync_last_error();
+  EXPECT_EQ("false", state(e, "paused"));
+  ASSERT_EQ(WSYNC_OK, publish(tr, m, 4)) << wsync_last_error();
+  expect_engine_holds(e, m.spec, 4);
+}

@@ -37,6 +37,8 @@ void usage(FILE* f) {
       "  --fail-update MESSAGE    every update request fails with MESSAGE (--fail-updates N: only\n"
       "                           the first N do, then the engine works again)\n"
       "  --vllm-group NAME        wsync group name joined by vLLM's init (default weight_update_group)\n"
+      "  --wsync-refuse NAME      --vllm-backend wsync: the engine's check of a declared update refuses\n"
+      "                           tensor NAME (as a shape the served model does not have)\n"
       "  --vllm-backend B         nccl (default) or wsync: vLLM's weight-transfer backend, which\n"
       "                           sets init_info's fields (wsync: store_addr, group_name, rank_offset,\n"
       "                           world_size, as the wsync package's backend takes them)\n"
@@ -82,6 +84,7 @@ int take(Options* o, const std::string& a, const std::string& v) {
   else if (a == "--fail-updates") return num(0, 1000000, &o->fail_update_count);
   else if (a == "--vllm-group") { if (v.empty()) return bad(); o->vllm_group = v; }
   else if (a == "--vllm-backend") { if (v != "nccl" && v != "wsync") return bad(); o->vllm_backend = v; }
+  else if (a == "--wsync-refuse") { if (v.empty()) return bad(); o->wsync_refuse = v; }
   else {
     std::fprintf(stderr, "wsync-reference-engine: unknown flag %s (see --help)\n", a.c_str());
     return 2;

@@ -34,6 +34,7 @@ struct Options {
   bool register_model = false;      // --register-model: receivers register the model's tensors
   std::string vllm_group = "weight_update_group";  // wsync group name the vLLM init joins
   std::string vllm_backend = "nccl";               // "nccl" | "wsync": the init_info vLLM's init takes
+  std::string wsync_refuse;                        // --wsync-refuse: the wsync check refuses this tensor
   bool enable_abort_handling = false;              // LMDeploy /abort_request (else 501)
 };
 

@@ -38,6 +38,8 @@ struct Shared {
   bool session_open = false;   // SGLang 0.5.21+ weight-update session
   std::string session_selector;
   bool update_active = false;  // vLLM _weight_update_active
+  uint64_t loaded_in_update = 0;  // vLLM, backend wsync: /update_weights answered since the start
+  std::string held = "the weights it started with";  // vLLM, backend wsync: the engine's words
   uint64_t unmatched_finishes = 0;  // vLLM: /finish_weight_update refused (no update active): the
                                     // real server logs an ERROR traceback for each
   bool dead = false;           // vLLM: the engine core died (generation on meta tensors)

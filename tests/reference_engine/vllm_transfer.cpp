@@ -61,6 +61,7 @@ void start_update(Shared& s, httplib::Response& res) {  // any body is ignored
                             "start_weight_update called while a weight update is already active. Call "
                             "finish_weight_update first.");
   s.update_active = true;  // the layers sit on meta tensors from here
+  s.loaded_in_update = 0;
   reply_vllm_message(res, "Weight update started");
 }
 
@@ -114,6 +115,10 @@ void update_weights(Shared& s, const httplib::Request& req, httplib::Response& r
   if (s.take_failure()) return abort_session(s.failure_message());
   Outcome o = s.engine.wait_for_tensors(s.opt.vllm_group, wants, s.opt.timeout_ms);
   if (!o.ok) return abort_session(o.message);
+  {
+    std::lock_guard<std::mutex> lk(s.mu);
+    ++s.loaded_in_update;
+  }
   reply_vllm_message(res, "Weights updated");
 }
 
@@ -129,6 +134,7 @@ void finish_update(Shared& s, const httplib::Request& req, httplib::Response& re
   }
   s.update_active = false;
   if (version) s.weight_version = version->valuestring;  // only after the workers finished
+  if (version) s.held = "version " + s.weight_version;
   reply_vllm_message(res, "Weight update finished");
 }
 
@@ -141,6 +147,43 @@ void shutdown_transfer(Shared& s, httplib::Response& res) {
   }
   s.engine.destroy_group(s.opt.vllm_group);  // nothing initialised: a silent no-op
   reply_vllm_message(res, "Weight transfer shut down");
+}
+
+// backend wsync: engine(call, ...) in every worker (the wsync Python backend's __call__): a
+// declared update's check ("wsync_check", JSON {names, dtype_names, shapes}: --wsync-refuse NAME
+// refuses NAME) and the abandon after a failure ("wsync_abandon": whole while no /update_weights
+// of the update was answered; open = vLLM's update still active). One dict per worker.
+void wsync_engine_call(Shared& s, const cJSON* args, httplib::Response& res) {
+  const std::string call = cJSON_GetArrayItem(args, 0)->valuestring;
+  const cJSON* a1 = cJSON_GetArrayItem(args, 1);
+  JsonPtr o(cJSON_CreateObject());
+  cJSON* results = cJSON_AddArrayToObject(o.get(), "results");
+  std::lock_guard<std::mutex> lk(s.mu);
+  for (int i = 0; i < s.engine.gpus(); ++i) {
+    cJSON* d = cJSON_CreateObject();
+    if (call == "wsync_check" && cJSON_IsString(a1) && cJSON_GetArraySize(args) == 2) {
+      JsonPtr cat(cJSON_Parse(a1->valuestring));
+      const cJSON* names = cat ? cJSON_GetObjectItemCaseSensitive(cat.get(), "names") : nullptr;
+      bool refused = false;
+      const cJSON* n;
+      cJSON_ArrayForEach(n, names) refused = refused || (cJSON_IsString(n) && s.opt.wsync_refuse == n->valuestring);
+      cJSON_AddBoolToObject(d, "ok", cat && cJSON_IsArray(names) && !refused);
+      if (refused)
+        cJSON_AddStringToObject(d, "refused", ("tensor '" + s.opt.wsync_refuse + "' has a shape the served model "
+                                               "does not have").c_str());
+    } else if (call == "wsync_abandon" && cJSON_GetArraySize(args) == 1) {
+      const bool whole = s.loaded_in_update == 0;
+      if (!whole) s.held = "a mix of two versions (" + std::to_string(s.loaded_in_update) + " bucket(s) of the failed update)";
+      cJSON_AddBoolToObject(d, "whole", whole);
+      cJSON_AddStringToObject(d, "holds", s.held.c_str());
+      cJSON_AddBoolToObject(d, "open", s.update_active);
+    } else {
+      cJSON_Delete(d);
+      return vllm_rpc_failure(s, res, "wsync: the weight_transfer_engine call takes wsync_check or wsync_abandon");
+    }
+    cJSON_AddItemToArray(results, d);
+  }
+  reply_json(res, 200, o.get());
 }
 
 // POST /collective_rpc (dev mode): {"method", "args", "kwargs", "timeout"}; each worker runs
@@ -158,6 +201,8 @@ void collective_rpc(Shared& s, const httplib::Request& req, httplib::Response& r
   const std::string method = cJSON_IsString(m) ? m->valuestring : "";
   if (vllm_dead_refused(s, res)) return;
   std::lock_guard<std::mutex> core(s.core);
+  if (method == "weight_transfer_engine" && s.opt.vllm_backend == "wsync" && cJSON_IsString(a0))
+    return wsync_engine_call(s, args, res);
   if (method != "__getattr__" || !cJSON_IsString(a0) || std::string(a0->valuestring) != "_weight_update_active" ||
       cJSON_GetArraySize(args) != 1)
     return vllm_rpc_failure(s, res, "Method " + py_str_repr(method) + " is not implemented.");

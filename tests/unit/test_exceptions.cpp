@@ -141,6 +141,7 @@ TEST_P(Exceptions, ExportedFunctionsReturnAStatus) {
       {"wsync_group_send_start", [&] { return wsync_group_send_start(p.g, &t, 1, -1, &ticket); }},
       {"wsync_group_send_wait", [&] { return wsync_group_send_wait(p.g, 1, 0); }},
       {"wsync_group_finalize", [&] { return wsync_group_finalize(p.g, 1, -1); }},
+      {"wsync_group_declare_update", [&] { return wsync_group_declare_update(p.g, &t, 1); }},
       {"wsync_group_set_cuda_stream", [&] { return wsync_group_set_cuda_stream(p.g, nullptr); }},
       {"wsync_group_get_stats", [&] { return wsync_group_get_stats(p.g, &stats); }},
       {"wsync_receiver_init", [&] { return wsync_receiver_init(&rc, &r2); }},
@@ -269,7 +270,8 @@ TEST(ExceptionsCoverage, EveryExportIsGuardedOrCannotThrow) {
       "wsync_group_finalize",  "wsync_group_set_cuda_stream", "wsync_group_get_stats", "wsync_group_abort",
       "wsync_group_destroy",   "wsync_receiver_init",    "wsync_receiver_register", "wsync_receiver_next",
       "wsync_receiver_commit", "wsync_receiver_destroy", "wsync_list_plugins",    "wsync_plugin_dirs",
-      "wsync_set_log_callback", "wsync_receiver_get_state", "wsync_group_next_member_event", "wsync_group_members"};
+      "wsync_set_log_callback", "wsync_receiver_get_state", "wsync_group_next_member_event", "wsync_group_members",
+      "wsync_group_declare_update"};
   FILE* f = popen("nm -D --defined-only " WSYNC_TEST_LIBWSYNC, "r");
   ASSERT_NE(f, nullptr);
   char line[512];

@@ -311,7 +311,7 @@ def staged_run(base, config, work, weights, got, checks, figures):
                 g.finalize(2)
             except Exception as e:  # the refusal, checked below
                 error = str(e)
-        want = "'%s' has shape %s but the model wants %s" % (TRANSPOSED, list(bad[TRANSPOSED].shape),
+        want = "'%s' has shape %s but the served model wants %s" % (TRANSPOSED, list(bad[TRANSPOSED].shape),
                                                              list(weights[2][TRANSPOSED].shape))
         with trainer_group(server.url):  # a new trainer's reset resumes the server the refusal left paused
             after = (server.complete(PROMPT, GREEDY_TOKENS).token_ids, server.weight_checksums())
@@ -325,6 +325,128 @@ def staged_run(base, config, work, weights, got, checks, figures):
     figures["staged"] = {"staged_bytes_logged": staged, "seconds": round(time.monotonic() - t0, 1)}
     checks.expect(staged == [total], "staged: loaded once, holding %s bytes at its peak; the update's tensors are "
                   "%d bytes" % (staged, total))
+
+
+def is_paused(server):
+    return bool(server.get("/is_paused").get("is_paused"))
+
+
+def answered_within(server, seconds=1.0):
+    """(whether a short greedy completion answered within `seconds` of asking, its latency)."""
+    t0 = time.monotonic()
+    server.complete(PROMPT, 4)
+    took = time.monotonic() - t0
+    return took <= seconds, took
+
+
+def bad_updates(work):
+    """vllm.bad_updates: what a server holds and does after a bad update, with default options, in
+    both load modes (docs/VLLM.md, "When an update fails"):
+      1. a full update (declared first, as Group.declare does) with the last layer's down_proj
+         transposed is refused naming it and both shapes, before anything is paused or loaded:
+         version 1 stays served exactly (greedy completion, every checksum), the server is not
+         paused and answers within a second, and vLLM's log gains at most 3 ERROR lines;
+      2. the same update undeclared (each bucket checked as it comes): staged holds version 1
+         whole and resumes by default; layerwise loaded the layers before it, so it holds a mix,
+         stays paused, and the trainer's error and the server's log say so in one line each;
+      3. layerwise: a trainer killed between two batches of an update: the server ends the update
+         itself (one log line: what it holds, what to do), stays paused, and a POST /resume there
+         is safe (it serves); a new trainer then publishes version 1 exactly again.
+    Exit 0 when every check passed."""
+    import wsync
+    work.mkdir(parents=True, exist_ok=True)
+    base = tiny.make_model_dir(work / "model-seed0", seed=0)
+    config = tiny.load_config(base)
+    weights = {s: tiny.make_weights(config, s) for s in (1, 2)}
+    last = "model.layers.%d.mlp.down_proj.weight" % (config["num_hidden_layers"] - 1)
+    bad = dict(weights[2])
+    bad[last] = bad[last].t().contiguous()
+    shapes = "has shape %s but the served model wants %s" % (list(bad[last].shape), list(weights[2][last].shape))
+    checks, figures = Checks(), {}
+    for mode in ("layerwise", "staged"):
+        server = VllmServer(base, log_path=work / ("vllm-bad-%s.log" % mode),
+                            extra_args=["--weight-transfer-config", json.dumps({"backend": "wsync"})],
+                            env={"WSYNC_LOG_LEVEL": "info", "WSYNC_VLLM_LOAD": mode})
+        with server.start(timeout=600):
+            with trainer_group(server.url) as g:
+                publish(g, weights[1], 1)
+            v1 = (server.complete(PROMPT, GREEDY_TOKENS).token_ids, server.weight_checksums())
+            # 1. declared: refused before anything is paused or loaded
+            errors_before, error = len(error_lines(server)), ""
+            with trainer_group(server.url) as g:
+                g.declare(bad)
+                try:
+                    publish(g, bad, 2)
+                except wsync.WsyncError as e:
+                    error = "%s: %s" % (type(e).__name__, e)
+                paused = is_paused(server)
+                fast, took = answered_within(server)
+            after = (server.complete(PROMPT, GREEDY_TOKENS).token_ids, server.weight_checksums())
+            new_errors = error_lines(server)[errors_before:]
+            figures["%s_declared_answer_seconds" % mode] = round(took, 3)
+            checks.expect("InvalidArgument" in error and last in error and shapes in error and
+                          "before anything was paused, sent or loaded" in error,
+                          "%s, declared: the update is refused naming %s and both shapes (%s)" %
+                          (mode, last, error[-260:]))
+            checks.expect(after == v1 and not paused and fast,
+                          "%s, declared: version 1 stays served exactly (%s), never paused (%s), answering in %.3f s"
+                          % (mode, after == v1, not paused, took))
+            checks.expect(len(new_errors) <= 3, "%s, declared: vLLM's log gained %d ERROR line(s) (at most 3): %s" %
+                          (mode, len(new_errors), [x[-160:] for x in new_errors]))
+            # 2. undeclared: each bucket checked as it comes
+            error = ""
+            with trainer_group(server.url) as g:
+                try:
+                    publish(g, bad, 2)
+                except wsync.WsyncError as e:
+                    error = str(e)
+                paused = is_paused(server)
+                now = server.weight_checksums() if mode == "staged" else None
+                if mode == "staged":
+                    fast, took = answered_within(server)
+            log = server.log_path.read_text(errors="replace")
+            if mode == "staged":
+                checks.expect(shapes in error and "holds version 1" in error and "serves again" in error and
+                              not paused and fast and now == v1[1],
+                              "staged, undeclared: refused naming both shapes; the error says it holds version 1 "
+                              "and serves again; not paused (%s), answering in %.3f s, version 1 exactly (%s): %s" %
+                              (not paused, took, now == v1[1], error[-300:]))
+            else:
+                mix_line = [x for x in log.splitlines() if "update failed" in x and "a mix" in x and "POST /resume" in x]
+                checks.expect(shapes in error and "a mix" in error and "stays paused" in error and paused and mix_line,
+                              "layerwise, undeclared: refused naming both shapes; the trainer's error says the server "
+                              "holds a mix and stays paused (%s), it is paused (%s), and its log says so in one line "
+                              "(%s): %s" % ("a mix" in error, paused, bool(mix_line), error[-300:]))
+            with trainer_group(server.url) as g:  # a new trainer: the reset resumes, a full version restores
+                publish(g, weights[1], 3)
+            restored = (server.complete(PROMPT, GREEDY_TOKENS).token_ids, server.weight_checksums())
+            checks.expect(restored == v1 and not is_paused(server),
+                          "%s: a new trainer's full update serves version 1's weights exactly again" % mode)
+            if mode != "layerwise":
+                continue
+            # 3. a trainer killed between two batches of an update
+            lines_before = len(server.log_path.read_text(errors="replace").splitlines())
+            p = subprocess.run([sys.executable, __file__, "--die-mid-update", server.url, "--die-after",
+                                str(DYING_BATCH)], env={**os.environ, "E2E_MODEL_DIR": str(base)}, timeout=300)
+            deadline, said = time.monotonic() + 60, []
+            while time.monotonic() < deadline and not said:
+                new = server.log_path.read_text(errors="replace").splitlines()[lines_before:]
+                said = [x for x in new if "update failed" in x and "POST /resume" in x]
+                time.sleep(0.5)
+            paused = is_paused(server)
+            checks.expect(p.returncode == -signal.SIGKILL and said and paused,
+                          "layerwise, trainer killed between batches: the server says in one line what it holds and "
+                          "what to do (%s), and stays paused (%s): %s" % (bool(said), paused, (said or [""])[0][-300:]))
+            server.post("/resume")
+            serving = server.healthy() and len(server.complete(PROMPT, 4).token_ids) == 4
+            checks.expect(serving, "layerwise: a POST /resume after the trainer died is safe: the server serves")
+            with trainer_group(server.url) as g:
+                publish(g, weights[1], 4)
+            restored = (server.complete(PROMPT, GREEDY_TOKENS).token_ids, server.weight_checksums())
+            checks.expect(restored == v1, "layerwise: after it, a new trainer's full update gives version 1 exactly")
+    print(json.dumps(figures), flush=True)
+    print("vllm.bad_updates: %d checks, %d failed" % (len(checks.rows), checks.failed), flush=True)
+    return 0 if checks.failed == 0 else 1
 
 
 def doc_command(work):
@@ -408,11 +530,15 @@ def main():
     ap.add_argument("--no-senders", action="store_true", help="skip the two-sender trainer")
     ap.add_argument("--second-sender", metavar="ADDR_FILE", help=argparse.SUPPRESS)
     ap.add_argument("--second-sender-dies", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--bad-updates", action="store_true",
+                    help="only run the bad-update checks (both load modes, default options)")
     ap.add_argument("--doc-command", action="store_true",
                     help="only run docs/VLLM.md's start command as written and publish into it")
     args = ap.parse_args()
     if args.doc_command:
         return doc_command(Path(args.work) / "doc-command")
+    if args.bad_updates:
+        return bad_updates(Path(args.work) / "bad-updates")
     if args.die_mid_update:
         return die_mid_update(args.die_mid_update, 3, args.die_after)
     if args.second_sender:

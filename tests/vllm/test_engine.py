@@ -4,13 +4,18 @@ engine's receiver in a thread calling start/receive/finish as the worker's route
 small torch model with vLLM's load_weights contract. It covers what the CPU server cannot: the
 in_place mode (parameters registered per bucket, bytes written into them, data pointers
 unchanged), tensors that must go through load_weights (stacked q/k/v, a padded vocabulary),
-and a failure inside /update_weights (the trainer aborts while the worker waits).
+and a failure inside /update_weights (the trainer aborts while the worker waits). The trainer's
+calls through POST /collective_rpc (wsync_check, wsync_abandon, wsync_state) are driven against
+a receiver that gives fixed events, and a two-layer model in vLLM's layerwise reload.
 
 Needs vLLM importable (the engine subclasses vLLM's WeightTransferEngine); skipped otherwise.
 """
 import hashlib
+import json
+import logging
 import os
 import pathlib
+import re
 import threading
 import time
 from types import SimpleNamespace
@@ -198,12 +203,16 @@ def test_a_vllm_whose_layer_state_differs_still_reports_the_update_failure(setup
         with pytest.raises(RuntimeError, match="the update's own failure"):
             try:
                 raise RuntimeError("the update's own failure")
-            except BaseException:
-                eng._finish_after_failure()  # what update_weights' except block does
+            except BaseException as e:
+                eng._finish_after_failure(str(e))  # what update_weights' except block does
                 raise
-    assert any("putting back the previous weights failed too" in r.getMessage() and "has no load_numel" in
-               r.getMessage() for r in caplog.records), [r.getMessage() for r in caplog.records]
+    # one line: the update's failure, and that what the worker holds is not known
+    lines = [r.getMessage() for r in caplog.records if r.name == "wsync.vllm"]
+    assert len(lines) == 1 and "the update's own failure" in lines[0] and "putting back the previous weights " \
+        "failed too" in lines[0] and "has no load_numel" in lines[0], lines
     assert not eng.in_update
+    state = eng("wsync_state")
+    assert state["whole"] is False and "putting back the previous weights failed too" in state["holds"], state
     eng.mode = "in_place"
 
 
@@ -290,10 +299,10 @@ def test_staged_loads_nothing_at_a_finish_without_a_commit(setup):
 # ---- Many senders: a tensor that comes before the request naming it ------------------------------
 
 class _View:
-    """A tensor of a BUCKET event, as the receiver gives it (not placed)."""
+    """A tensor of a BUCKET event, as the receiver gives it (not placed, unless told)."""
 
-    def __init__(self, name, t):
-        self.name, self.dtype, self.shape, self.placed, self._t = name, str(t.dtype)[6:], tuple(t.shape), False, t
+    def __init__(self, name, t, placed=False):
+        self.name, self.dtype, self.shape, self.placed, self._t = name, str(t.dtype)[6:], tuple(t.shape), placed, t
 
     def copy(self):
         return self._t.clone()
@@ -303,16 +312,35 @@ class _View:
 
 
 class _Receiver:
-    """The receiver's events in a fixed order (what two senders' buckets may give)."""
+    """The receiver's events in a fixed order (what two senders' buckets may give): a dict is a
+    BUCKET of those tensors, an exception is raised, anything else is an event as it is (ABORTED,
+    COMMIT). The events are all there from the start, where a real receiver gets them as the
+    trainer sends: so the engine's watcher (between routes) sees none, unless `watchable`."""
 
-    def __init__(self, *buckets):
-        self.events = [SimpleNamespace(kind=wsync.EventKind.BUCKET, tensors=[_View(n, t) for n, t in b.items()])
+    def __init__(self, *buckets, watchable=False):
+        self.events = [b if not isinstance(b, dict) else
+                       SimpleNamespace(kind=wsync.EventKind.BUCKET, tensors=[_View(n, t) for n, t in b.items()])
                        for b in buckets]
+        self.committed = []
+        self.watchable = watchable
 
     def next(self, timeout_ms=None):
-        if not self.events:
+        if not self.events or (not self.watchable and threading.current_thread().name.startswith("wsync-watch")):
             raise wsync.TimeoutError("no event")
-        return self.events.pop(0)
+        ev = self.events.pop(0)
+        if isinstance(ev, Exception):
+            raise ev
+        return ev
+
+    def commit(self, version):
+        self.committed.append(version)
+
+
+ABORTED = SimpleNamespace(kind=wsync.EventKind.ABORTED)
+
+
+def commit_event(version):
+    return SimpleNamespace(kind=wsync.EventKind.COMMIT, version=version)
 
 
 def _engine_of(monkeypatch, rx, num_senders):
@@ -352,3 +380,318 @@ def test_one_sender_still_refuses_a_tensor_the_request_does_not_name(monkeypatch
     with pytest.raises(RuntimeError, match="'head' arrived but this /update_weights does not name it"):
         eng.receive_weights(info({"embed": w["embed"]}))
     assert not eng._early and not eng.in_update
+
+
+# ---- What the trainer calls: wsync_check, wsync_abandon, wsync_state (POST /collective_rpc) -------
+
+def catalogue(w):
+    """wsync_check's argument: the update's tensors as JSON text."""
+    return json.dumps({"names": list(w), "dtype_names": [str(t.dtype)[6:] for t in w.values()],
+                       "shapes": [list(t.shape) for t in w.values()]})
+
+
+def our_lines(caplog, level="WARNING"):
+    """This backend's log lines at `level` or above."""
+    return [r.getMessage() for r in caplog.records if r.name == "wsync.vllm" and r.levelno >= getattr(logging, level)]
+
+
+def served_engine(tmp_path, monkeypatch, mode="in_place"):
+    """An engine serving TinyModel from a folder with its checkpoint (safetensors: the names,
+    dtypes and shapes wsync_check checks against come from its header), model dtype float32."""
+    from safetensors.torch import save_file
+    save_file({n: t.contiguous() for n, t in checkpoint(0).items()}, str(tmp_path / "model.safetensors"))
+    monkeypatch.setenv("WSYNC_VLLM_LOAD", mode)
+    model = TinyModel()
+    cfg = SimpleNamespace(parallel_config=SimpleNamespace(data_parallel_index=0, world_size=1, rank=0),
+                          model_config=SimpleNamespace(quantization=None, model=str(tmp_path), dtype=torch.float32))
+    eng = wengine.WsyncWeightTransferEngine(SimpleNamespace(backend="wsync"), cfg, torch.device("cpu"), model)
+    return eng, model
+
+
+def test_check_accepts_a_catalogue_that_fits_and_touches_nothing(tmp_path, monkeypatch):
+    eng, model = served_engine(tmp_path, monkeypatch)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    w = checkpoint(1)
+    assert eng("wsync_check", catalogue(w)) == {"ok": True, "checked": 6, "known": True}
+    w["head"] = w["head"].float()  # the served model's dtype (float32) is accepted too
+    assert eng("wsync_check", catalogue(w))["ok"] is True
+    w["norm"] = w["norm"].bfloat16()  # and any float the loader casts (fp32 masters into a bf16 model)
+    assert eng("wsync_check", catalogue(w))["ok"] is True
+    # a tied lm_head.weight (vLLM's loader skips it, as when a trainer sends its state_dict)
+    eng.vllm_config.model_config.hf_config = SimpleNamespace(tie_word_embeddings=True)
+    assert eng("wsync_check", catalogue({**w, "lm_head.weight": w["head"]}))["ok"] is True
+    del eng.vllm_config.model_config.hf_config
+    assert model.loaded == [] and not eng.in_update
+    for n, p in model.named_parameters():
+        assert torch.equal(p, before[n]), n
+    assert eng("wsync_state") == {"whole": True, "holds": "the weights it started with", "open": False}
+    # a server whose checkpoint is not a local folder: names and shapes cannot be checked
+    assert make_engine(TinyModel())("wsync_check", catalogue(w)) == {"ok": True, "checked": 6, "known": False}
+
+
+def _transposed(w):
+    w["head"] = w["head"].t().contiguous()
+
+
+REFUSED = {  # a change to a good catalogue -> words its refusal must have
+    "transposed": (_transposed, ["tensor 'head' has shape [16, 50] but the served model wants [50, 16]"]),
+    "unknown name": (lambda w: w.update({"lm_head.weight": w["head"]}),
+                     ["tensor 'lm_head.weight' is not in the served checkpoint"]),
+    "wrong dtype": (lambda w: w.update(q=w["q"].to(torch.int8)), ["tensor 'q' has dtype int8", "wants float32"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_check_refuses_a_tensor_that_does_not_fit_naming_it_and_what_was_wanted(tmp_path, monkeypatch, caplog, case):
+    eng, model = served_engine(tmp_path, monkeypatch)
+    change, words = REFUSED[case]
+    assert eng("wsync_check", catalogue(checkpoint(1)))["ok"]  # a catalogue kept, until the next check
+    w = checkpoint(2)
+    change(w)
+    caplog.clear()
+    with caplog.at_level("INFO", logger="wsync.vllm"):
+        res = eng("wsync_check", catalogue(w))
+    assert res["ok"] is False and set(res) == {"ok", "refused"}, res
+    assert "1 of the update's" in res["refused"] and "\n" not in res["refused"], res
+    for word in words:
+        assert word in res["refused"], (word, res)
+    assert our_lines(caplog) == [our_lines(caplog)[0]] and res["refused"] in our_lines(caplog)[0]  # one line
+    assert eng._catalogue is None and model.loaded == []  # none kept, nothing touched
+
+
+@pytest.mark.parametrize("text,words", [
+    ("{names: [", "not JSON"),
+    (json.dumps({"names": "q", "dtype_names": ["float32"], "shapes": [[16, 16]]}), "lists names, dtype_names"),
+    (json.dumps({"names": ["q", "k"], "dtype_names": ["float32"], "shapes": [[16, 16]]}), "same length (2, 1, 1)"),
+    (json.dumps({"names": ["q", "q"], "dtype_names": ["float32"] * 2, "shapes": [[16, 16]] * 2}), "'q' is named twice"),
+    (json.dumps({"names": ["q"], "dtype_names": ["float33"], "shapes": [[16, 16]]}), "no torch dtype"),
+    (json.dumps({"names": ["q"], "dtype_names": ["float32"], "shapes": [["16"]]}), "not a list of sizes"),
+    (None, "must be JSON text"),
+])
+def test_check_refuses_a_malformed_catalogue_in_words(tmp_path, monkeypatch, caplog, text, words):
+    eng, model = served_engine(tmp_path, monkeypatch)
+    with caplog.at_level("ERROR", logger="wsync.vllm"):
+        res = eng("wsync_check", text)
+    assert res["ok"] is False and words in res["refused"], res
+    assert len(our_lines(caplog)) == 1 and eng._catalogue is None
+
+
+def test_check_names_the_first_few_bad_tensors_with_their_count_and_refuses_during_an_update(tmp_path, monkeypatch):
+    eng, model = served_engine(tmp_path, monkeypatch)
+    w = {n: t.to(torch.int8) for n, t in checkpoint(1).items()}
+    res = eng("wsync_check", catalogue(w))
+    assert res["refused"].startswith("6 of the update's 6 tensor(s) do not fit the served model: tensor 'embed'"), res
+    assert res["refused"].endswith("; and 3 more"), res
+    eng.rx = _Receiver()
+    eng.start_weight_update()
+    res = eng("wsync_check", catalogue(checkpoint(1)))
+    assert res["ok"] is False and "an update is open" in res["refused"], res
+    with pytest.raises(ValueError, match="wsync_check, wsync_abandon, wsync_state"):
+        eng("wsync_reload")
+
+
+@pytest.mark.parametrize("case", ["undeclared", "other dtype"])
+def test_a_checked_catalogue_makes_update_weights_refuse_what_it_lacks_before_loading_it(tmp_path, monkeypatch,
+                                                                                         case):
+    eng, model = served_engine(tmp_path, monkeypatch)
+    w = checkpoint(3)
+    declared = {n: w[n] for n in ("q", "k", "v")} if case == "undeclared" else w
+    assert eng("wsync_check", catalogue(declared))["ok"]
+    batch = {"q": w["q"], "norm": w["norm"]} if case == "undeclared" else {"q": w["q"], "embed": w["embed"].bfloat16()}
+    eng.rx, eng._can_register = _Receiver(batch), False
+    eng.start_weight_update()
+    want = ("'norm' is not in the catalogue" if case == "undeclared" else
+            "'embed' is announced as bfloat16[50, 16] but the checked catalogue has float32[50, 16]")
+    with pytest.raises(ValueError, match=re.escape(want)):
+        eng.receive_weights(info(batch))
+    assert len(eng.rx.events) == 1 and model.loaded == []  # the bucket was not even taken
+    assert not eng.in_update and eng._catalogue is None  # the update ended; its catalogue with it
+    assert eng("wsync_abandon") == {"whole": True, "open": False,
+                                    "holds": "the weights it started with (nothing of the failed update was loaded)"}
+
+
+class LayerModel(torch.nn.Module):
+    """vLLM-shaped for the layerwise reload: two layers whose tensors load through their
+    parameters' weight_loader, as vLLM's models do, so a layer is processed (and holds the new
+    weights) once it got all of its tensors."""
+
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(HIDDEN, HIDDEN) for _ in range(2))
+        for p in self.parameters():
+            p.requires_grad_(False)
+
+    def load_weights(self, weights):
+        from vllm.model_executor.model_loader.weight_utils import default_weight_loader
+        params = dict(self.named_parameters())
+        for name, w in weights:
+            getattr(params[name], "weight_loader", default_weight_loader)(params[name], w)
+
+
+def layer_weights(seed):
+    g = torch.Generator().manual_seed(seed)
+    return {"layers.%d.%s" % (i, n): torch.randn(*shape, generator=g)
+            for i in range(2) for n, shape in (("weight", (HIDDEN, HIDDEN)), ("bias", (HIDDEN,)))}
+
+
+def layer_engine(monkeypatch, mode, *events, start=True):
+    """A LayerModel's engine (vLLM recorded its layers for reloading, as its loader does), its
+    receiver giving `events`, its update started as /start_weight_update does (unless not `start`)."""
+    from vllm.model_executor.model_loader.reload import record_metadata_for_reloading
+    monkeypatch.setenv("WSYNC_VLLM_LOAD", mode)
+    model = LayerModel()
+    record_metadata_for_reloading(model)
+    eng = make_engine(model)
+    eng.rx, eng._can_register = _Receiver(*events), False
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    if start:
+        eng.start_weight_update()
+    return eng, model, before
+
+
+def test_abandon_after_a_failure_before_any_layer_completed_says_nothing_was_loaded(monkeypatch, caplog):
+    w = layer_weights(1)
+    # layer 0 gets its weight, not its bias (a layer short of a tensor keeps its previous weights)
+    eng, model, before = layer_engine(monkeypatch, "layerwise", {"layers.0.weight": w["layers.0.weight"]}, ABORTED)
+    assert eng("wsync_state")["open"] is True
+    with caplog.at_level("INFO", logger="wsync.vllm"):
+        with pytest.raises(RuntimeError, match="aborted"):
+            eng.receive_weights(info({n: w[n] for n in ("layers.0.weight", "layers.0.bias")}))
+    lines = our_lines(caplog)
+    assert len(lines) == 1 and "the trainer aborted the update" in lines[0] and \
+        "it holds the weights it started with, as before the update (nothing was loaded)" in lines[0], lines
+    # nor vLLM's line per layer that got nothing (each gets its previous weights back, as it should)
+    assert not [r for r in caplog.records if "Failed to load weights" in r.getMessage()]
+    state = eng("wsync_abandon")
+    assert state == {"whole": True, "open": False,
+                     "holds": "the weights it started with (nothing of the failed update was loaded)"}, state
+    assert eng("wsync_abandon") == state and eng("wsync_state") == state
+    for n, p in model.named_parameters():
+        assert torch.equal(p, before[n]), n
+
+
+def test_abandon_after_a_layer_was_processed_names_it(monkeypatch, caplog):
+    w = layer_weights(2)
+    layer0 = {n: w[n] for n in ("layers.0.weight", "layers.0.bias")}
+    eng, model, before = layer_engine(monkeypatch, "layerwise", layer0, ABORTED)
+    with caplog.at_level("INFO", logger="wsync.vllm"):
+        with pytest.raises(RuntimeError, match="aborted"):
+            eng.receive_weights(info({**layer0, "layers.1.weight": w["layers.1.weight"]}))
+    lines = our_lines(caplog)
+    assert len(lines) == 1 and "it holds a mix of two versions (1 layer(s) hold the failed update's weights: " \
+        "layers.0; the rest the weights it started with)" in lines[0] and "engine_resume_on_failure=1" in lines[0] \
+        and "POST /resume to serve the mix" in lines[0], lines
+    state = eng("wsync_abandon")
+    assert state == {"whole": False, "open": False,
+                     "holds": "a mix of two versions: 1 layer(s) hold the failed update's weights (layers.0), "
+                              "the rest the weights it started with"}, state
+    assert eng("wsync_abandon") == state
+    assert torch.equal(model.layers[0].weight, w["layers.0.weight"])  # processed: the new weights
+    assert torch.equal(model.layers[1].weight, before["layers.1.weight"])
+
+
+def test_a_commit_makes_it_whole_at_that_version_and_forgets_the_catalogue(monkeypatch):
+    w = layer_weights(3)
+    eng, model, before = layer_engine(monkeypatch, "layerwise", w, commit_event(7), start=False)
+    assert eng("wsync_check", catalogue(w)) == {"ok": True, "checked": 4, "known": False}
+    eng.start_weight_update()
+    eng.receive_weights(info(w))
+    assert not eng("wsync_state")["whole"]  # loaded, not committed yet
+    eng.finish_weight_update()  # the COMMIT is already there: confirmed at once
+    assert eng.rx.committed == [7] and eng._catalogue is None
+    assert eng("wsync_state") == {"whole": True, "holds": "version 7", "open": False}
+    assert torch.equal(model.layers[1].weight, w["layers.1.weight"])
+
+
+def test_staged_abandon_is_whole_and_its_commit_loads_the_version(monkeypatch, caplog):
+    w = layer_weights(4)
+    eng, model, before = layer_engine(monkeypatch, "staged", w, ABORTED)
+    with caplog.at_level("INFO", logger="wsync.vllm"):
+        with pytest.raises(RuntimeError, match="aborted"):
+            eng.receive_weights(info({**w, "layers.9.weight": w["layers.0.weight"]}))  # all came, one missing
+    assert len(our_lines(caplog)) == 1 and "as before the update (nothing was loaded)" in our_lines(caplog)[0]
+    assert eng("wsync_abandon") == {"whole": True, "open": False,
+                                    "holds": "the weights it started with (nothing of the failed update was loaded)"}
+    for n, p in model.named_parameters():
+        assert torch.equal(p, before[n]), n
+    eng.rx = _Receiver(w, commit_event(4))  # the next update: whole, committed
+    eng.start_weight_update()
+    eng.receive_weights(info(w))
+    assert eng("wsync_state")["whole"] is True and model.layers[0].weight.equal(before["layers.0.weight"])
+    eng.finish_weight_update()  # the COMMIT is already there: the staged update loads, then is confirmed
+    assert eng("wsync_state") == {"whole": True, "holds": "version 4", "open": False}
+    assert torch.equal(model.layers[0].weight, w["layers.0.weight"])
+
+
+def test_in_place_a_tensor_placed_before_the_failure_makes_a_mix(monkeypatch):
+    w = checkpoint(8)
+    placed = SimpleNamespace(kind=wsync.EventKind.BUCKET, tensors=[_View("head", w["head"], placed=True)])
+    eng, model = _engine_of(monkeypatch, _Receiver(placed, ABORTED), num_senders=1)
+    with pytest.raises(RuntimeError, match="aborted"):
+        eng.receive_weights(info({"head": w["head"], "norm": w["norm"]}))
+    state = eng("wsync_abandon")
+    assert state["whole"] is False and "1 tensor(s) hold the failed update's weights (head)" in state["holds"], state
+
+
+def test_open_follows_vllms_worker_and_abandon_ends_an_update_left_open(monkeypatch, caplog):
+    """open: True once /start_weight_update returned, False once /update_weights raised or
+    /finish_weight_update returned; wsync_abandon ends the engine's update, not vLLM's."""
+    w = layer_weights(5)
+    eng, model, before = layer_engine(monkeypatch, "layerwise", {"layers.0.weight": w["layers.0.weight"]})
+    eng.receive_weights(info({"layers.0.weight": w["layers.0.weight"]}))  # then the trainer failed elsewhere
+    state = eng("wsync_state")
+    assert state["open"] is True and state["whole"] is False and "an open update" in state["holds"], state
+    with caplog.at_level("INFO", logger="wsync.vllm"):
+        state = eng("wsync_abandon")
+    assert state == {"whole": True, "open": True,
+                     "holds": "the weights it started with (nothing of the failed update was loaded)"}, state
+    assert not eng.in_update and len(our_lines(caplog)) == 1 and "abandoned" in our_lines(caplog)[0]
+    assert eng("wsync_abandon") == state  # a second call: the same
+    eng.finish_weight_update()  # what the trainer sends since open is True: ends vLLM's side only
+    assert eng._waiter is None and len(our_lines(caplog)) == 1  # no COMMIT awaited, no second line
+    assert eng("wsync_state") == {**state, "open": False}
+    for n, p in model.named_parameters():
+        assert torch.equal(p, before[n]), n
+    # a request vLLM's worker cannot parse also ends both sides' update
+    eng.start_weight_update()
+    assert eng("wsync_state")["open"] is True
+    with pytest.raises(ValueError, match="same length"):
+        eng.update_weights({"names": ["layers.0.weight"], "dtype_names": [], "shapes": []})
+    assert not eng.in_update and eng("wsync_state")["open"] is False
+
+
+def test_a_trainer_gone_between_requests_ends_the_update_here_with_one_line(monkeypatch, caplog):
+    """Between two /update_weights the engine watches its receiver: the trainer's death (its
+    receiver fails) ends the update at once, as a failure: layer 0, complete, keeps the new
+    weights; layer 1, which got its weight only, its previous ones; the model leaves vLLM's
+    reload (a POST /resume is safe); one log line says so; vLLM's own update stays open (the next
+    trainer's reset finishes it). A bucket the watcher sees first is kept for its request, and it
+    watches no further until that request."""
+    w = layer_weights(3)
+    layer0 = {n: w[n] for n in ("layers.0.weight", "layers.0.bias")}
+    eng, model, before = layer_engine(monkeypatch, "layerwise", start=False)
+    eng.rx = _Receiver(layer0, {"layers.1.weight": w["layers.1.weight"]}, watchable=True)
+    with caplog.at_level("INFO", logger="wsync.vllm"):
+        eng.start_weight_update()  # (the watcher starts)
+        deadline = time.monotonic() + 10
+        while len(eng._early) < 2 and time.monotonic() < deadline:  # the first bucket before its request
+            time.sleep(0.01)
+        time.sleep(0.3)  # (the watcher stopped at that bucket: it takes no second one)
+        assert sorted(eng._early) == ["layers.0.bias", "layers.0.weight"] and len(eng.rx.events) == 1
+        eng.receive_weights(info(layer0))  # from what the watcher kept: layer 0 complete
+        eng.receive_weights(info({"layers.1.weight": w["layers.1.weight"]}))  # layer 1 short of its bias
+        eng.rx.events.append(wsync.PeerFailedError("the sender closed its connection (process died?)"))
+        eng._watch()  # (what a route does last)
+        deadline = time.monotonic() + 10
+        while eng.in_update and time.monotonic() < deadline:
+            time.sleep(0.01)
+        eng._unwatch()  # (the watcher's end of the update is over once it returned)
+    assert not eng.in_update
+    lines = our_lines(caplog)
+    assert len(lines) == 1 and "between requests" in lines[0] and "process died" in lines[0] and \
+        "a mix of two versions" in lines[0] and "POST /resume" in lines[0], lines
+    assert torch.equal(model.layers[0].weight, w["layers.0.weight"])
+    assert torch.equal(model.layers[1].weight, before["layers.1.weight"])
+    assert not any(p.is_meta for p in model.parameters())
+    state = eng("wsync_state")
+    assert state["whole"] is False and state["open"] is True, state

@@ -94,6 +94,34 @@ def test_numpy_round_trip_three_versions(tmp_path):
         assert r.error is None and r.events[-1] == wsync.EventKind.CLOSED
 
 
+def test_a_declared_update_takes_only_its_tensors_and_is_sent_whole(tmp_path):
+    """Group.declare (ABI 1.6): arrays, (dtype name, shape) pairs; an undeclared tensor or another
+    shape is refused naming it, a finalize with declared tensors unsent too, the group usable."""
+    tr = Trainer(tmp_path, num_receivers=1)
+    rx = ReceiverThread(tr.addr_file, rank=1)
+    rx.start()
+    m = _model(1)
+    with tr.group({"bucket_bytes": "8192"}) as g:
+        decl = dict(m)
+        decl["embed.weight"] = ("float32", (64, 32))  # a pair: no tensor needed
+        g.declare(decl)
+        with pytest.raises(errors.InvalidArgumentError, match="'other' is not in the update declared"):
+            g.send({"other": m["mask"]})
+        with pytest.raises(errors.InvalidArgumentError, match="'embed.weight' is sent as float32 \\[32, 64\\] but "
+                                                               "was declared float32 \\[64, 32\\]"):
+            g.send({"embed.weight": np.ascontiguousarray(m["embed.weight"].T)})
+        g.send({k: m[k] for k in list(m)[:3]})
+        with pytest.raises(errors.InvalidArgumentError, match="4 declared tensor\\(s\\) were not sent"):
+            g.finalize(1)
+        g.send({k: m[k] for k in list(m)[3:]})
+        g.finalize(1)
+        assert rx.committed[1] == {k: digest(x) for k, x in m.items()}
+        with pytest.raises(errors.InvalidArgumentError, match="has no dtype and shape"):
+            g.declare({"x": object()})
+    rx.join(10)
+    assert rx.error is None
+
+
 def test_non_contiguous_is_refused_with_its_name(trainer):
     a = np.zeros((4, 6), dtype=np.float32).T
     with pytest.raises(wsync.InvalidArgumentError) as e:

@@ -156,6 +156,7 @@ PROTOTYPES = {
     "wsync_group_send_wait": (c_status, [_vp, ctypes.c_uint64, ctypes.c_int64]),
     "wsync_group_set_cuda_stream": (c_status, [_vp, _vp]),
     "wsync_group_finalize": (c_status, [_vp, ctypes.c_uint64, ctypes.c_int64]),
+    "wsync_group_declare_update": (c_status, [_vp, _p(Tensor), ctypes.c_uint64]),
     "wsync_group_abort": (None, [_vp]),
     "wsync_group_get_stats": (c_status, [_vp, _p(GroupStats)]),
     "wsync_group_next_member_event": (c_status, [_vp, _p(MemberEvent)]),

@@ -249,3 +249,42 @@ class Descriptors:
 
     def tensors(self):
         return self.array, self.count
+
+
+def _declared_meta(name, x):
+    """(dtype code, full shape) of one declared tensor: a torch tensor (any device, "meta" too), a
+    numpy array, a Slice or DTensor (its full tensor), or a (dtype name, shape) pair."""
+    if isinstance(x, boxes.Slice) or boxes.is_dtensor(x):
+        piece = x if isinstance(x, boxes.Slice) else boxes.dtensor_slice(x)
+        return _declared_meta(name, piece.local)[0], tuple(piece.full_shape)
+    if isinstance(x, tuple) and len(x) == 2 and isinstance(x[0], str):
+        code = DTYPES.get(x[0].replace("torch.", ""))
+        if code is None:
+            _refuse(name, "dtype %r is not one of %s" % (x[0], ", ".join(sorted(DTYPES))))
+        return code, tuple(int(d) for d in x[1])
+    dt, shape = getattr(x, "dtype", None), getattr(x, "shape", None)
+    if dt is None or shape is None:
+        _refuse(name, "a %s has no dtype and shape (declare tensors, or (dtype name, shape) pairs)" % type(x).__name__)
+    code = _numpy_dtype(dt) if hasattr(dt, "itemsize") and not str(dt).startswith("torch.") else _torch_dtype(dt)
+    if code is None:
+        _refuse(name, "dtype %s cannot be sent" % dt)
+    return code, tuple(int(d) for d in shape)
+
+
+class Declaration:
+    """The C array of wsync_group_declare_update: names, dtypes and full shapes only (no data)."""
+
+    def __init__(self, tensors):
+        items = named_items(tensors)
+        self.count = len(items)
+        self.array = (_ffi.Tensor * max(1, self.count))()
+        self.keep = []
+        for i, (name, x) in enumerate(items):
+            t = self.array[i]
+            t.struct_size = _ffi.STRUCT_SIZES[_ffi.Tensor]
+            code, shape = _declared_meta(name, x)
+            encoded = name.encode("utf-8")
+            t.name = encoded
+            self.keep.append(encoded)
+            _fill(t, name, code, None, shape, 0, 0)
+            t.nbytes = 0

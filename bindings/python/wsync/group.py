@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from . import _ffi
 from ._ffi import lib
 from ._options import Closing, Options, text, timeout, version as _version
-from ._tensors import Descriptors
+from ._tensors import Declaration, Descriptors
 from .errors import InvalidStateError, TimeoutError, check, error_for
 
 
@@ -119,6 +119,19 @@ class Group(Closing):
     def store_addr(self):
         """"host:port" of the group's store (the address receivers pass)."""
         return lib.wsync_group_store_addr(self._handle_or_raise()).decode()
+
+    def declare(self, tensors):
+        """Declare the whole next update before its first send: every tensor it will send, whole
+        (a dict or (name, x) pairs; x a tensor (any device, "meta" too), a numpy array, a Slice or
+        DTensor (its full tensor), or a (dtype name, shape) pair; no bytes are read). Engines
+        that check updates (vLLM with the wsync backend) check it against the served model when
+        the update starts, before anything is paused or loaded: a bad tensor then fails the first
+        send naming it, with every engine untouched and serving. The update's sends may then only
+        send declared tensors, and (one sender) finalize refuses while declared tensors are unsent.
+        Returns at once (wsync_group_declare_update)."""
+        d = Declaration(tensors)
+        arr, n = d.array, d.count
+        check(lib.wsync_group_declare_update(self._handle_or_raise(), arr, n))
 
     def send(self, tensors, timeout_ms=None):
         """Send one batch of the current update and return once every receiver has it. `tensors`:

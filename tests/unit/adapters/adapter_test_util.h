@@ -351,7 +351,7 @@ inline void expect_step_validation(const wsync_adapter_v1_t* t) {
   }
   { Step s(WSYNC_STEP_HEALTH); s->struct_size = offsetof(wsync_engine_step_t, version); refused(s, "struct_size"); }
   { Step s(0); refused(s, "unknown step 0"); }
-  { Step s(WSYNC_STEP_ABANDON + 1); refused(s, "unknown step 12"); }
+  { Step s(WSYNC_STEP_CHECK + 1); refused(s, "unknown step 13"); }
   { Step s(1000); refused(s, "unknown step 1000"); }
   { Step s(-1); refused(s, "unknown step -1"); }
   { Step s(WSYNC_STEP_UPDATE); refused(s, "no tensors"); }

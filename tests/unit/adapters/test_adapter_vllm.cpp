@@ -1022,7 +1022,7 @@ TEST_F(VllmTest, BackendRefusesAnUnknownValue) {
 }
 
 // Every other step is the same for both backends (probe, reset, pause/resume, start/finish,
-// shutdown, abandon).
+// shutdown); ABANDON and CHECK differ (below).
 TEST_F(VllmTest, WsyncBackendLifeIsTheSameOtherwise) {
   for (const char* v : {"0.28.0", "0.32.0"}) {
     for (const char* pause : {"0", "1"}) {
@@ -1032,7 +1032,7 @@ TEST_F(VllmTest, WsyncBackendLifeIsTheSameOtherwise) {
       probed(a, v);
       EXPECT_EQ(life(T(), a.self()), life(T(), nccl.self())) << v;
       for (int kind : {WSYNC_STEP_RESET, WSYNC_STEP_PAUSE, WSYNC_STEP_BEGIN_UPDATE, WSYNC_STEP_FINALIZE,
-                       WSYNC_STEP_ABANDON, WSYNC_STEP_RESUME, WSYNC_STEP_DESTROY}) {
+                       WSYNC_STEP_RESUME, WSYNC_STEP_DESTROY}) {
         Step s(kind);
         Built x = build(T(), nccl.self(), s.get());
         Built y = build(T(), a.self(), s.get());
@@ -1092,3 +1092,179 @@ TEST_F(VllmTest, LifeBefore032WithoutPause) {
 }
 
 }  // namespace
+
+// ---- plugin ABI 1.7, backend=wsync: CHECK of a declared update, and ABANDON through the engine's
+// own calls (POST /collective_rpc {"method": "weight_transfer_engine", "args": [call, ...]}) ----
+
+namespace {
+
+// A worker's answer dict to the engine's calls, as vLLM returns it: {"results": [dict, ...]}.
+std::string dicts_json(const std::vector<std::string>& dicts) {
+  std::string r = "{\"results\": [";
+  for (size_t i = 0; i < dicts.size(); ++i) r += (i ? ", " : "") + dicts[i];
+  return r + "]}";
+}
+
+// The engine call of request `r`: method weight_transfer_engine, args[0] = `call`; args[1] returned.
+void expect_engine_call(const Request& r, const std::string& call, size_t nargs, uint32_t idempotent,
+                        std::string* arg1 = nullptr) {
+  expect_request(r, WSYNC_HTTP_POST, "/collective_rpc", true, idempotent, WSYNC_REPLY_TO_ADAPTER);
+  Json j = parse(r.body);
+  EXPECT_KEYS(j.get(), "args", "method");
+  expect_string(j.get(), "method", "weight_transfer_engine");
+  const cJSON* args = cJSON_GetObjectItemCaseSensitive(j.get(), "args");
+  EXPECT_EQ(cJSON_GetArraySize(args), static_cast<int>(nargs));
+  const cJSON* a0 = cJSON_GetArrayItem(args, 0);
+  EXPECT_TRUE(cJSON_IsString(a0) && call == a0->valuestring) << r.body;
+  const cJSON* a1 = cJSON_GetArrayItem(args, 1);
+  if (arg1) *arg1 = cJSON_IsString(a1) ? a1->valuestring : "";
+}
+
+Took abandon_answer(const Instance& a, int32_t status, const std::string& body, uint32_t server = 1) {
+  Step s(WSYNC_STEP_ABANDON);
+  s->server_index = server;
+  Built b = build(T(), a.self(), s.get());
+  EXPECT_EQ(b.status, WSYNC_OK) << b.error;
+  return take(T(), a.self(), s.get(), 0, status, body);
+}
+
+int32_t held_of(const Instance& a, uint32_t server, std::string* words = nullptr) {
+  const char* w = nullptr;
+  int32_t h = T()->held(a.self(), server, &w);
+  if (words) *words = w ? w : "";
+  return h;
+}
+
+}  // namespace
+
+TEST_F(VllmTest, TheTableSaysWhatAServerHolds) {
+  ASSERT_GE(T()->struct_size, WSYNC_ADAPTER_V1_7_SIZE);
+  ASSERT_NE(T()->held, nullptr);
+  Instance a(T(), {{"backend", "wsync"}});
+  EXPECT_EQ(held_of(a, 1), WSYNC_HELD_UNKNOWN);  // nothing abandoned yet
+  EXPECT_EQ(held_of(a, 4000), WSYNC_HELD_UNKNOWN);
+}
+
+// The declared update goes to every worker's engine as JSON text {names, dtype_names, shapes}.
+TEST_F(VllmTest, WsyncBackendChecksTheDeclaredUpdateThroughTheEngine) {
+  Instance a(T(), {{"backend", "wsync"}});
+  Step s(WSYNC_STEP_CHECK, {{"w", WSYNC_DTYPE_BFLOAT16, {64, 128}}, {"b", WSYNC_DTYPE_FLOAT32, {}}});
+  s->update_index = 0;
+  Built b = build(T(), a.self(), s.get());
+  ASSERT_EQ(b.status, WSYNC_OK) << b.error;
+  ASSERT_EQ(b.num_out, 1u);
+  std::string text;
+  expect_engine_call(b.requests[0], "wsync_check", 2, 1, &text);
+  Json cat = parse(text);
+  EXPECT_KEYS(cat.get(), "names", "dtype_names", "shapes");
+  expect_strings(cat.get(), "names", {"w", "b"});
+  expect_strings(cat.get(), "dtype_names", {"bfloat16", "float32"});
+  char* shapes = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(cat.get(), "shapes"));
+  EXPECT_STREQ(shapes, "[[64,128],[]]");
+  cJSON_free(shapes);
+  // Every worker accepts: the update goes on.
+  Took ok = take(T(), a.self(), s.get(), 0, 200, dicts_json({"{\"ok\": true, \"checked\": 2}", "{\"ok\": true}"}));
+  EXPECT_EQ(ok.status, WSYNC_OK) << ok.error;
+}
+
+TEST_F(VllmTest, WsyncBackendRefusesTheUpdateWithTheEnginesWords) {
+  Instance a(T(), {{"backend", "wsync"}});
+  Step s(WSYNC_STEP_CHECK, {{"w", WSYNC_DTYPE_BFLOAT16, {64, 128}}});
+  build(T(), a.self(), s.get());
+  const std::string why = "tensor 'w' has shape [64, 128] but the served model wants [128, 64]";
+  Took r = take(T(), a.self(), s.get(), 0, 200,
+                dicts_json({"{\"ok\": true}", "{\"ok\": false, \"refused\": \"" + why + "\"}"}));
+  EXPECT_EQ(r.status, WSYNC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(r.error.find(why), std::string::npos) << r.error;
+  // An engine that cannot check (an older backend: vLLM's 500 "... not callable"), or an answer
+  // that says nothing, fails the update before anything starts, naming what to do.
+  for (const auto& [status, body] : std::vector<std::pair<int32_t, std::string>>{
+           {500, "{\"error\": \"TypeError: object is not callable\"}"}, {200, "{\"results\": []}"}, {200, "[]"},
+           {200, dicts_json({"{\"checked\": 1}"})}}) {
+    Took t = take(T(), a.self(), s.get(), 0, status, body);
+    EXPECT_NE(t.status, WSYNC_OK) << body;
+    EXPECT_NE(t.status, WSYNC_ERR_INVALID_ARGUMENT) << body;
+  }
+  Took old = take(T(), a.self(), s.get(), 0, 500, "{\"error\": \"TypeError: object is not callable\"}");
+  EXPECT_NE(old.error.find("wsync 0.8 or later"), std::string::npos) << old.error;
+}
+
+// backend=nccl (vLLM's own backend) checks nothing: no request at CHECK; neither does an adapter
+// whose engine cannot (every HTTP adapter shares the entry).
+TEST_F(VllmTest, NcclBackendSendsNothingAtCheck) {
+  Instance a(T(), {});
+  Step s(WSYNC_STEP_CHECK, {{"w", WSYNC_DTYPE_BFLOAT16, {64, 128}}});
+  Built b = build(T(), a.self(), s.get());
+  ASSERT_EQ(b.status, WSYNC_OK) << b.error;
+  EXPECT_EQ(b.num_out, 0u);
+}
+
+// ABANDON asks every worker's engine to end its side and say what it holds; no
+// /finish_weight_update (vLLM logs a rejected one with a traceback).
+TEST_F(VllmTest, WsyncBackendAbandonAsksTheEngineWhatItHolds) {
+  Instance a(T(), {{"backend", "wsync"}});
+  Step s(WSYNC_STEP_ABANDON);
+  Built b = build(T(), a.self(), s.get());
+  ASSERT_EQ(b.status, WSYNC_OK) << b.error;
+  ASSERT_EQ(b.num_out, 1u);
+  expect_engine_call(b.requests[0], "wsync_abandon", 1, 0);
+  std::string words;
+  // Every worker whole: one version, its words.
+  Took r = abandon_answer(a, 200, dicts_json({"{\"whole\": true, \"holds\": \"version 3\", \"open\": false}",
+                                              "{\"whole\": true, \"holds\": \"version 3\", \"open\": false}"}));
+  EXPECT_EQ(r.status, WSYNC_OK) << r.error;
+  EXPECT_EQ(held_of(a, 1, &words), WSYNC_HELD_ONE_VERSION);
+  EXPECT_EQ(words, "version 3");
+  // One worker holds a mix: the server does; both workers' words.
+  r = abandon_answer(a, 200, dicts_json({"{\"whole\": true, \"holds\": \"version 3\", \"open\": false}",
+                                         "{\"whole\": false, \"holds\": \"a mix: layer 0 new\", \"open\": true}"}));
+  EXPECT_EQ(r.status, WSYNC_OK) << r.error;
+  EXPECT_EQ(held_of(a, 1, &words), WSYNC_HELD_MIX);
+  EXPECT_NE(words.find("version 3"), std::string::npos) << words;
+  EXPECT_NE(words.find("a mix: layer 0 new"), std::string::npos) << words;
+  // An answer that says neither (an older backend, a 500, a malformed dict): unknown, never a failure.
+  for (const auto& [status, body] : std::vector<std::pair<int32_t, std::string>>{
+           {500, "{\"error\": \"x\"}"}, {200, "{}"}, {200, dicts_json({"{\"whole\": 1, \"holds\": \"v\"}"})},
+           {200, dicts_json({"{\"whole\": true}"})}, {200, "not json"}}) {
+    Took t = abandon_answer(a, status, body);
+    EXPECT_EQ(t.status, WSYNC_OK) << body << ": " << t.error;
+    EXPECT_EQ(held_of(a, 1), WSYNC_HELD_UNKNOWN) << body;
+  }
+  // The nccl backend's ABANDON is vLLM's finish without a version, as before.
+  Instance n(T(), {});
+  EXPECT_EQ(routes(T(), n.self(), WSYNC_STEP_ABANDON), V{"POST /finish_weight_update"});
+}
+
+// The RESUME after an ABANDON whose worker still has its vLLM update open ends it first; the next
+// RESUME (after a commit) is the plain one again.
+TEST_F(VllmTest, WsyncBackendResumeAfterAnOpenAbandonFinishesFirst) {
+  Instance a(T(), {{"backend", "wsync"}});
+  EXPECT_EQ(routes(T(), a.self(), WSYNC_STEP_RESUME), V{"POST /resume"});
+  Took r = abandon_answer(a, 200, dicts_json({"{\"whole\": true, \"holds\": \"version 3\", \"open\": true}"}));
+  ASSERT_EQ(r.status, WSYNC_OK) << r.error;
+  EXPECT_EQ(routes(T(), a.self(), WSYNC_STEP_RESUME), (V{"POST /finish_weight_update", "POST /resume"}));
+  EXPECT_EQ(routes(T(), a.self(), WSYNC_STEP_RESUME), V{"POST /resume"});
+  // Closed already: the resume alone.
+  r = abandon_answer(a, 200, dicts_json({"{\"whole\": true, \"holds\": \"version 3\", \"open\": false}"}));
+  ASSERT_EQ(r.status, WSYNC_OK) << r.error;
+  EXPECT_EQ(routes(T(), a.self(), WSYNC_STEP_RESUME), V{"POST /resume"});
+  // Another server's state is its own.
+  r = abandon_answer(a, 200, dicts_json({"{\"whole\": false, \"holds\": \"a mix\", \"open\": true}"}), 2);
+  ASSERT_EQ(r.status, WSYNC_OK) << r.error;
+  EXPECT_EQ(held_of(a, 2), WSYNC_HELD_MIX);
+  EXPECT_EQ(held_of(a, 1), WSYNC_HELD_ONE_VERSION);
+  EXPECT_EQ(routes(T(), a.self(), WSYNC_STEP_RESUME, 1), V{"POST /resume"});
+  EXPECT_EQ(routes(T(), a.self(), WSYNC_STEP_RESUME, 2), (V{"POST /finish_weight_update", "POST /resume"}));
+  // Left paused (no RESUME), an elastic group's next update ends it before it starts, once.
+  r = abandon_answer(a, 200, dicts_json({"{\"whole\": false, \"holds\": \"a mix\", \"open\": true}"}));
+  ASSERT_EQ(r.status, WSYNC_OK) << r.error;
+  EXPECT_EQ(routes(T(), a.self(), WSYNC_STEP_BEGIN_UPDATE),
+            (V{"POST /finish_weight_update", "POST /start_weight_update"}));
+  EXPECT_EQ(routes(T(), a.self(), WSYNC_STEP_BEGIN_UPDATE), V{"POST /start_weight_update"});
+  // A reset (a new trainer, or a dropped server coming back) ends it its own way: nothing stays.
+  r = abandon_answer(a, 200, dicts_json({"{\"whole\": false, \"holds\": \"a mix\", \"open\": true}"}));
+  ASSERT_EQ(r.status, WSYNC_OK) << r.error;
+  routes(T(), a.self(), WSYNC_STEP_RESET);
+  EXPECT_EQ(routes(T(), a.self(), WSYNC_STEP_RESUME), V{"POST /resume"});
+  EXPECT_EQ(routes(T(), a.self(), WSYNC_STEP_BEGIN_UPDATE), V{"POST /start_weight_update"});
+}

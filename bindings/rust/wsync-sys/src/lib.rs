@@ -1,4 +1,4 @@
-//! Raw declarations of wsync's C ABI, `include/wsync.h` at ABI 1.5, written by hand (no bindgen:
+//! Raw declarations of wsync's C ABI, `include/wsync.h` at ABI 1.6, written by hand (no bindgen:
 //! the crate builds with std only). `tests/layout.rs` compiles a C program against the header and
 //! checks every struct's size and field offsets, every constant and the list of functions
 //! against these declarations. Everything here is `unsafe` to use; the `wsync` crate is the safe
@@ -12,7 +12,7 @@ use std::ptr;
 // ---- Versions --------------------------------------------------------------------------------
 
 pub const WSYNC_ABI_VERSION_MAJOR: u32 = 1;
-pub const WSYNC_ABI_VERSION_MINOR: u32 = 5;
+pub const WSYNC_ABI_VERSION_MINOR: u32 = 6;
 pub const WSYNC_ABI_VERSION: u32 = (WSYNC_ABI_VERSION_MAJOR << 16) | WSYNC_ABI_VERSION_MINOR;
 
 // ---- Timeouts (wsync.h's one rule) -----------------------------------------------------------
@@ -468,6 +468,12 @@ extern "C" {
     pub fn wsync_group_send_wait(group: *mut wsync_group_t, ticket: u64, timeout_ms: i64) -> wsync_status_t;
     pub fn wsync_group_set_cuda_stream(group: *mut wsync_group_t, stream: *mut c_void) -> wsync_status_t;
     pub fn wsync_group_finalize(group: *mut wsync_group_t, version: u64, timeout_ms: i64) -> wsync_status_t;
+    /// Since ABI 1.6: the whole next update, names, dtypes and full shapes (data not read).
+    pub fn wsync_group_declare_update(
+        group: *mut wsync_group_t,
+        tensors: *const wsync_tensor_t,
+        num_tensors: u64,
+    ) -> wsync_status_t;
     pub fn wsync_group_abort(group: *mut wsync_group_t);
     pub fn wsync_group_get_stats(
         group: *const wsync_group_t,
