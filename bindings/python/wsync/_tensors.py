@@ -219,19 +219,30 @@ def named_items(tensors):
     return items
 
 
+def _named_array(tensors):
+    """(the (name, x) pairs, a C array of as many wsync_tensor_t with struct_size and name set, the
+    names' bytes, which must outlive the array's use)."""
+    items = named_items(tensors)
+    array = (_ffi.Tensor * max(1, len(items)))()
+    names = []
+    for i, (name, _) in enumerate(items):
+        names.append(name.encode("utf-8"))
+        array[i].struct_size = _ffi.STRUCT_SIZES[_ffi.Tensor]
+        array[i].name = names[-1]
+    return items, array, names
+
+
 class Descriptors:
     """A C array of wsync_tensor_t over the caller's tensors, and everything that must outlive
     the C call that reads it: the name bytes, the tensors, DLPack capsules."""
 
     def __init__(self, tensors, writable=False):
         """writable: the buffers will be written into (registration): read-only ones are refused."""
-        items = named_items(tensors)
+        items, self.array, names = _named_array(tensors)
         self.count = len(items)
-        self.array = (_ffi.Tensor * max(1, self.count))()
         self.keep = []
         for i, (name, x) in enumerate(items):
             t = self.array[i]
-            t.struct_size = _ffi.STRUCT_SIZES[_ffi.Tensor]
             piece = None
             if isinstance(x, boxes.Slice) or boxes.is_dtensor(x):
                 piece = x if isinstance(x, boxes.Slice) else boxes.dtensor_slice(x)
@@ -240,12 +251,10 @@ class Descriptors:
             if fill is None:
                 _refuse(name, "a %s is neither a torch tensor, a numpy array, a bytes-like object nor has __dlpack__" %
                         type(x).__name__)
-            encoded = name.encode("utf-8")
-            t.name = encoded
             extra = fill(t, name, x, writable)
             if piece is not None:
                 _mark_slice(t, name, piece)
-            self.keep.append((encoded, x, extra))
+            self.keep.append((names[i], x, extra))
 
     def tensors(self):
         return self.array, self.count
@@ -275,16 +284,9 @@ class Declaration:
     """The C array of wsync_group_declare_update: names, dtypes and full shapes only (no data)."""
 
     def __init__(self, tensors):
-        items = named_items(tensors)
+        items, self.array, self.keep = _named_array(tensors)
         self.count = len(items)
-        self.array = (_ffi.Tensor * max(1, self.count))()
-        self.keep = []
         for i, (name, x) in enumerate(items):
-            t = self.array[i]
-            t.struct_size = _ffi.STRUCT_SIZES[_ffi.Tensor]
             code, shape = _declared_meta(name, x)
-            encoded = name.encode("utf-8")
-            t.name = encoded
-            self.keep.append(encoded)
-            _fill(t, name, code, None, shape, 0, 0)
-            t.nbytes = 0
+            _fill(self.array[i], name, code, None, shape, 0, 0)
+            self.array[i].nbytes = 0
