@@ -6,8 +6,10 @@ set(WSYNC_SUMMARY "")
 
 # xxHash: manifest and payload checksums (required).
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
-# libcrypto (OpenSSL): HMAC-SHA-256 and nonces for the group secret (required).
-pkg_check_modules(CRYPTO REQUIRED IMPORTED_TARGET libcrypto)
+# libcrypto (OpenSSL 3 or 1.1, HMAC-SHA-256 for the group secret) and libcurl (the HTTP engine
+# adapters' requests) are not linked: the core and the tcp plugin load the system's copy at run
+# time (src/common/auth.cpp, src/http/curl_library.cpp), so nothing needs them to load and the
+# portable wheel carries neither. Only curl's headers are needed to build (its types and options).
 
 # resolve AUTO|ON|OFF: wsync_resolve(<var> <found> <what> <why-not>)
 function(wsync_resolve var found what whynot)
@@ -51,9 +53,11 @@ if(WSYNC_WITH_NCCL_ENABLED)
   get_filename_component(NCCL_LIBRARY_DIR "${NCCL_LIBRARY}" DIRECTORY)
 endif()
 
-# HTTP engines: libcurl and cJSON in the core (required: the core sends the adapters' requests),
-# cpp-httplib for the reference engine and the tests' HTTP servers (optional).
-pkg_check_modules(CURL REQUIRED IMPORTED_TARGET libcurl)
+# HTTP engines: libcurl's headers and cJSON in the core (required: the core sends the adapters'
+# requests), cpp-httplib for the reference engine and the tests' HTTP servers (optional).
+pkg_check_modules(CURL REQUIRED libcurl)
+add_library(wsync_curl_headers INTERFACE)
+target_include_directories(wsync_curl_headers INTERFACE ${CURL_INCLUDE_DIRS})
 pkg_check_modules(CJSON REQUIRED IMPORTED_TARGET libcjson)
 pkg_check_modules(HTTPLIB IMPORTED_TARGET cpp-httplib)
 if(HTTPLIB_FOUND)

@@ -4,12 +4,14 @@
  * (its own proof). A recorded exchange cannot be replayed (both nonces are fresh), a proof for one
  * world or rank never verifies for another, and the listener reveals nothing computed from the key
  * before the connector proved it. Every message has a fixed size. */
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-#include <openssl/rand.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <unistd.h>
 
 #include "tcp_transport.h"
 
@@ -17,16 +19,60 @@ static const uint8_t kChallengeMagic[8] = {'W', 'S', 'T', 'C', 'P', 'c', 'h', '1
 static const uint8_t kHelloMagic[8] = {'W', 'S', 'T', 'C', 'P', 'h', 'i', '1'};
 static const uint8_t kWelcomeMagic[8] = {'W', 'S', 'T', 'C', 'P', 'w', 'e', '1'};
 
+/* HMAC-SHA-256 from the system's libcrypto (OpenSSL 3 or 1.1, both export HMAC and EVP_sha256),
+ * loaded at run time like the core's (src/common/auth.cpp): nothing of OpenSSL is linked. */
+typedef unsigned char* (*hmac_fn)(const void* md, const void* key, int key_len, const unsigned char* d, size_t n,
+                                  unsigned char* out, unsigned int* out_len);
+static hmac_fn g_hmac;
+static const void* (*g_sha256)(void);
+static pthread_once_t g_crypto_once = PTHREAD_ONCE_INIT;
+
+static void load_libcrypto(void) {
+  const char* env = getenv("WSYNC_LIBCRYPTO");
+  void* h = env != NULL && env[0] != '\0' ? dlopen(env, RTLD_NOW | RTLD_LOCAL) : NULL;
+  if (h == NULL && (env == NULL || env[0] == '\0')) {
+    h = dlopen("libcrypto.so.3", RTLD_NOW | RTLD_LOCAL);
+    if (h == NULL) h = dlopen("libcrypto.so.1.1", RTLD_NOW | RTLD_LOCAL);
+  }
+  if (h == NULL) return;
+  *(void**)&g_hmac = dlsym(h, "HMAC");
+  *(void**)&g_sha256 = dlsym(h, "EVP_sha256");
+  if (g_hmac == NULL || g_sha256 == NULL) g_hmac = NULL;
+}
+
+int tcp_crypto_available(void) {
+  pthread_once(&g_crypto_once, load_libcrypto);
+  return g_hmac != NULL;
+}
+
 int tcp_random(void* buf, size_t n) {
   uint8_t* p = (uint8_t*)buf;
   size_t got = 0;
+  int fd;
   while (got < n) {
     ssize_t r = getrandom(p + got, n - got, 0);
+    if (r < 0 && errno == EINTR) continue;
     if (r <= 0) break;
     got += (size_t)r;
   }
   if (got == n) return 0;
-  return RAND_bytes(p, (int)n) == 1 ? 0 : -1;
+  fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC); /* getrandom() refused: the device */
+  while (fd >= 0 && got < n) {
+    ssize_t r = read(fd, p + got, n - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    got += (size_t)r;
+  }
+  if (fd >= 0) close(fd);
+  return got == n ? 0 : -1;
+}
+
+/* Constant time: every byte is looked at, whatever differs first. */
+static int differ(const uint8_t* a, const uint8_t* b, size_t n) {
+  volatile uint8_t d = 0;
+  size_t i;
+  for (i = 0; i < n; ++i) d = (uint8_t)(d | (a[i] ^ b[i]));
+  return d != 0;
 }
 
 static void put_u32(uint8_t* p, uint32_t v) {
@@ -68,7 +114,9 @@ static int proof(const tcp_transport_t* t, const char* label, const tcp_hello_t*
     memcpy(msg + n, p, fields[i].len);
     n += fields[i].len;
   }
-  if (HMAC(EVP_sha256(), t->key, TCP_KEY_BYTES, msg, n, out, &mac_len) == NULL || mac_len != TCP_MAC_BYTES) return -1;
+  if (!tcp_crypto_available() || g_hmac(g_sha256(), t->key, TCP_KEY_BYTES, msg, n, out, &mac_len) == NULL ||
+      mac_len != TCP_MAC_BYTES)
+    return -1;
   return 0;
 }
 
@@ -106,7 +154,7 @@ int tcp_hello_verify(const tcp_transport_t* t, const uint8_t in[TCP_HELLO_BYTES]
   got.instance = get_u64(in + 24);
   memcpy(got.nonce, in + 32, TCP_NONCE_BYTES);
   if (proof(t, "wsync tcp hello", &got, server_nonce, expect) != 0) return -1;
-  if (CRYPTO_memcmp(expect, in + 64, TCP_MAC_BYTES) != 0) return -1;
+  if (differ(expect, in + 64, TCP_MAC_BYTES)) return -1;
   *h = got; /* believed only now */
   return 0;
 }
@@ -122,5 +170,5 @@ int tcp_welcome_verify(const tcp_transport_t* t, const tcp_hello_t* h, const uin
   uint8_t expect[TCP_MAC_BYTES];
   if (memcmp(in, kWelcomeMagic, 8) != 0) return -1;
   if (proof(t, "wsync tcp welcome", h, server_nonce, expect) != 0) return -1;
-  return CRYPTO_memcmp(expect, in + 8, TCP_MAC_BYTES) == 0 ? 0 : -1;
+  return differ(expect, in + 8, TCP_MAC_BYTES) ? -1 : 0;
 }

@@ -74,6 +74,10 @@ static wsync_status_t read_hints(tcp_transport_t* t, const wsync_transport_param
       return wsp_fail(WSYNC_ERR_INVALID_ARGUMENT, TCP_LABEL ": hint '" WSYNC_HINT_AUTH_KEY "' is not hex");
     t->key[i] = (uint8_t)(hi << 4 | lo);
   }
+  if (!tcp_crypto_available())
+    return wsp_fail(WSYNC_ERR_UNSUPPORTED, TCP_LABEL ": HMAC-SHA-256 needs the system's libcrypto (OpenSSL 3 or 1.1), "
+                    "which could not be loaded (Debian/Ubuntu: apt-get install libssl3; RHEL/Rocky: dnf install "
+                    "openssl-libs)");
   return WSYNC_OK;
 }
 

@@ -151,6 +151,8 @@ typedef struct tcp_hello {
   uint8_t nonce[TCP_NONCE_BYTES];
 } tcp_hello_t;
 int tcp_random(void* buf, size_t n); /* 0, or -1 */
+/* 1 when the system's libcrypto (HMAC-SHA-256) was loaded; loads it on the first call. */
+int tcp_crypto_available(void);
 void tcp_challenge_encode(const uint8_t nonce[TCP_NONCE_BYTES], uint8_t out[TCP_CHALLENGE_BYTES]);
 int tcp_challenge_decode(const uint8_t in[TCP_CHALLENGE_BYTES], uint8_t nonce[TCP_NONCE_BYTES]);
 /* The connector's HELLO, with its proof over the world, the fields and both nonces. */

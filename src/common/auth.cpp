@@ -1,37 +1,93 @@
 // HMAC-SHA-256, nonces and constant-time comparison for the group secret (see common/auth.h).
+// HMAC comes from the system's libcrypto, loaded at run time (OpenSSL 3's libcrypto.so.3, or
+// 1.1's libcrypto.so.1.1 as RHEL 8 has): the HMAC_CTX calls both export. Nothing of OpenSSL is
+// linked, so the portable wheel carries no copy of it (docs/PYTHON.md).
 #include "common/auth.h"
 
-#include <openssl/core_names.h>
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/params.h>
-#include <openssl/rand.h>
+#include <dlfcn.h>
+#include <fcntl.h>
 #include <sys/random.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
+#include <mutex>
 #include <stdexcept>
 
 namespace wsync {
+namespace {
+
+// The calls of libcrypto's HMAC_CTX interface, declared here (OpenSSL's own types are opaque).
+struct Libcrypto {
+  void* (*ctx_new)() = nullptr;
+  void (*ctx_free)(void*) = nullptr;
+  int (*init_ex)(void*, const void*, int, const void*, void*) = nullptr;
+  int (*update)(void*, const unsigned char*, size_t) = nullptr;
+  int (*final_)(void*, unsigned char*, unsigned int*) = nullptr;
+  const void* (*sha256)() = nullptr;
+  std::string error;  // why it is not there; empty when every call above is
+};
+
+template <typename F>
+bool resolve(void* handle, const char* name, F* out) {
+  *out = reinterpret_cast<F>(dlsym(handle, name));
+  return *out != nullptr;
+}
+
+Libcrypto load_libcrypto() {
+  Libcrypto c;
+  const char* env = std::getenv("WSYNC_LIBCRYPTO");
+  const bool asked = env != nullptr && env[0] != '\0';
+  const char* names[] = {asked ? env : "libcrypto.so.3", "libcrypto.so.1.1"};
+  void* h = nullptr;
+  std::string why;
+  for (const char* n : names) {
+    if ((h = dlopen(n, RTLD_NOW | RTLD_LOCAL)) != nullptr) break;
+    const char* e = dlerror();
+    why += std::string(why.empty() ? "" : "; ") + (e != nullptr ? e : n);
+    if (asked) break;  // asked for one file: no other
+  }
+  if (h == nullptr) {
+    c.error = "HMAC-SHA-256 needs the system's libcrypto (OpenSSL 3 or 1.1), which could not be loaded (" + why +
+              "; Debian/Ubuntu: apt-get install libssl3; RHEL/Rocky: dnf install openssl-libs)";
+    return c;
+  }
+  if (!resolve(h, "HMAC_CTX_new", &c.ctx_new) || !resolve(h, "HMAC_CTX_free", &c.ctx_free) ||
+      !resolve(h, "HMAC_Init_ex", &c.init_ex) || !resolve(h, "HMAC_Update", &c.update) ||
+      !resolve(h, "HMAC_Final", &c.final_) || !resolve(h, "EVP_sha256", &c.sha256)) {
+    c = Libcrypto{};
+    c.error = "the system's libcrypto has no HMAC_CTX interface (OpenSSL older than 1.1?)";
+  }
+  return c;
+}
+
+const Libcrypto& libcrypto() {
+  static std::once_flag once;
+  static Libcrypto lib;
+  std::call_once(once, [] { lib = load_libcrypto(); });
+  return lib;
+}
+
+}  // namespace
 
 Hmac::Hmac(const std::string& key) {
-  EVP_MAC* mac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
-  EVP_MAC_CTX* ctx = mac ? EVP_MAC_CTX_new(mac) : nullptr;
-  EVP_MAC_free(mac);  // the context keeps its own reference
-  char digest[] = "SHA256";
-  OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0), OSSL_PARAM_construct_end()};
+  const Libcrypto& c = libcrypto();
+  if (!c.error.empty()) throw std::runtime_error(c.error);
   static const unsigned char kEmpty = 0;
   const unsigned char* k = key.empty() ? &kEmpty : reinterpret_cast<const unsigned char*>(key.data());
-  if (ctx == nullptr || EVP_MAC_init(ctx, k, key.empty() ? 1 : key.size(), params) != 1) {
-    EVP_MAC_CTX_free(ctx);
+  void* ctx = c.ctx_new();
+  if (ctx == nullptr || key.size() > (1u << 30) ||
+      c.init_ex(ctx, k, key.empty() ? 1 : static_cast<int>(key.size()), c.sha256(), nullptr) != 1) {
+    if (ctx != nullptr) c.ctx_free(ctx);
     throw std::runtime_error("HMAC-SHA-256 is not available from libcrypto");
   }
   ctx_ = ctx;
 }
 
-Hmac::~Hmac() { EVP_MAC_CTX_free(static_cast<EVP_MAC_CTX*>(ctx_)); }
+Hmac::~Hmac() { libcrypto().ctx_free(ctx_); }
 
 void Hmac::raw(const void* data, size_t len) {
-  if (len && EVP_MAC_update(static_cast<EVP_MAC_CTX*>(ctx_), static_cast<const unsigned char*>(data), len) != 1)
+  if (len && libcrypto().update(ctx_, static_cast<const unsigned char*>(data), len) != 1)
     ok_ = false;
 }
 
@@ -50,8 +106,8 @@ Hmac& Hmac::field(const void* data, size_t len) {
 
 Mac Hmac::finish() {
   Mac out{};
-  size_t n = 0;
-  if (!ok_ || EVP_MAC_final(static_cast<EVP_MAC_CTX*>(ctx_), out.data(), &n, out.size()) != 1 || n != out.size())
+  unsigned int n = 0;
+  if (!ok_ || libcrypto().final_(ctx_, out.data(), &n) != 1 || n != out.size())
     throw std::runtime_error("HMAC-SHA-256 failed in libcrypto");
   return out;
 }
@@ -65,8 +121,17 @@ std::vector<uint8_t> random_bytes(size_t n) {
     if (r <= 0) break;
     got += static_cast<size_t>(r);
   }
-  if (got < n && RAND_bytes(v.data(), static_cast<int>(n)) != 1)
-    throw std::runtime_error("no random bytes from getrandom() or libcrypto");
+  if (got < n) {  // getrandom() refused (a kernel before 3.17, a seccomp filter): the device
+    int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    while (fd >= 0 && got < n) {
+      ssize_t r = ::read(fd, v.data() + got, n - got);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) break;
+      got += static_cast<size_t>(r);
+    }
+    if (fd >= 0) ::close(fd);
+  }
+  if (got < n) throw std::runtime_error("no random bytes from getrandom() or /dev/urandom");
   return v;
 }
 
@@ -77,7 +142,11 @@ uint64_t random_u64() {
   return v;
 }
 
-bool equal_ct(const uint8_t* a, const uint8_t* b, size_t n) { return CRYPTO_memcmp(a, b, n) == 0; }
+bool equal_ct(const uint8_t* a, const uint8_t* b, size_t n) {
+  volatile uint8_t diff = 0;  // every byte is looked at, whatever differs first
+  for (size_t i = 0; i < n; ++i) diff = static_cast<uint8_t>(diff | (a[i] ^ b[i]));
+  return diff == 0;
+}
 
 std::string to_hex(const uint8_t* p, size_t n) {
   static const char* d = "0123456789abcdef";

@@ -1,5 +1,5 @@
 // The group secret's cryptography: HMAC-SHA-256 over length-prefixed fields, random nonces, and
-// constant-time comparison (OpenSSL's libcrypto). Every proof wsync exchanges is
+// constant-time comparison (HMAC from the system's libcrypto, loaded at run time). Every proof wsync exchanges is
 // HMAC(secret, label, fields...) with a distinct label per use, so a proof made for one purpose
 // (a store login, a control HELLO) never verifies for another.
 #pragma once
@@ -36,7 +36,7 @@ class Hmac {
   bool ok_ = true;
 };
 
-// n bytes from the operating system's CSPRNG (getrandom, else OpenSSL's RAND_bytes). Aborts
+// n bytes from the operating system's CSPRNG (getrandom, else /dev/urandom). Aborts
 // never; on the (practically impossible) failure both sources fail it throws std::runtime_error.
 std::vector<uint8_t> random_bytes(size_t n);
 uint64_t random_u64();

@@ -3,7 +3,6 @@
 // idempotent requests.
 #include "http/http_client.h"
 
-#include <curl/curl.h>
 
 #include <algorithm>
 #include <chrono>
@@ -14,6 +13,7 @@
 #include <thread>
 
 #include "common/error.h"
+#include "http/curl_library.h"
 
 namespace wsync {
 namespace {
@@ -30,22 +30,14 @@ int64_t ms_since(Clock::time_point t) {
 
 bool aborted(const std::atomic<bool>* flag) { return flag != nullptr && flag->load(std::memory_order_relaxed); }
 
-// curl_global_init is not thread-safe; run it exactly once per process.
-CURLcode global_init() {
-  static std::once_flag once;
-  static CURLcode rc = CURLE_OK;
-  std::call_once(once, [] { rc = curl_global_init(CURL_GLOBAL_DEFAULT); });
-  return rc;
-}
-
 struct EasyDeleter {
-  void operator()(CURL* e) const { curl_easy_cleanup(e); }
+  void operator()(CURL* e) const { curl_library().easy_cleanup(e); }
 };
 struct MultiDeleter {
-  void operator()(CURLM* m) const { curl_multi_cleanup(m); }
+  void operator()(CURLM* m) const { curl_library().multi_cleanup(m); }
 };
 struct SlistDeleter {
-  void operator()(curl_slist* l) const { curl_slist_free_all(l); }
+  void operator()(curl_slist* l) const { curl_library().slist_free_all(l); }
 };
 using EasyPtr = std::unique_ptr<CURL, EasyDeleter>;
 using MultiPtr = std::unique_ptr<CURLM, MultiDeleter>;
@@ -127,7 +119,7 @@ HttpOutcome classify(CURLcode rc, CURL* easy, const Transfer& t) {
       return HttpOutcome::kDisconnected;
     case CURLE_OPERATION_TIMEDOUT: {
       curl_off_t connect_us = 0;
-      curl_easy_getinfo(easy, CURLINFO_CONNECT_TIME_T, &connect_us);
+      curl_library().easy_getinfo(easy, CURLINFO_CONNECT_TIME_T, &connect_us);
       return connect_us > 0 ? HttpOutcome::kTimeout : HttpOutcome::kConnectTimeout;
     }
     case CURLE_URL_MALFORMAT:
@@ -141,30 +133,32 @@ HttpOutcome classify(CURLcode rc, CURL* easy, const Transfer& t) {
 // Every option of one request on a fresh easy handle (errbuf and t outlive the transfer).
 void set_request_options(CURL* e, const std::string& url, const wsync_http_request_t& req, const HttpOptions& opts,
                          curl_slist* headers, char* errbuf, Transfer* t) {
-  curl_easy_setopt(e, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(e, CURLOPT_ERRORBUFFER, errbuf);
-  curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);  // threads: no SIGALRM for DNS timeouts
+  const CurlLibrary& c = curl_library();
+  c.easy_setopt(e, CURLOPT_URL, url.c_str());
+  c.easy_setopt(e, CURLOPT_ERRORBUFFER, errbuf);
+  c.easy_setopt(e, CURLOPT_NOSIGNAL, 1L);  // threads: no SIGALRM for DNS timeouts
 #if LIBCURL_VERSION_NUM >= 0x075500
-  curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+  if (c.easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https") != CURLE_OK)  // the system's libcurl is older than 7.85
 #endif
-  curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
-  curl_easy_setopt(e, CURLOPT_USERAGENT, "wsync");
-  curl_easy_setopt(e, CURLOPT_HTTPHEADER, headers);
-  if (opts.connect_timeout_ms > 0) curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(opts.connect_timeout_ms));
-  if (opts.request_timeout_ms > 0) curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(opts.request_timeout_ms));
-  curl_easy_setopt(e, CURLOPT_MAXFILESIZE_LARGE, static_cast<curl_off_t>(t->limit));
-  curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
-  curl_easy_setopt(e, CURLOPT_WRITEDATA, t);
-  curl_easy_setopt(e, CURLOPT_NOPROGRESS, 0L);
-  curl_easy_setopt(e, CURLOPT_XFERINFOFUNCTION, on_progress);
-  curl_easy_setopt(e, CURLOPT_XFERINFODATA, t);
+    c.easy_setopt(e, CURLOPT_PROTOCOLS, static_cast<long>(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+  c.easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+  c.easy_setopt(e, CURLOPT_USERAGENT, "wsync");
+  c.easy_setopt(e, CURLOPT_HTTPHEADER, headers);
+  if (opts.connect_timeout_ms > 0) c.easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(opts.connect_timeout_ms));
+  if (opts.request_timeout_ms > 0) c.easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(opts.request_timeout_ms));
+  c.easy_setopt(e, CURLOPT_MAXFILESIZE_LARGE, static_cast<curl_off_t>(t->limit));
+  c.easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
+  c.easy_setopt(e, CURLOPT_WRITEDATA, t);
+  c.easy_setopt(e, CURLOPT_NOPROGRESS, 0L);
+  c.easy_setopt(e, CURLOPT_XFERINFOFUNCTION, on_progress);
+  c.easy_setopt(e, CURLOPT_XFERINFODATA, t);
   if (req.method == WSYNC_HTTP_POST) {
     const char* body = req.body != nullptr ? req.body : "";
-    curl_easy_setopt(e, CURLOPT_POST, 1L);
-    curl_easy_setopt(e, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(std::strlen(body)));
+    c.easy_setopt(e, CURLOPT_POST, 1L);
+    c.easy_setopt(e, CURLOPT_POSTFIELDS, body);
+    c.easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(std::strlen(body)));
   } else {
-    curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
+    c.easy_setopt(e, CURLOPT_HTTPGET, 1L);
   }
 }
 
@@ -179,13 +173,13 @@ struct Drive {
 // (looked at every kPollSliceMs).
 Drive drive(CURLM* multi, CURL* e, const std::atomic<bool>* abort_flag) {
   Drive d;
-  d.mc = curl_multi_add_handle(multi, e);
+  d.mc = curl_library().multi_add_handle(multi, e);
   while (d.mc == CURLM_OK && !d.done) {
     int running = 0;
-    d.mc = curl_multi_perform(multi, &running);
+    d.mc = curl_library().multi_perform(multi, &running);
     if (d.mc != CURLM_OK) break;
     int left = 0;
-    while (CURLMsg* msg = curl_multi_info_read(multi, &left)) {
+    while (CURLMsg* msg = curl_library().multi_info_read(multi, &left)) {
       if (msg->msg == CURLMSG_DONE && msg->easy_handle == e) {
         d.rc = msg->data.result;
         d.done = true;
@@ -196,7 +190,9 @@ Drive drive(CURLM* multi, CURL* e, const std::atomic<bool>* abort_flag) {
       d.stopped = true;
       break;
     }
-    d.mc = curl_multi_poll(multi, nullptr, 0, kPollSliceMs, nullptr);
+    const CurlLibrary& cl = curl_library();
+    d.mc = cl.multi_poll != nullptr ? cl.multi_poll(multi, nullptr, 0, kPollSliceMs, nullptr)
+                                    : cl.multi_wait(multi, nullptr, 0, kPollSliceMs, nullptr);
   }
   return d;
 }
@@ -205,13 +201,13 @@ Drive drive(CURLM* multi, CURL* e, const std::atomic<bool>* abort_flag) {
 void judge_transfer(const Drive& d, CURL* e, const Transfer& t, const char* errbuf, HttpResult* r) {
   if (d.mc != CURLM_OK && !d.done && !d.stopped) {
     r->outcome = HttpOutcome::kError;
-    r->error = std::string("libcurl multi interface failed: ") + curl_multi_strerror(d.mc);
+    r->error = std::string("libcurl multi interface failed: ") + curl_library().multi_strerror(d.mc);
   } else if (d.stopped) {
     r->outcome = HttpOutcome::kAborted;
     r->error = "aborted";
   } else {
     r->outcome = classify(d.rc, e, t);
-    if (d.rc != CURLE_OK) r->error = errbuf[0] != '\0' ? errbuf : curl_easy_strerror(d.rc);
+    if (d.rc != CURLE_OK) r->error = errbuf[0] != '\0' ? errbuf : curl_library().easy_strerror(d.rc);
     if (r->outcome == HttpOutcome::kAborted) r->error = "aborted";
     if (r->outcome == HttpOutcome::kTooLarge)
       r->error = "the reply is larger than " + std::to_string(t.limit >> 20) + " MiB";
@@ -226,8 +222,8 @@ HttpResult attempt(const std::string& url, const wsync_http_request_t& req, cons
   t.abort_flag = abort_flag;
   t.limit = http_reply_limit(req.reply);
   t.keep = http_reply_keep(req.reply);
-  EasyPtr easy(curl_easy_init());
-  MultiPtr multi(curl_multi_init());
+  EasyPtr easy(curl_library().easy_init());
+  MultiPtr multi(curl_library().multi_init());
   if (!easy || !multi) {
     r.outcome = HttpOutcome::kError;
     r.error = "libcurl could not create a handle (out of memory?)";
@@ -239,12 +235,12 @@ HttpResult attempt(const std::string& url, const wsync_http_request_t& req, cons
   set_request_options(e, url, req, opts, headers, errbuf, &t);
   judge_transfer(drive(multi.get(), e, abort_flag), e, t, errbuf, &r);
   long status = 0;
-  curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
+  curl_library().easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
   r.reply.status = status;
   char* ctype = nullptr;
-  if (curl_easy_getinfo(e, CURLINFO_CONTENT_TYPE, &ctype) == CURLE_OK && ctype != nullptr) r.reply.content_type = ctype;
+  if (curl_library().easy_getinfo(e, CURLINFO_CONTENT_TYPE, &ctype) == CURLE_OK && ctype != nullptr) r.reply.content_type = ctype;
   r.reply.body = std::move(t.body);
-  curl_multi_remove_handle(multi.get(), e);
+  curl_library().multi_remove_handle(multi.get(), e);
   if (t.out_of_memory) throw std::bad_alloc();  // the body could not be stored
   if (r.outcome != HttpOutcome::kReplied) http_release(&r.reply);  // nobody reads a failed body
   return r;
@@ -335,9 +331,9 @@ HttpResult http_perform(const std::string& base_url, const wsync_http_request_t&
     r.error = problem;
     return r;
   }
-  if (CURLcode grc = global_init(); grc != CURLE_OK) {
+  if (const CurlLibrary& cl = curl_library(); !cl.loaded()) {
     r.outcome = HttpOutcome::kError;
-    r.error = std::string("curl_global_init failed: ") + curl_easy_strerror(grc);
+    r.error = cl.error;
     return r;
   }
 
@@ -345,7 +341,7 @@ HttpResult http_perform(const std::string& base_url, const wsync_http_request_t&
   // "Expect: 100-continue" round trip for large bodies.
   SlistPtr headers;
   auto add = [&headers](const std::string& h) {
-    curl_slist* head = curl_slist_append(headers.get(), h.c_str());
+    curl_slist* head = curl_library().slist_append(headers.get(), h.c_str());
     if (head == nullptr) throw std::bad_alloc();  // the old list is still owned by `headers`
     headers.release();
     headers.reset(head);

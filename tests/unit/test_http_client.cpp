@@ -1,6 +1,8 @@
 // The core's HTTP layer against a real HTTP server (cpp-httplib on 127.0.0.1): request shape
 // (headers, body, method, path), reply judgement with the engine's own words (SGLang, vLLM,
 // FastAPI, LMDeploy bodies), timeouts, abort, retries, and the engine server list.
+#include <cstdlib>
+#include <stdexcept>
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -939,3 +941,16 @@ TEST(EngineSet, BareConcurrentRunnerAndHttpCallWithWhy) {
 }
 
 }  // namespace
+
+// ------------------------------------------------------------------------------------------------
+// libcurl is the system's, loaded at the first request: without it a request fails with a message
+// that says so and how to install it (ctest unit.test_http_client_without_libcurl runs this with
+// WSYNC_LIBCURL naming a file that does not exist; the other runs skip it).
+
+TEST(WithoutLibcurl, ARequestFailsNamingLibcurl) {
+  if (std::getenv("WSYNC_TEST_WITHOUT_LIBCURL") == nullptr) GTEST_SKIP() << "run by unit.test_http_client_without_libcurl";
+  Sent r = send("http://127.0.0.1:9", make_req(WSYNC_HTTP_GET, "/health", nullptr, WSYNC_REPLY_STATUS));
+  EXPECT_NE(r.status, WSYNC_OK);
+  EXPECT_NE(r.message.find("libcurl could not be loaded"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("apt-get install libcurl4"), std::string::npos) << r.message;
+}

@@ -1,4 +1,6 @@
 // Tensor name validation (common/names.h) and the group secret's primitives (common/auth.h).
+#include <cstdlib>
+#include <stdexcept>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -65,6 +67,19 @@ TEST(Auth, RandomBytesDiffer) {
   EXPECT_EQ(random_bytes(32).size(), 32u);
   EXPECT_NE(random_bytes(32), random_bytes(32));
   EXPECT_NE(random_u64(), random_u64());
+}
+
+// HMAC comes from the system's libcrypto, loaded at run time: without it the proof is refused with
+// a message naming libcrypto (ctest unit.test_names_auth_without_libcrypto sets WSYNC_LIBCRYPTO to a
+// file that does not exist; the other runs skip this).
+TEST(WithoutLibcrypto, HmacThrowsNamingLibcrypto) {
+  if (std::getenv("WSYNC_TEST_WITHOUT_LIBCRYPTO") == nullptr) GTEST_SKIP() << "run by unit.test_names_auth_without_libcrypto";
+  try {
+    Hmac h("k");
+    FAIL() << "an HMAC was made without libcrypto";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("needs the system's libcrypto"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
