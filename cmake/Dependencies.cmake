@@ -4,6 +4,18 @@ find_package(PkgConfig REQUIRED)
 find_package(Threads REQUIRED)
 set(WSYNC_SUMMARY "")
 
+# -Wl,--exclude-libs,ALL keeps the symbols of static archives out of a library's exports; the
+# version scripts (src/libwsync.map, plugins/common/plugin.map) already do, and zig's linker (the
+# portable wheel's, scripts/wheel.sh) has no such flag, so it is added only where the linker takes it.
+set(WSYNC_EXCLUDE_LIBS -Wl,--exclude-libs,ALL)
+if(NOT CMAKE_VERSION VERSION_LESS 3.18)
+  include(CheckLinkerFlag)
+  check_linker_flag(C "-Wl,--exclude-libs,ALL" WSYNC_LINKER_HAS_EXCLUDE_LIBS)
+  if(NOT WSYNC_LINKER_HAS_EXCLUDE_LIBS)
+    set(WSYNC_EXCLUDE_LIBS "")
+  endif()
+endif()
+
 # xxHash: manifest and payload checksums (required).
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 # libcrypto (OpenSSL 3 or 1.1, HMAC-SHA-256 for the group secret) and libcurl (the HTTP engine

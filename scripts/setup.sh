@@ -8,7 +8,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PACKAGES=(build-essential cmake pkg-config libucx-dev ucx-utils libcjson-dev libcurl4-openssl-dev libssl-dev
-          libcmocka-dev libgtest-dev libxxhash-dev libcpp-httplib-dev valgrind iperf3)
+          libcmocka-dev libgtest-dev libxxhash-dev libcpp-httplib-dev valgrind iperf3
+          file qemu-user debootstrap)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -17,12 +18,20 @@ done
 # cargo or another Go already there is used as it is; the bindings need Rust 1.63, Go 1.19).
 command -v cargo >/dev/null 2>&1 || missing+=(cargo)
 command -v go >/dev/null 2>&1 || missing+=(golang-go)
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "setup: installing ${missing[*]}"
-  SUDO=""
-  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+# The aarch64 wheel (scripts/wheel.sh --arch aarch64) takes Debian's arm64 cJSON and xxHash, and its
+# test runs an arm64 Debian root under qemu-user: dpkg must know the architecture.
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+update=0
+if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+  $SUDO dpkg --add-architecture arm64
+  update=1
+fi
+if [ ${#missing[@]} -gt 0 ] || [ "$update" -eq 1 ]; then
+  [ "$update" -eq 0 ] || echo "setup: dpkg architecture arm64 added"
+  [ ${#missing[@]} -eq 0 ] || echo "setup: installing ${missing[*]}"
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+  [ ${#missing[@]} -eq 0 ] || DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
 JOBS=${WSYNC_JOBS:-$(nproc)}

@@ -5,6 +5,10 @@ secret_file and nothing else (the sender writes it, 0600, the receiver reads it)
 
   wheel_move.py DIR           (runs both; exit 0 when every version arrived equal and committed)
   wheel_move.py DIR receiver  (the receiver alone; the first form starts it)
+
+WSYNC_TEST_TRANSPORT picks the transport (default ucx); WSYNC_TEST_LAUNCHER is put before the
+receiver's command line (python.wheel_aarch64: "qemu-aarch64 -L ROOT", the kernel here cannot run
+an arm64 python by itself).
 """
 import hashlib
 import os
@@ -56,17 +60,19 @@ def main():
         return receiver(d)
     for k in ("WSYNC_GROUP_SECRET", "WSYNC_GROUP_SECRET_FILE"):
         os.environ.pop(k, None)  # the secret file alone
-    rx = subprocess.Popen([sys.executable, __file__, d, "receiver"])
+    launcher = os.environ.get("WSYNC_TEST_LAUNCHER", "").split()
+    rx = subprocess.Popen(launcher + [sys.executable, __file__, d, "receiver"])
     opts = {"store_addr_file": os.path.join(d, "store"), "secret_file": os.path.join(d, "secret"),
             "bucket_bytes": str(2 << 20)}
-    with wsync.Group(1, group_name="wheel", store_addr="127.0.0.1:0", transport="ucx", options=opts) as g:
+    transport = os.environ.get("WSYNC_TEST_TRANSPORT", "ucx")
+    with wsync.Group(1, group_name="wheel", store_addr="127.0.0.1:0", transport=transport, options=opts) as g:
         for v in range(1, VERSIONS + 1):
             g.send({n: content(n, v) for n in SIZES})
             g.finalize(v)
             print("sender: version %d committed by the receiver" % v, flush=True)
     rc = rx.wait(60)
     mode = oct(os.stat(os.path.join(d, "secret")).st_mode & 0o777)
-    print("wheel_move: %s (secret file %s)" % ("OK" if rc == 0 else "FAILED", mode))
+    print("wheel_move: %s over %s (secret file %s)" % ("OK" if rc == 0 else "FAILED", transport, mode))
     return rc
 
 

@@ -3,13 +3,15 @@
   python -m wsync info [--json]      the library, its ABI, the plugin folders and every plugin
                                      (what the C tool wsync-info prints)
   python -m wsync doctor [--json]    checks this machine: the library and plugins load, what UCX
-                                     sees (transports and devices), CUDA and NCCL found or not and
-                                     why, and a loopback transfer over UCX with its rate
+                                     sees (transports and devices), UCX's CUDA module, CUDA and
+                                     NCCL found or not and why, the system's libcrypto and libcurl,
+                                     and a loopback transfer over UCX with its rate
 
 Exit status: 0 when everything checked is usable (a GPU transport without a GPU is information,
 not a failure), 1 when a check failed, 2 for a bad command line.
 """
 import argparse
+import ctypes
 import json
 import os
 import secrets
@@ -67,6 +69,54 @@ def _plugin_checks(plugins):
         out.append(_check("CUDA transport %s" % name, p is not None and p["status"] == "WSYNC_OK", detail,
                           fatal=False))
     return out
+
+
+def _system_library_checks():
+    """The libraries wsync loads from the system when it needs them (never bundled)."""
+    out = []
+    for what, names, fatal in (
+            ("libcrypto (HMAC-SHA-256 of the group secret)", ("libcrypto.so.3", "libcrypto.so.1.1"), True),
+            ("libcurl (the HTTP engine adapters: SGLang, vLLM, LMDeploy)", ("libcurl.so.4",), False)):
+        found, why = None, []
+        for name in names:
+            try:
+                ctypes.CDLL(name)
+            except OSError as e:
+                why.append(str(e))
+            else:
+                found = name
+                break
+        out.append(_check("system %s" % what, found is not None,
+                          "loads: %s" % found if found else "not found (%s)" % "; ".join(why), fatal=fatal))
+    return out
+
+
+def _loaded_files():
+    try:
+        with open("/proc/self/maps") as f:
+            return {line.split()[-1] for line in f if "/" in line}
+    except OSError:
+        return set()
+
+
+def _ucx_cuda_check():
+    """UCX's CUDA module (libuct_cuda.so, beside the libucp this process loaded): found, loaded by
+    UCX or not, and why not. Information: without a GPU it cannot load."""
+    ucp = sorted(p for p in _loaded_files() if os.path.basename(p).startswith("libucp.so"))
+    if not ucp:
+        return _check("UCX CUDA module", False, "UCX is not loaded in this process", fatal=False)
+    module = os.path.join(os.path.dirname(ucp[0]), "ucx", "libuct_cuda.so.0")
+    if not os.path.exists(module):
+        return _check("UCX CUDA module", False, "not found: %s (this UCX was built without CUDA)" % module,
+                      fatal=False)
+    if any(os.path.basename(p).startswith("libuct_cuda.so") for p in _loaded_files()):
+        return _check("UCX CUDA module", True, "found and loaded by UCX: %s" % module, fatal=False)
+    try:
+        ctypes.CDLL(module)
+    except OSError as e:
+        return _check("UCX CUDA module", False, "found: %s; not loaded: %s" % (module, e), fatal=False)
+    return _check("UCX CUDA module", True, "found: %s; it loads (UCX had not loaded it: no CUDA device seen?)"
+                  % module, fatal=False)
 
 
 def _loopback(nbytes=64 << 20, updates=3, timeout_ms=60000):
@@ -128,8 +178,12 @@ def doctor():
     checks = [_check("library loads", True, "wsync %s, ABI %s, %s" % (facts["version"], facts["abi"],
                                                                      facts["library"]))]
     checks += _plugin_checks(facts["plugins"])
+    checks += _system_library_checks()
     secs, detail = _loopback()
     checks.append(_check("loopback transfer over UCX", secs is not None, detail))
+    checks.append(_ucx_cuda_check())
+    if wsync._ffi.ucx_preload_error:
+        checks.append(_check("PyPI's UCX (libucx) preloaded", False, wsync._ffi.ucx_preload_error))
     return {"version": facts["version"], "checks": checks,
             "ok": all(c["ok"] or not c["fatal"] for c in checks)}
 

@@ -6,6 +6,9 @@ Which library is loaded, in order:
   2. WSYNC_USE_SYSTEM_LIBRARY=1: the installed libwsync.so.1 the dynamic loader finds (ldconfig,
      LD_LIBRARY_PATH), with its plugins in the wsync/ folder beside it.
   3. The libwsync the wheel carries (wsync/_lib/libwsync.so.1, plugins in wsync/_lib/wsync/).
+Before it, PyPI's UCX (the `libucx` package of the wheel's dependency libucx-cu12) is preloaded
+where it is installed, so that the ucx plugin's libucp.so.0 is that one; a source build
+(`pip install .`) links the system's UCX by path and finds it without.
 """
 import ctypes
 import os
@@ -194,6 +197,19 @@ def _library_path():
         "installed one" % (ABI_MAJOR, bundled.parent, ABI_MAJOR))
 
 
+def _preload_ucx():
+    """Load PyPI's UCX libraries (libucx-cu12) when that package is installed; else nothing."""
+    try:
+        import libucx  # noqa: PLC0415 (optional: the portable wheel's dependency)
+    except ImportError:
+        return None
+    try:
+        libucx.load_library()
+    except OSError as e:  # the ucx plugin then says why it does not load (python -m wsync doctor)
+        return "libucx.load_library() failed: %s" % e
+    return None
+
+
 def _load():
     path = _library_path()
     try:
@@ -212,4 +228,5 @@ def _load():
     return lib, path
 
 
+ucx_preload_error = _preload_ucx()  # shown by python -m wsync doctor
 lib, library_path = _load()
