@@ -31,7 +31,7 @@ else
     echo "python-venv: FAILED: scripts/wheel.sh did not build the portable wheel (full log: python-wheel.log)" >&2
     exit 1
   fi
-  "${PIP[@]}" --no-index --find-links build-dist/x86_64/download libucx-cu12
+  "${PIP[@]}" --no-index --find-links "build-dist/$(uname -m)/download" libucx-cu12
   install=(--force-reinstall --no-deps "$(ls dist/wsync-*-py3-none-manylinux_2_28_"$(uname -m)".whl)")
 fi
 if ! "${PIP[@]}" "${install[@]}" >>python-wheel.log 2>&1; then

@@ -9,7 +9,7 @@
 #     those that come from elsewhere by design: UCX's (the dependency libucx-cu12) and NCCL's (the
 #     host's). (Its "overall tag" is linux_<arch> for that reason: auditwheel does not know a
 #     library may come from another wheel; `auditwheel repair --exclude` made it so.)
-#   - it depends on libucx-cu12.
+#   - it depends on libucx-cu12, and says so to `import wsync` (wsync/_lib/UCX_FROM_LIBUCX).
 set -euo pipefail
 whl=$1 arch=$2
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -23,12 +23,13 @@ trap 'rm -rf "$dir"' EXIT
 python3 -m zipfile -e "$whl" "$dir"
 grep -q "^Tag: py3-none-manylinux_2_28_$arch\$" "$dir"/wsync-*.dist-info/WHEEL || fail "its WHEEL file has another tag"
 grep -q "^Requires-Dist: libucx-cu12" "$dir"/wsync-*.dist-info/METADATA || fail "it does not depend on libucx-cu12"
+[ -f "$dir/wsync/_lib/UCX_FROM_LIBUCX" ] || fail "it has no wsync/_lib/UCX_FROM_LIBUCX (import wsync would not preload libucx-cu12)"
 case "$arch" in x86_64) machine="x86-64" ;; aarch64) machine="aarch64" ;; esac
 n=0
 while IFS= read -r so; do
   n=$((n + 1))
-  file -L "$so" | grep -qi "$machine" || fail "$so is not a $arch object: $(file -L "$so")"
-  newest=$(objdump -T "$so" | grep -o 'GLIBC_2\.[0-9]*' | sort -uV | tail -1)
+  file -bL "$so" | grep -qi "$machine" || fail "$so is not a $arch object: $(file -bL "$so")"
+  newest=$(objdump -T "$so" | { grep -o 'GLIBC_2\.[0-9]*' || true; } | sort -uV | tail -1)
   [ -z "$newest" ] || [ "$(printf '%s\nGLIBC_2.28\n' "$newest" | sort -V | tail -1)" = GLIBC_2.28 ] \
     || fail "${so#"$dir"/} needs $newest (newer than 2.28)"
   echo "wheel_check: ${so#"$dir"/}: newest glibc symbol ${newest:-none}"

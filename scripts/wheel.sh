@@ -15,7 +15,7 @@
 #     CUDA toolkit here), NCCL and the driver are the host's, loaded when used.
 # auditwheel then tags the wheel manylinux_2_28 (refusing if any file needs a newer glibc symbol).
 #
-#   scripts/wheel.sh [--arch x86_64|aarch64] [OUT_DIR]     (default x86_64 into dist/)
+#   scripts/wheel.sh [--arch x86_64|aarch64] [OUT_DIR]     (default: this machine's, into dist/)
 #
 # A wheel against a system UCX (an InfiniBand cluster's, with verbs) is the source build instead:
 #   pip install .        (from a checkout, with scripts/setup.sh's packages and that UCX's pkg-config)
@@ -26,7 +26,7 @@
 # in build-dist/<arch>/cmake, so a second run rebuilds only what changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ARCH=x86_64
+ARCH=$(uname -m)
 OUT=dist
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -83,10 +83,13 @@ fi
 cp -L "$libdir/libcjson.so.1" "$libdir/libxxhash.so.0" "$deps/lib/"
 ln -s libcjson.so.1 "$deps/lib/libcjson.so"
 ln -s libxxhash.so.0 "$deps/lib/libxxhash.so"
+rm -f "$work"/download/libucx*.whl  # one UCX wheel in the folder: the one asked for now
 "$tools/bin/python" -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: \
   --platform "$PLAT" -d "$work/download" "$UCX_WHEEL" || fail "could not download $UCX_WHEEL for $ARCH from PyPI"
+ucx_whl=("$work"/download/libucx*.whl)
+[ ${#ucx_whl[@]} -eq 1 ] && [ -f "${ucx_whl[0]}" ] || fail "expected one UCX wheel in $work/download: ${ucx_whl[*]}"
 rm -rf "$work/ucx"
-"$tools/bin/python" -m zipfile -e "$(ls "$work"/download/libucx_cu1*-"$ARCH".whl 2>/dev/null || ls "$work"/download/libucx_cu1*"$ARCH"*.whl)" "$work/ucx"
+"$tools/bin/python" -m zipfile -e "${ucx_whl[0]}" "$work/ucx"
 ucx=$work/ucx/libucx
 for pc in "$ucx"/lib/pkgconfig/*.pc; do
   sed "s|^prefix = .*|prefix = $ucx|" "$pc" >"$deps/pkgconfig/$(basename "$pc")"
@@ -110,6 +113,7 @@ raw=$work/raw
 rm -rf "$raw"
 mkdir -p "$raw" "$OUT"
 cmake_args="-DCMAKE_C_COMPILER=$work/bin/cc;-DCMAKE_CXX_COMPILER=$work/bin/c++;-DWSYNC_WITH_UCX=ON"
+cmake_args+=";-DWSYNC_PORTABLE_WHEEL=ON"
 cmake_args+=";-DWSYNC_WITH_CUDA=$CUDA;-DWSYNC_WITH_NCCL=$CUDA"
 cmake_args+=";-DCMAKE_SHARED_LINKER_FLAGS=-s;-DCMAKE_MODULE_LINKER_FLAGS=-s"  # stripped
 if [ "$ARCH" != "$(uname -m)" ]; then
@@ -134,6 +138,8 @@ meta=$(ls "$unpacked"/wsync-*/wsync-*.dist-info/METADATA)
 ucx_req="libucx-cu12>=1.22,<2"
 awk -v req="Requires-Dist: $ucx_req" '!done && /^Requires-Dist:|^Provides-Extra:|^$/ {print req; done=1} {print}' \
   "$meta" >"$meta.new" && mv "$meta.new" "$meta"
+# The marker that makes `import wsync` preload libucx-cu12's UCX for this library (_ffi.py).
+printf '%s\n' "$ucx_req" >"$(dirname "$(dirname "$meta")")/wsync/_lib/UCX_FROM_LIBUCX"
 rm -f "$whl"
 "$tools/bin/python" -m wheel pack -d "$raw" "$(dirname "$(dirname "$meta")")" >/dev/null
 whl=$(ls "$raw"/wsync-*.whl)

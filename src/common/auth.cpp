@@ -4,15 +4,15 @@
 // linked, so the portable wheel carries no copy of it (docs/PYTHON.md).
 #include "common/auth.h"
 
-#include <dlfcn.h>
 #include <fcntl.h>
 #include <sys/random.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdlib>
 #include <mutex>
 #include <stdexcept>
+
+#include "common/system_library.h"
 
 namespace wsync {
 namespace {
@@ -28,35 +28,19 @@ struct Libcrypto {
   std::string error;  // why it is not there; empty when every call above is
 };
 
-template <typename F>
-bool resolve(void* handle, const char* name, F* out) {
-  *out = reinterpret_cast<F>(dlsym(handle, name));
-  return *out != nullptr;
-}
-
 Libcrypto load_libcrypto() {
   Libcrypto c;
-  const char* env = std::getenv("WSYNC_LIBCRYPTO");
-  const bool asked = env != nullptr && env[0] != '\0';
-  const char* names[] = {asked ? env : "libcrypto.so.3", "libcrypto.so.1.1"};
-  void* h = nullptr;
-  std::string why;
-  for (const char* n : names) {
-    if ((h = dlopen(n, RTLD_NOW | RTLD_LOCAL)) != nullptr) break;
-    const char* e = dlerror();
-    why += std::string(why.empty() ? "" : "; ") + (e != nullptr ? e : n);
-    if (asked) break;  // asked for one file: no other
-  }
-  if (h == nullptr) {
-    c.error = "HMAC-SHA-256 needs the system's libcrypto (OpenSSL 3 or 1.1), which could not be loaded (" + why +
-              "; Debian/Ubuntu: apt-get install libssl3; RHEL/Rocky: dnf install openssl-libs)";
+  const SystemLibrary lib = open_system_library("WSYNC_LIBCRYPTO", {"libcrypto.so.3", "libcrypto.so.1.1"});
+  if (lib.handle == nullptr) {
+    c.error = "HMAC-SHA-256 needs the system's libcrypto (OpenSSL 3 or 1.1), which could not be loaded (" +
+              lib.why_not + "; Debian/Ubuntu: apt-get install libssl3; RHEL/Rocky: dnf install openssl-libs)";
     return c;
   }
-  if (!resolve(h, "HMAC_CTX_new", &c.ctx_new) || !resolve(h, "HMAC_CTX_free", &c.ctx_free) ||
-      !resolve(h, "HMAC_Init_ex", &c.init_ex) || !resolve(h, "HMAC_Update", &c.update) ||
-      !resolve(h, "HMAC_Final", &c.final_) || !resolve(h, "EVP_sha256", &c.sha256)) {
+  if (!resolve_symbol(lib, "HMAC_CTX_new", &c.ctx_new) || !resolve_symbol(lib, "HMAC_CTX_free", &c.ctx_free) ||
+      !resolve_symbol(lib, "HMAC_Init_ex", &c.init_ex) || !resolve_symbol(lib, "HMAC_Update", &c.update) ||
+      !resolve_symbol(lib, "HMAC_Final", &c.final_) || !resolve_symbol(lib, "EVP_sha256", &c.sha256)) {
     c = Libcrypto{};
-    c.error = "the system's libcrypto has no HMAC_CTX interface (OpenSSL older than 1.1?)";
+    c.error = "the system's libcrypto (" + lib.path + ") has no HMAC_CTX interface (OpenSSL older than 1.1?)";
   }
   return c;
 }

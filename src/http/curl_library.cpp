@@ -1,45 +1,26 @@
 // Loads libcurl at run time (see curl_library.h).
 #include "http/curl_library.h"
 
-#include <dlfcn.h>
-
-#include <cstdlib>
 #include <mutex>
+
+#include "common/system_library.h"
 
 namespace wsync {
 namespace {
 
-template <typename F>
-bool resolve(void* handle, const char* name, F* out) {
-  *out = reinterpret_cast<F>(dlsym(handle, name));
-  return *out != nullptr;
-}
-
 CurlLibrary load() {
   CurlLibrary c;
-  const char* env = std::getenv("WSYNC_LIBCURL");
-  const char* names[] = {env != nullptr && env[0] != '\0' ? env : "libcurl.so.4", "libcurl-gnutls.so.4"};
-  void* h = nullptr;
-  std::string why;
-  for (const char* n : names) {
-    h = dlopen(n, RTLD_NOW | RTLD_LOCAL);
-    if (h != nullptr) {
-      c.path = n;
-      break;
-    }
-    const char* e = dlerror();
-    why += std::string(why.empty() ? "" : "; ") + (e != nullptr ? e : n);
-    if (env != nullptr && env[0] != '\0') break;  // asked for one file: no other
-  }
-  if (h == nullptr) {
-    c.error = "libcurl could not be loaded (" + why +
+  const SystemLibrary lib = open_system_library("WSYNC_LIBCURL", {"libcurl.so.4", "libcurl-gnutls.so.4"});
+  if (lib.handle == nullptr) {
+    c.error = "libcurl could not be loaded (" + lib.why_not +
               "): wsync's HTTP engine adapters use the system's libcurl 7.61 or newer "
               "(Debian/Ubuntu: apt-get install libcurl4; RHEL/Rocky: dnf install libcurl)";
     return c;
   }
+  c.path = lib.path;
   const char* missing = nullptr;
 #define WSYNC_CURL_FN(field, sym) \
-  if (missing == nullptr && !resolve(h, #sym, &c.field)) missing = #sym;
+  if (missing == nullptr && !resolve_symbol(lib, #sym, &c.field)) missing = #sym;
   WSYNC_CURL_FN(global_init, curl_global_init)
   WSYNC_CURL_FN(easy_init, curl_easy_init)
   WSYNC_CURL_FN(easy_cleanup, curl_easy_cleanup)
@@ -60,10 +41,10 @@ CurlLibrary load() {
 #undef WSYNC_CURL_FN
   if (missing != nullptr) {
     c = CurlLibrary{};
-    c.error = std::string("the system's libcurl (") + names[0] + ") has no " + missing + ": it is older than 7.61";
+    c.error = "the system's libcurl (" + lib.path + ") has no " + missing + ": it is older than 7.61";
     return c;
   }
-  resolve(h, "curl_multi_poll", &c.multi_poll);  // optional (7.66+)
+  resolve_symbol(lib, "curl_multi_poll", &c.multi_poll);  // optional (7.66+)
   // curl_global_init is not thread-safe: it runs here, under the once of curl_library().
   if (CURLcode rc = c.global_init(CURL_GLOBAL_DEFAULT); rc != CURLE_OK) {
     const std::string what = c.easy_strerror(rc);

@@ -191,8 +191,13 @@ Drive drive(CURLM* multi, CURL* e, const std::atomic<bool>* abort_flag) {
       break;
     }
     const CurlLibrary& cl = curl_library();
-    d.mc = cl.multi_poll != nullptr ? cl.multi_poll(multi, nullptr, 0, kPollSliceMs, nullptr)
-                                    : cl.multi_wait(multi, nullptr, 0, kPollSliceMs, nullptr);
+    if (cl.multi_poll != nullptr) {
+      d.mc = cl.multi_poll(multi, nullptr, 0, kPollSliceMs, nullptr);
+    } else {  // libcurl before 7.66: curl_multi_wait returns at once when it has no socket to wait on
+      int fds = 0;
+      d.mc = cl.multi_wait(multi, nullptr, 0, kPollSliceMs, &fds);
+      if (d.mc == CURLM_OK && fds == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
   }
   return d;
 }

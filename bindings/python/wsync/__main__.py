@@ -74,9 +74,13 @@ def _plugin_checks(plugins):
 def _system_library_checks():
     """The libraries wsync loads from the system when it needs them (never bundled)."""
     out = []
-    for what, names, fatal in (
-            ("libcrypto (HMAC-SHA-256 of the group secret)", ("libcrypto.so.3", "libcrypto.so.1.1"), True),
-            ("libcurl (the HTTP engine adapters: SGLang, vLLM, LMDeploy)", ("libcurl.so.4",), False)):
+    for what, env, names, fatal in (
+            ("libcrypto (HMAC-SHA-256 of the group secret)", "WSYNC_LIBCRYPTO", ("libcrypto.so.3", "libcrypto.so.1.1"),
+             True),
+            ("libcurl (the HTTP engine adapters: SGLang, vLLM, LMDeploy)", "WSYNC_LIBCURL",
+             ("libcurl.so.4", "libcurl-gnutls.so.4"), False)):
+        if os.environ.get(env):  # the core then loads that file and no other
+            names = (os.environ[env],)
         found, why = None, []
         for name in names:
             try:

@@ -6,9 +6,11 @@ Which library is loaded, in order:
   2. WSYNC_USE_SYSTEM_LIBRARY=1: the installed libwsync.so.1 the dynamic loader finds (ldconfig,
      LD_LIBRARY_PATH), with its plugins in the wsync/ folder beside it.
   3. The libwsync the wheel carries (wsync/_lib/libwsync.so.1, plugins in wsync/_lib/wsync/).
-Before it, PyPI's UCX (the `libucx` package of the wheel's dependency libucx-cu12) is preloaded
-where it is installed, so that the ucx plugin's libucp.so.0 is that one; a source build
-(`pip install .`) links the system's UCX by path and finds it without.
+For the portable wheel (scripts/wheel.sh: its _lib holds the file UCX_FROM_LIBUCX) PyPI's UCX,
+the `libucx` package of its dependency libucx-cu12, is preloaded first, so that the ucx plugin's
+libucp.so.0 is that one; not when a UCX is already in the process (the plugin then shares it),
+and never for a source build (`pip install .`, WSYNC_LIBRARY, the system's library), whose plugin
+was built against the system's UCX (an InfiniBand cluster's, with verbs).
 """
 import ctypes
 import os
@@ -197,12 +199,23 @@ def _library_path():
         "installed one" % (ABI_MAJOR, bundled.parent, ABI_MAJOR))
 
 
-def _preload_ucx():
-    """Load PyPI's UCX libraries (libucx-cu12) when that package is installed; else nothing."""
+def _ucx_loaded():
+    try:
+        with open("/proc/self/maps") as f:
+            return any("/libucp.so" in line for line in f)
+    except OSError:
+        return False
+
+
+def _preload_ucx(path):
+    """For the portable wheel's library at `path`: load PyPI's UCX (libucx-cu12) unless a UCX is
+    loaded already. Returns why it failed, or None."""
+    if not (pathlib.Path(path).parent / "UCX_FROM_LIBUCX").exists() or _ucx_loaded():
+        return None
     try:
         import libucx  # noqa: PLC0415 (optional: the portable wheel's dependency)
     except ImportError:
-        return None
+        return "the portable wheel needs the package libucx-cu12 (pip install libucx-cu12)"
     try:
         libucx.load_library()
     except OSError as e:  # the ucx plugin then says why it does not load (python -m wsync doctor)
@@ -211,7 +224,9 @@ def _preload_ucx():
 
 
 def _load():
+    global ucx_preload_error
     path = _library_path()
+    ucx_preload_error = _preload_ucx(path)
     try:
         lib = ctypes.CDLL(path)  # CDLL: the GIL is released during every call
     except OSError as e:
@@ -228,5 +243,5 @@ def _load():
     return lib, path
 
 
-ucx_preload_error = _preload_ucx()  # shown by python -m wsync doctor
+ucx_preload_error = None  # why PyPI's UCX did not preload (python -m wsync doctor shows it)
 lib, library_path = _load()

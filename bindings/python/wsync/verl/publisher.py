@@ -165,10 +165,15 @@ class Publisher:
     async def publish(self, weights, global_steps: Optional[int]) -> dict:
         """Send every tensor of the generator and commit them as one version. The generator is
         walked to its end even after a failure: the other trainer ranks gather with this one."""
-        g = self._await_group()
+        try:
+            g = self._await_group()
+            before = g.stats()
+        except Exception:
+            async for _ in ensure_async_iterator(weights):
+                pass  # nothing can be sent, but the other ranks' gathers need this one
+            raise
         version = max(self.committed + 1, int(global_steps or 0))
         t0 = time.monotonic()
-        before = g.stats()
         failure: Optional[Exception] = None
         failed_in = "send"
         batch, nbytes, tensors = [], 0, 0

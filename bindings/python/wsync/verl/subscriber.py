@@ -92,8 +92,8 @@ class Subscriber:
                     if staged:
                         held.extend(items)
                         continue
-                    for item in items:  # views: valid until the next _take, which waits for the caller
-                        yield item
+                    for name, t in items:  # owned copies: verl's adapters may hold them past the next bucket
+                        yield name, self._on_device(t)
                 elif kind == EventKind.COMMIT:
                     await asyncio.to_thread(self._commit, rx, version, steps)
                     ended = True
@@ -105,8 +105,8 @@ class Subscriber:
             if not ended and not waiting and self.rx is rx:  # the caller stopped (or raised) mid-update:
                 self.close()  # leave now, so the trainer removes this worker at once, not after timeout_ms
         logger.info("wsync: %s committed version %d (step %s)", self.who(), version, steps)
-        for item in held:
-            yield item
+        for name, t in held:
+            yield name, self._on_device(t)
 
     def _take(self, rx: wsync.Receiver, staged: bool, steps: Optional[int]) -> tuple:
         """The next event: (kind, version, [(name, tensor)]); staged copies, else views."""
@@ -119,7 +119,18 @@ class Subscriber:
             raise self._failed("the sync failed: %s" % e, e, steps)
         if ev.kind != EventKind.BUCKET:
             return ev.kind, ev.version, []
-        return ev.kind, ev.version, [(v.name, v.copy() if staged else v.torch()) for v in ev.tensors]
+        # Copies in both modes: a view expires at the next rx.next(), and verl's adapters may keep a
+        # tensor longer (SGLang's batches, vLLM's large-tensor IPC path).
+        return ev.kind, ev.version, [(v.name, v.copy()) for v in ev.tensors]
+
+    @staticmethod
+    def _on_device(t):
+        """On this worker's current CUDA device where there is one (verl's vLLM adapter passes large
+        tensors by CUDA IPC and cannot take host tensors); as received (host) on a CPU worker."""
+        import torch
+        if torch.cuda.is_available() and t.device.type == "cpu":
+            return t.to(torch.device("cuda", torch.cuda.current_device()))
+        return t
 
     def _commit(self, rx: wsync.Receiver, version: int, steps: Optional[int]) -> None:
         try:
