@@ -122,6 +122,21 @@ struct SenderPlan {
 
 std::string addr_file(const std::string& dir, uint32_t k) { return dir + "/s" + std::to_string(k) + ".addr"; }
 
+// A sender that finished every version waits (up to 10 s) for the other senders to finish theirs
+// before it closes its group: a receiver ends when a sender closes, and a sender still reading its
+// member events would otherwise see that receiver leave "between updates" (an extra LEFT event:
+// integration.many_senders failed this way under ASan, sender 1 slower than sender 0 to get there).
+void wait_other_senders(const SenderPlan& p) {
+  const std::string mine = p.dir + "/s" + std::to_string(p.k) + ".done";
+  if (FILE* f = std::fopen(mine.c_str(), "w")) std::fclose(f);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (uint32_t k = 0; k < p.m; ++k) {
+    const std::string theirs = p.dir + "/s" + std::to_string(k) + ".done";
+    while (access(theirs.c_str(), F_OK) != 0 && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
 // A sender process: exit 0 after every version was finalized (or, with a lie, after the batch was
 // refused with the expected message); 3 on a failure, printed.
 int run_sender(const SenderPlan& p) {
@@ -220,6 +235,7 @@ int run_sender(const SenderPlan& p) {
       const uint32_t n = static_cast<uint32_t>(p.lefts.size());
       if (matched != n || events != n || stats.members != p.receivers - n || stats.members_left != n) rc = 7;
     }
+    wait_other_senders(p);
   }
   wsync_group_destroy(g);
   return rc;
