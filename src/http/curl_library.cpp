@@ -37,7 +37,6 @@ CurlLibrary load() {
   WSYNC_CURL_FN(multi_strerror, curl_multi_strerror)
   WSYNC_CURL_FN(slist_append, curl_slist_append)
   WSYNC_CURL_FN(slist_free_all, curl_slist_free_all)
-  WSYNC_CURL_FN(version, curl_version)
 #undef WSYNC_CURL_FN
   if (missing != nullptr) {
     c = CurlLibrary{};

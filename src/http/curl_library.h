@@ -31,7 +31,6 @@ struct CurlLibrary {
   decltype(&curl_multi_strerror) multi_strerror = nullptr;
   decltype(&curl_slist_append) slist_append = nullptr;
   decltype(&curl_slist_free_all) slist_free_all = nullptr;
-  decltype(&curl_version) version = nullptr;
   std::string path;   // the file loaded, when loaded
   std::string error;  // why not, when not: every call above is then null
   bool loaded() const { return error.empty(); }

@@ -3,7 +3,6 @@
 // idempotent requests.
 #include "http/http_client.h"
 
-
 #include <algorithm>
 #include <chrono>
 #include <cstring>
