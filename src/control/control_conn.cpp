@@ -136,6 +136,12 @@ void ControlConn::keep_last_words() {
 
 wsync_status_t ControlConn::pump() { return fill(0); }
 
+bool ControlConn::hung_up() const {
+  if (closed()) return true;
+  pollfd f{fd_, POLLRDHUP, 0};
+  return ::poll(&f, 1, 0) > 0 && (f.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+
 // Bytes still missing for the frame that starts at rd_ (header first, then its body). Reads
 // never take more than that, so a peer cannot make us buffer more than one frame (max_body_).
 size_t ControlConn::wanted() const {

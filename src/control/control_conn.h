@@ -34,6 +34,9 @@ class ControlConn {
   int fd() const { return fd_; }
   // The peer closed (EOF seen or socket gone); frames read before that may still be buffered.
   bool closed() const { return eof_ || fd_ < 0; }
+  // closed(), or the peer's end is closed with frames still unread before its EOF (which reads do
+  // not reach while a whole frame waits in the buffer): a poll for POLLRDHUP, without reading.
+  bool hung_up() const;
   bool open() const { return fd_ >= 0; }
   void close();
   // Half-close our side (the peer reads everything we sent, then EOF) and discard what the peer

@@ -45,6 +45,10 @@ namespace wsync {
 // and of a one-sender group whose route relays (told in each ROUTE: group info announced 2 MiB
 // before the receivers' hosts were known). Each hop of a chain costs a piece's time.
 constexpr uint64_t kLanePieceBytes = 512u << 10;
+// Many senders: how much longer than timeout_ms a sender waits for its members' COMMITTED (a
+// receiver's answer may come through the other senders first); an update's first batch then
+// waits that much longer for the other senders, which may still be closing the update before.
+constexpr int64_t kSendersGraceMs = 2000;
 
 class EngineCalls;  // group_engines.h
 struct EngineRejoin;  // engine_members.h
@@ -276,10 +280,12 @@ struct Routes {
   bool relays = false;    // the plan is not a star: receivers forward to their children
   DeliveryPlan delivery;  // from the plan (or every engine rank, without control channels)
   uint64_t piece_bytes = 0;  // told in every ROUTE (0: none; group info's holds)
-  // The plan's parents as planned at init, never changed after: what the caller's thread checks a
-  // batch's segments against (route_fits_segments), while the pipeline thread moves members that
-  // leave or join in `plan` (elastic).
-  std::vector<uint32_t> init_parent;
+  // The plan's parents, copied from `plan` whenever it changes (at init, and when a member left
+  // and the pipeline thread hung it and its subtree below the sender): what the caller's thread
+  // checks a batch's segments against (route_fits_segments), under parent_mu, since the pipeline
+  // thread moves members in `plan` meanwhile.
+  mutable std::mutex parent_mu;
+  std::vector<uint32_t> parent;
 };
 
 // The receivers (group_members.cpp). A rank's slot is made at init and kept; membership=elastic

@@ -195,7 +195,7 @@ namespace {
 bool seat_agreed(wsync_group_t* g, std::unique_ptr<Peer>& p, const std::vector<uint32_t>* agreed,
                  std::vector<std::unique_ptr<Peer>>* later) {
   p->conn.pump();
-  if (p->conn.closed()) return false;
+  if (p->conn.hung_up()) return false;  // (closed, even behind a frame it sent that waits unread)
   if (agreed == nullptr || !std::binary_search(agreed->begin(), agreed->end(), p->rank)) {
     later->push_back(std::move(p));
     return true;

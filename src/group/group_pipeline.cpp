@@ -197,7 +197,6 @@ wsync_status_t take_committed(wsync_group_t* g, Peer* p, uint64_t version, const
   return WSYNC_OK;
 }
 
-constexpr int64_t kSendersGraceMs = 2000;
 
 // END_UPDATE to every member (a receiver that cannot be told fails as a member).
 wsync_status_t send_end_update(wsync_group_t* g, const FinalizeJob& job, const std::string& what) {

@@ -94,7 +94,10 @@ wsync_status_t route_members(wsync_group_t* g, int64_t deadline) {
   if (st != WSYNC_OK) return fail_msg(st, "group '" + g->cfg.group_name + "': planning its routes: " + last_error());
   g->route.relays = g->route.plan.shape != "star";
   g->route.delivery = DeliveryPlan::routed(g->route.plan);
-  g->route.init_parent = g->route.plan.parent;
+  {
+    std::lock_guard<std::mutex> lock(g->route.parent_mu);
+    g->route.parent = g->route.plan.parent;
+  }
   // One sender that relays, piece_bytes not given: each hop costs a piece's time (a batch of 10 MB
   // is five 2 MiB pieces; docs/PERFORMANCE.md "no drain"), so smaller pieces, told in the ROUTE
   // (receivers of a star spec read no ROUTE, and a star keeps the larger pieces: UCX on one host
@@ -137,6 +140,8 @@ std::vector<uint32_t> route_member_left(wsync_group_t* g, uint32_t rank) {
   }
   hang_below_sender(&g->route.plan, rank);
   g->route.delivery = DeliveryPlan::routed(g->route.plan);
+  std::lock_guard<std::mutex> lock(g->route.parent_mu);
+  g->route.parent = g->route.plan.parent;  // (a receiver that relayed to it relays to it no more)
   return cut;
 }
 
@@ -163,13 +168,6 @@ std::vector<Peer*> peers_upstream_first(const wsync_group_t* g) {
 
 namespace {
 
-// The peer's end of its control connection is closed (EOF seen, or pending behind unread frames).
-bool hung_up(const Peer& p) {
-  if (p.conn.closed()) return true;
-  pollfd f{p.conn.fd(), POLLRDHUP, 0};
-  return ::poll(&f, 1, 0) > 0 && (f.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
-}
-
 // How long a receiver's close waits for its relays' closes to show: a relay's death makes its
 // receivers give up within milliseconds, and on a busy host the dead relay's sockets can close
 // after theirs (measured: 32 ms after a SIGKILL with both cores busy).
@@ -188,7 +186,7 @@ Peer* first_failed_upstream(wsync_group_t* g, Peer* p) {
   size_t from = 0;  // up[from ..]: the relays above `blame`, still watched
   for (const int64_t deadline = now_ms() + kUpstreamGraceMs;;) {
     for (size_t i = up.size(); i-- > from;)
-      if (hung_up(*up[i])) {
+      if (up[i]->conn.hung_up()) {  // (EOF seen, or pending behind unread frames)
         blame = up[i];
         from = i + 1;
         break;
@@ -225,8 +223,13 @@ std::string fed_by_note(const wsync_group_t* g, uint32_t rank) {
 
 wsync_status_t route_fits_segments(const wsync_group_t* g, const std::vector<std::vector<uint32_t>>& segments) {
   if (!g->route.relays) return WSYNC_OK;
-  // (the caller's thread: the init plan, which only loses edges later; never the moving `plan`)
-  const std::vector<uint32_t>& parent = g->route.init_parent;
+  // (the caller's thread: a copy of the plan's edges as they are now, never the moving `plan`; a
+  // member that left relays to no one, and one that joined again hangs below the sender)
+  std::vector<uint32_t> parent;
+  {
+    std::lock_guard<std::mutex> lock(g->route.parent_mu);
+    parent = g->route.parent;
+  }
   std::vector<size_t> segment_of(parent.size(), segments.size());
   for (size_t i = 0; i < segments.size(); ++i)
     for (uint32_t r : segments[i])

@@ -511,7 +511,13 @@ wsync_status_t senders_plan_batch(wsync_group_t* g, Batch* b, int64_t timeout_ms
   const std::vector<uint8_t> rec = encode_sender_record(mine, seq);
   if ((st = g->senders.client->set(slot_key(g, "plan", seq, g->cfg.sender_rank), rec.data(), rec.size())) != WSYNC_OK)
     return fail_msg(st, "publishing this sender's record in sender 0's store: " + last_error());
-  const int64_t deadline = deadline_after(timeout_ms);
+  // An update's first batch: the other senders may still be closing the update before (a member
+  // that did not answer COMMITTED costs a sender timeout_ms + kSendersGraceMs there, and only the
+  // senders it did not answer), so they are waited for that much longer (found by the composed
+  // soak: a sender gave up on a live one that was removing a hung engine). Later batches of an
+  // update keep timeout_ms: a sender that hangs mid-update is named within it.
+  const int64_t wait_ms = agree ? 2 * timeout_ms + kSendersGraceMs : timeout_ms;
+  const int64_t deadline = deadline_after(wait_ms);
   std::vector<SenderRecord> all(g->shape.num_senders);
   for (uint32_t k = 0; k < g->shape.num_senders; ++k) {
     if (k == g->cfg.sender_rank) {
@@ -525,7 +531,7 @@ wsync_status_t senders_plan_batch(wsync_group_t* g, Batch* b, int64_t timeout_ms
       g->senders.knock_armed.resize(g->shape.num_senders, 0);
       g->senders.knock_armed[k] = knock_store(g, k) == Knock::kAnswered;
     }
-    if ((st = read_record(g, seq, k, deadline, timeout_ms, &all[k])) != WSYNC_OK) return st;
+    if ((st = read_record(g, seq, k, deadline, wait_ms, &all[k])) != WSYNC_OK) return st;
   }
   if (agree && (st = agree_members(g, seq, deadline, b)) != WSYNC_OK) return st;
   const size_t at = g->senders.batch_in_update++;
@@ -538,10 +544,10 @@ wsync_status_t senders_plan_batch(wsync_group_t* g, Batch* b, int64_t timeout_ms
   g->senders.plans_computed += g->senders.planners[at]->computed() - before;
   std::vector<NeedMap> needs;
   uint64_t needs_digest = 0;
-  if ((st = read_needs(g, deadline, timeout_ms, &needs, &needs_digest)) != WSYNC_OK) return st;
+  if ((st = read_needs(g, deadline, wait_ms, &needs, &needs_digest)) != WSYNC_OK) return st;
   // The senders compare the plan and the receivers' needs they read: all cut the same boxes.
   const uint64_t agreed = plan->digest ^ needs_digest;
-  if ((st = agree_digest(g, seq, agreed, deadline, timeout_ms)) != WSYNC_OK) return st;
+  if ((st = agree_digest(g, seq, agreed, deadline, wait_ms)) != WSYNC_OK) return st;
   // END_UPDATE carries the chain of the update's agreed digests: receivers compare it across senders.
   g->senders.update_plan_digest = XXH3_64bits_withSeed(&agreed, sizeof agreed, g->senders.update_plan_digest);
   if (g->shape.http_engines) announce_build(*plan, b);  // sender 0: the engines' UPDATE of this batch

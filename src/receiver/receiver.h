@@ -322,6 +322,9 @@ void release_event(Link* rx);
 // One control frame from the link's sender: a MANIFEST is accepted (its bucket goes on the wire,
 // no event yet), END_UPDATE becomes COMMIT, ABORT_UPDATE ABORTED, CLOSE CLOSED.
 wsync_status_t handle_frame(Link* rx, const Frame& f, wsync_receiver_event_t* ev);
+// A frame still coming of an update this receiver voided (refused, its relay died, or another
+// sender aborted it): a BUCKET_SUM, or a MANIFEST of that update, dropped rather than refused.
+bool leftover_of_void_update(const Link* rx, const Frame& f);
 // receiver_links.cpp (many senders)
 // After link 0 joined sender 0: join senders 1..M-1 (their stores are listed in sender 0's).
 wsync_status_t links_join(const wsync_receiver_config_t* config, wsync_receiver_t* receiver);

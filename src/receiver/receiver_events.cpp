@@ -94,6 +94,8 @@ wsync_status_t said_why_instead(Link* rx, wsync_status_t st, wsync_receiver_even
   return handle_frame(rx, word, ev);
 }
 
+}  // namespace
+
 // What is still coming of an update this receiver voided on its own (it refused a bucket, or the
 // relay feeding it died: its NACK is on the way): that update's BUCKET_SUMs and MANIFESTs are
 // dropped, not refused again. The sender's word on the update (END_UPDATE, ABORT_UPDATE, CLOSE)
@@ -111,8 +113,6 @@ bool leftover_of_void_update(const Link* rx, const Frame& f) {
   }
   return m.update_id == rx->current_update;
 }
-
-}  // namespace
 
 wsync_status_t receiver_next(Link* rx, wsync_receiver_event_t* ev, int64_t timeout_ms) {
   if (rx->sh->links.size() > 1) return links_next(rx, ev, timeout_ms);

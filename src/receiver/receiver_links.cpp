@@ -248,6 +248,9 @@ wsync_status_t look_at(Link* rx, Link* l, wsync_receiver_event_t* ev, bool* read
     l->pending_commit = 0;
     rx->sh->first_end_ms = 0;
   }
+  // (another sender aborted the update: this sender's BUCKET_SUM of a bucket abandoned here may
+  // still come; found under load in ManySenders.SendersThatDisagreeOnAShapeAreRefused)
+  if (leftover_of_void_update(l, f)) return WSYNC_OK;
   wsync_receiver_event_t lev = WSYNC_RECEIVER_EVENT_INIT;
   if ((st = handle_frame(l, f, &lev)) != WSYNC_OK) return link_failed(rx, l, st);
   return link_event(rx, l, lev, ev, ready);
