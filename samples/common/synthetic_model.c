@@ -104,4 +104,28 @@ uint64_t synth_expected_checksum(const synth_tensor_t* t, uint64_t version) {
   return h;
 }
 
+uint64_t synth_expected_range_checksum(const synth_tensor_t* t, uint64_t version, uint64_t offset, uint64_t len) {
+  enum { kChunkWords = 1 << 15 };
+  static __thread uint64_t buf[kChunkWords + 1];
+  uint64_t seed = tensor_seed(t, version);
+  if (offset > t->nbytes) offset = t->nbytes;
+  if (len > t->nbytes - offset) len = t->nbytes - offset;
+  XXH3_state_t* s = XXH3_createState();
+  XXH3_64bits_reset(s);
+  /* Word w holds bytes [8w, 8w + 8) (the last word's tail too, as synth_fill writes it). */
+  for (uint64_t at = offset, end = offset + len; at < end;) {
+    uint64_t w0 = at / 8, skip = at % 8;
+    uint64_t n = (end - at + skip + 7) / 8;
+    if (n > kChunkWords) n = kChunkWords;
+    fill_range(seed, w0, n, buf);
+    uint64_t take = n * 8 - skip;
+    if (take > end - at) take = end - at;
+    XXH3_64bits_update(s, (const uint8_t*)buf + skip, take);
+    at += take;
+  }
+  uint64_t h = XXH3_64bits_digest(s);
+  XXH3_freeState(s);
+  return h;
+}
+
 uint64_t synth_checksum(const void* data, uint64_t n) { return XXH3_64bits(data, n); }

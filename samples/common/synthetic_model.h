@@ -32,6 +32,9 @@ void synth_fill(const synth_tensor_t* t, uint64_t version, void* dst);
 /* XXH3-64 of the bytes synth_fill would write, computed in small pieces without a full copy. */
 uint64_t synth_expected_checksum(const synth_tensor_t* t, uint64_t version);
 
+/* XXH3-64 of bytes [offset, offset + len) of what synth_fill would write (a TP shard's rows). */
+uint64_t synth_expected_range_checksum(const synth_tensor_t* t, uint64_t version, uint64_t offset, uint64_t len);
+
 /* XXH3-64 of a buffer. */
 uint64_t synth_checksum(const void* data, uint64_t n);
 

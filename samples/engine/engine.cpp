@@ -4,16 +4,23 @@
 // that version before it commits.
 //
 //   wsync-sample-engine --rank 1 (--store HOST:PORT | --store-file PATH) [--views] [--scale 1.0]
-//                       [--staged] [--rejoin] [--until-version V]
+//                       [--staged] [--rejoin] [--until-version V] [--until-file PATH] [--tp T]
 //
 // --rejoin: the receiver option rejoin. A trainer that dies or ends is followed by the next one at
 // the same store (the engine keeps serving meanwhile: a failed update or a wait is printed, not
-// fatal); the engine ends at a CLOSED once it committed --until-version (default: the first CLOSED).
+// fatal); the engine ends at a CLOSED once it committed --until-version (default: the first CLOSED)
+// and, with --until-file, once that file exists.
+// --tp T: one TP-T engine worker, TP rank (rank - 1) % T: it registers only its rows of every
+// tensor (torch.chunk over dim 0, as a slice; a tensor without rows whole, by every TP rank), checks
+// those bytes, and takes lane (its TP rank), so that relays between replicas pass each shard on
+// to the same TP rank of the next replica.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <unistd.h>
 #include <map>
 #include <set>
 #include <string>
@@ -49,14 +56,44 @@ int fail(int rank, const char* what, wsync_status_t st) {
   return 1;
 }
 
+// What this engine worker holds of a tensor: bytes [offset, offset + len) of it (all of it, or
+// with --tp its rows: row-major, so a contiguous range).
+struct Part {
+  const synth_tensor_t* t;
+  int64_t row0 = 0, rows = 0;  // with --tp: its rows (a slice); rows 0: the whole tensor
+  uint64_t offset = 0, len = 0;
+  uint64_t expected(uint64_t version) const { return synth_expected_range_checksum(t, version, offset, len); }
+};
+
+// The parts of TP rank `tp_rank` of `tp` (rows chunk, torch.chunk rounding), or every tensor whole.
+std::vector<Part> parts_of(const std::vector<synth_tensor_t>& spec, int tp, int tp_rank) {
+  std::vector<Part> out;
+  for (const auto& t : spec) {
+    Part p{&t};
+    p.len = t.nbytes;
+    const int64_t rows = t.ndim > 0 ? t.shape[0] : 0;
+    if (tp > 1 && rows > 0) {
+      const int64_t chunk = (rows + tp - 1) / tp, b = std::min(rows, chunk * tp_rank), e = std::min(rows, b + chunk);
+      if (e == b) continue;  // (none of its rows here)
+      const uint64_t row = t.nbytes / static_cast<uint64_t>(rows);
+      p.row0 = b;
+      p.rows = e - b;
+      p.offset = static_cast<uint64_t>(b) * row;
+      p.len = static_cast<uint64_t>(e - b) * row;
+    }  // (a tensor without rows: every TP rank's, whole, as replicated weights are)
+    out.push_back(p);
+  }
+  return out;
+}
+
 // Staged mode: after an update failed, the registered buffers must still hold the committed
 // version exactly. Prints the verdict; false when a buffer differs.
-bool kept_committed(int rank, const std::vector<synth_tensor_t>& spec, std::map<std::string, std::vector<uint8_t>>& params,
+bool kept_committed(int rank, const std::vector<Part>& spec, std::map<std::string, std::vector<uint8_t>>& params,
                     uint64_t version) {
   if (version == 0) return true;
   size_t differ = 0;
-  for (const auto& t : spec)
-    if (synth_checksum(params[t.name].data(), t.nbytes) != synth_expected_checksum(&t, version)) ++differ;
+  for (const auto& p : spec)
+    if (synth_checksum(params[p.t->name].data(), p.len) != p.expected(version)) ++differ;
   std::printf("engine rank %d: staged: %s\n", rank,
               differ == 0 ? ("every buffer still holds version " + std::to_string(version) + " bit for bit").c_str()
                           : (std::to_string(differ) + " buffers no longer hold version " + std::to_string(version)).c_str());
@@ -67,8 +104,8 @@ bool kept_committed(int rank, const std::vector<synth_tensor_t>& spec, std::map<
 }  // namespace
 
 int main(int argc, char** argv) {
-  int rank = 1;
-  std::string store, store_file;
+  int rank = 1, tp = 1;
+  std::string store, store_file, until_file;
   bool views = false, staged = false, rejoin = false;
   double scale = 1.0;
   uint64_t until_version = 0;
@@ -84,15 +121,21 @@ int main(int argc, char** argv) {
     else if (a == "--store-file") store_file = v;
     else if (a == "--scale") scale = std::atof(v.c_str());
     else if (a == "--until-version") until_version = std::strtoull(v.c_str(), nullptr, 10);
+    else if (a == "--until-file") until_file = v;
+    else if (a == "--tp") tp = std::atoi(v.c_str());
     else { std::fprintf(stderr, "engine: unknown flag %s\n", a.c_str()); return 2; }
   }
   if (store.empty() && !store_file.empty()) store = read_store_file(store_file, 60);
   if (store.empty()) { std::fprintf(stderr, "engine rank %d: no store address (--store or --store-file)\n", rank); return 2; }
+  if (tp < 1 || tp > 64 || (tp > 1 && views)) {
+    std::fprintf(stderr, "engine: --tp takes 1..64, and a TP shard needs registered buffers (not --views)\n");
+    return 2;
+  }
 
-  std::vector<synth_tensor_t> spec(1024);
-  spec.resize(synth_model_spec(scale, spec.data(), spec.size()));
-  std::map<std::string, const synth_tensor_t*> by_name;
-  for (const auto& t : spec) by_name[t.name] = &t;
+  std::vector<synth_tensor_t> model(1024);
+  model.resize(synth_model_spec(scale, model.data(), model.size()));
+  const std::vector<Part> spec = parts_of(model, tp, (rank - 1) % tp);
+  const std::string lane = std::to_string((rank - 1) % tp);
 
   wsync_receiver_config_t cfg = WSYNC_RECEIVER_CONFIG_INIT;
   cfg.rank = static_cast<uint32_t>(rank);
@@ -102,6 +145,7 @@ int main(int argc, char** argv) {
   std::vector<wsync_option_t> opts;
   if (staged && !views) opts.push_back(WSYNC_OPTION("receive_mode", "staged"));
   if (rejoin) opts.push_back(WSYNC_OPTION("rejoin", "1"));
+  if (tp > 1) opts.push_back(WSYNC_OPTION("lane", lane.c_str()));
   cfg.options = opts.empty() ? nullptr : opts.data();
   cfg.num_options = opts.size();
   wsync_receiver_t* rx = nullptr;
@@ -112,23 +156,31 @@ int main(int argc, char** argv) {
   std::map<std::string, std::vector<uint8_t>> params;
   if (!views) {
     std::vector<wsync_tensor_t> regs;
-    for (const auto& t : spec) {
+    for (const auto& p : spec) {
+      const synth_tensor_t& t = *p.t;
       auto& buf = params[t.name];
-      buf.resize(t.nbytes);
+      buf.resize(p.len);
       wsync_tensor_t d = WSYNC_TENSOR_INIT;
       d.name = t.name;
       d.dtype = t.dtype;
       d.ndim = t.ndim;
       std::memcpy(d.shape, t.shape, sizeof d.shape);
       d.data = buf.data();
-      d.nbytes = t.nbytes;
+      d.nbytes = p.len;
+      if (p.rows > 0) {  // its TP shard: a box of the full tensor
+        d.flags = WSYNC_TENSOR_SLICE;
+        std::memcpy(d.full_shape, t.shape, sizeof d.full_shape);
+        d.box_offset[0] = p.row0;
+        d.shape[0] = p.rows;
+      }
       regs.push_back(d);
     }
     st = wsync_receiver_register(rx, regs.data(), regs.size());
     if (st != WSYNC_OK) return fail(rank, "wsync_receiver_register", st);
   }
-  std::printf("engine rank %d: joined group 'demo' at %s (%s)\n", rank, store.c_str(),
-              views ? "views" : staged ? "staged, into registered parameters at commit" : "in-place into registered parameters");
+  std::printf("engine rank %d: joined group 'demo' at %s (%s%s)\n", rank, store.c_str(),
+              views ? "views" : staged ? "staged, into registered parameters at commit" : "in-place into registered parameters",
+              tp > 1 ? (", TP rank " + lane + " of " + std::to_string(tp) + ", lane " + lane).c_str() : "");
   std::fflush(stdout);
 
   std::map<std::string, uint64_t> got;  // name -> checksum of the bytes received this update
@@ -137,16 +189,14 @@ int main(int argc, char** argv) {
   for (;;) {
     wsync_receiver_event_t ev = WSYNC_RECEIVER_EVENT_INIT;
     st = wsync_receiver_next(rx, &ev, rejoin ? 5000 : 120000);
+    if (st == WSYNC_ERR_TIMEOUT && rejoin) continue;  // (a wait, not a failure: an update may go on)
     if (st != WSYNC_OK && rejoin) {  // the trainer is gone (or not back yet): keep serving
-      if (st != WSYNC_ERR_TIMEOUT) {
-        std::printf("engine rank %d: an update failed (%s); keeping version %llu: %s\n", rank, wsync_status_name(st),
-                    static_cast<unsigned long long>(wsync_receiver_committed_version(rx)), wsync_last_error());
-        std::fflush(stdout);
-      }
+      std::printf("engine rank %d: an update failed (%s); keeping version %llu: %s\n", rank, wsync_status_name(st),
+                  static_cast<unsigned long long>(wsync_receiver_committed_version(rx)), wsync_last_error());
+      std::fflush(stdout);
       got.clear();
       bytes = 0;
-      if (st != WSYNC_ERR_TIMEOUT && staged && !views &&
-          !kept_committed(rank, spec, params, wsync_receiver_committed_version(rx))) {
+      if (staged && !views && !kept_committed(rank, spec, params, wsync_receiver_committed_version(rx))) {
         wsync_receiver_destroy(rx);
         return 3;
       }
@@ -182,19 +232,20 @@ int main(int argc, char** argv) {
       // Staged: the registered buffers get the update at the commit; check them after it.
       if (staged && !views && (st = wsync_receiver_commit(rx, ev.version)) != WSYNC_OK)
         return fail(rank, "wsync_receiver_commit", st);
-      for (const auto& t : spec) {
-        auto it = got.find(t.name);
+      for (const auto& p : spec) {
+        const char* name = p.t->name;
+        auto it = got.find(name);
         if (it == got.end() && (views || !caught_up)) { ++missing; continue; }
-        if (!views && caught_up) got[t.name] = 0;
-        uint64_t have = views ? it->second : synth_checksum(params[t.name].data(), t.nbytes);
-        if (have != synth_expected_checksum(&t, ev.version)) {
-          if (bad++ < 3) std::fprintf(stderr, "engine rank %d: tensor '%s' differs from version %llu\n", rank, t.name,
+        if (!views && caught_up) got[name] = 0;
+        uint64_t have = views ? it->second : synth_checksum(params[name].data(), p.len);
+        if (have != p.expected(ev.version)) {
+          if (bad++ < 3) std::fprintf(stderr, "engine rank %d: tensor '%s' differs from version %llu\n", rank, name,
                                       static_cast<unsigned long long>(ev.version));
         }
       }
       bool ok = bad == 0 && missing == 0 && got.size() == spec.size();
       uint64_t tensor_bytes = 0;
-      for (const auto& t : spec) tensor_bytes += t.nbytes;
+      for (const auto& p : spec) tensor_bytes += p.len;
       // (t=: the wall clock, which every host of an emulated cluster shares: a soak reads when each
       // engine first held a version)
       std::printf("engine rank %d: version %llu: %zu tensors%s, %.2f GB in %.2f s (%.2f GB/s) t=%.3f %s\n", rank,
@@ -224,7 +275,9 @@ int main(int argc, char** argv) {
       std::printf("engine rank %d: trainer closed the group at version %llu\n", rank,
                   static_cast<unsigned long long>(wsync_receiver_committed_version(rx)));
       std::fflush(stdout);
-      if (rejoin && wsync_receiver_committed_version(rx) < until_version) continue;  // the next trainer
+      if (rejoin && (wsync_receiver_committed_version(rx) < until_version ||
+                     (!until_file.empty() && access(until_file.c_str(), F_OK) != 0)))
+        continue;  // the next trainer
       break;
     }
   }

@@ -22,27 +22,41 @@
 #     the engine started ("within one update interval"), unless the chaos killed it before that
 #     second version; its catch-up time is from its start to its first verified version.
 # It prints a table and the line
-#   soak: seed=S versions=V committed_all=A committed_quorum=Q failed=F joins=J leaves=L catchups=C
-#         served_mismatch=M rebuilds=R
+#   soak: seed=S mode=M versions=V committed_all=A committed_quorum=Q failed=F joins=J leaves=L catchups=C
+#         sender_restarts=R served_mismatch=M rebuilds=B
 # committed_quorum: versions that committed while an engine was removed during them (not those
 # removed between updates, which the next version simply does not include). The seed fixes every
 # random draw (the waits, the downtimes, the index of the victim among the engines up then); which
 # engines are up at a draw depends on timing.
 #
-# Usage: elastic_soak.sh <build dir> [--seconds 600] [--seed 1] [--interval-ms 2000] [--rate 1gbit]
+# --composed (issue 39, everything on at once): the trainer is two ranks (sender 0 on h0, sender
+# 1 on h9, each the rows it holds of every tensor), the engines are TP-2 workers (engine R holds
+# TP rank (R - 1) % 2 of every tensor, lane = its TP rank: replicas {1,2} {3,4} {5,6}, {7,8} added
+# midway), route=auto (lanes: each sender's shard relayed from replica to replica), every engine
+# with the receiver option rejoin. Besides the strikes on engines (relays among them), the chaos
+# restarts the trainer: a sender rank (rank 1 first, then alternating; every 150 s, or once at 40 %
+# of a shorter run) is SIGKILLed, the other rank is stopped 1 s later as torchrun's agent stops the
+# survivors of a failed worker, and both start again at the same stores from the next version;
+# the engines are not restarted (only the chaos restarts an engine, and only one it struck). A
+# restart waits until no engine is down, struck or still joining (no new strike begins once it is
+# due), and no engine is struck until the restarted trainer committed a version. rebuilds counts groups made again inside one process (a trainer
+# rank or an engine): 0 means the engines kept theirs across every trainer restart.
+#
+# Usage: elastic_soak.sh <build dir> [--seconds 600] [--seed 1] [--interval-ms 2000] [--rate 1gbit] [--composed]
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
-SECONDS_RUN=600 SEED=1 INTERVAL=2000 RATE=1gbit
+SECONDS_RUN=600 SEED=1 INTERVAL=2000 RATE=1gbit MODE=elastic
 args=("$@")
 for ((i = 0; i < ${#args[@]}; i++)); do
   case ${args[i]} in
+    --composed) MODE=composed ;;
     --seconds) SECONDS_RUN=${args[i + 1]:?--seconds needs a value} ;;
     --seed) SEED=${args[i + 1]:?--seed needs a value} ;;
     --interval-ms) INTERVAL=${args[i + 1]:?--interval-ms needs a value} ;;
     --rate) RATE=${args[i + 1]:?--rate needs a value} ;;
   esac
 done
-cluster_test_main 9 "$RATE" "esoak" "$@"
+if [ "$MODE" = composed ]; then cluster_test_main 10 "$RATE" "csoak" "$@"; else cluster_test_main 9 "$RATE" "esoak" "$@"; fi
 shift  # --inside
 BUILD=$(cd "$1" && pwd)
 SCALE=0.05
@@ -50,29 +64,92 @@ RANDOM=$SEED
 later() { awk -v t="$(now)" -v d="$1" 'BEGIN { printf "%.3f", t + d }'; }  # (no $RANDOM in here: a subshell)
 past() { awk -v a="$(now)" -v b="$1" 'BEGIN { exit !(a >= b) }'; }
 
-start_trainer 8 "$SCALE" 1 5000 --until-file "$LOGS/stop" --interval-ms "$INTERVAL" --keep-going 1 \
-  --option route=star --option membership=elastic --option commit_quorum=3 --option init_receivers=6
+GROUP_FLAGS=(--until-file "$LOGS/stop" --interval-ms "$INTERVAL" --keep-going 1 --option membership=elastic
+  --option commit_quorum=3 --option init_receivers=6)
+ENGINE_FLAGS=()
+generation=1  # the trainer's: 1, then one more per restart; rank K's log is rank<K>_<generation>
+if [ "$MODE" = composed ]; then
+  ENGINE_FLAGS=(--tp 2 --rejoin --until-file "$LOGS/stop")
+  # trainer_ranks FIRST: both ranks of the trainer from version FIRST; pids in rank0 and rank1.
+  trainer_ranks() {
+    on h0 "rank0_$generation" "$BUILD/bin/wsync-sample-trainer" --receivers 8 --versions 1 --first-version "$1" \
+      --store "$(store_addr)" --scale "$SCALE" --timeout-ms 5000 "${GROUP_FLAGS[@]}" --option route=auto \
+      --senders 2 --sender-rank 0
+    rank0=$last_pid
+    on h9 "rank1_$generation" "$BUILD/bin/wsync-sample-trainer" --receivers 8 --versions 1 --first-version "$1" \
+      --store "$WSC_ADDR_9:$((STORE_PORT + 1))" --sender0-store "$(store_addr)" --scale "$SCALE" --timeout-ms 5000 \
+      "${GROUP_FLAGS[@]}" --option route=auto --senders 2 --sender-rank 1
+    rank1=$last_pid
+    trainer=$rank0
+    T=$LOGS/rank0_$generation.log
+  }
+  trainer_ranks 1
+else
+  start_trainer 8 "$SCALE" 1 5000 "${GROUP_FLAGS[@]}" --option route=star
+  T=$LOGS/trainer.log
+fi
+trainer_alive() { alive "$trainer" && { [ "$MODE" != composed ] || alive "$rank1"; }; }
 declare -A runs started killed self_ended  # rank -> processes so far; log -> start time; log -> when struck / ended by itself
 PROCS=()                         # "pid log" of every engine process
 launch() {  # launch RANK: a staged engine on h<RANK>, log engine<RANK>_<n>
   local r=$1 n=$((${runs[$1]:-0} + 1))
   runs[$r]=$n
-  on "h$r" "engine${r}_$n" "$BUILD/bin/wsync-sample-engine" --rank "$r" --store "$(store_addr)" --scale "$SCALE" --staged
+  on "h$r" "engine${r}_$n" "$BUILD/bin/wsync-sample-engine" --rank "$r" --store "$(store_addr)" --scale "$SCALE" --staged \
+    ${ENGINE_FLAGS[@]+"${ENGINE_FLAGS[@]}"}
   printf -v "pid$r" '%s' "$last_pid"
   started["engine${r}_$n"]=$(now)
   PROCS+=("$last_pid engine${r}_$n")
 }
 for r in 1 2 3 4 5 6; do launch "$r"; done
-v1() { in_log trainer "version 1 committed" || ! alive "$trainer"; }
+v1() { grep -q "version 1 committed" "$T" || ! trainer_alive; }
 wait_for 60 v1 || fail "version 1 did not commit within 60 s"
-alive "$trainer" || fail "the trainer ended: $(grep -v '^\[' "$LOGS/trainer.log" | tail -3)"
+trainer_alive || fail "the trainer ended: $(grep -v '^\[' "$T" | tail -3)"
+
+# The next version a restarted trainer publishes: past every version any trainer or engine logged.
+next_version() {
+  cat "$LOGS"/rank*.log "$LOGS"/engine*.log | sed -n 's/.*version \([0-9][0-9]*\)[: ].*/\1/p' |
+    sort -n | tail -1 | awk '{ print $1 + 1 }'
+}
+restarts=0 restart_at="" calm_after=0
+if [ "$MODE" = composed ]; then
+  every=150
+  [ "$SECONDS_RUN" -ge 300 ] || every=$((SECONDS_RUN * 2 / 5))
+  restart_at=$(later "$every")
+fi
+# restart_trainer: rank V (1, 0, 1, ... by turns) SIGKILLed, the other stopped a second later, both
+# started again from the next version; no strike until the new trainer committed (calm_after).
+restart_trainer() {
+  local victim=$((1 - restarts % 2)) v first
+  v="rank$victim"
+  kill -KILL "${!v}" 2>/dev/null || true
+  sleep 1
+  kill -TERM "$rank0" "$rank1" 2>/dev/null || true
+  reap "$rank0" 30
+  reap "$rank1" 30
+  first=$(next_version)
+  restarts=$((restarts + 1)) generation=$((generation + 1))
+  echo "soak: $(seconds_since "$t0") s: sender rank $victim killed; the trainer restarts from version $first"
+  trainer_ranks "$first"
+  calm_after=$first
+  restart_at=$(later "$every")
+}
+calm() { [ "$calm_after" = 0 ] || grep -q "^trainer: version [0-9]* committed on" "$T"; }
+restart_due() { [ -n "$restart_at" ] && past "$restart_at"; }
+settled() {  # every engine process running has verified a version (none is joining now)
+  local r l
+  for r in 1 2 3 4 5 6 7 8; do
+    [ -n "${runs[$r]:-}" ] || continue
+    l="engine${r}_${runs[$r]}"
+    grep -q " verified$" "$LOGS/$l.log" 2>/dev/null || return 1
+  done
+}
 
 t0=$(now)
 end=$(awk -v t="$t0" -v s="$SECONDS_RUN" 'BEGIN { printf "%.3f", t + s }')
 half=$(awk -v t="$t0" -v s="$SECONDS_RUN" 'BEGIN { printf "%.3f", t + s / 2 }')
 added=0 kills=0 hangs=0 partitions=0 catchup_failures=0
-declare -A down_until  # rank -> when it is restarted
-declare -A strike_end  # rank -> when its hang or partition ends (SIGKILL then)
+declare -A down_until=()  # rank -> when it is restarted
+declare -A strike_end=()  # rank -> when its hang or partition ends (SIGKILL then)
 declare -A strike_kind  # rank -> hang or partition
 gone() {  # gone RANK: it is dead; restart it 1..4 s later (the draw was made at the strike)
   down_until[$1]=$(later "${down_of[$1]}")
@@ -80,7 +157,10 @@ gone() {  # gone RANK: it is dead; restart it 1..4 s later (the draw was made at
 declare -A down_of
 d=$((3 + RANDOM % 6)); next_chaos=$(later "$d")
 while ! past "$end"; do
-  alive "$trainer" || fail "the trainer ended during the soak: $(grep -v '^\[' "$LOGS/trainer.log" | tail -3)"
+  trainer_alive || fail "the trainer ended during the soak: $(grep -v '^\[' "$T" | tail -3)"
+  if restart_due && [ ${#down_until[@]} -eq 0 ] && [ ${#strike_end[@]} -eq 0 ] && calm && settled; then
+    restart_trainer
+  fi
   if [ "$added" = 0 ] && past "$half"; then
     launch 7; launch 8; added=1
     echo "soak: $(seconds_since "$t0") s: engines 7 and 8 added"
@@ -109,7 +189,7 @@ while ! past "$end"; do
       echo "soak: $(seconds_since "$t0") s: engine $r ended on its own: $(grep -v '^\[' "$LOGS/$l.log" | tail -1)"
     fi
   done
-  if past "$next_chaos"; then
+  if past "$next_chaos" && calm && ! restart_due; then  # (a restart that is due waits for no new strike)
     up=()
     for r in 1 2 3 4 5 6 7 8; do
       p="pid$r"
@@ -157,6 +237,10 @@ sleep $(( (INTERVAL * 4) / 1000 + 4 ))
 touch "$LOGS/stop"
 reap "$trainer" 60
 trainer_rc=$rc
+if [ "$MODE" = composed ]; then
+  reap "$rank1" 60
+  [ "$rc" -eq 0 ] || trainer_rc=$rc
+fi
 bad_exit=()
 for pl in "${PROCS[@]}"; do
   pid=${pl% *} l=${pl#* }
@@ -166,20 +250,29 @@ for pl in "${PROCS[@]}"; do
   fi
 done
 
-T=$LOGS/trainer.log
+if [ "$MODE" = composed ]; then  # every generation of rank 0, in order
+  for ((g = 1; g <= generation; g++)); do cat "$LOGS/rank0_$g.log"; done >"$LOGS/trainers.txt"
+  T=$LOGS/trainers.txt
+fi
 versions=$(grep -c -E "^trainer: version [0-9]+ (committed on|failed)" "$T" || true)
 committed=$(grep -c "^trainer: version [0-9]* committed on" "$T" || true)
 failed=$(grep -c "^trainer: version [0-9]* failed" "$T" || true)
 leaves=$(grep -c "^trainer: engine rank [0-9]* left the group" "$T" || true)
 joins=$(grep -c "^trainer: engine rank [0-9]* joined the group" "$T" || true)
-rebuilds=$(( $(grep -c "^trainer: group 'demo' up" "$T" || true) - 1 ))
+# (a group made more than once by one process: a trainer rank, or an engine that initialised again)
+rebuilds=0
+for f in "$LOGS"/trainer.log "$LOGS"/rank*_*.log "$LOGS"/engine*.log; do
+  [ -f "$f" ] || continue
+  n=$(grep -c "^trainer: group 'demo' up\|^engine rank [0-9]*: joined group" "$f" || true)
+  [ "$n" -le 1 ] || rebuilds=$((rebuilds + n - 1))
+done
 quorum=0
 for u in $(grep "^trainer: engine rank [0-9]* left the group during update" "$T" | grep -v "between updates" |
            sed -n 's/.*during update \([0-9]*\).*/\1/p' | sort -u); do
   if grep -q "^trainer: version $u committed on" "$T"; then quorum=$((quorum + 1)); fi
 done
 all=$((committed - quorum))
-unnamed=$(grep "^trainer: version [0-9]* failed" "$T" | grep -v -c "receiver rank\|no receiver\|quorum" || true)
+unnamed=$(grep "^trainer: version [0-9]* failed" "$T" | grep -v -c "receiver rank\|no receiver\|quorum\|sender [0-9]" || true)
 mismatch=$(cat "$LOGS"/engine*.log | grep -c "CHECKSUM MISMATCH" || true)
 lost=$(cat "$LOGS"/engine*.log | grep -c "no longer hold" || true)
 verified=$(cat "$LOGS"/engine*.log | grep -c " verified$" || true)
@@ -214,9 +307,16 @@ peer=$(cat "$LOGS"/engine*.log | grep -c "caught up from a peer" || true)
 echo "| seed | seconds | interval ms | versions | committed on all | committed on a quorum | failed | joins | leaves | catch-ups (from a peer) | catch-ups failed | engine-versions verified | served mismatch | kills / hangs / partitions | rebuilds |"
 echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 echo "| $SEED | $SECONDS_RUN | $INTERVAL | $versions | $all | $quorum | $failed | $joins | $leaves | $catchups ($peer) | $catchup_failures | $verified | $mismatch | $kills / $hangs / $partitions | $rebuilds |"
-echo "soak: seed=$SEED versions=$versions committed_all=$all committed_quorum=$quorum failed=$failed joins=$joins leaves=$leaves catchups=$catchups served_mismatch=$mismatch rebuilds=$rebuilds"
+echo "soak: seed=$SEED mode=$MODE versions=$versions committed_all=$all committed_quorum=$quorum failed=$failed joins=$joins leaves=$leaves catchups=$catchups sender_restarts=$restarts served_mismatch=$mismatch rebuilds=$rebuilds"
 [ "$trainer_rc" -eq 0 ] || fail "the trainer exited with $trainer_rc: $(grep -v '^\[' "$T" | tail -3)"
-[ "$rebuilds" -eq 0 ] || fail "the trainer made its group $((rebuilds + 1)) times"
+[ "$rebuilds" -eq 0 ] || fail "$rebuilds groups were made again inside a process (a trainer rank's, or an engine's)"
+if [ "$MODE" = composed ]; then
+  [ "$restarts" -ge 1 ] || fail "the trainer was never restarted (the run is too short for the restart's turn)"
+  for ((g = 2; g <= generation; g++)); do
+    grep -q "^trainer: version [0-9]* committed on" "$LOGS/rank0_$g.log" ||
+      fail "the trainer restarted as generation $g committed no version"
+  done
+fi
 [ "$mismatch" -eq 0 ] || fail "$mismatch committed versions differ from the trainer's"
 [ "$lost" -eq 0 ] || fail "$lost staged engines lost their committed version after an abort"
 [ "$unnamed" -eq 0 ] || fail "$unnamed failed versions name no reason: $(grep "failed" "$T" | head -2)"
