@@ -178,6 +178,14 @@ wsync_status_t agree_digest(wsync_group_t* g, uint64_t seq, uint64_t digest, int
   return WSYNC_OK;
 }
 
+// How long this sender waits for the others' word on a batch. An elastic update's first batch
+// (`first`): they may still be closing the update before (a member that did not answer COMMITTED
+// costs a sender timeout_ms + kSendersGraceMs there, and only the senders it did not answer), so
+// they are waited for that much longer (found by the composed soak: a sender gave up on a live one
+// that was removing a hung engine). Later batches of an update keep timeout_ms: a sender that hangs
+// mid-update is named within it.
+int64_t senders_wait_ms(bool first, int64_t timeout_ms) { return first ? 2 * timeout_ms + kSendersGraceMs : timeout_ms; }
+
 // Many senders, elastic: at an update's first batch each sender says, before its record, its
 // members and its joiners whose join is done (the slot "members": u64 seq | u32 n | n x u32 rank |
 // u32 m | m x u32 rank). Every sender then reads the same words and agrees: the update's needs are
@@ -511,12 +519,7 @@ wsync_status_t senders_plan_batch(wsync_group_t* g, Batch* b, int64_t timeout_ms
   const std::vector<uint8_t> rec = encode_sender_record(mine, seq);
   if ((st = g->senders.client->set(slot_key(g, "plan", seq, g->cfg.sender_rank), rec.data(), rec.size())) != WSYNC_OK)
     return fail_msg(st, "publishing this sender's record in sender 0's store: " + last_error());
-  // An update's first batch: the other senders may still be closing the update before (a member
-  // that did not answer COMMITTED costs a sender timeout_ms + kSendersGraceMs there, and only the
-  // senders it did not answer), so they are waited for that much longer (found by the composed
-  // soak: a sender gave up on a live one that was removing a hung engine). Later batches of an
-  // update keep timeout_ms: a sender that hangs mid-update is named within it.
-  const int64_t wait_ms = agree ? 2 * timeout_ms + kSendersGraceMs : timeout_ms;
+  const int64_t wait_ms = senders_wait_ms(agree, timeout_ms);
   const int64_t deadline = deadline_after(wait_ms);
   std::vector<SenderRecord> all(g->shape.num_senders);
   for (uint32_t k = 0; k < g->shape.num_senders; ++k) {
