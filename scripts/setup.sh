@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 
 PACKAGES=(build-essential cmake pkg-config libucx-dev ucx-utils libcjson-dev libcurl4-openssl-dev libssl-dev
           libcmocka-dev libgtest-dev libxxhash-dev libcpp-httplib-dev valgrind iperf3
-          file qemu-user debootstrap)
+          file qemu-user debootstrap procps)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -14,6 +14,10 @@ scripts/setup.sh
 scripts/python-venv.sh
 rc=0
 san_build=""
+# (an interrupted run takes the background build down with it: run.sh, cmake, make, the compilers)
+killtree() { local c; for c in $(pgrep -P "$1" || true); do killtree "$c"; done; kill "$1" 2>/dev/null || true; }
+trap '[ -z "$san_build" ] || killtree "$san_build"' EXIT
+trap 'exit 130' INT TERM
 if [ "${WSYNC_TEST_SANITIZE:-1}" != "0" ]; then
   WSYNC_SAN_STEP=build nice -n 19 tests/sanitizers/run.sh address,undefined >sanitizer-build.log 2>&1 &
   san_build=$!
@@ -25,6 +29,7 @@ echo "test.sh: the suite took $(( $(date +%s) - start )) s"
 if [ -n "$san_build" ]; then
   san=0
   wait "$san_build" || san=$?
+  san_build=""
   cat sanitizer-build.log
   echo "test.sh: the sanitizer build was done $(( $(date +%s) - start )) s after the suite began"
   [ "$san" -ne 0 ] || tests/sanitizers/run.sh address,undefined || san=$?

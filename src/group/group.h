@@ -286,6 +286,7 @@ struct Routes {
   // thread moves members in `plan` meanwhile.
   mutable std::mutex parent_mu;
   std::vector<uint32_t> parent;
+  std::vector<uint32_t> lane;  // (by rank, 0 the sender's: each member's lane, for the refusal's words)
 };
 
 // The receivers (group_members.cpp). A rank's slot is made at init and kept; membership=elastic

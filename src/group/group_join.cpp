@@ -14,6 +14,7 @@
 #include "control/frames.h"
 #include "group/group_internal.h"
 #include "group/group_members.h"
+#include "store/host_port.h"
 
 namespace wsync {
 namespace {
@@ -81,23 +82,26 @@ uint32_t free_rank(const wsync_group_t* g) {
 }
 
 // A joiner of `rank` that a new HELLO of that rank replaces: one whose connection ended (the
-// receiver gave up on that try) or that the same process opened (a receiver joins each sender on
-// one connection at a time, so its new try means it let the old one go). Between updates a joiner
+// receiver gave up on that try) or that the same process opened (the same pid claim from the same
+// host: a receiver joins each sender on one connection at a time, so its new try means it let the
+// old one go; another process of that rank is still refused "joining already"). Between updates a joiner
 // is looked at only at update boundaries; without this, a receiver whose try failed elsewhere (at
 // another sender) was refused "joining already" by its own stale try on every retry, as long as
 // updates kept this sender busy (found by the composed soak).
-void retire_stale_joiner(wsync_group_t* g, uint32_t rank, uint32_t pid) {
+void retire_stale_joiner(wsync_group_t* g, uint32_t rank, uint32_t pid, const std::string& host) {
   auto& joining = g->admission.joining;
   for (auto it = joining.begin(); it != joining.end(); ++it) {
     Peer* j = it->get();
     if (j->rank != rank) continue;
     j->conn.pump();
     const bool closed = j->conn.hung_up();  // (a JOINED it sent may wait unread before its EOF)
-    if (!closed && j->pid != pid) return;
+    if (!closed && (j->pid != pid || host_of(j->addr) != host)) return;
     WSYNC_LOGW("group '%s': %s %s; the new one takes its place", g->cfg.group_name.c_str(), j->conn.peer_name().c_str(),
                closed ? "closed its connection before it was installed" : "connected again from the same process");
     if (j->route_told || j->joined) g->plugins.transport.table->forget_peer(g->plugins.transport_self, j->rank);
+    const bool was_ready = j->joined;
     joining.erase(it);
+    if (was_ready) admission_keep_joining(g, {});  // (the ready list the caller's thread says: without it)
     return;
   }
 }
@@ -139,7 +143,7 @@ std::string check_hello(wsync_group_t* g, const Peer& p, const Frame& f, HelloBo
   if (had != nullptr && !rejoin)
     return "rank " + std::to_string(h->rank) + " already joined (" + had->conn.peer_name() + "); each rank " +
            (g->cfg.elastic ? "is one member at a time" : "may join once");
-  retire_stale_joiner(g, h->rank, h->pid);
+  retire_stale_joiner(g, h->rank, h->pid, host_of(p.addr));
   for (const auto& j : g->admission.joining)
     if (j->rank == h->rank) return "rank " + std::to_string(h->rank) + " is joining already (" + j->conn.peer_name() + ")";
   if (rejoin && !members_can_join(g))

@@ -233,7 +233,8 @@ wsync_status_t committed_timed_out(wsync_group_t* g, const WaitSet& ws, const st
 wsync_status_t await_committed(wsync_group_t* g, const FinalizeJob& job, const std::string& what) {
   // Many senders: a receiver commits once every sender finalized, and names a sender that did not
   // within timeout_ms of the first; we wait a little longer, so its NACK says who it was.
-  const int64_t wait_ms = job.timeout_ms + (g->shape.num_senders > 1 ? kSendersGraceMs : 0);
+  const int64_t wait_ms = job.timeout_ms + (g->shape.num_senders > 1 && job.timeout_ms < INT64_MAX - kSendersGraceMs
+                                                ? kSendersGraceMs : 0);
   const int64_t deadline = deadline_after(wait_ms);
   WaitSet ws;
   for (auto& p : g->members.peers)

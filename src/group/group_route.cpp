@@ -80,6 +80,16 @@ void hang_below_sender(RoutePlan* plan, uint32_t rank) {
   for (uint32_t c : below) hang_below_sender(plan, c);
 }
 
+// The plan's edges and the members' lanes, as the caller's thread reads them (route_fits_segments).
+void copy_parents(wsync_group_t* g) {
+  std::vector<uint32_t> lane(g->members.peers.size() + 1, 0);
+  for (size_t i = 0; i < g->members.peers.size(); ++i)
+    if (g->members.peers[i]) lane[i + 1] = g->members.peers[i]->lane;
+  std::lock_guard<std::mutex> lock(g->route.parent_mu);
+  g->route.parent = g->route.plan.parent;
+  g->route.lane = std::move(lane);
+}
+
 }  // namespace
 
 wsync_status_t route_members(wsync_group_t* g, int64_t deadline) {
@@ -94,10 +104,7 @@ wsync_status_t route_members(wsync_group_t* g, int64_t deadline) {
   if (st != WSYNC_OK) return fail_msg(st, "group '" + g->cfg.group_name + "': planning its routes: " + last_error());
   g->route.relays = g->route.plan.shape != "star";
   g->route.delivery = DeliveryPlan::routed(g->route.plan);
-  {
-    std::lock_guard<std::mutex> lock(g->route.parent_mu);
-    g->route.parent = g->route.plan.parent;
-  }
+  copy_parents(g);
   // One sender that relays, piece_bytes not given: each hop costs a piece's time (a batch of 10 MB
   // is five 2 MiB pieces; docs/PERFORMANCE.md "no drain"), so smaller pieces, told in the ROUTE
   // (receivers of a star spec read no ROUTE, and a star keeps the larger pieces: UCX on one host
@@ -140,8 +147,7 @@ std::vector<uint32_t> route_member_left(wsync_group_t* g, uint32_t rank) {
   }
   hang_below_sender(&g->route.plan, rank);
   g->route.delivery = DeliveryPlan::routed(g->route.plan);
-  std::lock_guard<std::mutex> lock(g->route.parent_mu);
-  g->route.parent = g->route.plan.parent;  // (a receiver that relayed to it relays to it no more)
+  copy_parents(g);  // (a receiver that relayed to it relays to it no more)
   return cut;
 }
 
@@ -225,16 +231,17 @@ wsync_status_t route_fits_segments(const wsync_group_t* g, const std::vector<std
   if (!g->route.relays) return WSYNC_OK;
   // (the caller's thread: a copy of the plan's edges as they are now, never the moving `plan`; a
   // member that left relays to no one, and one that joined again hangs below the sender)
-  std::vector<uint32_t> parent;
+  std::vector<uint32_t> parent, lanes;
   {
     std::lock_guard<std::mutex> lock(g->route.parent_mu);
     parent = g->route.parent;
+    lanes = g->route.lane;
   }
   std::vector<size_t> segment_of(parent.size(), segments.size());
   for (size_t i = 0; i < segments.size(); ++i)
     for (uint32_t r : segments[i])
       if (r < parent.size()) segment_of[r] = i;
-  auto lane = [g](uint32_t r) { return r >= 1 && r <= g->members.peers.size() ? g->members.peers[r - 1]->lane : 0; };
+  auto lane = [&lanes](uint32_t r) { return r < lanes.size() ? lanes[r] : 0; };
   for (uint32_t r = 1; r < parent.size(); ++r) {
     const uint32_t p = parent[r];
     if (p == 0 || p >= parent.size() || segment_of[p] == segment_of[r]) continue;

@@ -178,13 +178,17 @@ wsync_status_t agree_digest(wsync_group_t* g, uint64_t seq, uint64_t digest, int
   return WSYNC_OK;
 }
 
-// How long this sender waits for the others' word on a batch. An elastic update's first batch
-// (`first`): they may still be closing the update before (a member that did not answer COMMITTED
-// costs a sender timeout_ms + kSendersGraceMs there, and only the senders it did not answer), so
-// they are waited for that much longer (found by the composed soak: a sender gave up on a live one
-// that was removing a hung engine). Later batches of an update keep timeout_ms: a sender that hangs
-// mid-update is named within it.
-int64_t senders_wait_ms(bool first, int64_t timeout_ms) { return first ? 2 * timeout_ms + kSendersGraceMs : timeout_ms; }
+// How long this sender waits for the others' word on a batch. In an elastic group another sender
+// may be busy removing a member that went silent (a READY or an ACK not answered costs it timeout_ms,
+// a COMMITTED timeout_ms + kSendersGraceMs, and only the senders it did not answer), so the others
+// are waited for that much longer (found by the composed soak: a sender gave up on a live one that
+// was removing a hung engine, between updates and in the middle of one). A sender that dies is
+// named within a second (its store refuses the knock); one that hangs or is cut off, by the
+// receivers within their timeout_ms (they tell every sender: SENDER_LOST).
+int64_t senders_wait_ms(bool elastic, int64_t timeout_ms) {
+  if (!elastic || timeout_ms >= (INT64_MAX - kSendersGraceMs) / 2) return timeout_ms;  // (a wait "forever" stays one)
+  return 2 * timeout_ms + kSendersGraceMs;
+}
 
 // Many senders, elastic: at an update's first batch each sender says, before its record, its
 // members and its joiners whose join is done (the slot "members": u64 seq | u32 n | n x u32 rank |
@@ -519,7 +523,7 @@ wsync_status_t senders_plan_batch(wsync_group_t* g, Batch* b, int64_t timeout_ms
   const std::vector<uint8_t> rec = encode_sender_record(mine, seq);
   if ((st = g->senders.client->set(slot_key(g, "plan", seq, g->cfg.sender_rank), rec.data(), rec.size())) != WSYNC_OK)
     return fail_msg(st, "publishing this sender's record in sender 0's store: " + last_error());
-  const int64_t wait_ms = senders_wait_ms(agree, timeout_ms);
+  const int64_t wait_ms = senders_wait_ms(g->cfg.elastic, timeout_ms);
   const int64_t deadline = deadline_after(wait_ms);
   std::vector<SenderRecord> all(g->shape.num_senders);
   for (uint32_t k = 0; k < g->shape.num_senders; ++k) {
@@ -547,7 +551,9 @@ wsync_status_t senders_plan_batch(wsync_group_t* g, Batch* b, int64_t timeout_ms
   g->senders.plans_computed += g->senders.planners[at]->computed() - before;
   std::vector<NeedMap> needs;
   uint64_t needs_digest = 0;
-  if ((st = read_needs(g, deadline, wait_ms, &needs, &needs_digest)) != WSYNC_OK) return st;
+  // (a receiver's needs: timeout_ms, not the senders' longer wait)
+  if ((st = read_needs(g, std::min(deadline, deadline_after(timeout_ms)), timeout_ms, &needs, &needs_digest)) != WSYNC_OK)
+    return st;
   // The senders compare the plan and the receivers' needs they read: all cut the same boxes.
   const uint64_t agreed = plan->digest ^ needs_digest;
   if ((st = agree_digest(g, seq, agreed, deadline, wait_ms)) != WSYNC_OK) return st;

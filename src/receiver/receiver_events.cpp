@@ -111,7 +111,9 @@ bool leftover_of_void_update(const Link* rx, const Frame& f) {
     clear_error();
     return false;  // (refused as malformed by the usual path)
   }
-  return m.update_id == rx->current_update;
+  // (the voided update is the shared one: a link whose sender finalized it may show the next
+  // update's MANIFEST first, which is not a leftover)
+  return m.update_id == rx->sh->update;
 }
 
 wsync_status_t receiver_next(Link* rx, wsync_receiver_event_t* ev, int64_t timeout_ms) {

@@ -39,8 +39,12 @@
 # survivors of a failed worker, and both start again at the same stores from the next version;
 # the engines are not restarted (only the chaos restarts an engine, and only one it struck). A
 # restart waits until no engine is down, struck or still joining (no new strike begins once it is
-# due), and no engine is struck until the restarted trainer committed a version. rebuilds counts groups made again inside one process (a trainer
-# rank or an engine): 0 means the engines kept theirs across every trainer restart.
+# due), and no engine is struck until the restarted trainer committed a version. One strike at a
+# time: a relay at the head of a lane takes its lane with it (every engine below it is cut off and
+# joins again), and two heads struck together leave an elastic group with no member, which it does
+# not survive (docs/ABI.md "Membership": every receiver gone breaks the group). rebuilds counts groups
+# made again inside one process (a trainer rank's; an engine process says "joined group" once, and
+# a trainer restart restarts no engine: the engines' receivers rejoin by themselves, option rejoin).
 #
 # Usage: elastic_soak.sh <build dir> [--seconds 600] [--seed 1] [--interval-ms 2000] [--rate 1gbit] [--composed]
 set -euo pipefail
@@ -82,7 +86,9 @@ if [ "$MODE" = composed ]; then
     rank1=$last_pid
     trainer=$rank0
     T=$LOGS/rank0_$generation.log
+    FIRSTS[$generation]=$1
   }
+  declare -A FIRSTS  # generation -> its first version (a trainer numbers its updates from 1)
   trainer_ranks 1
 else
   start_trainer 8 "$SCALE" 1 5000 "${GROUP_FLAGS[@]}" --option route=star
@@ -90,6 +96,7 @@ else
 fi
 trainer_alive() { alive "$trainer" && { [ "$MODE" != composed ] || alive "$rank1"; }; }
 declare -A runs started killed self_ended  # rank -> processes so far; log -> start time; log -> when struck / ended by itself
+declare -A member_struck=()  # log -> it was a member of the trainer when struck
 PROCS=()                         # "pid log" of every engine process
 launch() {  # launch RANK: a staged engine on h<RANK>, log engine<RANK>_<n>
   local r=$1 n=$((${runs[$1]:-0} + 1))
@@ -135,7 +142,7 @@ restart_trainer() {
 }
 calm() { [ "$calm_after" = 0 ] || grep -q "^trainer: version [0-9]* committed on" "$T"; }
 restart_due() { [ -n "$restart_at" ] && past "$restart_at"; }
-settled() {  # every engine process running has verified a version (none is joining now)
+settled() {  # every engine process started has verified a version (none is new and still joining)
   local r l
   for r in 1 2 3 4 5 6 7 8; do
     [ -n "${runs[$r]:-}" ] || continue
@@ -156,7 +163,10 @@ gone() {  # gone RANK: it is dead; restart it 1..4 s later (the draw was made at
 }
 declare -A down_of
 d=$((3 + RANDOM % 6)); next_chaos=$(later "$d")
-while ! past "$end"; do
+# (composed: a run whose trainer restart never found a calm moment goes on, with no new strike, until
+# it did, for up to 60 s)
+hard_end=$(awk -v t="$end" 'BEGIN { printf "%.3f", t + 60 }')
+while ! past "$end" || { [ "$MODE" = composed ] && [ "$restarts" -eq 0 ] && ! past "$hard_end"; }; do
   trainer_alive || fail "the trainer ended during the soak: $(grep -v '^\[' "$T" | tail -3)"
   if restart_due && [ ${#down_until[@]} -eq 0 ] && [ ${#strike_end[@]} -eq 0 ] && calm && settled; then
     restart_trainer
@@ -189,7 +199,9 @@ while ! past "$end"; do
       echo "soak: $(seconds_since "$t0") s: engine $r ended on its own: $(grep -v '^\[' "$LOGS/$l.log" | tail -1)"
     fi
   done
-  if past "$next_chaos" && calm && ! restart_due; then  # (a restart that is due waits for no new strike)
+  one_at_a_time=1  # (composed: a strike only when no engine is down or struck, see above)
+  [ "$MODE" != composed ] || { [ ${#down_until[@]} -eq 0 ] && [ ${#strike_end[@]} -eq 0 ]; } || one_at_a_time=0
+  if past "$next_chaos" && calm && ! restart_due && [ "$one_at_a_time" = 1 ]; then  # (a due restart: no new strike)
     up=()
     for r in 1 2 3 4 5 6 7 8; do
       p="pid$r"
@@ -202,6 +214,13 @@ while ! past "$end"; do
       r=${up[$((pick % ${#up[@]}))]}
       p="pid$r"
       killed["engine${r}_${runs[$r]}"]=$(now)
+      # (a member of the trainer now for certain: it verified a version this trainer published)
+      l="engine${r}_${runs[$r]}"
+      since=1
+      [ "$MODE" != composed ] || since=${FIRSTS[$generation]}
+      if sed -n 's/.*version \([0-9]*\): .* verified$/\1/p' "$LOGS/$l.log" | awk -v f="$since" '$1 >= f { ok = 1 } END { exit !ok }'; then
+        member_struck[$l]=1
+      fi
       down_of[$r]=$down
       case $kind in
         0)
@@ -267,12 +286,20 @@ for f in "$LOGS"/trainer.log "$LOGS"/rank*_*.log "$LOGS"/engine*.log; do
   [ "$n" -le 1 ] || rebuilds=$((rebuilds + n - 1))
 done
 quorum=0
-for u in $(grep "^trainer: engine rank [0-9]* left the group during update" "$T" | grep -v "between updates" |
-           sed -n 's/.*during update \([0-9]*\).*/\1/p' | sort -u); do
-  if grep -q "^trainer: version $u committed on" "$T"; then quorum=$((quorum + 1)); fi
-done
+quorum_in() {  # quorum_in LOG FIRST: versions of LOG (whose update U is version FIRST + U - 1) committed with a removal
+  local u
+  for u in $(grep "^trainer: engine rank [0-9]* left the group during update" "$1" | grep -v "between updates" |
+             sed -n 's/.*during update \([0-9]*\).*/\1/p' | sort -nu); do
+    if grep -q "^trainer: version $(($2 + u - 1)) committed on" "$1"; then quorum=$((quorum + 1)); fi
+  done
+}
+if [ "$MODE" = composed ]; then
+  for ((g = 1; g <= generation; g++)); do quorum_in "$LOGS/rank0_$g.log" "${FIRSTS[$g]}"; done
+else
+  quorum_in "$T" 1
+fi
 all=$((committed - quorum))
-unnamed=$(grep "^trainer: version [0-9]* failed" "$T" | grep -v -c "receiver rank\|no receiver\|quorum\|sender [0-9]" || true)
+unnamed=$(grep "^trainer: version [0-9]* failed" "$T" | grep -v -c "receiver rank\|no receiver\|quorum\|sender [0-9]* (store at" || true)
 mismatch=$(cat "$LOGS"/engine*.log | grep -c "CHECKSUM MISMATCH" || true)
 lost=$(cat "$LOGS"/engine*.log | grep -c "no longer hold" || true)
 verified=$(cat "$LOGS"/engine*.log | grep -c " verified$" || true)
@@ -324,7 +351,6 @@ fi
 [ "${#bad_exit[@]}" -eq 0 ] || fail "engine processes that ended badly (log:exit): ${bad_exit[*]}"
 [ "${#slow[@]}" -eq 0 ] || fail "engines that did not catch up within one update interval: ${slow[*]}"
 [ "$joins" -ge "$catchups" ] || fail "$catchups engines caught up but only $joins joins were reported"
-member_kills=0  # kills of processes that had verified a version: members for certain
-for l in "${!killed[@]}"; do if grep -q " verified$" "$LOGS/$l.log"; then member_kills=$((member_kills + 1)); fi; done
+member_kills=${#member_struck[@]}  # strikes on processes that had verified a version of the trainer then: members for certain
 [ "$leaves" -ge "$member_kills" ] || fail "$member_kills members were killed but only $leaves removals were reported"
 echo "elastic_soak: OK"

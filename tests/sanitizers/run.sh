@@ -16,11 +16,13 @@
 #                         plain flags: tests the layout, not our code's memory
 #   fuzz                  the libFuzzer targets run in their own clang build (tests/fuzz)
 #   gpu                   no GPU in CI; where there is one, CUDA's driver is not ASan-clean
-#   cluster               the sample binaries in network namespaces: the core's paths that the
-#                         integration tests take on loopback (faults, relays, elastic, many senders),
-#                         one cluster at a time; they were 335 of the pass's 714 test-seconds, and
-#                         its critical path (the normal pass runs them; by hand under ASan:
-#                         WSYNC_SAN_CLUSTER=1 tests/sanitizers/run.sh address,undefined -L cluster)
+#   cluster.* but the fault rows  the soaks, joiners, rejoins, smokes and benches in network
+#                         namespaces: run one cluster at a time, the cluster tests were 335 of the
+#                         pass's 714 test-seconds and its critical path. The fault rows stay (kill,
+#                         hang, partition of a star's, a relay's, a sender's and an elastic group's
+#                         peer, and cluster.outsider: issue 37's evidence under ASan); the normal
+#                         pass runs them all; by hand under ASan: WSYNC_SAN_CLUSTER=1
+#                         tests/sanitizers/run.sh address,undefined -L cluster
 #   conformance.example_out_of_tree  builds a plugin from the installed SDK (as install)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -29,9 +31,9 @@ shift || true
 JOBS=${WSYNC_JOBS:-$(nproc)}
 case "$SAN" in
   address,undefined) dir=build-asan
-    exclude_labels='^(python|torch|vllm|rust|go|install|fuzz|gpu|cluster)$'
-    [ "${WSYNC_SAN_CLUSTER:-0}" != 1 ] || exclude_labels='^(python|torch|vllm|rust|go|install|fuzz|gpu)$'
-    exclude_tests='^conformance\.example_out_of_tree$'
+    exclude_labels='^(python|torch|vllm|rust|go|install|fuzz|gpu)$'
+    exclude_tests='^(conformance\.example_out_of_tree|cluster\.(.*smoke.*|.*soak.*|joiner_.*|elastic_rejoin|elastic_relay_.*|outsider_catchup|trainer_restart.*|tcp_bench_smoke))$'
+    [ "${WSYNC_SAN_CLUSTER:-0}" != 1 ] || exclude_tests='^conformance\.example_out_of_tree$'
     include=() ;;
   thread) dir=build-tsan
     exclude_labels='^(python|torch|vllm|rust|go|install|fuzz|gpu)$'
