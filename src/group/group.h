@@ -92,7 +92,8 @@ struct Peer {
   uint32_t lane = 0;               // its JOINED's lane (receiver option lane; route planning)
   std::vector<uint8_t> nonce;      // the CHALLENGE sent to it
   int64_t accepted_ms = 0;         // when it connected (the HELLO deadline runs from here)
-  int64_t welcomed_ms = 0;         // elastic: when its HELLO was welcomed (its JOINED deadline runs from here)
+  int64_t welcomed_ms = 0;         // elastic: when the sender last did its part (WELCOME, then ROUTE): the
+                                   // joiner's JOINED deadline runs from here, not from the sender's busy time
   uint64_t holds_version = 0;      // the last version it confirmed (COMMITTED); 0 before any
   PeerCatchup catchup;             // elastic: its catch-up (group_catchup.cpp)
   bool never_joined = false;       // elastic: a placeholder for a rank no receiver took yet

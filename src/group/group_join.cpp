@@ -388,6 +388,10 @@ wsync_status_t join_one(wsync_group_t* g, Peer* p, int64_t deadline) {
     // A group that relays: the joiner reads its ROUTE (a leaf below the sender) and says JOINED again.
     p->route_told = true;
     if ((st = route_tell_joiner(g, p, deadline)) != WSYNC_OK) return forget_joiner(g, p, st);
+    // (its JOINED again is due timeout_ms from now: the ROUTE may come long after the WELCOME when
+    // an update kept this sender busy, and a joiner dropped for that took the composed soak's
+    // engine 66 s to come back)
+    p->welcomed_ms = now_ms();
   }
   if ((st = p->conn.recv(&f, 0)) == WSYNC_ERR_TIMEOUT) return st;  // (a caller that gives up forgets it)
   if (st != WSYNC_OK || (st = judge_join_frame(g, p, f)) != WSYNC_OK) return forget_joiner(g, p, st);

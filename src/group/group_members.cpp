@@ -240,7 +240,12 @@ void members_admit(wsync_group_t* g, const std::vector<uint32_t>* agreed) {
              p->conn.peer_name().c_str(), static_cast<long long>(g->cfg.timeout_ms));  // (of its WELCOME)
       WSYNC_LOGW("group '%s': %s could not join: %s", g->cfg.group_name.c_str(), p->conn.peer_name().c_str(),
                  last_error().c_str());
-      clear_error();
+      // Many senders: the joiner is told (REMOVED) before its connection closes, so that it joins
+      // this group again, not taking the close for this sender's death (it then waited for a new
+      // trainer: 66 s in the composed soak).
+      if (g->shape.planned && p->conn.open())
+        p->conn.send(MsgType::kRemoved, encode_removed({"it could not join: " + last_error()}), 200);
+      clear_error();  // (a joiner gone already: its own failure says enough)
       continue;  // (its connection closes here: it may try again)
     }
     if (g->shape.planned) {

@@ -118,6 +118,7 @@ static const wsync_adapter_v1_t kTable = {
     NULL, /* get_needs: optional (1.2) */
     NULL, /* runtime_info */
     NULL, /* take_reply (1.3): reads no reply */
+    NULL, /* held (1.7): says nothing after an abandon */
 };
 
 __attribute__((visibility("default"))) const wsync_adapter_v1_t* wsync_adapter_entry_v1(const wsync_host_v1_t* host) {
