@@ -46,8 +46,8 @@ namespace wsync {
 // before the receivers' hosts were known). Each hop of a chain costs a piece's time.
 constexpr uint64_t kLanePieceBytes = 512u << 10;
 // Many senders: how much longer than timeout_ms a sender waits for its members' COMMITTED (a
-// receiver's answer may come through the other senders first); an update's first batch then
-// waits that much longer for the other senders, which may still be closing the update before.
+// receiver's answer may come through the other senders first); in an elastic group the senders
+// wait for each other's word on a batch 2 x timeout_ms + this (senders_wait_ms, group_senders.cpp).
 constexpr int64_t kSendersGraceMs = 2000;
 
 class EngineCalls;  // group_engines.h
