@@ -4,6 +4,8 @@
 # Fails (non-zero exit, the compiler's errors on stderr) when anything does not configure or build,
 # so nothing after it ever runs binaries left over from an earlier build.
 # Usage: scripts/setup.sh [extra cmake args]
+# WSYNC_SETUP_STEP=packages: only the packages, no build (scripts/test.sh starts the Python venv and
+# the sanitizer build after it, beside this build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -33,6 +35,8 @@ if [ ${#missing[@]} -gt 0 ] || [ "$update" -eq 1 ]; then
   $SUDO apt-get update -qq
   [ ${#missing[@]} -eq 0 ] || DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
+
+[ "${WSYNC_SETUP_STEP:-all}" != packages ] || exit 0
 
 JOBS=${WSYNC_JOBS:-$(nproc)}
 # RelWithDebInfo with line tables only (-g1): backtraces and perf keep file:line, the code is -O2's,

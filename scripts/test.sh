@@ -5,25 +5,41 @@
 # suite once more built with ASan+UBSan in build-asan (tests/sanitizers/run.sh: what it leaves
 # out and why is written there; it skips itself when the compiler has no sanitizers;
 # WSYNC_TEST_SANITIZE=0 leaves it out). Extra arguments go to the first ctest run only.
-# The sanitizer build runs beside the normal suite at nice 19: it takes the CPU the tests leave
-# idle (they wait on sockets, timeouts and clusters much of the time) and yields it when they need it.
+# Tests labelled `long` (the aarch64 wheel under qemu: about 10 minutes of one core) run by hand:
+# `ctest -L long` in build/, or WSYNC_TEST_LONG=1 scripts/test.sh.
+# Order: the packages (scripts/setup.sh's first step); then, beside the build of build/, the Python
+# venv (its torch download waits on the network, its wheel build takes a core) and the sanitizer
+# build at nice 19 (it takes the CPU the others leave idle, and keeps doing so beside the suite,
+# whose tests wait on sockets, timeouts and clusters much of the time).
 # Exits non-zero when a build fails or any test fails, in either run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
-scripts/python-venv.sh
-rc=0
+WSYNC_SETUP_STEP=packages scripts/setup.sh
 san_build=""
-# (an interrupted run takes the background build down with it: run.sh, cmake, make, the compilers)
+venv=""
+# (an interrupted run takes the background jobs down with it: run.sh, cmake, make, the compilers, pip)
 killtree() { local c; for c in $(pgrep -P "$1" || true); do killtree "$c"; done; kill "$1" 2>/dev/null || true; }
-trap '[ -z "$san_build" ] || killtree "$san_build"' EXIT
+trap '[ -z "$san_build" ] || killtree "$san_build"; [ -z "$venv" ] || killtree "$venv"' EXIT
 trap 'exit 130' INT TERM
 if [ "${WSYNC_TEST_SANITIZE:-1}" != "0" ]; then
   WSYNC_SAN_STEP=build nice -n 19 tests/sanitizers/run.sh address,undefined >sanitizer-build.log 2>&1 &
   san_build=$!
 fi
+scripts/python-venv.sh >python-venv.log 2>&1 &
+venv=$!
+setup=0
+scripts/setup.sh || setup=$?
+venv_rc=0
+wait "$venv" || venv_rc=$?
+venv=""
+cat python-venv.log
+[ "$setup" -eq 0 ] || exit "$setup"
+[ "$venv_rc" -eq 0 ] || exit "$venv_rc"
+long=(-LE '^long$')
+[ "${WSYNC_TEST_LONG:-0}" != 1 ] || long=()
+rc=0
 start=$(date +%s)
-(cd build && ctest --output-on-failure --no-tests=error -j"${WSYNC_JOBS:-$(nproc)}" --timeout 600 "$@") || rc=$?
+(cd build && ctest --output-on-failure --no-tests=error -j"${WSYNC_JOBS:-$(nproc)}" --timeout 600 "${long[@]}" "$@") || rc=$?
 first=$rc
 echo "test.sh: the suite took $(( $(date +%s) - start )) s"
 if [ -n "$san_build" ]; then
