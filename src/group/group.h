@@ -350,6 +350,9 @@ struct PipelineThread {
   bool update_begun = false;             // a batch of the current update was taken: joiners wait for its end
   bool update_lost_members = false;      // the finalize failed because receivers left (elastic)
   bool update_committed_partly = false;  // ... after END_UPDATE: the others committed it
+  // Elastic, one sender: no receiver is left to deliver the current update to (why). Its batches
+  // are released unsent, its finalize fails saying so, and the next update takes the joiners.
+  std::string update_void;
 };
 
 // Sequence numbers on the wire (group_bucket.cpp; pipeline thread).

@@ -5,7 +5,9 @@
 //
 // A failure breaks the group: the bucket on the wire is cancelled with every receiver (its bytes
 // may be the caller's), queued copies are waited for, receivers are told the update is void, and
-// every batch in flight and every later call reports the failure.
+// every batch in flight and every later call reports the failure. Elastic groups go on instead when
+// receivers left (the update commits by quorum or fails at its finalize; with nobody left, its
+// batches are released unsent: void_update).
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -133,6 +135,34 @@ void break_group(wsync_group_t* g, Flight* flight, wsync_status_t st, BatchList*
     if (j.batch) release_event(g, j.batch.get());
 }
 
+// Elastic groups of one sender whose every receiver left: nobody to deliver to, nothing to break.
+// (Many senders agree on every batch with each other: there the loss of the last receiver still
+// breaks the group.)
+bool nobody_left(const wsync_group_t* g) {
+  return g->cfg.elastic && g->shape.num_senders <= 1 && !g->shape.http_engines && !g->pipe.aborted.load() &&
+         members_left_in(g) == 0;
+}
+
+// The current update has nobody left to go to (`why`): what is on the wire is cancelled as after a
+// failure (every member's transport peer was forgotten as it left), the batches in flight and any
+// later batch of the update are released unsent, and its finalize fails with `why`; the group is
+// not broken: the next update takes the receivers that join meanwhile.
+void void_update(wsync_group_t* g, Flight* flight, BatchList* active, const std::string& why) {
+  WSYNC_LOGW("group '%s': %s; the update's batches are released unsent and its finalize fails; the next update "
+             "takes the receivers that join meanwhile", g->cfg.group_name.c_str(), why.c_str());
+  g->pipe.update_void = why;
+  if (flight != nullptr)
+    for (auto& b : *flight) b->update_calls.cancel();
+  if (g->dev.copy_stream != nullptr && device_wait_copies(g) != WSYNC_OK) clear_error();
+  for (auto& b : *active) {
+    announce_cancel(b.get());
+    release_event(g, b.get());
+    mailbox_released(g, b->ticket);
+  }
+  active->clear();
+  clear_error();
+}
+
 // Move every batch of the stream, starting with `first`, until none is left to move: the next
 // bucket is packed while the flight moves (when a staging slot is free), sent when the window has
 // room, and the oldest of the flight is completed when neither can go on.
@@ -170,6 +200,7 @@ void run_batches(wsync_group_t* g, std::unique_ptr<Batch> first, Job* held) {
     if ((st = deliver_finished(g, &active)) != WSYNC_OK) break;
   }
   if (st == WSYNC_OK) st = deliver_finished(g, &active);  // batches without buckets
+  if (st != WSYNC_OK && nobody_left(g)) return void_update(g, &flight, &active, last_error());
   if (st != WSYNC_OK) return break_group(g, &flight, st, &active);
 }
 
@@ -303,12 +334,17 @@ void run_finalize(wsync_group_t* g, const FinalizeJob& job) {
   wsync_status_t st = mailbox_failure(g);
   const bool broken = st != WSYNC_OK;
   g->pipe.update_lost_members = g->pipe.update_committed_partly = false;
-  if (!broken)
+  if (!broken && !g->pipe.update_void.empty()) {  // (nobody was left to deliver it to)
+    st = fail(WSYNC_ERR_PEER_FAILED, "version %llu does not commit: %s", static_cast<unsigned long long>(job.version),
+              g->pipe.update_void.c_str());
+    g->pipe.update_lost_members = true;
+  } else if (!broken) {
     st = g->pipe.aborted.load() ? fail(WSYNC_ERR_ABORTED, "group '%s' was aborted", g->cfg.group_name.c_str()) : commit(g, job);
+  }
   const bool partly = g->pipe.update_committed_partly;
   if (broken) {
     // nothing more to do: the failure was published by break_group
-  } else if (st != WSYNC_OK && g->pipe.update_lost_members) {
+  } else if (st != WSYNC_OK && (g->pipe.update_lost_members || nobody_left(g))) {
     // Elastic: receivers left and too few remain; the others drop the update (those that committed
     // it keep it) and the group takes the next one.
     const std::string why = last_error();
@@ -351,13 +387,21 @@ void pipeline_main(wsync_group_t* g) {
         members_admit(g, &job.batch->admit);
         engines_before_update(g);  // (HTTP engines: no member whose server is not live)
         g->pipe.update_begun = true;
+        if (nobody_left(g))
+          g->pipe.update_void = "no receiver is in group '" + g->cfg.group_name + "' (they left or have not joined yet)";
       }
-      run_batches(g, std::move(job.batch), &held);
+      if (g->pipe.update_void.empty()) {
+        run_batches(g, std::move(job.batch), &held);
+      } else {  // (released unsent: see void_update)
+        release_event(g, job.batch.get());
+        mailbox_released(g, job.batch->ticket);
+      }
     } else if (job.finalize) {
       if (!g->pipe.update_begun) engines_before_update(g);  // (an update without batches)
       run_finalize(g, *job.finalize);
       members_update_ended(g, job.finalize->version);
       g->pipe.update_begun = false;
+      g->pipe.update_void.clear();
     }
   }
 }

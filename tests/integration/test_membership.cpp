@@ -367,32 +367,6 @@ TEST(Membership, ARefusalWithoutAQuorumFailsTheUpdateAndTheGroupGoesOn) {
   fault_case(Fault::kRefuse, false, WSYNC_ERR_PROTOCOL, "embed.weight");
 }
 
-// When the last receiver leaves there is nobody to go on with: the update fails naming it and the
-// group is broken, as a fixed group would be.
-TEST(Membership, LosingTheLastReceiverBreaksTheGroup) {
-  const std::string addr_file = temp_dir() + "/store.addr";
-  Children kids;
-  RxPlan p;
-  p.rank = 1;
-  p.addr_file = addr_file;
-  p.fault = Fault::kDie;
-  p.fault_version = 2;
-  p.commits = {1};
-  kids.pids.push_back(spawn([p] { return run_rx(p); }));
-  Sender s;
-  ASSERT_EQ(WSYNC_OK, s.init(addr_file, {{"commit_quorum", "1"}}, 1)) << wsync_last_error();
-  std::string why;
-  ASSERT_EQ(WSYNC_OK, s.publish(1, &why)) << why;
-  EXPECT_EQ(WSYNC_ERR_PEER_FAILED, s.publish(2, &why));
-  EXPECT_NE(std::string::npos, why.find("every receiver of group 'elastic' has left")) << why;
-  EXPECT_NE(std::string::npos, why.find("receiver rank 1")) << why;
-  EXPECT_NE(WSYNC_OK, s.publish(3, &why)) << "the group is broken";
-  wsync_member_event_t ev = WSYNC_MEMBER_EVENT_INIT;
-  ASSERT_EQ(WSYNC_OK, wsync_group_next_member_event(s.g, &ev));
-  EXPECT_EQ(1u, ev.rank);
-  EXPECT_TRUE(s.members().empty());
-}
-
 // Waits up to 10 s until the group's members are `want` (the pipeline admits joiners while idle).
 bool members_become(Sender& s, const std::vector<uint32_t>& want) {
   for (int i = 0; i < 200; ++i) {
@@ -408,6 +382,41 @@ RxPlan joiner(const std::string& addr_file, uint32_t rank, std::vector<uint64_t>
   p.addr_file = addr_file;
   p.commits = std::move(commits);
   return p;
+}
+
+// When the last receiver leaves, nobody holds the update: it fails naming that receiver, and the
+// group goes on (elastic). An update while nobody is in it fails saying so; an engine restarted
+// with the rank then joins and the next update commits on it, every tensor checked.
+TEST(Membership, LosingTheLastReceiverFailsTheUpdateAndTheGroupTakesTheNextJoiner) {
+  const std::string addr_file = temp_dir() + "/store.addr";
+  Children kids;
+  RxPlan p = joiner(addr_file, 1, {1});
+  p.fault = Fault::kDie;
+  p.fault_version = 2;
+  kids.pids.push_back(spawn([p] { return run_rx(p); }));
+  Sender s;
+  ASSERT_EQ(WSYNC_OK, s.init(addr_file, {{"commit_quorum", "1"}}, 1)) << wsync_last_error();
+  std::string why;
+  ASSERT_EQ(WSYNC_OK, s.publish(1, &why)) << why;
+  EXPECT_EQ(WSYNC_ERR_PEER_FAILED, s.publish(2, &why));
+  EXPECT_NE(std::string::npos, why.find("version 2 does not commit: every receiver of group 'elastic' has left")) << why;
+  EXPECT_NE(std::string::npos, why.find("receiver rank 1")) << why;
+  wsync_member_event_t ev = WSYNC_MEMBER_EVENT_INIT;
+  ASSERT_EQ(WSYNC_OK, wsync_group_next_member_event(s.g, &ev));
+  EXPECT_EQ(WSYNC_MEMBER_LEFT, ev.kind);
+  EXPECT_EQ(1u, ev.rank);
+  EXPECT_TRUE(s.members().empty());
+  EXPECT_EQ(WSYNC_ERR_PEER_FAILED, s.publish(3, &why)) << "an update with nobody in the group committed";
+  EXPECT_NE(std::string::npos, why.find("no receiver is in group 'elastic'")) << why;
+  kids.pids.push_back(spawn([addr_file] { return run_rx(joiner(addr_file, 1, {4})); }));  // the engine restarted
+  ASSERT_TRUE(members_become(s, {1})) << "rank 1 did not join again within 10 s";
+  ASSERT_EQ(WSYNC_OK, s.publish(4, &why)) << why;
+  wsync_group_stats_t stats = WSYNC_GROUP_STATS_INIT;
+  ASSERT_EQ(WSYNC_OK, wsync_group_get_stats(s.g, &stats));
+  EXPECT_EQ(4u, stats.committed_version);
+  wsync_group_destroy(s.g);
+  s.g = nullptr;
+  EXPECT_EQ(0, kids.wait(1, 30000)) << "the restarted receiver";
 }
 
 void expect_joined(Sender& s, uint32_t rank, uint64_t update) {
@@ -996,6 +1005,42 @@ TEST(ElasticRelays, ARelayKilledMidUpdateCostsOnlyItsSubtreeWhichRejoinsAndCatch
 
 TEST(ElasticRelays, AHungRelayIsNamedAtItsTimeoutAndItsSubtreeRejoinsAndCatchesUp) {
   relay_fault_case(Fault::kHang, "made no progress within 3000 ms", "cut off: it was fed by relay rank 2, which left the group");
+}
+
+// The head of the only lane (rank 1 of the chain sender -> 1 -> 2 -> 3) is killed at version 2: it
+// takes every member along, so nobody holds version 2, which fails naming it; the group is not
+// broken. Ranks 2 and 3 join again by themselves (receiver option rejoin), now below the sender,
+// and version 3 commits on them, every tensor checked.
+TEST(ElasticRelays, LosingTheHeadOfTheOnlyLaneFailsTheUpdateAndTheOthersRejoin) {
+  const std::string addr_file = temp_dir() + "/store.addr";
+  Children kids;
+  for (uint32_t r = 1; r <= 3; ++r) {
+    RxPlan p = relayed(addr_file, r, r == 1 ? std::vector<uint64_t>{1} : std::vector<uint64_t>{1, 3});
+    if (r == 1) {
+      p.fault = Fault::kDie;
+      p.fault_version = 2;
+    }
+    p.rejoin = r != 1;
+    kids.pids.push_back(spawn([p] { return run_rx(p); }));
+  }
+  Sender s;
+  std::vector<std::pair<std::string, std::string>> opts = kChain;
+  opts.push_back({"commit_quorum", "1"});
+  ASSERT_EQ(WSYNC_OK, s.init(addr_file, opts)) << wsync_last_error();
+  std::string why;
+  ASSERT_EQ(WSYNC_OK, s.publish(1, &why)) << why;
+  EXPECT_EQ(WSYNC_ERR_PEER_FAILED, s.publish(2, &why));
+  EXPECT_NE(std::string::npos, why.find("every receiver of group 'elastic' has left")) << why;
+  const std::vector<MemberEvent> left = member_events(s, 3);
+  EXPECT_NE(std::string::npos, reason_of(left, WSYNC_MEMBER_LEFT, 2).find("fed by relay rank 1")) << reason_of(left, WSYNC_MEMBER_LEFT, 2);
+  ASSERT_TRUE(members_become(s, {2, 3})) << "ranks 2 and 3 did not join again within 10 s";
+  ASSERT_EQ(WSYNC_OK, s.publish(3, &why)) << why;
+  wsync_group_stats_t stats = WSYNC_GROUP_STATS_INIT;
+  ASSERT_EQ(WSYNC_OK, wsync_group_get_stats(s.g, &stats));
+  EXPECT_EQ(3u, stats.committed_version);
+  wsync_group_destroy(s.g);
+  s.g = nullptr;
+  for (size_t i : {1, 2}) EXPECT_EQ(0, kids.wait(i, 30000)) << "child " << i;
 }
 
 // A leaf below a relay (rank 3) is killed at version 2: the update commits on ranks 1 and 2 (quorum
