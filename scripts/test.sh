@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: set up, build, make the Python test venv (.venv-test, with the wsync wheel
 # installed), run every test (GPU tests skip themselves without a GPU; the real-vLLM test without
-# .venv-vllm, see scripts/vllm-e2e.sh; the fuzz targets, label fuzz, without clang), then run the
+# .venv-vllm, see scripts/vllm-e2e.sh; the fuzz targets, label fuzz, without clang; those labelled
+# `long` are left out, see below), then run the
 # suite once more built with ASan+UBSan in build-asan (tests/sanitizers/run.sh: what it leaves
 # out and why is written there; it skips itself when the compiler has no sanitizers;
 # WSYNC_TEST_SANITIZE=0 leaves it out). Extra arguments go to the first ctest run only.
@@ -29,12 +30,19 @@ scripts/python-venv.sh >python-venv.log 2>&1 &
 venv=$!
 setup=0
 scripts/setup.sh || setup=$?
+if [ "$setup" -ne 0 ]; then  # (its errors are above; the venv is not waited for)
+  echo "test.sh: FAILED: scripts/setup.sh could not build (see above)" >&2
+  exit "$setup"
+fi
 venv_rc=0
 wait "$venv" || venv_rc=$?
 venv=""
+if [ "$venv_rc" -ne 0 ]; then
+  cat python-venv.log >&2
+  echo "test.sh: FAILED: scripts/python-venv.sh (its log above, also in python-venv.log)" >&2
+  exit "$venv_rc"
+fi
 cat python-venv.log
-[ "$setup" -eq 0 ] || exit "$setup"
-[ "$venv_rc" -eq 0 ] || exit "$venv_rc"
 long=(-LE '^long$')
 [ "${WSYNC_TEST_LONG:-0}" != 1 ] || long=()
 rc=0

@@ -153,7 +153,9 @@ void void_update(wsync_group_t* g, Flight* flight, BatchList* active, const std:
   g->pipe.update_void = why;
   if (flight != nullptr)
     for (auto& b : *flight) b->update_calls.cancel();
-  if (g->dev.copy_stream != nullptr && device_wait_copies(g) != WSYNC_OK) clear_error();
+  if (g->dev.copy_stream != nullptr && device_wait_copies(g) != WSYNC_OK)
+    WSYNC_LOGW("group '%s': waiting for wsync's copy stream after the last receiver left: %s",
+               g->cfg.group_name.c_str(), last_error().c_str());
   for (auto& b : *active) {
     announce_cancel(b.get());
     release_event(g, b.get());
@@ -334,17 +336,23 @@ void run_finalize(wsync_group_t* g, const FinalizeJob& job) {
   wsync_status_t st = mailbox_failure(g);
   const bool broken = st != WSYNC_OK;
   g->pipe.update_lost_members = g->pipe.update_committed_partly = false;
-  if (!broken && !g->pipe.update_void.empty()) {  // (nobody was left to deliver it to)
+  if (!broken && g->pipe.aborted.load()) {
+    st = fail(WSYNC_ERR_ABORTED, "group '%s' was aborted", g->cfg.group_name.c_str());
+  } else if (!broken && !g->pipe.update_void.empty()) {  // (nobody was left to deliver it to)
     st = fail(WSYNC_ERR_PEER_FAILED, "version %llu does not commit: %s", static_cast<unsigned long long>(job.version),
               g->pipe.update_void.c_str());
     g->pipe.update_lost_members = true;
   } else if (!broken) {
-    st = g->pipe.aborted.load() ? fail(WSYNC_ERR_ABORTED, "group '%s' was aborted", g->cfg.group_name.c_str()) : commit(g, job);
+    st = commit(g, job);
+    if (st != WSYNC_OK && nobody_left(g) && !g->pipe.update_lost_members) {  // (the last left during the commit)
+      g->pipe.update_lost_members = true;
+      st = fail_msg(st, "version " + std::to_string(job.version) + " does not commit: " + last_error());
+    }
   }
   const bool partly = g->pipe.update_committed_partly;
   if (broken) {
     // nothing more to do: the failure was published by break_group
-  } else if (st != WSYNC_OK && (g->pipe.update_lost_members || nobody_left(g))) {
+  } else if (st != WSYNC_OK && g->pipe.update_lost_members) {
     // Elastic: receivers left and too few remain; the others drop the update (those that committed
     // it keep it) and the group takes the next one.
     const std::string why = last_error();

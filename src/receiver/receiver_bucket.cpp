@@ -74,14 +74,18 @@ wsync_status_t read_manifest(Link* rx, const Frame& f, Incoming* in) {
   wsync_status_t st = decode_manifest(raw.data(), raw.size(), &in->m);
   if (st != WSYNC_OK) return st;
   const Manifest& m = in->m;
+  if (m.update_id < rx->sh->update)  // (many senders' late ones were dropped as leftovers)
+    return fail(WSYNC_ERR_PROTOCOL, "a bucket of update %llu arrived after update %llu began",
+                static_cast<unsigned long long>(m.update_id), static_cast<unsigned long long>(rx->sh->update));
   if (m.update_id != rx->current_update && !rx->flight.empty())
     return fail(WSYNC_ERR_PROTOCOL, "update %llu started while %s was still on the wire",
                 static_cast<unsigned long long>(m.update_id), rx->flight.front()->what.c_str());
   // Bytes an unfinished update left behind never count for, or commit with, this one; and what
   // voided that one does not void this one. The first link to see the update's first bucket does
   // this (with many senders the others join it). (Not keyed on the link's current_update: its
-  // END_UPDATE set that to the next update already.)
-  if (m.update_id != rx->sh->update) {
+  // END_UPDATE set that to the next update already. Update ids only grow: an older one is a
+  // leftover, dropped before it comes here.)
+  if (m.update_id > rx->sh->update) {
     if (!rx->sh->assembling.empty())
       return fail(WSYNC_ERR_PROTOCOL, "update %llu started while tensor '%s' of update %llu was incomplete",
                   static_cast<unsigned long long>(m.update_id), rx->sh->assembling.begin()->first.c_str(),

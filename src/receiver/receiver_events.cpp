@@ -101,9 +101,12 @@ wsync_status_t said_why_instead(Link* rx, wsync_status_t st, wsync_receiver_even
 // dropped, not refused again. The sender's word on the update (END_UPDATE, ABORT_UPDATE, CLOSE)
 // and the next update are taken as usual.
 bool leftover_of_void_update(const Link* rx, const Frame& f) {
-  if (rx->sh->update_void.empty()) return false;
-  if (f.type == static_cast<uint16_t>(MsgType::kBucketSum)) return true;
+  const bool voided = !rx->sh->update_void.empty();
+  if (f.type == static_cast<uint16_t>(MsgType::kBucketSum)) return voided;
   if (f.type != static_cast<uint16_t>(MsgType::kManifest)) return false;
+  // (many senders: one sender's late MANIFEST of an update another's ABORT_UPDATE ended, seen after
+  // the next update began: superseded)
+  if (!voided && rx->sh->links.size() <= 1) return false;
   ManifestFrameBody body;
   Manifest m;
   if (decode_manifest_frame(f.body, &body) != WSYNC_OK ||
@@ -113,7 +116,7 @@ bool leftover_of_void_update(const Link* rx, const Frame& f) {
   }
   // (the voided update is the shared one: a link whose sender finalized it may show the next
   // update's MANIFEST first, which is not a leftover)
-  return m.update_id == rx->sh->update;
+  return m.update_id < rx->sh->update || (voided && m.update_id == rx->sh->update);
 }
 
 wsync_status_t receiver_next(Link* rx, wsync_receiver_event_t* ev, int64_t timeout_ms) {

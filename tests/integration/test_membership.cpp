@@ -34,7 +34,8 @@ std::vector<synth_tensor_t> spec() {
 // What a receiver does at one point of the run, and what it must see.
 // kTamper: after committing fault_version it writes into its first tensor's buffer, as an engine
 // that post-processes its weights in place (a catch-up source whose bytes are no longer the version).
-enum class Fault { kNone, kDie, kHang, kRefuse, kTamper };
+// kDieAtCommit: killed at the COMMIT event of fault_version (every byte in, before it confirms).
+enum class Fault { kNone, kDie, kHang, kRefuse, kTamper, kDieAtCommit };
 
 struct RxPlan {
   uint32_t rank = 1;
@@ -160,6 +161,7 @@ int run_rx(const RxPlan& p) {
       if (v == p.fault_version && p.fault == Fault::kHang) raise(SIGSTOP);
     } else if (ev.kind == WSYNC_EVENT_COMMIT) {
       in_update = false;
+      if (ev.version == p.fault_version && p.fault == Fault::kDieAtCommit) raise(SIGKILL);
       if (commit_i >= p.commits.size() || ev.version != p.commits[commit_i]) {
         std::fprintf(stderr, "rank %u: COMMIT of version %llu, not expected\n", p.rank,
                      static_cast<unsigned long long>(ev.version));
@@ -387,11 +389,11 @@ RxPlan joiner(const std::string& addr_file, uint32_t rank, std::vector<uint64_t>
 // When the last receiver leaves, nobody holds the update: it fails naming that receiver, and the
 // group goes on (elastic). An update while nobody is in it fails saying so; an engine restarted
 // with the rank then joins and the next update commits on it, every tensor checked.
-TEST(Membership, LosingTheLastReceiverFailsTheUpdateAndTheGroupTakesTheNextJoiner) {
+void last_receiver_case(Fault fault) {
   const std::string addr_file = temp_dir() + "/store.addr";
   Children kids;
   RxPlan p = joiner(addr_file, 1, {1});
-  p.fault = Fault::kDie;
+  p.fault = fault;
   p.fault_version = 2;
   kids.pids.push_back(spawn([p] { return run_rx(p); }));
   Sender s;
@@ -417,6 +419,13 @@ TEST(Membership, LosingTheLastReceiverFailsTheUpdateAndTheGroupTakesTheNextJoine
   wsync_group_destroy(s.g);
   s.g = nullptr;
   EXPECT_EQ(0, kids.wait(1, 30000)) << "the restarted receiver";
+}
+
+TEST(Membership, LosingTheLastReceiverFailsTheUpdateAndTheGroupTakesTheNextJoiner) { last_receiver_case(Fault::kDie); }
+
+// The same when it dies after every byte came, before it confirms: the commit finds nobody left.
+TEST(Membership, LosingTheLastReceiverAtTheCommitFailsTheUpdateAndTheGroupGoesOn) {
+  last_receiver_case(Fault::kDieAtCommit);
 }
 
 void expect_joined(Sender& s, uint32_t rank, uint64_t update) {
