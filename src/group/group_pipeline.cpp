@@ -135,12 +135,11 @@ void break_group(wsync_group_t* g, Flight* flight, wsync_status_t st, BatchList*
     if (j.batch) release_event(g, j.batch.get());
 }
 
-// Elastic groups of one sender whose every receiver left: nobody to deliver to, nothing to break.
-// (Many senders agree on every batch with each other: there the loss of the last receiver still
-// breaks the group.)
+// Elastic groups whose every receiver left: nobody to deliver to, nothing to break. (Many senders
+// go on agreeing on every batch on their callers' threads meanwhile; each voids the update when it
+// has lost them all. HTTP engines: the loss of the last engine still breaks the group.)
 bool nobody_left(const wsync_group_t* g) {
-  return g->cfg.elastic && g->shape.num_senders <= 1 && !g->shape.http_engines && !g->pipe.aborted.load() &&
-         members_left_in(g) == 0;
+  return g->cfg.elastic && !g->shape.http_engines && !g->pipe.aborted.load() && members_left_in(g) == 0;
 }
 
 // The current update has nobody left to go to (`why`): what is on the wire is cancelled as after a

@@ -118,6 +118,10 @@ struct SenderPlan {
   uint32_t init_receivers = 0;
   int interval_ms = 0;
   uint32_t expect_joined = 0;
+  // Every receiver is lost: a finalize that fails because nobody is left ("every receiver … has
+  // left", "no receiver is in group") is counted, not fatal; at least one must, and the last
+  // version must commit (exit 10 otherwise).
+  bool nobody_at_times = false;
 };
 
 std::string addr_file(const std::string& dir, uint32_t k) { return dir + "/s" + std::to_string(k) + ".addr"; }
@@ -168,6 +172,7 @@ int run_sender(const SenderPlan& p) {
     return 3;
   }
   const std::vector<Spec> specs = model();
+  uint64_t nobody_failures = 0;
   for (uint64_t v = 1; v <= p.versions && st == WSYNC_OK; ++v) {
     std::vector<Slice> slices;
     for (const auto& s : specs) slices.push_back(slice_of(s, p.m, p.k, v));
@@ -194,6 +199,12 @@ int run_sender(const SenderPlan& p) {
     if (v == p.die_at) raise(SIGKILL);
     if (v == p.hang_at) raise(SIGSTOP);
     st = wsync_group_finalize(g, v, -1);
+    if (st == WSYNC_ERR_PEER_FAILED && p.nobody_at_times && v < p.versions &&
+        (std::strstr(wsync_last_error(), "every receiver of group") || std::strstr(wsync_last_error(), "no receiver is in group"))) {
+      std::printf("sender %u: version %llu: %s\n", p.k, static_cast<unsigned long long>(v), wsync_last_error());
+      ++nobody_failures;
+      st = WSYNC_OK;
+    }
     if (p.interval_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(p.interval_ms));
   }
   const std::string why = st == WSYNC_OK ? "" : wsync_last_error();
@@ -214,6 +225,7 @@ int run_sender(const SenderPlan& p) {
                 static_cast<unsigned long long>(stats.plans_computed));
     // Two batches per version, each the same every version: two plans, then reused.
     if (stats.plans_computed != std::min<uint64_t>(2, 2 * p.versions)) rc = 6;
+    if (p.nobody_at_times && (nobody_failures == 0 || stats.committed_version != p.versions)) rc = 10;
     if (p.expect_joined != 0) {
       bool joined = false;
       for (wsync_member_event_t e = WSYNC_MEMBER_EVENT_INIT; wsync_group_next_member_event(g, &e) == WSYNC_OK;
@@ -800,9 +812,9 @@ namespace {
 // A receiver that joins an elastic group of many senders after init, as rank `rank`, half a second
 // after the group is up: every version it commits is checked byte for byte (its registered buffers
 // against the full tensors), the versions it commits rise, and it commits `last`. Exit 0 so, 1 not.
-int run_joiner(const std::string& dir, uint32_t rank, uint64_t last) {
+int run_joiner(const std::string& dir, uint32_t rank, uint64_t last, int delay_ms = 500) {
   const std::string addr = read_addr_file(addr_file(dir, 0), 20000);
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
   wsync_option_t opts[] = {WSYNC_OPTION("timeout_ms", "20000")};
   wsync_receiver_config_t cfg = WSYNC_RECEIVER_CONFIG_INIT;
   cfg.rank = rank;
@@ -878,6 +890,38 @@ TEST(ManySenders, ElasticAReceiverJoinsAfterInitAndTakesTheNextUpdateFromEverySe
   c.receivers.push_back(spawn([dir] { return run_joiner(dir, 3, 6); }));
   for (pid_t p : c.senders) EXPECT_EQ(wait_child(p, 60000), 0);
   for (pid_t p : c.receivers) EXPECT_EQ(wait_child(p, 60000), 0);
+  c.senders.clear();
+  c.receivers.clear();
+}
+
+// membership=elastic with two senders: both receivers are killed at version 2, so each sender loses
+// every member: version 2 fails at its finalize ("every receiver … has left"), the versions while
+// nobody is in the group fail saying so, and neither sender breaks its group. Rank 3 joins 2.5 s in;
+// both senders take it at the same update, which it takes whole from both, and the last version
+// commits on it, every byte checked.
+TEST(ManySenders, ElasticLosingEveryReceiverFailsTheUpdateAndAJoinerTakesTheNext) {
+  Cluster c;
+  spawn_group(
+      &c, 2, 2,
+      [](uint32_t, SenderPlan* p) {
+        p->receivers = 3;
+        p->versions = 14;
+        p->quorum = 1;
+        p->init_receivers = 2;
+        p->interval_ms = 300;
+        p->timeout_ms = 5000;
+        p->nobody_at_times = true;
+      },
+      [](uint32_t, RxPlan* p) {
+        p->take = Take::kStaged;
+        p->versions = 1;
+        p->die_at = 2;
+      });
+  const std::string dir = c.dir;
+  pid_t joiner = spawn([dir] { return run_joiner(dir, 3, 14, 2500); });
+  for (pid_t p : c.senders) EXPECT_EQ(wait_child(p, 60000), 0);
+  EXPECT_EQ(wait_child(joiner, 60000), 0) << "the joiner";
+  for (pid_t p : c.receivers) EXPECT_NE(wait_child(p, 60000), 0) << "a receiver was killed";
   c.senders.clear();
   c.receivers.clear();
 }
