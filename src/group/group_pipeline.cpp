@@ -137,9 +137,9 @@ void break_group(wsync_group_t* g, Flight* flight, wsync_status_t st, BatchList*
 
 // Elastic groups whose every receiver left: nobody to deliver to, nothing to break. (Many senders
 // go on agreeing on every batch on their callers' threads meanwhile; each voids the update when it
-// has lost them all. HTTP engines: the loss of the last engine still breaks the group.)
+// has lost them all. HTTP engines: the dropped servers are checked again between updates.)
 bool nobody_left(const wsync_group_t* g) {
-  return g->cfg.elastic && !g->shape.http_engines && !g->pipe.aborted.load() && members_left_in(g) == 0;
+  return g->cfg.elastic && !g->pipe.aborted.load() && members_left_in(g) == 0;
 }
 
 // The current update has nobody left to go to (`why`): what is on the wire is cancelled as after a

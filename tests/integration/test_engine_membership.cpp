@@ -222,6 +222,49 @@ TEST(EngineMembershipInit, AServerDownAtInitJoinsWhenItStarts) {
   expect_engine_holds(late, m.spec, 2);
 }
 
+// The only server is killed between updates: its rank leaves, and the next version fails at its
+// finalize because nobody is in the group. Restarted on its port, the server is brought back and
+// the version after commits on it. Then it is killed mid-update: that version fails naming it, and
+// the group is not broken either: restarted again, it takes the next version.
+TEST(EngineMembershipInit, TheOnlyServerKilledAndRestartedTakesTheNextVersion) {
+  Model m;
+  m.spec = tensor_set(8, 0);
+  Engine a;
+  start_engine(&a, "sglang");
+  const int port = a.port;
+  Trainer tr;
+  ASSERT_EQ(WSYNC_OK, tr.init("sglang", a.url() + "=1", kElastic)) << wsync_last_error();
+  ASSERT_EQ(WSYNC_OK, publish(tr, m, 1)) << wsync_last_error();
+  expect_engine_holds(a, m.spec, 1);
+  a.kill_now();
+  ASSERT_TRUE(wait_members(tr.g, {})) << "members " << str(members(tr.g));
+  EXPECT_EQ(WSYNC_ERR_PEER_FAILED, publish(tr, m, 2)) << "a version with nobody in the group committed";
+  EXPECT_NE(std::string::npos, std::string(wsync_last_error()).find("no receiver is in group")) << wsync_last_error();
+  Engine a2;
+  start_engine(&a2, "sglang", "", {"--port", std::to_string(port)});
+  ASSERT_TRUE(wait_members(tr.g, {1})) << "the restarted server was not brought back; members " << str(members(tr.g));
+  ASSERT_EQ(WSYNC_OK, publish(tr, m, 3)) << wsync_last_error();
+  expect_engine_holds(a2, m.spec, 3);
+
+  m.fill(4);
+  const size_t half = m.descs.size() / 2;
+  ASSERT_EQ(WSYNC_OK, wsync_group_send_batch(tr.g, m.descs.data(), half, -1)) << wsync_last_error();
+  wait_delivered(tr, 5);  // (versions 1 and 3: two batches each, and version 4's first)
+  a2.kill_now();
+  wsync_status_t st = wsync_group_send_batch(tr.g, m.descs.data() + half, m.descs.size() - half, -1);
+  if (st == WSYNC_OK) st = wsync_group_finalize(tr.g, 4, -1);
+  EXPECT_EQ(WSYNC_ERR_PEER_FAILED, st) << wsync_last_error();
+  EXPECT_NE(std::string::npos, std::string(wsync_last_error()).find("every receiver of group")) << wsync_last_error();
+  Engine a3;
+  start_engine(&a3, "sglang", "", {"--port", std::to_string(port)});
+  ASSERT_TRUE(wait_members(tr.g, {1})) << "the server was not brought back again; members " << str(members(tr.g));
+  ASSERT_EQ(WSYNC_OK, publish(tr, m, 5)) << "the group broke: " << wsync_last_error();
+  expect_engine_holds(a3, m.spec, 5);
+  wsync_group_stats_t s = WSYNC_GROUP_STATS_INIT;
+  ASSERT_EQ(WSYNC_OK, wsync_group_get_stats(tr.g, &s));
+  EXPECT_EQ(5u, s.committed_version);
+}
+
 // A server that hangs (SIGSTOP) between updates stops answering its update requests: it is
 // dropped within engine_timeout_ms, named, and the version commits on the other server
 // (commit_quorum=1). Killed and restarted, it is brought back.
