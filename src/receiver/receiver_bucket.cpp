@@ -62,6 +62,23 @@ const Box* held_box(const void* ctx, const std::string& name) {
   return it != rx->sh->registry.end() && it->second.slice ? &it->second.box : nullptr;
 }
 
+// The receiver's first bucket of update `update` (on any link): bytes an unfinished update left
+// behind never count for, or commit with, this one; and what voided that one does not void this
+// one. (Not keyed on a link's current_update: its END_UPDATE set that to the next update already.
+// Update ids only grow: an older one is a leftover, dropped before it comes here.)
+wsync_status_t begin_update(Link* rx, uint64_t update) {
+  if (!rx->sh->assembling.empty())
+    return fail(WSYNC_ERR_PROTOCOL, "update %llu started while tensor '%s' of update %llu was incomplete",
+                static_cast<unsigned long long>(update), rx->sh->assembling.begin()->first.c_str(),
+                static_cast<unsigned long long>(rx->sh->update));
+  rx->sh->arrived.clear();
+  rx->sh->claimed.clear();
+  drop_staged(rx);
+  rx->sh->update_void.clear();
+  rx->sh->update = update;
+  return WSYNC_OK;
+}
+
 wsync_status_t read_manifest(Link* rx, const Frame& f, Incoming* in) {
   ManifestFrameBody body;
   if (decode_manifest_frame(f.body, &body) != WSYNC_OK)
@@ -80,22 +97,7 @@ wsync_status_t read_manifest(Link* rx, const Frame& f, Incoming* in) {
   if (m.update_id != rx->current_update && !rx->flight.empty())
     return fail(WSYNC_ERR_PROTOCOL, "update %llu started while %s was still on the wire",
                 static_cast<unsigned long long>(m.update_id), rx->flight.front()->what.c_str());
-  // Bytes an unfinished update left behind never count for, or commit with, this one; and what
-  // voided that one does not void this one. The first link to see the update's first bucket does
-  // this (with many senders the others join it). (Not keyed on the link's current_update: its
-  // END_UPDATE set that to the next update already. Update ids only grow: an older one is a
-  // leftover, dropped before it comes here.)
-  if (m.update_id > rx->sh->update) {
-    if (!rx->sh->assembling.empty())
-      return fail(WSYNC_ERR_PROTOCOL, "update %llu started while tensor '%s' of update %llu was incomplete",
-                  static_cast<unsigned long long>(m.update_id), rx->sh->assembling.begin()->first.c_str(),
-                  static_cast<unsigned long long>(rx->sh->update));
-    rx->sh->arrived.clear();
-    rx->sh->claimed.clear();
-    drop_staged(rx);
-    rx->sh->update_void.clear();
-    rx->sh->update = m.update_id;
-  }
+  if (m.update_id > rx->sh->update && (st = begin_update(rx, m.update_id)) != WSYNC_OK) return st;
   if (m.update_id != rx->current_update) {
     rx->current_update = m.update_id;
     rx->expected_bucket = 0;
