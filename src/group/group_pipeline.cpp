@@ -326,7 +326,12 @@ wsync_status_t commit(wsync_group_t* g, const FinalizeJob& job) {
   if ((st = send_end_update(g, job, what)) != WSYNC_OK) return st;
   if ((st = await_committed(g, job, what)) != WSYNC_OK) return st;
   if ((st = check_late_losses(g, job, lost_before)) != WSYNC_OK) return st;
-  return engines_update_committed(g);
+  // (HTTP engines: the last server may be dropped at its RESUME, after every receiver committed)
+  if ((st = engines_update_committed(g)) != WSYNC_OK && nobody_left(g)) {
+    g->pipe.update_lost_members = g->pipe.update_committed_partly = true;
+    st = fail_msg(st, "version " + std::to_string(job.version) + " was committed on every receiver, then " + last_error());
+  }
+  return st;
 }
 
 void run_finalize(wsync_group_t* g, const FinalizeJob& job) {
