@@ -90,6 +90,12 @@ enum class MsgType : uint16_t {
   // go of the update and tells the other senders (a NACK naming this sender and the reason), so that
   // they remove it too.
   kRemoved = 23,
+  // tx->rx (control protocol 4, issue 39: elastic groups that relay, ROUTE flag kRouteByRank), between
+  // updates: u32 rank. Receiver `rank` was placed below this relay when it joined (its ROUTE named this
+  // receiver its parent, and it wired itself into this relay's world): the relay connects to it
+  // (transport connect_peer) and forwards every later bucket to it too. Sent where the joiner is
+  // installed, before the first MANIFEST it takes part in.
+  kRouteAdd = 24,
 };
 
 // How often a receiver reports progress while its count moves.

@@ -200,7 +200,8 @@ std::vector<uint8_t> encode_route(const RouteBody& b) {
   w.u32(b.parent_world);
   w.u32(static_cast<uint32_t>(b.children.size()));
   for (uint32_t c : b.children) w.u32(c);
-  if (b.has_piece_bytes) w.u64(b.piece_bytes);
+  if (b.has_piece_bytes || b.flags != 0) w.u64(b.has_piece_bytes ? b.piece_bytes : 0);
+  if (b.flags != 0) w.u32(b.flags);
   return std::move(w.data());
 }
 
@@ -336,11 +337,23 @@ wsync_status_t decode_joined(const std::vector<uint8_t>& body, JoinedBody* out) 
   return done(std::move(b), out);
 }
 
-wsync_status_t decode_route_drop(const std::vector<uint8_t>& body, RouteDropBody* out) {
-  BodyReader r("ROUTE_DROP", body);
+namespace {
+
+wsync_status_t decode_route_rank(const char* frame, const std::vector<uint8_t>& body, RouteDropBody* out) {
+  BodyReader r(frame, body);
   RouteDropBody b;
   if (!r.u32(&b.rank, "rank") || !r.end("rank")) return r.error();
   return done(std::move(b), out);
+}
+
+}  // namespace
+
+wsync_status_t decode_route_drop(const std::vector<uint8_t>& body, RouteDropBody* out) {
+  return decode_route_rank("ROUTE_DROP", body, out);
+}
+
+wsync_status_t decode_route_add(const std::vector<uint8_t>& body, RouteDropBody* out) {
+  return decode_route_rank("ROUTE_ADD", body, out);
 }
 
 wsync_status_t decode_committed(const std::vector<uint8_t>& body, CommittedBody* out) {
@@ -377,7 +390,13 @@ wsync_status_t decode_route(const std::vector<uint8_t>& body, RouteBody* out) {
   for (uint32_t i = 0; i < n; ++i)
     if (!r.u32(&b.children[i], "children")) return r.error();
   if (!r.at_end()) {
-    if (!r.u64(&b.piece_bytes, "piece_bytes") || !r.end("piece_bytes")) return r.error();
+    if (!r.u64(&b.piece_bytes, "piece_bytes")) return r.error();
+    if (!r.at_end()) {
+      if (!r.u32(&b.flags, "flags") || !r.end("flags")) return r.error();
+      if (b.flags == 0) return fail(WSYNC_ERR_PROTOCOL, "ROUTE: flags 0 (no flags are written as none)");
+    }
+    if (b.flags & ~kRouteByRank) return fail(WSYNC_ERR_PROTOCOL, "ROUTE: unknown flags 0x%x", b.flags);
+    if (b.piece_bytes == 0 && b.flags != 0) return done(std::move(b), out);  // (flags, and no piece size chosen)
     if (b.piece_bytes < kMinPieceBytes || b.piece_bytes > kMaxPieceBytes)
       return fail(WSYNC_ERR_PROTOCOL, "ROUTE: piece_bytes %llu is outside %llu..%llu",
                   static_cast<unsigned long long>(b.piece_bytes), static_cast<unsigned long long>(kMinPieceBytes),

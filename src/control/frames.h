@@ -101,7 +101,7 @@ struct RemovedBody {  // tx->rx: str reason (REMOVED)
   std::string reason;
 };
 
-struct RouteDropBody {  // tx->rx: u32 rank (a child of this relay that left)
+struct RouteDropBody {  // tx->rx: u32 rank (ROUTE_DROP: a child of this relay that left; ROUTE_ADD: one it takes)
   uint32_t rank = 0;
 };
 
@@ -131,7 +131,14 @@ struct RouteBody {
   // kRoutePieceBytes); absent: group info's piece_bytes holds. 64 KiB .. 1 GiB.
   bool has_piece_bytes = false;
   uint64_t piece_bytes = 0;
+  // Since issue 39 (optional, after piece_bytes, which is then 0 when not chosen): u32 flags. Flag
+  // kRouteByRank (elastic groups): every relay world is as large as the group's (world_size) and
+  // numbers its members by their group ranks: `position` is this receiver's rank, `parent_world`
+  // the group's world size, and each member opens its own relay world (rank 0, hint join_later) even
+  // with no children, so that a joiner can be placed below it between updates (ROUTE_ADD).
+  uint32_t flags = 0;
 };
+constexpr uint32_t kRouteByRank = 1;
 constexpr uint32_t kFrameMaxChildren = 4096;
 
 // CATCHUP and CATCHUP_CANCEL, tx->rx: u32 role, u32 peer, u64 version, str world, u64 budget_ms, str reason,
@@ -196,10 +203,12 @@ wsync_status_t decode_committed(const std::vector<uint8_t>& body, CommittedBody*
 wsync_status_t decode_abort_update(const std::vector<uint8_t>& body, AbortUpdateBody* out);
 wsync_status_t decode_bucket_sum(const std::vector<uint8_t>& body, BucketSumBody* out);
 wsync_status_t decode_progress(const std::vector<uint8_t>& body, ProgressBody* out);
-// Trailing bytes refused (after the optional piece_bytes); at most kFrameMaxChildren children.
+// Trailing bytes refused (after the optional piece_bytes and flags; unknown flags refused); at most kFrameMaxChildren children.
 wsync_status_t decode_route(const std::vector<uint8_t>& body, RouteBody* out);
 // Trailing bytes refused.
 wsync_status_t decode_route_drop(const std::vector<uint8_t>& body, RouteDropBody* out);
+// ROUTE_ADD: the same body as ROUTE_DROP (encode_route_drop), named ROUTE_ADD in its messages.
+wsync_status_t decode_route_add(const std::vector<uint8_t>& body, RouteDropBody* out);
 // The reason comes out printable, as the other reasons; trailing bytes ignored.
 wsync_status_t decode_removed(const std::vector<uint8_t>& body, RemovedBody* out);
 // Trailing bytes ignored; the world name at most kFrameMaxGroupBytes + 64; each name a valid tensor

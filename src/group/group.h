@@ -101,6 +101,7 @@ struct Peer {
                                    // the update fails, and it is not removed for it)
   bool route_told = false;         // elastic, relaying: a joiner's transport is connected and its ROUTE
                                    // sent; its second JOINED (relay transports wired) is awaited
+  uint32_t route_parent = 0;       // elastic, relaying: the parent its ROUTE named (0: the sender)
   bool joined = false;             // elastic, many senders: a joiner whose join is done, installed once
                                    // every sender has it (the update's first batch agrees which)
   PeerSilence silence;             // how long it made no progress (group_bucket.cpp)
@@ -281,6 +282,7 @@ struct Routes {
   bool relays = false;    // the plan is not a star: receivers forward to their children
   DeliveryPlan delivery;  // from the plan (or every engine rank, without control channels)
   uint64_t piece_bytes = 0;  // told in every ROUTE (0: none; group info's holds)
+  std::string sender_host;   // this host as the receivers see it (planning a joiner's place)
   // The plan's parents, copied from `plan` whenever it changes (at init, and when a member left
   // and the pipeline thread hung it and its subtree below the sender): what the caller's thread
   // checks a batch's segments against (route_fits_segments), under parent_mu, since the pipeline

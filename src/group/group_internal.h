@@ -124,11 +124,17 @@ wsync_status_t route_members(wsync_group_t* g, int64_t deadline);
 // The size of the pieces buckets move in: group info's (shape.piece_bytes), or the one the route
 // chose and told in every ROUTE (one sender that relays, option piece_bytes not given: 512 KiB).
 uint64_t route_piece_bytes(const wsync_group_t* g);
-// Elastic groups that relay: a joiner is a leaf below the sender, where every rank that is not a
-// member stays in the plan (absent at init, or moved there when it left), so the plan and the
-// delivery need no change when it joins. Tell it so (its ROUTE: parent 0, no children) before its
-// second JOINED is read; nothing for a star.
+// Elastic groups that relay: a joiner takes a place in the route. The planner, run over the
+// members and the joiner (their hosts and lanes, the group's route), names its parent: a member
+// (a relay) or the sender. Tell it (its ROUTE: that parent, no children, flag kRouteByRank) before
+// its second JOINED is read; nothing for a star. The place is taken when it is installed
+// (route_install_joiner).
 wsync_status_t route_tell_joiner(wsync_group_t* g, Peer* p, int64_t deadline);
+// Where a joiner becomes a member: the place its ROUTE named is taken. Its relay, when it has one,
+// is told (ROUTE_ADD, before the first MANIFEST the joiner takes part in) and the plan and the
+// delivery move it below that relay. A relay that left meanwhile: WSYNC_ERR_PEER_FAILED naming it
+// (the joiner, wired into a world nobody feeds, is not installed; it may join again).
+wsync_status_t route_install_joiner(wsync_group_t* g, Peer* p);
 // Receiver `rank` was removed: the receivers downstream of it (cut off with it, for the caller to
 // remove, naming it), and the plan goes on without it: its relay (when it had one that is still a
 // member) is told to feed it no more (ROUTE_DROP), and it and everything below it hang below the

@@ -128,7 +128,9 @@ void install(wsync_group_t* g, std::unique_ptr<Peer> p, const std::string& catch
   e.kind = WSYNC_MEMBER_JOINED;
   e.rank = r;
   e.update = mailbox_updates(g) + 1;
-  e.reason = name + engines_rank_note(g, r, name) + " joined the group" + catchup;
+  const uint32_t relay = g->members.peers[r - 1]->route_parent;
+  e.reason = name + engines_rank_note(g, r, name) + " joined the group" +
+             (relay != 0 ? " below relay rank " + std::to_string(relay) : std::string()) + catchup;
   Members::Book& book = g->members.book;
   std::lock_guard<std::mutex> lk(book.mu);
   book.events.push_back(e);
@@ -188,6 +190,19 @@ void drop_hung_up(wsync_group_t* g) {
 
 namespace {
 
+// A joiner that cannot take its place in the route (its relay left since its ROUTE; the error
+// says so) is not installed: told why (many senders: REMOVED, so that it joins again rather than
+// taking the close for this sender's death) and forgotten; its connection closes, and it may join
+// again.
+void refuse_joiner(wsync_group_t* g, Peer* p) {
+  WSYNC_LOGW("group '%s': %s could not join: %s", g->cfg.group_name.c_str(), p->conn.peer_name().c_str(),
+             last_error().c_str());
+  if (g->shape.planned && p->conn.open())
+    p->conn.send(MsgType::kRemoved, encode_removed({"it could not join: " + last_error()}), 200);
+  clear_error();
+  g->plugins.transport.table->forget_peer(g->plugins.transport_self, p->rank);
+}
+
 // Many senders: a joiner whose join is done becomes a member at the first batch of an update whose
 // agreed joiners name it (every sender installs the same ones there; the others keep it waiting,
 // `later`). It takes that update whole: no catch-up with many senders yet. False: its connection
@@ -198,6 +213,10 @@ bool seat_agreed(wsync_group_t* g, std::unique_ptr<Peer>& p, const std::vector<u
   if (p->conn.hung_up()) return false;  // (closed, even behind a frame it sent that waits unread)
   if (agreed == nullptr || !std::binary_search(agreed->begin(), agreed->end(), p->rank)) {
     later->push_back(std::move(p));
+    return true;
+  }
+  if (route_install_joiner(g, p.get()) != WSYNC_OK) {
+    refuse_joiner(g, p.get());
     return true;
   }
   install(g, std::move(p), " (it takes this update whole: a joiner of many senders is not caught up)");
@@ -251,6 +270,10 @@ void members_admit(wsync_group_t* g, const std::vector<uint32_t>* agreed) {
     if (g->shape.planned) {
       p->joined = true;
       if (!seat_agreed(g, p, agreed, &later)) forget_joiner_gone(g, p.get());
+      continue;
+    }
+    if (route_install_joiner(g, p.get()) != WSYNC_OK) {
+      refuse_joiner(g, p.get());
       continue;
     }
     const std::string catchup = catchup_arrange(g, p.get(), busy);

@@ -14,10 +14,15 @@
 #include "common/socket.h"
 #include "control/frames.h"
 #include "group/group_internal.h"
+#include "group/group_members.h"
 #include "store/host_port.h"
 
 namespace wsync {
 namespace {
+
+// Elastic groups that relay number every relay world by the group's ranks (ROUTE flag
+// kRouteByRank): a joiner can then be placed below any member between updates (ROUTE_ADD).
+bool by_rank(const wsync_group_t* g) { return g->route.relays && members_can_join(g); }
 
 RouteBody route_for(const wsync_group_t* g, uint32_t rank) {
   const RoutePlan& plan = g->route.plan;
@@ -31,22 +36,36 @@ RouteBody route_for(const wsync_group_t* g, uint32_t rank) {
     if (siblings[i] == rank) b.position = static_cast<uint32_t>(i + 1);
   b.parent_world = static_cast<uint32_t>(siblings.size() + 1);
   b.children = plan.children[rank];
+  if (by_rank(g)) {
+    b.flags = kRouteByRank;
+    b.position = rank;
+    b.parent_world = static_cast<uint32_t>(g->members.peers.size() + 1);
+  }
   return b;
+}
+
+// The planner's route over the members (and `extra`, a joiner, when given): the planner numbers
+// its receivers 1..n; rank_of maps its numbers back to ranks (rank_of[0] = 0, the sender).
+wsync_status_t plan_subset(const wsync_group_t* g, const Peer* extra, RoutePlan* sub, std::vector<uint32_t>* rank_of) {
+  std::vector<RouteMember> members;
+  rank_of->assign(1, 0);
+  auto add = [&](const Peer& p) {
+    rank_of->push_back(p.rank);
+    members.push_back(RouteMember{static_cast<uint32_t>(rank_of->size() - 1), host_of(p.addr), p.lane});
+  };
+  for (auto& p : g->members.peers)
+    if (!p->dropped && (extra == nullptr || p->rank != extra->rank)) add(*p);
+  if (extra != nullptr) add(*extra);
+  return plan_routes(g->shape.route_spec, members, g->route.sender_host, sub);
 }
 
 // The route of the receivers that joined (elastic: the ranks absent at init are left out, then
 // hang below the sender as leaves, where they take their place when they join). The planner
 // numbers its receivers 1..n: the members are planned under such numbers and mapped back.
-wsync_status_t plan_present(wsync_group_t* g, const std::string& sender_host, RoutePlan* out) {
-  std::vector<RouteMember> members;
-  std::vector<uint32_t> rank_of(1, 0);  // planner number -> rank
-  for (auto& p : g->members.peers) {
-    if (p->dropped) continue;
-    rank_of.push_back(p->rank);
-    members.push_back(RouteMember{static_cast<uint32_t>(rank_of.size() - 1), host_of(p->addr), p->lane});
-  }
+wsync_status_t plan_present(wsync_group_t* g, RoutePlan* out) {
+  std::vector<uint32_t> rank_of;
   RoutePlan sub;
-  wsync_status_t st = plan_routes(g->shape.route_spec, members, sender_host, &sub);
+  wsync_status_t st = plan_subset(g, nullptr, &sub, &rank_of);
   if (st != WSYNC_OK) return st;
   const size_t n = g->members.peers.size();
   RoutePlan& plan = *out;
@@ -56,7 +75,7 @@ wsync_status_t plan_present(wsync_group_t* g, const std::string& sender_host, Ro
   plan.parent.assign(n + 1, 0);
   plan.children.assign(n + 1, {});
   plan.host.assign(n + 1, std::string());
-  plan.host[0] = sender_host;
+  plan.host[0] = g->route.sender_host;
   for (size_t i = 1; i < rank_of.size(); ++i) {
     plan.parent[rank_of[i]] = rank_of[sub.parent[i]];
     plan.host[rank_of[i]] = sub.host[i];
@@ -97,10 +116,10 @@ wsync_status_t route_members(wsync_group_t* g, int64_t deadline) {
     g->route.delivery = DeliveryPlan::star(g->shape.num_receivers, false);
     return WSYNC_OK;
   }
-  std::string sender_host;
+  std::string& sender_host = g->route.sender_host;
   for (auto& p : g->members.peers)
     if (sender_host.empty() && p->conn.open()) sender_host = local_ip(p->conn.fd());  // this host, as they see it
-  wsync_status_t st = plan_present(g, sender_host, &g->route.plan);
+  wsync_status_t st = plan_present(g, &g->route.plan);
   if (st != WSYNC_OK) return fail_msg(st, "group '" + g->cfg.group_name + "': planning its routes: " + last_error());
   g->route.relays = g->route.plan.shape != "star";
   g->route.delivery = DeliveryPlan::routed(g->route.plan);
@@ -128,10 +147,67 @@ uint64_t route_piece_bytes(const wsync_group_t* g) {
   return g->route.piece_bytes != 0 ? g->route.piece_bytes : g->shape.piece_bytes;
 }
 
+namespace {
+
+// The parent the planner gives a joiner among the members now (0: the sender; also when planning
+// fails, which the members' plan at init did not).
+uint32_t place_joiner(wsync_group_t* g, const Peer* p) {
+  std::vector<uint32_t> rank_of;
+  RoutePlan sub;
+  if (!g->route.relays || plan_subset(g, p, &sub, &rank_of) != WSYNC_OK) {
+    clear_error();
+    return 0;
+  }
+  const uint32_t parent = rank_of[sub.parent[rank_of.size() - 1]];
+  const Peer* relay = parent >= 1 && parent <= g->members.peers.size() ? g->members.peers[parent - 1].get() : nullptr;
+  return relay != nullptr && !relay->dropped && relay->alive ? parent : 0;
+}
+
+// Move `rank` (a leaf below the sender: every rank that is not a member is) below `relay`.
+void hang_below(RoutePlan* plan, uint32_t rank, uint32_t relay) {
+  std::vector<uint32_t>& from = plan->children[plan->parent[rank]];
+  from.erase(std::remove(from.begin(), from.end(), rank), from.end());
+  plan->parent[rank] = relay;
+  std::vector<uint32_t>& to = plan->children[relay];
+  to.insert(std::upper_bound(to.begin(), to.end(), rank), rank);
+}
+
+}  // namespace
+
 wsync_status_t route_tell_joiner(wsync_group_t* g, Peer* p, int64_t deadline) {
   if (star_spec(g) || g->route.plan.parent.size() <= p->rank) return WSYNC_OK;
-  // (a rank that is not a member is a leaf below the sender already: plan_present, route_member_left)
-  return p->conn.send(MsgType::kRoute, encode_route(route_for(g, p->rank)), remaining_ms(deadline, 1));
+  // (a rank that is not a member is a leaf below the sender in the plan: plan_present,
+  // route_member_left; it moves below its relay when it is installed)
+  p->route_parent = place_joiner(g, p);
+  RouteBody b;
+  b.has_piece_bytes = g->route.piece_bytes != 0;
+  b.piece_bytes = g->route.piece_bytes;
+  b.digest = g->route.plan.digest;
+  b.parent = p->route_parent;
+  b.position = p->rank;
+  b.parent_world = static_cast<uint32_t>(g->members.peers.size() + 1);
+  b.flags = by_rank(g) ? kRouteByRank : 0;
+  if (p->route_parent != 0)
+    WSYNC_LOGI("group '%s': %s takes its place in the route below receiver rank %u", g->cfg.group_name.c_str(),
+               p->conn.peer_name().c_str(), p->route_parent);
+  return p->conn.send(MsgType::kRoute, encode_route(b), remaining_ms(deadline, 1));
+}
+
+wsync_status_t route_install_joiner(wsync_group_t* g, Peer* p) {
+  const uint32_t r = p->route_parent;
+  if (r == 0 || star_spec(g) || g->route.plan.parent.size() <= std::max(r, p->rank)) return WSYNC_OK;
+  Peer* relay = g->members.peers[r - 1].get();
+  wsync_status_t st = WSYNC_ERR_PEER_FAILED;
+  if (!relay->dropped && relay->alive && relay->conn.open() &&
+      (st = relay->conn.send(MsgType::kRouteAdd, encode_route_drop({p->rank}), std::min<int64_t>(g->cfg.timeout_ms, 1000))) == WSYNC_OK) {
+    hang_below(&g->route.plan, p->rank, r);
+    g->route.delivery = DeliveryPlan::routed(g->route.plan);
+    copy_parents(g);
+    return WSYNC_OK;
+  }
+  clear_error();
+  return fail(WSYNC_ERR_PEER_FAILED, "its relay, receiver rank %u, left the group before it was installed (it may join "
+              "again, and takes another place then)", r);
 }
 
 std::vector<uint32_t> route_member_left(wsync_group_t* g, uint32_t rank) {

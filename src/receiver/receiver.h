@@ -8,8 +8,10 @@
 //                         every link; the commit once every sender finalized the same version
 //   receiver_bucket.cpp   one bucket: manifest checks, where each byte goes, receive, ACK, event;
 //                         a relay's forwarding
+//   receiver_relay.cpp    a relay's children: their ranks in its relay world, ROUTE_DROP, ROUTE_ADD
 //   receiver_events.cpp   the other control messages (END_UPDATE, ABORT_UPDATE, CLOSE)
-//   receiver_inbox.cpp    one inbox per link: its sender's frames, stale CATCHUP_CANCELs dropped once
+//   receiver_inbox.cpp    one inbox per link: its sender's frames, stale CATCHUP_CANCELs dropped once,
+//                         ROUTE_DROP and ROUTE_ADD taken
 //   receiver_state.cpp    what an update did to the registered buffers: the tensors it touched,
 //                         staged bytes (receive_mode staged) and their copy at commit, the state
 //                         wsync_receiver_get_state reports
@@ -213,6 +215,10 @@ struct Link {
   uint32_t parent = 0;
   std::vector<uint32_t> children;
   std::vector<bool> child_dropped;  // elastic: the sender said the child at this index left (ROUTE_DROP)
+  // ROUTE flag kRouteByRank (elastic groups that relay): every relay world is the group's size and
+  // numbers its members by their group ranks; this receiver's own is open even with no children,
+  // so that the sender can place a joiner below it (ROUTE_ADD). Else children[i] is rank i + 1.
+  bool relay_by_rank = false;
   // What a later transport instance needs (a catch-up's world: open_world): the transport's options
   // as at init, and the address this receiver's control connection leaves from.
   OptionList transport_opts;
@@ -291,17 +297,31 @@ namespace wsync {
 wsync_status_t receiver_init(const wsync_receiver_config_t* config, Link* rx);
 // Create and connect one more instance of the receiver's transport: rank `rank` of `world` members
 // under the name `group`, with the options of init, within timeout_ms.
+// join_later: hint join_later (rank 0: connect connects nobody; connect_peer each).
 wsync_status_t open_world(Link* rx, const std::string& group, uint32_t rank, uint32_t world,
-                          int64_t timeout_ms, void** self, int* fd);
-// receiver_bucket.cpp
+                          int64_t timeout_ms, void** self, int* fd, bool join_later = false);
+// receiver_relay.cpp
+// The rank in this relay's world of children[i].
+uint32_t relay_child_peer(const Link* rx, size_t i);
+// The ranks in this relay's world of the children it feeds now (none dropped); empty when it has no
+// relay world.
+std::vector<uint32_t> relay_live_peers(const Link* rx);
+bool relay_feeds_anyone(const Link* rx);
+// " (in this relay's world rank 1 is receiver rank 3, ...)" where its world numbers the children
+// 1..n, so that a transport's warning speaks the group's ranks too; "" when numbered by rank.
+std::string relay_world_note(const Link* rx);
 // ROUTE_DROP from the sender: a child of this relay left the group; it is fed no more (its place
 // in the relay's world forgotten). A rank that is not a child: logged, nothing else.
 void relay_drop_child(Link* rx, const Frame& f);
+// ROUTE_ADD from the sender (between updates): a joiner was placed below this relay; the relay's
+// world connects to it and every later bucket is forwarded to it too. One it cannot connect to is
+// logged and not fed (the sender names that joiner when its bytes do not come).
+void relay_add_child(Link* rx, const Frame& f);
 // receiver_catchup.cpp
 // CATCHUP from the sender: as the source, send the registered tensors to the joiner (no event);
 // as the joiner, take them and report COMMIT of the caught-up version (or refuse, naming why).
 wsync_status_t catchup(Link* rx, const Frame& f, wsync_receiver_event_t* ev);
-// receiver_inbox.cpp: one inbox per link (stale CATCHUP_CANCELs dropped and ROUTE_DROPs taken
+// receiver_inbox.cpp: one inbox per link (stale CATCHUP_CANCELs dropped, ROUTE_DROPs and ROUTE_ADDs taken
 // wherever it reads)
 // Read what the connection holds, without waiting; the words at the head that nobody waits for
 // are handled.

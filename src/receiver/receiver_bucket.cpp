@@ -300,7 +300,7 @@ wsync_status_t post_receive(Link* rx, Incoming* in) {
   }
   in->pieces = cut_pieces(in->m.bucket_bytes, rx->piece_bytes);
   // A relay takes each piece whole into its relay block, to forward it as it is and then place it.
-  if (rx->relay_self != nullptr && in->m.bucket_bytes > 0 && (st = relay_block(rx, in)) != WSYNC_OK) return st;
+  if (in->m.bucket_bytes > 0 && relay_feeds_anyone(rx) && (st = relay_block(rx, in)) != WSYNC_OK) return st;
   for (size_t i = 0; i < in->pieces.size(); ++i) {
     const Piece& pc = in->pieces[i];
     const std::vector<wsync_iov_t> part =
@@ -323,7 +323,7 @@ wsync_status_t give_up(Link* rx, const std::string& why) {
   const wsync_status_t st = last_status();
   const std::string msg = last_error();
   tp(rx)->forget_peer(rx->recv_self, 0);
-  for (uint32_t i = 1; i <= rx->children.size() && rx->relay_self != nullptr; ++i) tp(rx)->forget_peer(rx->relay_self, i);
+  for (uint32_t r : relay_live_peers(rx)) tp(rx)->forget_peer(rx->relay_self, r);
   rx->broken = why;
   rx->sh->late_writes = true;  // a receive was posted: UCX (for one) may still complete part of it
   restore_error(st, msg);
@@ -337,24 +337,12 @@ void sleep_on_fds(Link* rx, int64_t deadline) {
   sleep_on_transports(rx, deadline, 1000);
 }
 
-// The transport of a relay's world numbers its children 1..n: " (in this relay's world rank 1 is
-// receiver rank 3, rank 2 is receiver rank 4)", so that a warning speaks the group's ranks too.
-std::string relay_world_note(const Link* rx) {
-  std::string s;
-  for (size_t i = 0; i < rx->children.size(); ++i)
-    s += (i == 0 ? " (in this relay's world rank " : ", rank ") + std::to_string(i + 1) + " is receiver rank " +
-         std::to_string(rx->children[i]);
-  return s.empty() ? s : s + ")";
-}
-
 // A relay: piece `p` of the bucket landed in its relay block. Forward it to the children (the
 // same sequence number in this relay's world), then place it where the manifest puts its bytes.
 wsync_status_t relay_piece(Link* rx, Incoming* in, size_t index) {
   const Piece& p = in->pieces[index];
   const uint8_t* from = in->relay_block.data() + p.offset;
-  std::vector<uint32_t> ranks;
-  for (uint32_t i = 1; i <= rx->children.size(); ++i)
-    if (i > rx->child_dropped.size() || !rx->child_dropped[i - 1]) ranks.push_back(i);
+  const std::vector<uint32_t> ranks = relay_live_peers(rx);
   wsync_buffer_t buf = WSYNC_BUFFER_INIT;
   buf.data = from;
   buf.len = p.len;
@@ -715,31 +703,6 @@ wsync_status_t fail_bucket(Link* rx, uint64_t seq, wsync_status_t st, MsgType ty
 }
 
 }  // namespace
-
-// A relay told that a child left (see receiver.h).
-void relay_drop_child(Link* rx, const Frame& f) {
-  RouteDropBody d;
-  if (decode_route_drop(f.body, &d) != WSYNC_OK) {
-    WSYNC_LOGW("receiver rank %u: the sender's ROUTE_DROP is malformed (ignored): %s", rx->rank, last_error().c_str());
-    clear_error();
-    return;
-  }
-  const auto it = std::find(rx->children.begin(), rx->children.end(), d.rank);
-  if (it == rx->children.end() || rx->relay_self == nullptr) {
-    WSYNC_LOGW("receiver rank %u: the sender says receiver rank %u left, which it does not forward to (ignored)",
-               rx->rank, d.rank);
-    return;
-  }
-  const size_t i = static_cast<size_t>(it - rx->children.begin());
-  if (rx->child_dropped.size() < rx->children.size()) rx->child_dropped.resize(rx->children.size(), false);
-  if (rx->child_dropped[i]) return;
-  rx->child_dropped[i] = true;
-  const wsync_transport_v1_t* t = tp(rx);
-  if ((t->caps & WSYNC_TRANSPORT_CAP_FORGET_ONE) && t->forget_peer != nullptr)
-    t->forget_peer(rx->relay_self, static_cast<uint32_t>(i + 1));  // (its sends in flight fail for it alone)
-  WSYNC_LOGW("receiver rank %u: receiver rank %u, which it forwards to, left the group; forwarding to the others only",
-             rx->rank, d.rank);
-}
 
 void send_status(Link* rx, MsgType type, uint64_t seq, wsync_status_t code, const std::string& why,
                  const std::vector<uint8_t>& blob) {

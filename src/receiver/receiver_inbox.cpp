@@ -2,7 +2,8 @@
 // and the words nobody waits for are handled here once, wherever the link happens to be reading: a
 // CATCHUP_CANCEL for a catch-up that is over (the sender cancels when the source left; a catch-up
 // still running reads its own cancel, receiver_catchup.cpp) is dropped; a ROUTE_DROP (a child of
-// this relay left the group, mid-update or between updates) is taken.
+// this relay left the group, mid-update or between updates) and a ROUTE_ADD (a joiner placed below
+// this relay, between updates) are taken.
 #include <algorithm>
 
 #include "common/clock.h"
@@ -13,13 +14,15 @@ namespace wsync {
 namespace {
 
 bool aside(uint16_t type) {
-  return type == static_cast<uint16_t>(MsgType::kCatchupCancel) || type == static_cast<uint16_t>(MsgType::kRouteDrop);
+  return type == static_cast<uint16_t>(MsgType::kCatchupCancel) || type == static_cast<uint16_t>(MsgType::kRouteDrop) ||
+         type == static_cast<uint16_t>(MsgType::kRouteAdd);
 }
 
 bool stale_next(const Link* rx) { return rx->conn.has_frame() && aside(rx->conn.next_type()); }
 
 void take_aside(Link* rx, const Frame& f) {
   if (f.type == static_cast<uint16_t>(MsgType::kRouteDrop)) relay_drop_child(rx, f);
+  if (f.type == static_cast<uint16_t>(MsgType::kRouteAdd)) relay_add_child(rx, f);
 }
 
 }  // namespace

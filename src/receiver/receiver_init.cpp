@@ -294,13 +294,13 @@ OptionList transport_options(const JoinArgs& a) {
 // Create and connect one transport instance: rank `rank` of `world` members under `group`; a
 // failure is also told to the sender (NACK), which is waiting for JOINED.
 wsync_status_t open_transport(Link* rx, const JoinArgs& a, const std::string& group, uint32_t rank,
-                              uint32_t world, void** self, int* fd) {
+                              uint32_t world, void** self, int* fd, bool join_later = false) {
   if (rx->transport_opts.empty() && rx->local_ip.empty()) {
     rx->transport_opts = transport_options(a);
     // This receiver's end of its control connection: the transport listens on that interface only.
     rx->local_ip = local_ip(rx->conn.fd());
   }
-  wsync_status_t st = open_world(rx, group, rank, world, left(a), self, fd);
+  wsync_status_t st = open_world(rx, group, rank, world, left(a), self, fd, join_later);
   if (st != WSYNC_OK) {
     const std::string why = last_error();
     send_status(rx, MsgType::kNack, 0, st, why);
@@ -334,6 +334,9 @@ wsync_status_t check_route(const Link* rx, const RouteBody& r) {
   for (uint32_t c : r.children)
     if (c == 0 || c == me || c >= n || c == r.parent)
       return fail(WSYNC_ERR_PROTOCOL, "the sender's ROUTE gives rank %u child %u", me, c);
+  if ((r.flags & kRouteByRank) && (r.parent_world != n || (r.parent != 0 && r.position != me)))
+    return fail(WSYNC_ERR_PROTOCOL, "the sender's ROUTE numbers relay worlds by rank but gives rank %u position %u "
+                "of %u (a group of %u)", me, r.position, r.parent_world, n);
   return WSYNC_OK;
 }
 
@@ -357,10 +360,29 @@ wsync_status_t wire_route(Link* rx, const JoinArgs& a) {
       (st = open_transport(rx, a, relay_world(rx->group_name, r.parent), r.position, r.parent_world, &rx->recv_self,
                            &rx->recv_fd)) != WSYNC_OK)
     return st;
-  if (!r.children.empty() &&
-      (st = open_transport(rx, a, relay_world(rx->group_name, rx->rank), 0,
-                           static_cast<uint32_t>(r.children.size() + 1), &rx->relay_self, &rx->relay_fd)) != WSYNC_OK)
+  rx->relay_by_rank = (r.flags & kRouteByRank) != 0;
+  if (rx->relay_by_rank) {
+    // Elastic: this receiver's own world is opened even with no children (a joiner may be placed
+    // below it later, ROUTE_ADD) and connects to each child by its group rank.
+    if ((st = open_transport(rx, a, relay_world(rx->group_name, rx->rank), 0, rx->world_size, &rx->relay_self,
+                             &rx->relay_fd, true)) != WSYNC_OK)
+      return st;
+    const wsync_transport_v1_t* t = rx->transport.table;
+    for (uint32_t c : r.children) {
+      clear_error();
+      if ((st = t->connect_peer(rx->relay_self, c, left(a))) != WSYNC_OK) {
+        const std::string why = "transport '" + std::string(t->name) + "': connecting to receiver rank " +
+                                std::to_string(c) + ", which this relay feeds: " + plugin_error("transport", t->name);
+        send_status(rx, MsgType::kNack, 0, st, why);
+        return fail_msg(st, why);
+      }
+    }
+  } else if (!r.children.empty() &&
+             (st = open_transport(rx, a, relay_world(rx->group_name, rx->rank), 0,
+                                  static_cast<uint32_t>(r.children.size() + 1), &rx->relay_self, &rx->relay_fd)) !=
+                 WSYNC_OK) {
     return st;
+  }
   if (r.parent != 0 || !r.children.empty())
     WSYNC_LOGI("receiver rank %u: takes the bytes from rank %u and forwards them to %zu receiver(s)", rx->rank, r.parent,
                r.children.size());
@@ -371,9 +393,10 @@ wsync_status_t wire_route(Link* rx, const JoinArgs& a) {
 }  // namespace
 
 wsync_status_t open_world(Link* rx, const std::string& group, uint32_t rank, uint32_t world,
-                          int64_t timeout_ms, void** self, int* fd) {
+                          int64_t timeout_ms, void** self, int* fd, bool join_later) {
   const wsync_transport_v1_t* t = rx->transport.table;
-  const OptionList hints = {{WSYNC_HINT_LOCAL_ADDRESS, rx->local_ip}, {WSYNC_HINT_AUTH_KEY, rx->transport_key}};
+  OptionList hints = {{WSYNC_HINT_LOCAL_ADDRESS, rx->local_ip}, {WSYNC_HINT_AUTH_KEY, rx->transport_key}};
+  if (join_later) hints.emplace_back(WSYNC_HINT_JOIN_LATER, "1");
   std::vector<wsync_option_t> t_c = to_c_options(rx->transport_opts), h_c = to_c_options(hints);
   wsync_transport_params_t tp = WSYNC_TRANSPORT_PARAMS_INIT;
   tp.rank = rank;

@@ -71,7 +71,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   const Bytes body(data + 1, data + size);
   using namespace wsync;
-  switch (static_cast<MsgType>(data[0] % 32)) {  // (every type, 1..23, and some unknown ones)
+  switch (static_cast<MsgType>(data[0] % 32)) {  // (every type, 1..24, and some unknown ones)
     case MsgType::kChallenge: {
       ChallengeBody out;
       const wsync_status_t st = decode_challenge(body, &out);
@@ -173,8 +173,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                         [](const ProgressBody&) { return true; });
       return 0;
     case MsgType::kRoute:
-      run<RouteBody>(body, "ROUTE", decode_route, encode_route, true,
-                     [](const RouteBody& b) { return b.children.size() <= wsync::kFrameMaxChildren; });
+      run<RouteBody>(body, "ROUTE", decode_route, encode_route, true, [](const RouteBody& b) {
+        return b.children.size() <= wsync::kFrameMaxChildren && (b.flags & ~wsync::kRouteByRank) == 0;
+      });
       return 0;
     case MsgType::kRemoved:
       run<RemovedBody>(body, "REMOVED", decode_removed, encode_removed, false,
@@ -182,6 +183,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       return 0;
     case MsgType::kRouteDrop:
       run<RouteDropBody>(body, "ROUTE_DROP", decode_route_drop, encode_route_drop, true,
+                         [](const RouteDropBody&) { return true; });
+      return 0;
+    case MsgType::kRouteAdd:
+      run<RouteDropBody>(body, "ROUTE_ADD", decode_route_add, encode_route_drop, true,
                          [](const RouteDropBody&) { return true; });
       return 0;
     case MsgType::kCatchup:

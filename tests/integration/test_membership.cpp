@@ -57,7 +57,8 @@ struct RxPlan {
   // Relays on loopback: receiver option local_address (a host of its own for the route planner).
   std::string local_address;
   // Receiver option rejoin: removed once (a relay that fed it left), it joins again by itself and
-  // catches up; the one failed call it sees then is expected. `log_file`: its stderr goes there.
+  // catches up; the one failed call it sees then is expected. `log_file`: its stderr goes there, with
+  // the info lines.
   bool rejoin = false;
   std::string log_file;
   // Per committed version, the version each tensor must hold (-1: zeros, never received); when
@@ -92,7 +93,10 @@ int run_rx(const RxPlan& p) {
     if (f == nullptr || std::fputs(p.faulty.c_str(), f) < 0 || std::fclose(f) != 0) return 8;
     setenv("WSYNC_FAULTY_FILE", file.c_str(), 1);
   }
-  if (!p.log_file.empty() && std::freopen(p.log_file.c_str(), "w", stderr) == nullptr) return 8;
+  if (!p.log_file.empty()) {
+    if (std::freopen(p.log_file.c_str(), "w", stderr) == nullptr) return 8;
+    wsync_set_log_callback(nullptr, nullptr, WSYNC_LOG_INFO);  // (the default sink, up to info lines)
+  }
   const std::string addr = read_addr_file(p.addr_file, 20000);
   std::vector<wsync_option_t> opts = {WSYNC_OPTION("receive_mode", p.in_place ? "in_place" : "staged")};
   if (!p.local_address.empty()) opts.push_back(WSYNC_OPTION("local_address", p.local_address.c_str()));
@@ -1018,8 +1022,9 @@ TEST(ElasticRelays, AHungRelayIsNamedAtItsTimeoutAndItsSubtreeRejoinsAndCatchesU
 
 // The head of the only lane (rank 1 of the chain sender -> 1 -> 2 -> 3) is killed at version 2: it
 // takes every member along, so nobody holds version 2, which fails naming it; the group is not
-// broken. Ranks 2 and 3 join again by themselves (receiver option rejoin), now below the sender,
-// and version 3 commits on them, every tensor checked.
+// broken. Ranks 2 and 3 join again by themselves (receiver option rejoin), each below the sender
+// or below the other when that one is a member already, and version 3 commits on them, every
+// tensor checked.
 TEST(ElasticRelays, LosingTheHeadOfTheOnlyLaneFailsTheUpdateAndTheOthersRejoin) {
   const std::string addr_file = temp_dir() + "/store.addr";
   Children kids;
@@ -1054,7 +1059,9 @@ TEST(ElasticRelays, LosingTheHeadOfTheOnlyLaneFailsTheUpdateAndTheOthersRejoin) 
 
 // A leaf below a relay (rank 3) is killed at version 2: the update commits on ranks 1 and 2 (quorum
 // 2); relay rank 2 is told (ROUTE_DROP) and forwards no more to it: not one forward of version 3
-// fails. A new process with rank 3 then joins below the sender and version 4 commits on all three.
+// fails. A new process with rank 3 then joins and takes its place in the chain again, below relay
+// rank 2 (ROUTE_ADD: rank 2 connects to it), and version 4 commits on all three, rank 3's bytes
+// forwarded by rank 2 and checked (with quorum 2 a rank 3 fed by nobody would fail its process).
 TEST(ElasticRelays, ALeafBelowARelayLeavesAndTheRelayFeedsTheOthers) {
   const std::string addr_file = temp_dir() + "/store.addr";
   const std::string relay_log = temp_dir() + "/relay2.log";
@@ -1079,6 +1086,9 @@ TEST(ElasticRelays, ALeafBelowARelayLeavesAndTheRelayFeedsTheOthers) {
   ASSERT_EQ(WSYNC_OK, s.publish(3, &why)) << why;
   kids.pids.push_back(spawn([addr_file] { return run_rx(relayed(addr_file, 3, {3, 4})); }));  // restarted
   ASSERT_TRUE(members_become(s, {1, 2, 3})) << "rank 3 did not join again within 10 s";
+  const std::vector<MemberEvent> evs = member_events(s, 2);
+  EXPECT_NE(std::string::npos, reason_of(evs, WSYNC_MEMBER_JOINED, 3).find("joined the group below relay rank 2"))
+      << reason_of(evs, WSYNC_MEMBER_JOINED, 3);
   ASSERT_EQ(WSYNC_OK, s.publish(4, &why)) << why;
   wsync_group_destroy(s.g);
   s.g = nullptr;
@@ -1086,4 +1096,7 @@ TEST(ElasticRelays, ALeafBelowARelayLeavesAndTheRelayFeedsTheOthers) {
   const std::string log = read_file(relay_log);
   EXPECT_NE(std::string::npos, log.find("receiver rank 3, which it forwards to, left the group")) << log;
   EXPECT_EQ(std::string::npos, log.find("of update 3")) << "relay rank 2 still forwarded to rank 3:\n" << log;
+  const size_t placed = log.find("receiver rank 3 joined below it");
+  ASSERT_NE(std::string::npos, placed) << log;
+  EXPECT_EQ(std::string::npos, log.find("rank 2: forwarding ", placed)) << "a forward of version 4 failed:\n" << log;
 }

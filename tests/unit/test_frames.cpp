@@ -240,6 +240,44 @@ TEST(Frames, RouteMayTellThePieceSize) {
   EXPECT_EQ(decode_route(short_one, &got), WSYNC_ERR_PROTOCOL);
 }
 
+// Elastic groups that relay (issue 39): flag kRouteByRank after piece_bytes, which is 0 when the
+// sender chose no piece size; flags 0 written out and unknown flags are refused.
+TEST(Frames, RouteMayNumberRelayWorldsByRank) {
+  RouteBody r;
+  r.parent = 2;
+  r.position = 5;
+  r.parent_world = 9;
+  r.flags = kRouteByRank;
+  RouteBody got;
+  const std::vector<uint8_t> flagged = encode_route(r);
+  ASSERT_EQ(decode_route(flagged, &got), WSYNC_OK);
+  EXPECT_EQ(got.flags, kRouteByRank);
+  EXPECT_FALSE(got.has_piece_bytes);
+  EXPECT_EQ(encode_route(got), flagged);
+  r.has_piece_bytes = true;
+  r.piece_bytes = 512u << 10;
+  ASSERT_EQ(decode_route(encode_route(r), &got), WSYNC_OK);
+  EXPECT_EQ(got.flags, kRouteByRank);
+  EXPECT_EQ(got.piece_bytes, 512u << 10);
+  for (uint32_t bad : {0u, 2u, 0x80000000u}) {
+    std::vector<uint8_t> b = encode_route(r);
+    b.resize(b.size() - 4);
+    Put(b, bad, 4);
+    EXPECT_EQ(decode_route(b, &got), WSYNC_ERR_PROTOCOL) << bad;
+    EXPECT_NE(std::string(last_error()).find("flags"), std::string::npos) << last_error();
+  }
+}
+
+TEST(Frames, RouteAddSaysOneRankExactly) {
+  RouteDropBody got;
+  ASSERT_EQ(decode_route_add(encode_route_drop({4}), &got), WSYNC_OK);
+  EXPECT_EQ(got.rank, 4u);
+  for (size_t n : {0, 3, 5}) {
+    EXPECT_EQ(decode_route_add(std::vector<uint8_t>(n, 1), &got), WSYNC_ERR_PROTOCOL) << n << " bytes";
+    EXPECT_NE(std::string(last_error()).find("ROUTE_ADD"), std::string::npos) << last_error();
+  }
+}
+
 TEST(Frames, RouteDropSaysOneRankExactly) {
   std::vector<uint8_t> d;
   Put(d, 7u, 4);
