@@ -283,8 +283,9 @@ struct Routes {
   DeliveryPlan delivery;  // from the plan (or every engine rank, without control channels)
   uint64_t piece_bytes = 0;  // told in every ROUTE (0: none; group info's holds)
   std::string sender_host;   // this host as the receivers see it (planning a joiner's place)
-  // The plan's parents, copied from `plan` whenever it changes (at init, and when a member left
-  // and the pipeline thread hung it and its subtree below the sender): what the caller's thread
+  // The plan's parents, copied from `plan` whenever it changes (at init, when a member left and
+  // the pipeline thread hung it and its subtree below the sender, and when a joiner was installed
+  // below a relay): what the caller's thread
   // checks a batch's segments against (route_fits_segments), under parent_mu, since the pipeline
   // thread moves members in `plan` meanwhile.
   mutable std::mutex parent_mu;

@@ -385,7 +385,8 @@ wsync_status_t join_one(wsync_group_t* g, Peer* p, int64_t deadline) {
     if (st != WSYNC_OK || (st = judge_join_frame(g, p, f)) != WSYNC_OK || (st = connect_receiver(g, p, deadline)) != WSYNC_OK)
       return st;
     if (route_spec_text(g->shape.route_spec) == "star") return WSYNC_OK;
-    // A group that relays: the joiner reads its ROUTE (a leaf below the sender) and says JOINED again.
+    // A group that relays: the joiner reads its ROUTE (its place: a relay the planner names, or the
+    // sender) and says JOINED again.
     p->route_told = true;
     if ((st = route_tell_joiner(g, p, deadline)) != WSYNC_OK) return forget_joiner(g, p, st);
     // (its JOINED again is due timeout_ms from now: the ROUTE may come long after the WELCOME when

@@ -367,8 +367,8 @@ wsync_status_t member_failed(wsync_group_t* g, Flight* flight, Peer* p, wsync_st
   engines_rank_left(g, flight, p->rank, why);  // (HTTP engines: its server is dropped with it)
   catchup_member_left(g, p->rank, why);
   // A relay: the members it fed lose the update in progress with it (their bytes came through it)
-  // and leave too, each named; they may join again (receiver option rejoin does so by itself) and
-  // then hang below the sender, caught up from a member that holds the version.
+  // and leave too, each named; they may join again (receiver option rejoin does so by itself),
+  // each taking a place in the route then, caught up from a member that holds the version.
   for (uint32_t r : route_member_left(g, p->rank)) {
     Peer* d = g->members.peers[r - 1].get();
     if (d->dropped) continue;

@@ -60,7 +60,8 @@ wsync_status_t plan_subset(const wsync_group_t* g, const Peer* extra, RoutePlan*
 }
 
 // The route of the receivers that joined (elastic: the ranks absent at init are left out, then
-// hang below the sender as leaves, where they take their place when they join). The planner
+// hang below the sender as leaves in the plan until they join and take their place: see
+// route_tell_joiner). The planner
 // numbers its receivers 1..n: the members are planned under such numbers and mapped back.
 wsync_status_t plan_present(wsync_group_t* g, RoutePlan* out) {
   std::vector<uint32_t> rank_of;
@@ -306,7 +307,7 @@ std::string fed_by_note(const wsync_group_t* g, uint32_t rank) {
 wsync_status_t route_fits_segments(const wsync_group_t* g, const std::vector<std::vector<uint32_t>>& segments) {
   if (!g->route.relays) return WSYNC_OK;
   // (the caller's thread: a copy of the plan's edges as they are now, never the moving `plan`; a
-  // member that left relays to no one, and one that joined again hangs below the sender)
+  // member that left relays to no one, and a joiner hangs where it was placed)
   std::vector<uint32_t> parent, lanes;
   {
     std::lock_guard<std::mutex> lock(g->route.parent_mu);

@@ -10,8 +10,9 @@
 #     and engine 3 with it, naming the relay that fed it ("fed by relay rank 2");
 #   - version 2 commits on engine 1 (outside the victim's subtree), then versions 3 and 4 on
 #     engines 1 and 3, through the same group: nothing was rebuilt;
-#   - engine 3 joins again by itself, now fed by the trainer, catches up to version 2 from engine 1
-#     ("caught up from a peer") and verifies versions 1 to 4, as engine 1 does;
+#   - engine 3 joins again by itself and takes its place in the route: below engine 1 (h1 relays
+#     to h3; every sender says "... joined the group below relay rank 1"), catches up to version 2
+#     from engine 1 ("caught up from a peer") and verifies versions 1 to 4, as engine 1 does;
 #   - engine 2 never took version 2.
 # It prints the measured seconds ("removed after X s").
 # --senders 2: the trainer is two ranks (sender 0 on h0, sender 1 on h4, each the rows it holds of
@@ -71,6 +72,8 @@ for t in "${TRAINERS[@]}"; do
   in_log "$t" "version 2 committed on 1 engine" || fail "$t: version 2 was not committed on engine 1 alone"
   in_log "$t" "version 4 committed on 2 engine" || fail "$t: version 4 was not committed on engines 1 and 3"
   [ "$(count_in_log "$t" "group 'demo' up")" -eq 1 ] || fail "$t made its group more than once"
+  grep "engine rank 3 joined the group" "$LOGS/$t.log" | grep -q "below relay rank 1" ||
+    fail "$t did not place engine 3 below engine 1 when it joined again: $(grep "engine rank 3 joined" "$LOGS/$t.log")"
 done
 for e in 1 3; do
   reap "$(eval echo "\$engine$e")" 30
