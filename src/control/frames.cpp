@@ -202,6 +202,7 @@ std::vector<uint8_t> encode_route(const RouteBody& b) {
   for (uint32_t c : b.children) w.u32(c);
   if (b.has_piece_bytes || b.flags != 0) w.u64(b.has_piece_bytes ? b.piece_bytes : 0);
   if (b.flags != 0) w.u32(b.flags);
+  if (b.flags & kRouteFallback) w.u32(b.wire_ms);
   return std::move(w.data());
 }
 
@@ -377,6 +378,31 @@ wsync_status_t decode_bucket_sum(const std::vector<uint8_t>& body, BucketSumBody
   return done(std::move(b), out);
 }
 
+namespace {
+
+// ROUTE's optional tail (since issue 39): piece_bytes, then flags (and wire_ms with kRouteFallback).
+wsync_status_t decode_route_tail(BodyReader& r, RouteBody* b) {
+  if (!r.u64(&b->piece_bytes, "piece_bytes")) return r.error();
+  if (!r.at_end()) {
+    if (!r.u32(&b->flags, "flags")) return r.error();
+    if (b->flags == 0) return fail(WSYNC_ERR_PROTOCOL, "ROUTE: flags 0 (no flags are written as none)");
+    if ((b->flags & kRouteFallback) && !r.u32(&b->wire_ms, "wire_ms")) return r.error();
+    if (!r.end((b->flags & kRouteFallback) ? "wire_ms" : "flags")) return r.error();
+  }
+  if (b->flags & ~(kRouteByRank | kRouteFallback)) return fail(WSYNC_ERR_PROTOCOL, "ROUTE: unknown flags 0x%x", b->flags);
+  if ((b->flags & kRouteFallback) && (b->wire_ms == 0 || !(b->flags & kRouteByRank)))
+    return fail(WSYNC_ERR_PROTOCOL, "ROUTE: flag fallback with wire_ms %u (1.. and only with flag by_rank)", b->wire_ms);
+  if (b->piece_bytes == 0 && b->flags != 0) return WSYNC_OK;  // (flags, and no piece size chosen)
+  if (b->piece_bytes < kMinPieceBytes || b->piece_bytes > kMaxPieceBytes)
+    return fail(WSYNC_ERR_PROTOCOL, "ROUTE: piece_bytes %llu is outside %llu..%llu",
+                static_cast<unsigned long long>(b->piece_bytes), static_cast<unsigned long long>(kMinPieceBytes),
+                static_cast<unsigned long long>(kMaxPieceBytes));
+  b->has_piece_bytes = true;
+  return WSYNC_OK;
+}
+
+}  // namespace
+
 wsync_status_t decode_route(const std::vector<uint8_t>& body, RouteBody* out) {
   BodyReader r("ROUTE", body);
   RouteBody b;
@@ -389,20 +415,8 @@ wsync_status_t decode_route(const std::vector<uint8_t>& body, RouteBody* out) {
   b.children.resize(n);
   for (uint32_t i = 0; i < n; ++i)
     if (!r.u32(&b.children[i], "children")) return r.error();
-  if (!r.at_end()) {
-    if (!r.u64(&b.piece_bytes, "piece_bytes")) return r.error();
-    if (!r.at_end()) {
-      if (!r.u32(&b.flags, "flags") || !r.end("flags")) return r.error();
-      if (b.flags == 0) return fail(WSYNC_ERR_PROTOCOL, "ROUTE: flags 0 (no flags are written as none)");
-    }
-    if (b.flags & ~kRouteByRank) return fail(WSYNC_ERR_PROTOCOL, "ROUTE: unknown flags 0x%x", b.flags);
-    if (b.piece_bytes == 0 && b.flags != 0) return done(std::move(b), out);  // (flags, and no piece size chosen)
-    if (b.piece_bytes < kMinPieceBytes || b.piece_bytes > kMaxPieceBytes)
-      return fail(WSYNC_ERR_PROTOCOL, "ROUTE: piece_bytes %llu is outside %llu..%llu",
-                  static_cast<unsigned long long>(b.piece_bytes), static_cast<unsigned long long>(kMinPieceBytes),
-                  static_cast<unsigned long long>(kMaxPieceBytes));
-    b.has_piece_bytes = true;
-  }
+  wsync_status_t st = WSYNC_OK;
+  if (!r.at_end() && (st = decode_route_tail(r, &b)) != WSYNC_OK) return st;
   return done(std::move(b), out);
 }
 

@@ -137,8 +137,12 @@ struct RouteBody {
   // the group's world size, and each member opens its own relay world (rank 0, hint join_later) even
   // with no children, so that a joiner can be placed below it between updates (ROUTE_ADD).
   uint32_t flags = 0;
+  // Flag kRouteFallback (a joiner placed below a relay): u32 wire_ms follows the flags. The joiner
+  // tries its parent's relay world for at most wire_ms; when it cannot reach it, it says NACK and
+  // reads one more ROUTE, which places it below the sender.
+  uint32_t wire_ms = 0;
 };
-constexpr uint32_t kRouteByRank = 1;
+constexpr uint32_t kRouteByRank = 1, kRouteFallback = 2;
 constexpr uint32_t kFrameMaxChildren = 4096;
 
 // CATCHUP and CATCHUP_CANCEL, tx->rx: u32 role, u32 peer, u64 version, str world, u64 budget_ms, str reason,

@@ -102,6 +102,8 @@ struct Peer {
   bool route_told = false;         // elastic, relaying: a joiner's transport is connected and its ROUTE
                                    // sent; its second JOINED (relay transports wired) is awaited
   uint32_t route_parent = 0;       // elastic, relaying: the parent its ROUTE named (0: the sender)
+  int64_t route_parent_ms = 0;     // that parent's accepted_ms (a later process may take its rank)
+  bool route_fell_back = false;    // it could not reach that parent: told a second ROUTE (the sender)
   bool joined = false;             // elastic, many senders: a joiner whose join is done, installed once
                                    // every sender has it (the update's first batch agrees which)
   PeerSilence silence;             // how long it made no progress (group_bucket.cpp)
@@ -283,6 +285,10 @@ struct Routes {
   DeliveryPlan delivery;  // from the plan (or every engine rank, without control channels)
   uint64_t piece_bytes = 0;  // told in every ROUTE (0: none; group info's holds)
   std::string sender_host;   // this host as the receivers see it (planning a joiner's place)
+  // Elastic: by rank, the relay a joiner was last placed below when that place failed it (it could
+  // not wire into the relay's world, or it left before confirming a version there); 0: none. Its
+  // next join goes below the sender instead (the planner would name the same relay again).
+  std::vector<uint32_t> failed_place;
   // The plan's parents, copied from `plan` whenever it changes (at init, when a member left and
   // the pipeline thread hung it and its subtree below the sender, and when a joiner was installed
   // below a relay): what the caller's thread

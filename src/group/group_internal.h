@@ -130,11 +130,19 @@ uint64_t route_piece_bytes(const wsync_group_t* g);
 // its second JOINED is read; nothing for a star. The place is taken when it is installed
 // (route_install_joiner).
 wsync_status_t route_tell_joiner(wsync_group_t* g, Peer* p, int64_t deadline);
+// A joiner placed below a relay said NACK instead of JOINED (`why`: it could not reach the relay's
+// world within its ROUTE's wire_ms): that place is remembered as failed, and it is told a second
+// ROUTE, below the sender, whose JOINED the caller reads later.
+wsync_status_t route_fall_back(wsync_group_t* g, Peer* p, const std::string& why, int64_t deadline);
 // Where a joiner becomes a member: the place its ROUTE named is taken. Its relay, when it has one,
 // is told (ROUTE_ADD, before the first MANIFEST the joiner takes part in) and the plan and the
 // delivery move it below that relay. A relay that left meanwhile: WSYNC_ERR_PEER_FAILED naming it
 // (the joiner, wired into a world nobody feeds, is not installed; it may join again).
 wsync_status_t route_install_joiner(wsync_group_t* g, Peer* p);
+// A joiner told its ROUTE could not join (it could not wire into its relay's world, or said
+// nothing in time): its next join goes below the sender, not to the same relay again. A member
+// removed before it confirmed a version below its relay counts the same (route_member_left).
+void route_joiner_failed(wsync_group_t* g, const Peer* p);
 // Receiver `rank` was removed: the receivers downstream of it (cut off with it, for the caller to
 // remove, naming it), and the plan goes on without it: its relay (when it had one that is still a
 // member) is told to feed it no more (ROUTE_DROP), and it and everything below it hang below the

@@ -252,6 +252,7 @@ void members_admit(wsync_group_t* g, const std::vector<uint32_t>* agreed) {
       continue;
     }
     if (st != WSYNC_OK) {
+      route_joiner_failed(g, p.get());
       if (st == WSYNC_ERR_TIMEOUT && p->route_told)  // (its transport was connected: forgotten again)
         g->plugins.transport.table->forget_peer(g->plugins.transport_self, p->rank);
       if (st == WSYNC_ERR_TIMEOUT)

@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cstdint>
 
 #include "common/error.h"
 #include "common/socket.h"
@@ -100,11 +101,13 @@ void hang_below_sender(RoutePlan* plan, uint32_t rank) {
   for (uint32_t c : below) hang_below_sender(plan, c);
 }
 
-// The plan's edges and the members' lanes, as the caller's thread reads them (route_fits_segments).
-void copy_parents(wsync_group_t* g) {
+// The plan's edges and the members' lanes, as the caller's thread reads them (route_fits_segments);
+// `joining`: a joiner about to take its slot, whose lane counts already.
+void copy_parents(wsync_group_t* g, const Peer* joining = nullptr) {
   std::vector<uint32_t> lane(g->members.peers.size() + 1, 0);
   for (size_t i = 0; i < g->members.peers.size(); ++i)
     if (g->members.peers[i]) lane[i + 1] = g->members.peers[i]->lane;
+  if (joining != nullptr && joining->rank < lane.size()) lane[joining->rank] = joining->lane;
   std::lock_guard<std::mutex> lock(g->route.parent_mu);
   g->route.parent = g->route.plan.parent;
   g->route.lane = std::move(lane);
@@ -151,7 +154,8 @@ uint64_t route_piece_bytes(const wsync_group_t* g) {
 namespace {
 
 // The parent the planner gives a joiner among the members now (0: the sender; also when planning
-// fails, which the members' plan at init did not).
+// fails, which the members' plan at init did not, and when the same place failed this rank last
+// time: the planner would name it again, and the joiner would fail there again).
 uint32_t place_joiner(wsync_group_t* g, const Peer* p) {
   std::vector<uint32_t> rank_of;
   RoutePlan sub;
@@ -161,7 +165,19 @@ uint32_t place_joiner(wsync_group_t* g, const Peer* p) {
   }
   const uint32_t parent = rank_of[sub.parent[rank_of.size() - 1]];
   const Peer* relay = parent >= 1 && parent <= g->members.peers.size() ? g->members.peers[parent - 1].get() : nullptr;
-  return relay != nullptr && !relay->dropped && relay->alive ? parent : 0;
+  if (relay == nullptr || relay->dropped || !relay->alive) return 0;
+  if (p->rank < g->route.failed_place.size() && g->route.failed_place[p->rank] == parent) {
+    WSYNC_LOGW("group '%s': %s goes below the sender, not below receiver rank %u, where its last place failed",
+               g->cfg.group_name.c_str(), p->conn.peer_name().c_str(), parent);
+    return 0;
+  }
+  return parent;
+}
+
+// The place below `relay` failed `rank`: its next join goes elsewhere (place_joiner).
+void place_failed(wsync_group_t* g, uint32_t rank, uint32_t relay) {
+  if (g->route.failed_place.size() <= rank) g->route.failed_place.resize(g->members.peers.size() + 1, 0);
+  if (rank < g->route.failed_place.size()) g->route.failed_place[rank] = relay;
 }
 
 // Move `rank` (a leaf below the sender: every rank that is not a member is) below `relay`.
@@ -173,13 +189,9 @@ void hang_below(RoutePlan* plan, uint32_t rank, uint32_t relay) {
   to.insert(std::upper_bound(to.begin(), to.end(), rank), rank);
 }
 
-}  // namespace
-
-wsync_status_t route_tell_joiner(wsync_group_t* g, Peer* p, int64_t deadline) {
-  if (star_spec(g) || g->route.plan.parent.size() <= p->rank) return WSYNC_OK;
-  // (a rank that is not a member is a leaf below the sender in the plan: plan_present,
-  // route_member_left; it moves below its relay when it is installed)
-  p->route_parent = place_joiner(g, p);
+// A joiner's ROUTE: the parent it was given (route_parent), no children; below a relay, with the
+// time it tries that relay's world before it asks for a place below the sender (route_fall_back).
+RouteBody joiner_route(const wsync_group_t* g, const Peer* p) {
   RouteBody b;
   b.has_piece_bytes = g->route.piece_bytes != 0;
   b.piece_bytes = g->route.piece_bytes;
@@ -188,10 +200,37 @@ wsync_status_t route_tell_joiner(wsync_group_t* g, Peer* p, int64_t deadline) {
   b.position = p->rank;
   b.parent_world = static_cast<uint32_t>(g->members.peers.size() + 1);
   b.flags = by_rank(g) ? kRouteByRank : 0;
+  if (p->route_parent != 0) {  // (half the time this sender waits for its JOINED)
+    b.flags |= kRouteFallback;
+    b.wire_ms = static_cast<uint32_t>(std::min<int64_t>(std::max<int64_t>(g->cfg.timeout_ms / 2, 1), UINT32_MAX));
+  }
+  return b;
+}
+
+}  // namespace
+
+wsync_status_t route_tell_joiner(wsync_group_t* g, Peer* p, int64_t deadline) {
+  if (star_spec(g) || g->route.plan.parent.size() <= p->rank) return WSYNC_OK;
+  // (a rank that is not a member is a leaf below the sender in the plan: plan_present,
+  // route_member_left; it moves below its relay when it is installed)
+  p->route_parent = place_joiner(g, p);
+  p->route_parent_ms = p->route_parent != 0 ? g->members.peers[p->route_parent - 1]->accepted_ms : 0;
+  if (p->route_parent == 0 && p->rank < g->route.failed_place.size())
+    g->route.failed_place[p->rank] = 0;  // (below the sender this time; the planner's place again the next)
   if (p->route_parent != 0)
     WSYNC_LOGI("group '%s': %s takes its place in the route below receiver rank %u", g->cfg.group_name.c_str(),
                p->conn.peer_name().c_str(), p->route_parent);
-  return p->conn.send(MsgType::kRoute, encode_route(b), remaining_ms(deadline, 1));
+  return p->conn.send(MsgType::kRoute, encode_route(joiner_route(g, p)), remaining_ms(deadline, 1));
+}
+
+wsync_status_t route_fall_back(wsync_group_t* g, Peer* p, const std::string& why, int64_t deadline) {
+  WSYNC_LOGW("group '%s': %s could not reach receiver rank %u, its place in the route (%s); it goes below the sender",
+             g->cfg.group_name.c_str(), p->conn.peer_name().c_str(), p->route_parent, why.c_str());
+  place_failed(g, p->rank, p->route_parent);
+  p->route_parent = 0;
+  p->route_parent_ms = 0;
+  p->route_fell_back = true;
+  return p->conn.send(MsgType::kRoute, encode_route(joiner_route(g, p)), remaining_ms(deadline, 1));
 }
 
 wsync_status_t route_install_joiner(wsync_group_t* g, Peer* p) {
@@ -199,11 +238,12 @@ wsync_status_t route_install_joiner(wsync_group_t* g, Peer* p) {
   if (r == 0 || star_spec(g) || g->route.plan.parent.size() <= std::max(r, p->rank)) return WSYNC_OK;
   Peer* relay = g->members.peers[r - 1].get();
   wsync_status_t st = WSYNC_ERR_PEER_FAILED;
-  if (!relay->dropped && relay->alive && relay->conn.open() &&
+  // (the same process its ROUTE named: a later one of that rank listens elsewhere)
+  if (!relay->dropped && relay->alive && relay->conn.open() && relay->accepted_ms == p->route_parent_ms &&
       (st = relay->conn.send(MsgType::kRouteAdd, encode_route_drop({p->rank}), std::min<int64_t>(g->cfg.timeout_ms, 1000))) == WSYNC_OK) {
     hang_below(&g->route.plan, p->rank, r);
     g->route.delivery = DeliveryPlan::routed(g->route.plan);
-    copy_parents(g);
+    copy_parents(g, p);
     return WSYNC_OK;
   }
   clear_error();
@@ -211,10 +251,17 @@ wsync_status_t route_install_joiner(wsync_group_t* g, Peer* p) {
               "again, and takes another place then)", r);
 }
 
+void route_joiner_failed(wsync_group_t* g, const Peer* p) {
+  if (p->route_told && p->route_parent != 0) place_failed(g, p->rank, p->route_parent);
+}
+
 std::vector<uint32_t> route_member_left(wsync_group_t* g, uint32_t rank) {
   if (!g->route.relays || g->route.plan.parent.size() <= rank) return {};
   const std::vector<uint32_t> cut = downstream_of(g->route.plan, rank);
   const uint32_t parent = g->route.plan.parent[rank];
+  const Peer* me = rank >= 1 && rank <= g->members.peers.size() ? g->members.peers[rank - 1].get() : nullptr;
+  if (parent != 0 && me != nullptr && me->holds_version == 0)  // (it confirmed no version below that relay)
+    place_failed(g, rank, parent);
   if (parent != 0 && parent <= g->members.peers.size()) {  // its relay feeds it no more
     Peer* relay = g->members.peers[parent - 1].get();
     if (!relay->dropped && relay->conn.open()) {

@@ -294,13 +294,14 @@ OptionList transport_options(const JoinArgs& a) {
 // Create and connect one transport instance: rank `rank` of `world` members under `group`; a
 // failure is also told to the sender (NACK), which is waiting for JOINED.
 wsync_status_t open_transport(Link* rx, const JoinArgs& a, const std::string& group, uint32_t rank,
-                              uint32_t world, void** self, int* fd, bool join_later = false) {
+                              uint32_t world, void** self, int* fd, bool join_later = false, int64_t within_ms = -1) {
   if (rx->transport_opts.empty() && rx->local_ip.empty()) {
     rx->transport_opts = transport_options(a);
     // This receiver's end of its control connection: the transport listens on that interface only.
     rx->local_ip = local_ip(rx->conn.fd());
   }
-  wsync_status_t st = open_world(rx, group, rank, world, left(a), self, fd, join_later);
+  const int64_t budget = within_ms >= 0 ? std::min<int64_t>(within_ms, left(a)) : left(a);
+  wsync_status_t st = open_world(rx, group, rank, world, budget, self, fd, join_later);
   if (st != WSYNC_OK) {
     const std::string why = last_error();
     send_status(rx, MsgType::kNack, 0, st, why);
@@ -334,9 +335,80 @@ wsync_status_t check_route(const Link* rx, const RouteBody& r) {
   for (uint32_t c : r.children)
     if (c == 0 || c == me || c >= n || c == r.parent)
       return fail(WSYNC_ERR_PROTOCOL, "the sender's ROUTE gives rank %u child %u", me, c);
+  std::vector<uint32_t> sorted(r.children);
+  std::sort(sorted.begin(), sorted.end());
+  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+    return fail(WSYNC_ERR_PROTOCOL, "the sender's ROUTE gives rank %u a child twice", me);
   if ((r.flags & kRouteByRank) && (r.parent_world != n || (r.parent != 0 && r.position != me)))
     return fail(WSYNC_ERR_PROTOCOL, "the sender's ROUTE numbers relay worlds by rank but gives rank %u position %u "
                 "of %u (a group of %u)", me, r.position, r.parent_world, n);
+  return WSYNC_OK;
+}
+
+// ROUTE flag kRouteByRank: the relay worlds connect to children one by one (connect_peer), which
+// this receiver's transport must have (its sender's has; a receiver may load another build).
+wsync_status_t can_relay_by_rank(Link* rx) {
+  const wsync_transport_v1_t* t = rx->transport.table;
+  if (WSYNC_HAS_FIELD(t, wsync_transport_v1_t, connect_peer) && t->connect_peer != nullptr) return WSYNC_OK;
+  const std::string why = "transport '" + std::string(t->name) + "' of this receiver has no connect_peer, which an "
+                          "elastic group's relays need (its sender's has: a different build of the plugin?)";
+  send_status(rx, MsgType::kNack, 0, WSYNC_ERR_UNSUPPORTED, why);
+  return fail_msg(WSYNC_ERR_UNSUPPORTED, why);
+}
+
+// Elastic: this receiver's own relay world is opened even with no children (a joiner may be placed
+// below it later, ROUTE_ADD), as large as the group's, and connects to each child by its rank.
+wsync_status_t open_own_world_by_rank(Link* rx, const JoinArgs& a, const RouteBody& r) {
+  wsync_status_t st = open_transport(rx, a, relay_world(rx->group_name, rx->rank), 0, rx->world_size, &rx->relay_self,
+                                     &rx->relay_fd, true);
+  if (st != WSYNC_OK) return st;
+  const wsync_transport_v1_t* t = rx->transport.table;
+  for (uint32_t c : r.children) {
+    clear_error();
+    if ((st = t->connect_peer(rx->relay_self, c, left(a))) != WSYNC_OK) {
+      const std::string why = "transport '" + std::string(t->name) + "': connecting to receiver rank " +
+                              std::to_string(c) + ", which this relay feeds: " + plugin_error("transport", t->name);
+      send_status(rx, MsgType::kNack, 0, st, why);
+      return fail_msg(st, why);
+    }
+  }
+  return WSYNC_OK;
+}
+
+// The sender's ROUTE for this receiver, checked and taken.
+wsync_status_t read_route(Link* rx, const JoinArgs& a, RouteBody* r) {
+  Frame f;
+  wsync_status_t st = rx->conn.recv(&f, left(a));
+  if (st != WSYNC_OK) return fail_msg(st, "waiting for the sender's ROUTE: " + last_error());
+  if (f.type != static_cast<uint16_t>(MsgType::kRoute))
+    return fail(WSYNC_ERR_PROTOCOL, "the sender sent %s where its ROUTE was expected", msg_type_name(f.type));
+  if ((st = decode_route(f.body, r)) != WSYNC_OK || (st = check_route(rx, *r)) != WSYNC_OK) return st;
+  rx->parent = r->parent;
+  rx->children = r->children;
+  if (r->has_piece_bytes) rx->piece_bytes = r->piece_bytes;  // (the sender chose it with the route)
+  rx->child_dropped.assign(r->children.size(), false);
+  rx->relay_by_rank = (r->flags & kRouteByRank) != 0;
+  return rx->relay_by_rank ? can_relay_by_rank(rx) : WSYNC_OK;
+}
+
+// This receiver's side of its parent's relay world (its parent is a receiver). A joiner placed
+// below a relay (flag kRouteFallback) tries for wire_ms; out of reach, it says so (NACK) and takes
+// the sender's second ROUTE, below the sender.
+wsync_status_t join_parent_world(Link* rx, const JoinArgs& a, RouteBody* r) {
+  const bool fallback = (r->flags & kRouteFallback) != 0;
+  wsync_status_t st = open_transport(rx, a, relay_world(rx->group_name, r->parent), r->position, r->parent_world,
+                                     &rx->recv_self, &rx->recv_fd, false, fallback ? r->wire_ms : -1);
+  if (st == WSYNC_OK || !fallback) return st;
+  const uint32_t relay = r->parent;
+  WSYNC_LOGW("receiver rank %u: cannot reach relay rank %u, its place in the route, within %u ms (%s); the sender "
+             "places it below itself", rx->rank, relay, r->wire_ms, last_error().c_str());
+  clear_error();
+  rx->recv_self = rx->transport_self;  // (the bytes come from the sender after all)
+  rx->recv_fd = rx->transport_fd;
+  if ((st = read_route(rx, a, r)) != WSYNC_OK) return st;
+  if (r->parent != 0)
+    return fail(WSYNC_ERR_PROTOCOL, "the sender's second ROUTE for rank %u names relay rank %u again (after relay rank "
+                "%u was out of reach, it must name the sender)", rx->rank, r->parent, relay);
   return WSYNC_OK;
 }
 
@@ -344,39 +416,13 @@ wsync_status_t check_route(const Link* rx, const RouteBody& r) {
 // is not the sender) and open its own for its children, then JOINED again.
 wsync_status_t wire_route(Link* rx, const JoinArgs& a) {
   if (a.info.route == "star") return WSYNC_OK;
-  Frame f;
-  wsync_status_t st = rx->conn.recv(&f, left(a));
-  if (st != WSYNC_OK) return fail_msg(st, "waiting for the sender's ROUTE: " + last_error());
-  if (f.type != static_cast<uint16_t>(MsgType::kRoute))
-    return fail(WSYNC_ERR_PROTOCOL, "the sender sent %s where its ROUTE was expected", msg_type_name(f.type));
   RouteBody r;
-  if ((st = decode_route(f.body, &r)) != WSYNC_OK || (st = check_route(rx, r)) != WSYNC_OK) return st;
-  rx->parent = r.parent;
-  rx->children = r.children;
-  if (r.has_piece_bytes) rx->piece_bytes = r.piece_bytes;  // (the sender chose it with the route)
-  rx->child_dropped.assign(r.children.size(), false);
+  wsync_status_t st = read_route(rx, a, &r);
   // Parent side first: a relay's own world connects only when all its children joined theirs.
-  if (r.parent != 0 &&
-      (st = open_transport(rx, a, relay_world(rx->group_name, r.parent), r.position, r.parent_world, &rx->recv_self,
-                           &rx->recv_fd)) != WSYNC_OK)
-    return st;
-  rx->relay_by_rank = (r.flags & kRouteByRank) != 0;
+  if (st == WSYNC_OK && r.parent != 0) st = join_parent_world(rx, a, &r);
+  if (st != WSYNC_OK) return st;
   if (rx->relay_by_rank) {
-    // Elastic: this receiver's own world is opened even with no children (a joiner may be placed
-    // below it later, ROUTE_ADD) and connects to each child by its group rank.
-    if ((st = open_transport(rx, a, relay_world(rx->group_name, rx->rank), 0, rx->world_size, &rx->relay_self,
-                             &rx->relay_fd, true)) != WSYNC_OK)
-      return st;
-    const wsync_transport_v1_t* t = rx->transport.table;
-    for (uint32_t c : r.children) {
-      clear_error();
-      if ((st = t->connect_peer(rx->relay_self, c, left(a))) != WSYNC_OK) {
-        const std::string why = "transport '" + std::string(t->name) + "': connecting to receiver rank " +
-                                std::to_string(c) + ", which this relay feeds: " + plugin_error("transport", t->name);
-        send_status(rx, MsgType::kNack, 0, st, why);
-        return fail_msg(st, why);
-      }
-    }
+    if ((st = open_own_world_by_rank(rx, a, r)) != WSYNC_OK) return st;
   } else if (!r.children.empty() &&
              (st = open_transport(rx, a, relay_world(rx->group_name, rx->rank), 0,
                                   static_cast<uint32_t>(r.children.size() + 1), &rx->relay_self, &rx->relay_fd)) !=

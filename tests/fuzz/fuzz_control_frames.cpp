@@ -174,7 +174,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       return 0;
     case MsgType::kRoute:
       run<RouteBody>(body, "ROUTE", decode_route, encode_route, true, [](const RouteBody& b) {
-        return b.children.size() <= wsync::kFrameMaxChildren && (b.flags & ~wsync::kRouteByRank) == 0;
+        return b.children.size() <= wsync::kFrameMaxChildren && (b.flags & ~(wsync::kRouteByRank | wsync::kRouteFallback)) == 0;
       });
       return 0;
     case MsgType::kRemoved:

@@ -968,8 +968,8 @@ const std::vector<std::pair<std::string, std::string>> kChain = {{"transport", "
 
 // Relay rank 2 is killed or hangs at version 2's first bucket. Version 2 commits on rank 1 (quorum
 // 1); rank 3, cut off below it, is removed naming the relay ("fed by relay rank 2"), joins again by itself (receiver option
-// rejoin), now below the sender, catches up to version 2 from rank 1 and commits version 3 with it,
-// every tensor checked; no rebuild.
+// rejoin), placed below rank 1 now (chain 1 -> 3), catches up to version 2 from rank 1 and commits
+// version 3 with it, every tensor checked; no rebuild.
 void relay_fault_case(Fault fault, const std::string& needle, const std::string& cut_needle) {
   const std::string addr_file = temp_dir() + "/store.addr";
   Children kids;
@@ -1099,4 +1099,95 @@ TEST(ElasticRelays, ALeafBelowARelayLeavesAndTheRelayFeedsTheOthers) {
   const size_t placed = log.find("receiver rank 3 joined below it");
   ASSERT_NE(std::string::npos, placed) << log;
   EXPECT_EQ(std::string::npos, log.find("rank 2: forwarding ", placed)) << "a forward of version 4 failed:\n" << log;
+}
+
+// A place that failed its joiner is not given to it again at once: rank 3 (below relay rank 2) is
+// killed at version 2; its next process is placed below rank 2 again and killed at version 3's
+// first bucket, before it confirmed a version there; the process after that goes below the sender
+// (the planner would name rank 2 again) and commits version 4, every tensor checked.
+TEST(ElasticRelays, AJoinerWhosePlaceFailedItGoesBelowTheSenderNextTime) {
+  const std::string addr_file = temp_dir() + "/store.addr";
+  Children kids;
+  for (uint32_t r = 1; r <= 3; ++r) {
+    RxPlan p = relayed(addr_file, r, r == 3 ? std::vector<uint64_t>{1} : std::vector<uint64_t>{1, 2, 3, 4});
+    if (r == 3) {
+      p.fault = Fault::kDie;
+      p.fault_version = 2;
+    }
+    kids.pids.push_back(spawn([p] { return run_rx(p); }));
+  }
+  Sender s;
+  std::vector<std::pair<std::string, std::string>> opts = kChain;
+  opts.push_back({"commit_quorum", "2"});
+  ASSERT_EQ(WSYNC_OK, s.init(addr_file, opts)) << wsync_last_error();
+  std::string why;
+  ASSERT_EQ(WSYNC_OK, s.publish(1, &why)) << why;
+  ASSERT_EQ(WSYNC_OK, s.publish(2, &why)) << why;
+  RxPlan again = relayed(addr_file, 3, {2});  // (caught up to version 2, then killed)
+  again.fault = Fault::kDie;
+  again.fault_version = 3;
+  kids.pids.push_back(spawn([again] { return run_rx(again); }));
+  ASSERT_TRUE(members_become(s, {1, 2, 3})) << "rank 3 did not join again within 10 s";
+  ASSERT_EQ(WSYNC_OK, s.publish(3, &why)) << why;  // (on ranks 1 and 2)
+  kids.pids.push_back(spawn([addr_file] { return run_rx(relayed(addr_file, 3, {3, 4})); }));
+  ASSERT_TRUE(members_become(s, {1, 2, 3})) << "rank 3 did not join a third time within 10 s";
+  ASSERT_EQ(WSYNC_OK, s.publish(4, &why)) << why;
+  const std::vector<MemberEvent> evs = member_events(s, 4);  // left, joined, left, joined
+  std::vector<std::string> joins;
+  for (const auto& e : evs)
+    if (e.kind == WSYNC_MEMBER_JOINED && e.rank == 3) joins.push_back(e.reason);
+  ASSERT_EQ(2u, joins.size()) << reason_of(evs, -1, 0);
+  EXPECT_NE(std::string::npos, joins[0].find("below relay rank 2")) << joins[0];
+  EXPECT_EQ(std::string::npos, joins[1].find("below relay")) << joins[1];
+  wsync_group_stats_t stats = WSYNC_GROUP_STATS_INIT;
+  ASSERT_EQ(WSYNC_OK, wsync_group_get_stats(s.g, &stats));
+  EXPECT_EQ(3u, stats.members);
+  wsync_group_destroy(s.g);
+  s.g = nullptr;
+  for (size_t i : {0, 1, 4}) EXPECT_EQ(0, kids.wait(i, 30000)) << "child " << i;
+}
+
+// A joiner that cannot reach the relay its ROUTE names gives up on it within half the sender's
+// timeout_ms, says so, and the sender places it below itself in the same join: rank 3 leaves at
+// version 2, relay rank 2 is stopped (SIGSTOP: its transport takes no connection), a new rank 3 is
+// placed below rank 2, cannot reach it, and joins below the sender; version 3 commits on ranks 1
+// and 3 (rank 2 is removed at its timeout), every tensor checked.
+TEST(ElasticRelays, AJoinerThatCannotReachItsRelayJoinsBelowTheSender) {
+  const std::string addr_file = temp_dir() + "/store.addr";
+  const std::string joiner_log = temp_dir() + "/joiner3.log";
+  Children kids;
+  for (uint32_t r = 1; r <= 3; ++r) {
+    RxPlan p = relayed(addr_file, r, r == 1 ? std::vector<uint64_t>{1, 2, 3} : std::vector<uint64_t>{1, 2});
+    if (r == 3) {
+      p.fault = Fault::kDie;
+      p.fault_version = 2;
+    }
+    kids.pids.push_back(spawn([p] { return run_rx(p); }));
+  }
+  Sender s;
+  std::vector<std::pair<std::string, std::string>> opts = kChain;
+  opts.push_back({"commit_quorum", "2"});
+  ASSERT_EQ(WSYNC_OK, s.init(addr_file, opts)) << wsync_last_error();
+  std::string why;
+  ASSERT_EQ(WSYNC_OK, s.publish(1, &why)) << why;
+  ASSERT_EQ(WSYNC_OK, s.publish(2, &why)) << why;
+  usleep(200 * 1000);  // (rank 2 confirmed version 2 and waits for the next update)
+  ASSERT_EQ(0, kill(kids.pids[1], SIGSTOP));
+  RxPlan again = relayed(addr_file, 3, {2, 3});
+  again.log_file = joiner_log;
+  kids.pids.push_back(spawn([again] { return run_rx(again); }));
+  ASSERT_TRUE(members_become(s, {1, 2, 3})) << "rank 3 did not join again within 10 s";
+  ASSERT_EQ(WSYNC_OK, s.publish(3, &why)) << why;  // (on ranks 1 and 3: rank 2 is removed at its timeout)
+  kill(kids.pids[1], SIGKILL);
+  const std::vector<MemberEvent> evs = member_events(s, 3);  // left 3, joined 3, left 2
+  EXPECT_EQ(std::string::npos, reason_of(evs, WSYNC_MEMBER_JOINED, 3).find("below relay"))
+      << reason_of(evs, WSYNC_MEMBER_JOINED, 3);
+  wsync_group_stats_t stats = WSYNC_GROUP_STATS_INIT;
+  ASSERT_EQ(WSYNC_OK, wsync_group_get_stats(s.g, &stats));
+  EXPECT_EQ(3u, stats.committed_version);
+  wsync_group_destroy(s.g);
+  s.g = nullptr;
+  for (size_t i : {0, 3}) EXPECT_EQ(0, kids.wait(i, 30000)) << "child " << i;
+  const std::string log = read_file(joiner_log);
+  EXPECT_NE(std::string::npos, log.find("cannot reach relay rank 2, its place in the route")) << log;
 }

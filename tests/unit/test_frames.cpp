@@ -240,8 +240,8 @@ TEST(Frames, RouteMayTellThePieceSize) {
   EXPECT_EQ(decode_route(short_one, &got), WSYNC_ERR_PROTOCOL);
 }
 
-// Elastic groups that relay (issue 39): flag kRouteByRank after piece_bytes, which is 0 when the
-// sender chose no piece size; flags 0 written out and unknown flags are refused.
+// Elastic groups that relay (issue 39): flags after piece_bytes, which is 0 when the sender chose no
+// piece size; flags 0 written out and unknown flags are refused.
 TEST(Frames, RouteMayNumberRelayWorldsByRank) {
   RouteBody r;
   r.parent = 2;
@@ -259,13 +259,27 @@ TEST(Frames, RouteMayNumberRelayWorldsByRank) {
   ASSERT_EQ(decode_route(encode_route(r), &got), WSYNC_OK);
   EXPECT_EQ(got.flags, kRouteByRank);
   EXPECT_EQ(got.piece_bytes, 512u << 10);
-  for (uint32_t bad : {0u, 2u, 0x80000000u}) {
+  for (uint32_t bad : {0u, 4u, 0x80000000u}) {
     std::vector<uint8_t> b = encode_route(r);
     b.resize(b.size() - 4);
     Put(b, bad, 4);
     EXPECT_EQ(decode_route(b, &got), WSYNC_ERR_PROTOCOL) << bad;
     EXPECT_NE(std::string(last_error()).find("flags"), std::string::npos) << last_error();
   }
+  // kRouteFallback: wire_ms follows the flags, 1.., and only with kRouteByRank.
+  r.flags = kRouteByRank | kRouteFallback;
+  r.wire_ms = 1500;
+  const std::vector<uint8_t> fallback = encode_route(r);
+  ASSERT_EQ(decode_route(fallback, &got), WSYNC_OK);
+  EXPECT_EQ(got.wire_ms, 1500u);
+  EXPECT_EQ(encode_route(got), fallback);
+  EXPECT_EQ(decode_route(std::vector<uint8_t>(fallback.begin(), fallback.end() - 1), &got), WSYNC_ERR_PROTOCOL);
+  r.wire_ms = 0;
+  EXPECT_EQ(decode_route(encode_route(r), &got), WSYNC_ERR_PROTOCOL);
+  EXPECT_NE(std::string(last_error()).find("wire_ms"), std::string::npos) << last_error();
+  r.flags = kRouteFallback;
+  r.wire_ms = 1500;
+  EXPECT_EQ(decode_route(encode_route(r), &got), WSYNC_ERR_PROTOCOL);
 }
 
 TEST(Frames, RouteAddSaysOneRankExactly) {
