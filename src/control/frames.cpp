@@ -386,10 +386,10 @@ wsync_status_t decode_route_tail(BodyReader& r, RouteBody* b) {
   if (!r.at_end()) {
     if (!r.u32(&b->flags, "flags")) return r.error();
     if (b->flags == 0) return fail(WSYNC_ERR_PROTOCOL, "ROUTE: flags 0 (no flags are written as none)");
+    if (b->flags & ~(kRouteByRank | kRouteFallback)) return fail(WSYNC_ERR_PROTOCOL, "ROUTE: unknown flags 0x%x", b->flags);
     if ((b->flags & kRouteFallback) && !r.u32(&b->wire_ms, "wire_ms")) return r.error();
     if (!r.end((b->flags & kRouteFallback) ? "wire_ms" : "flags")) return r.error();
   }
-  if (b->flags & ~(kRouteByRank | kRouteFallback)) return fail(WSYNC_ERR_PROTOCOL, "ROUTE: unknown flags 0x%x", b->flags);
   if ((b->flags & kRouteFallback) && (b->wire_ms == 0 || !(b->flags & kRouteByRank)))
     return fail(WSYNC_ERR_PROTOCOL, "ROUTE: flag fallback with wire_ms %u (1.. and only with flag by_rank)", b->wire_ms);
   if (b->piece_bytes == 0 && b->flags != 0) return WSYNC_OK;  // (flags, and no piece size chosen)

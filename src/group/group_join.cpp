@@ -397,7 +397,8 @@ wsync_status_t join_one(wsync_group_t* g, Peer* p, int64_t deadline) {
   if ((st = p->conn.recv(&f, 0)) == WSYNC_ERR_TIMEOUT) return st;  // (a caller that gives up forgets it)
   StatusBody nack;
   if (st == WSYNC_OK && f.type == static_cast<uint16_t>(MsgType::kNack) && p->route_parent != 0 &&
-      !p->route_fell_back && decode_nack(f.body, &nack) == WSYNC_OK) {  // (its relay is out of reach)
+      !p->route_fell_back && decode_nack(f.body, &nack) == WSYNC_OK &&
+      nack.status != WSYNC_ERR_UNSUPPORTED) {  // (its relay is out of reach; UNSUPPORTED: it cannot relay at all)
     if ((st = route_fall_back(g, p, nack.reason, deadline)) != WSYNC_OK) return forget_joiner(g, p, st);
     p->welcomed_ms = now_ms();
     return WSYNC_ERR_TIMEOUT;  // (its JOINED again: a later look)

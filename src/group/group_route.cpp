@@ -226,8 +226,7 @@ wsync_status_t route_tell_joiner(wsync_group_t* g, Peer* p, int64_t deadline) {
 wsync_status_t route_fall_back(wsync_group_t* g, Peer* p, const std::string& why, int64_t deadline) {
   WSYNC_LOGW("group '%s': %s could not reach receiver rank %u, its place in the route (%s); it goes below the sender",
              g->cfg.group_name.c_str(), p->conn.peer_name().c_str(), p->route_parent, why.c_str());
-  place_failed(g, p->rank, p->route_parent);
-  p->route_parent = 0;
+  p->route_parent = 0;  // (this join goes below the sender; the next is placed by the planner again)
   p->route_parent_ms = 0;
   p->route_fell_back = true;
   return p->conn.send(MsgType::kRoute, encode_route(joiner_route(g, p)), remaining_ms(deadline, 1));

@@ -380,6 +380,10 @@ wsync_status_t read_route(Link* rx, const JoinArgs& a, RouteBody* r) {
   Frame f;
   wsync_status_t st = rx->conn.recv(&f, left(a));
   if (st != WSYNC_OK) return fail_msg(st, "waiting for the sender's ROUTE: " + last_error());
+  RemovedBody removed;  // (many senders: this sender gave up on the join; it may be tried again)
+  if (f.type == static_cast<uint16_t>(MsgType::kRemoved) && decode_removed(f.body, &removed) == WSYNC_OK)
+    return fail(WSYNC_ERR_REJECTED, "the sender removed receiver rank %u while it joined: %s", rx->rank,
+                removed.reason.c_str());
   if (f.type != static_cast<uint16_t>(MsgType::kRoute))
     return fail(WSYNC_ERR_PROTOCOL, "the sender sent %s where its ROUTE was expected", msg_type_name(f.type));
   if ((st = decode_route(f.body, r)) != WSYNC_OK || (st = check_route(rx, *r)) != WSYNC_OK) return st;
@@ -398,7 +402,7 @@ wsync_status_t join_parent_world(Link* rx, const JoinArgs& a, RouteBody* r) {
   const bool fallback = (r->flags & kRouteFallback) != 0;
   wsync_status_t st = open_transport(rx, a, relay_world(rx->group_name, r->parent), r->position, r->parent_world,
                                      &rx->recv_self, &rx->recv_fd, false, fallback ? r->wire_ms : -1);
-  if (st == WSYNC_OK || !fallback) return st;
+  if (st == WSYNC_OK || !fallback || left(a) <= 0) return st;
   const uint32_t relay = r->parent;
   WSYNC_LOGW("receiver rank %u: cannot reach relay rank %u, its place in the route, within %u ms (%s); the sender "
              "places it below itself", rx->rank, relay, r->wire_ms, last_error().c_str());
