@@ -136,6 +136,24 @@ void ControlConn::keep_last_words() {
 
 wsync_status_t ControlConn::pump() { return fill(0); }
 
+wsync_status_t ControlConn::pump_all(size_t max_bytes) {
+  if (fd_ < 0) return fail(WSYNC_ERR_PEER_FAILED, "%s closed its connection", peer_.c_str());
+  for (size_t got = in_.size() - rd_; got < max_bytes && !eof_;) {  // (at most max_bytes buffered)
+    const size_t old = in_.size(), chunk = std::min<size_t>(65536, max_bytes - got);
+    in_.resize(old + chunk);
+    ssize_t n = ::recv(fd_, in_.data() + old, chunk, 0);
+    in_.resize(old + (n > 0 ? static_cast<size_t>(n) : 0));
+    if (n > 0) {
+      got += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return WSYNC_OK;
+    if (n < 0 && errno == EINTR) continue;
+    eof_ = true;
+  }
+  return WSYNC_OK;
+}
+
 bool ControlConn::hung_up() const {
   if (closed()) return true;
   pollfd f{fd_, POLLRDHUP, 0};

@@ -59,6 +59,11 @@ class ControlConn {
   wsync_status_t recv(Frame* out, int64_t timeout_ms);
   // Read whatever is available now without blocking; detects a closed peer.
   wsync_status_t pump();
+  // The same past the next whole frame: what the peer sent is buffered now, up to max_bytes in all,
+  // so that peek_all sees a word behind frames not taken yet (a catch-up's cancel behind the next
+  // update's MANIFEST). What is buffered is not seen by poll() on fd(): callers take buffered
+  // frames (has_frame) before they sleep on the socket.
+  wsync_status_t pump_all(size_t max_bytes);
   bool has_frame() const;
   // The type of the whole frame buffered next (it stays buffered), or 0 when there is none.
   uint16_t next_type() const;

@@ -21,6 +21,7 @@ class BodyReader {
   bool u32(uint32_t* v, const char* field) { return note(r_.u32(v), field); }
   bool i32(int32_t* v, const char* field) { return note(r_.i32(v), field); }
   bool u64(uint64_t* v, const char* field) { return note(r_.u64(v), field); }
+  bool i64(int64_t* v, const char* field) { return note(r_.i64(v), field); }
   bool str(std::string* v, uint32_t max, const char* field) { return note(r_.str32(v, max, field), field); }
   // Text the peer wrote for people (a reason): made printable here, once, so that no log line or
   // error message ever carries its control characters (common/names.h).
@@ -225,6 +226,12 @@ std::vector<uint8_t> encode_catchup(const CatchupBody& b) {
     w.str32(b.names[i]);
     w.u64(i < b.sums.size() ? b.sums[i] : 0);
   }
+  if (b.boxes.empty()) return std::move(w.data());
+  w.u32(static_cast<uint32_t>(b.boxes.size()));
+  for (const std::vector<int64_t>& box : b.boxes) {
+    w.i32(static_cast<int32_t>(box.size() / 2));
+    for (int64_t v : box) w.i64(v);
+  }
   return std::move(w.data());
 }
 
@@ -427,6 +434,27 @@ wsync_status_t decode_assign(const std::vector<uint8_t>& body, AssignBody* out) 
   return done(std::move(b), out);
 }
 
+// CATCHUP's optional tail (many senders): u32 n (the names' count), n x (i32 ndim, ndim x (i64
+// offset, i64 extent)), each value >= 0.
+wsync_status_t decode_catchup_boxes(BodyReader& r, uint32_t n, CatchupBody* b) {
+  uint32_t m = 0;
+  if (!r.u32(&m, "boxes count")) return r.error();
+  if (m != n) return fail(WSYNC_ERR_PROTOCOL, "CATCHUP: %u boxes for %u names", m, n);
+  b->boxes.resize(m);
+  for (uint32_t i = 0; i < m; ++i) {
+    int32_t ndim = 0;
+    if (!r.i32(&ndim, "box ndim")) return r.error();
+    if (ndim < 0 || ndim > WSYNC_MAX_NDIM)
+      return fail(WSYNC_ERR_PROTOCOL, "CATCHUP: box %u has %d dimensions (0..%d)", i, ndim, WSYNC_MAX_NDIM);
+    b->boxes[i].resize(2 * static_cast<size_t>(ndim));
+    for (int64_t& v : b->boxes[i])
+      if (!r.i64(&v, "box")) return r.error();
+    if (std::any_of(b->boxes[i].begin(), b->boxes[i].end(), [](int64_t v) { return v < 0; }))
+      return fail(WSYNC_ERR_PROTOCOL, "CATCHUP: box %u of '%s' has a negative offset or extent", i, b->names[i].c_str());
+  }
+  return WSYNC_OK;
+}
+
 wsync_status_t decode_catchup(const std::vector<uint8_t>& body, CatchupBody* out) {
   BodyReader r("CATCHUP", body);
   CatchupBody b;
@@ -449,7 +477,8 @@ wsync_status_t decode_catchup(const std::vector<uint8_t>& body, CatchupBody* out
     const std::string bad = tensor_name_problem(b.names[i].data(), b.names[i].size());
     if (!bad.empty()) return fail(WSYNC_ERR_PROTOCOL, "CATCHUP: name %u is invalid: %s", i, bad.c_str());
   }
-  return done(std::move(b), out);
+  const wsync_status_t st = r.at_end() ? WSYNC_OK : decode_catchup_boxes(r, n, &b);
+  return st != WSYNC_OK ? st : done(std::move(b), out);  // (later bytes: a later field)
 }
 
 wsync_status_t decode_abort_update(const std::vector<uint8_t>& body, AbortUpdateBody* out) {

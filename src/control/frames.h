@@ -146,7 +146,8 @@ constexpr uint32_t kRouteByRank = 1, kRouteFallback = 2;
 constexpr uint32_t kFrameMaxChildren = 4096;
 
 // CATCHUP and CATCHUP_CANCEL, tx->rx: u32 role, u32 peer, u64 version, str world, u64 budget_ms, str reason,
-// u32 n, str names[n]
+// u32 n, n x (str name, u64 sum), and optionally (many senders) u32 n again, n x (i32 ndim, ndim x
+// (i64 offset, i64 extent)): the box of each name's sum
 struct CatchupBody {
   static constexpr uint32_t kSource = 1, kJoiner = 2;
   uint32_t role = 0;     // kSource: send to `peer`; kJoiner: take from `peer`
@@ -160,6 +161,12 @@ struct CatchupBody {
   // the source's bytes must match, protocol 4). At most kFrameMaxCatchupNames.
   std::vector<std::string> names;
   std::vector<uint64_t> sums;  // one per name
+  // Many senders: one box per name (a name may come once per box), the part of the full tensor
+  // that sender sent to receivers needing it, its sum of that part's bytes in the box's own
+  // row-major order; empty: each sum is of the whole tensor. A sender with no sums of `version`
+  // sends no names and says why in `reason`. Each box as offset, extent per dimension (at most
+  // WSYNC_MAX_NDIM dimensions, each value >= 0; whether it fits the tensor is the joiner's check).
+  std::vector<std::vector<int64_t>> boxes;
 };
 constexpr uint32_t kFrameMaxCatchupNames = 1u << 20;
 

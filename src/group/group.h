@@ -109,6 +109,14 @@ struct Peer {
   PeerSilence silence;             // how long it made no progress (group_bucket.cpp)
 };
 
+// Many senders, elastic: the catch-ups of an update's joiners, as sender 0 picked them and every
+// sender read them (group_catchup.cpp): `pairs` of (joiner, source) ranks, of committed `version`
+// (0: nothing to catch up), in transport worlds named after the batch `seq`.
+struct CatchupPicks {
+  uint64_t version = 0, seq = 0;
+  std::vector<std::pair<uint32_t, uint32_t>> pairs;
+};
+
 // One pipeline slot: host memory for host transports, CUDA memory (allocated at init) for
 // transports that move device memory only.
 struct StagingSlot {
@@ -136,8 +144,12 @@ struct Batch {
   std::vector<Segment> segments;
   std::vector<uint32_t> bucket_segment;
   std::vector<std::vector<uint8_t>> packed;  // boxes cut out of the caller's slice (several runs)
-  // Many senders, elastic: the joiners every sender installs before this batch (its update's first)
+  // Many senders, elastic: the joiners every sender installs before this batch (its update's first),
+  // and the members sender 0 picked to catch them up (group_catchup.cpp)
   std::vector<uint32_t> admit;
+  CatchupPicks catchup;
+  // Many senders: every tensor of this batch, whichever sender sends it (the ownership plan's)
+  std::vector<std::string> planned;
   // HTTP engines of senders that plan (group_announce.cpp): one UPDATE names every tensor of the
   // batch whole, as the plan has them (names point into announced_names).
   std::vector<wsync_tensor_t> announced;
@@ -307,9 +319,16 @@ struct Members {
   // The tensors the group has committed (elastic), each with the digest of its bytes as this sender
   // sent them (XXH3-64, taken when its batch was delivered): a joiner's catch-up must bring those it
   // registered, and what it brings must match these, not what its source says.
+  // Many senders: per part this sender sent (its box cut to what receivers needed), the digest of
+  // the part's bytes in the box's own row-major order; `sum` is then unused.
+  struct PartDigest {
+    Box box;
+    uint64_t sum = 0;
+  };
   struct TensorDigest {
     uint64_t nbytes = 0;
     uint64_t sum = 0;
+    std::vector<PartDigest> parts;
   };
   std::unordered_map<std::string, TensorDigest> update_digests;     // of the update in progress
   std::unordered_map<std::string, TensorDigest> committed_digests;  // the latest of each committed tensor
@@ -318,9 +337,13 @@ struct Members {
   // What the caller reads (any thread, under `mu`): the member ranks now, and the receivers that
   // joined or left, in order, which the caller takes one by one (`taken`; `reason` is the text of
   // the one it took last).
+  // `holds` (by rank - 1): the version each member last confirmed, 0 while it may serve no
+  // catch-up (it left, or a catch-up from it failed); many senders' sender 0 picks catch-up
+  // sources from it on the caller's thread.
   struct Book {
     mutable std::mutex mu;
     std::vector<uint32_t> ranks;
+    std::vector<uint64_t> holds;
     std::vector<MemberEvent> events;
     size_t taken = 0;
     std::string reason;

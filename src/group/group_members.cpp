@@ -136,6 +136,8 @@ void install(wsync_group_t* g, std::unique_ptr<Peer> p, const std::string& catch
   book.events.push_back(e);
   auto& m = book.ranks;
   m.insert(std::upper_bound(m.begin(), m.end(), r), r);
+  if (book.holds.size() < g->shape.num_receivers) book.holds.resize(g->shape.num_receivers, 0);
+  book.holds[r - 1] = 0;  // (a new process holds nothing yet)
   WSYNC_LOGI("group '%s': %s joined; it takes part from update %llu (%zu member(s))%s", g->cfg.group_name.c_str(),
              name.c_str(), static_cast<unsigned long long>(e.update), m.size(), catchup.c_str());
 }
@@ -205,10 +207,10 @@ void refuse_joiner(wsync_group_t* g, Peer* p) {
 
 // Many senders: a joiner whose join is done becomes a member at the first batch of an update whose
 // agreed joiners name it (every sender installs the same ones there; the others keep it waiting,
-// `later`). It takes that update whole: no catch-up with many senders yet. False: its connection
-// ended while it waited (it is forgotten).
+// `later`), caught up first from the member sender 0 picked, if any. False: its connection ended
+// while it waited (it is forgotten).
 bool seat_agreed(wsync_group_t* g, std::unique_ptr<Peer>& p, const std::vector<uint32_t>* agreed,
-                 std::vector<std::unique_ptr<Peer>>* later) {
+                 const CatchupPicks* picks, std::vector<std::unique_ptr<Peer>>* later) {
   p->conn.pump();
   if (p->conn.hung_up()) return false;  // (closed, even behind a frame it sent that waits unread)
   if (agreed == nullptr || !std::binary_search(agreed->begin(), agreed->end(), p->rank)) {
@@ -219,7 +221,8 @@ bool seat_agreed(wsync_group_t* g, std::unique_ptr<Peer>& p, const std::vector<u
     refuse_joiner(g, p.get());
     return true;
   }
-  install(g, std::move(p), " (it takes this update whole: a joiner of many senders is not caught up)");
+  const std::string catchup = catchup_arrange_picked(g, p.get(), picks);
+  install(g, std::move(p), catchup);
   return true;
 }
 
@@ -230,7 +233,7 @@ void forget_joiner_gone(wsync_group_t* g, Peer* p) {
 
 }  // namespace
 
-void members_admit(wsync_group_t* g, const std::vector<uint32_t>* agreed) {
+void members_admit(wsync_group_t* g, const std::vector<uint32_t>* agreed, const CatchupPicks* picks) {
   if (!members_can_join(g) || g->pipe.update_begun || admission_stopped(g)) return;
   drop_hung_up(g);
   take_hellos(g);
@@ -243,7 +246,7 @@ void members_admit(wsync_group_t* g, const std::vector<uint32_t>* agreed) {
   for (auto& p : joining) {
     if (admission_stopped(g)) return;  // (their connections close: they see the group end)
     if (p->joined) {  // (many senders: joined, waiting for the other senders to have it too)
-      if (!seat_agreed(g, p, agreed, &later)) forget_joiner_gone(g, p.get());
+      if (!seat_agreed(g, p, agreed, picks, &later)) forget_joiner_gone(g, p.get());
       continue;
     }
     const wsync_status_t st = join_one(g, p.get(), deadline);
@@ -270,7 +273,7 @@ void members_admit(wsync_group_t* g, const std::vector<uint32_t>* agreed) {
     }
     if (g->shape.planned) {
       p->joined = true;
-      if (!seat_agreed(g, p, agreed, &later)) forget_joiner_gone(g, p.get());
+      if (!seat_agreed(g, p, agreed, picks, &later)) forget_joiner_gone(g, p.get());
       continue;
     }
     if (route_install_joiner(g, p.get()) != WSYNC_OK) {
@@ -363,6 +366,7 @@ wsync_status_t member_failed(wsync_group_t* g, Flight* flight, Peer* p, wsync_st
     auto& m = book.ranks;
     m.erase(std::remove(m.begin(), m.end(), p->rank), m.end());
   }
+  members_note_holds(g, p->rank, 0);
   WSYNC_LOGW("group '%s': receiver rank %u left the group (%u remain): %s", g->cfg.group_name.c_str(), p->rank,
              members_left_in(g), why.c_str());
   engines_rank_left(g, flight, p->rank, why);  // (HTTP engines: its server is dropped with it)
@@ -415,7 +419,12 @@ void end_failed_update(wsync_group_t* g, const std::string& why) {
 }
 
 void members_record_digests(wsync_group_t* g, const Batch& b) {
-  for (const wsync_tensor_t& t : b.tensors) {
+  const bool parts = g->shape.planned && b.owned.size() == b.tensors.size();  // (many senders: by part)
+  // Many senders: every tensor of the batch gets an entry, with no parts when another sender sent
+  // it, so that parts this sender sent of an earlier version are not vouched for after this one.
+  for (const std::string& name : b.planned) g->members.update_digests[name];
+  for (size_t i = 0; i < b.tensors.size(); ++i) {
+    const wsync_tensor_t& t = b.tensors[i];
     Members::TensorDigest d;
     d.nbytes = t.nbytes;
     if (tensor_digest(t.data, t.nbytes, t.device_type, t.device_index, &d.sum) != WSYNC_OK) {
@@ -423,8 +432,28 @@ void members_record_digests(wsync_group_t* g, const Batch& b) {
       clear_error();
       continue;
     }
-    g->members.update_digests[t.name] = d;
+    if (!parts) {
+      g->members.update_digests[t.name] = d;
+      continue;
+    }
+    std::vector<Members::PartDigest>& list = g->members.update_digests[t.name].parts;
+    const Box& box = b.owned[i].box;
+    auto same = std::find_if(list.begin(), list.end(), [&](const Members::PartDigest& x) { return box_equal(x.box, box); });
+    if (same != list.end()) same->sum = d.sum;
+    else list.push_back({box, d.sum});
   }
+}
+
+void members_note_holds(wsync_group_t* g, uint32_t rank, uint64_t version) {
+  Members::Book& book = g->members.book;
+  std::lock_guard<std::mutex> lk(book.mu);
+  if (book.holds.size() < g->shape.num_receivers) book.holds.resize(g->shape.num_receivers, 0);
+  if (rank >= 1 && rank <= book.holds.size()) book.holds[rank - 1] = version;
+}
+
+std::vector<uint64_t> members_holds(const wsync_group_t* g) {
+  std::lock_guard<std::mutex> lk(g->members.book.mu);
+  return g->members.book.holds;
 }
 
 void members_committed(wsync_group_t* g) { g->members.dropped_in_update.clear(); }

@@ -41,8 +41,9 @@ bool members_can_join(const wsync_group_t* g);
 // connects to it; it then is a member (a WSYNC_MEMBER_JOINED event) and takes the next update. One
 // that fails to join is named in a warning and left out (it may try again). Many senders: a joiner
 // whose join is done waits (admission_ready) until the first batch of an update whose `agreed`
-// joiners (every sender has them: senders_plan_batch) name it; nullptr between updates.
-void members_admit(wsync_group_t* g, const std::vector<uint32_t>* agreed = nullptr);
+// joiners (every sender has them: senders_plan_batch) name it; nullptr between updates. `picks`:
+// the catch-ups of those joiners (every sender tells the source and the joiner of each).
+void members_admit(wsync_group_t* g, const std::vector<uint32_t>* agreed = nullptr, const CatchupPicks* picks = nullptr);
 
 // The receivers still in the group.
 uint32_t members_left_in(const wsync_group_t* g);
@@ -66,7 +67,14 @@ void end_failed_update(wsync_group_t* g, const std::string& why);
 
 // Elastic groups (pipeline thread): the digest of every tensor of delivered batch `b`, as this
 // sender sent it, for the catch-ups of later joiners (what a source serves is checked against these).
+// Many senders: one digest per part (the box cut for the receivers that needed it).
 void members_record_digests(wsync_group_t* g, const Batch& b);
+
+// Member `rank` confirmed `version` (0: it may serve no catch-up now: it left, or a catch-up from
+// it failed), for members_holds (pipeline thread writes).
+void members_note_holds(wsync_group_t* g, uint32_t rank, uint64_t version);
+// What each member holds, by rank - 1 (any thread).
+std::vector<uint64_t> members_holds(const wsync_group_t* g);
 
 // After a commit (or between updates): the update's removals are history.
 void members_committed(wsync_group_t* g);

@@ -225,6 +225,7 @@ wsync_status_t take_committed(wsync_group_t* g, Peer* p, uint64_t version, const
   if ((st = check_committed(f, version, p->conn.peer_name())) != WSYNC_OK) return st;
   p->holds_version = version;  // (a catch-up source must hold the group's version)
   p->catchup.suspect = false;
+  members_note_holds(g, p->rank, version);
   *done = true;
   return WSYNC_OK;
 }
@@ -396,7 +397,7 @@ void pipeline_main(wsync_group_t* g) {
     }
     if (job.batch) {
       if (!g->pipe.update_begun) {  // the update's first batch: receivers that came meanwhile join first
-        members_admit(g, &job.batch->admit);
+        members_admit(g, &job.batch->admit, &job.batch->catchup);
         engines_before_update(g);  // (HTTP engines: no member whose server is not live)
         g->pipe.update_begun = true;
         if (nobody_left(g))

@@ -22,7 +22,9 @@
 
 #include "common/error.h"
 #include "common/socket.h"
+#include "group/group_catchup.h"
 #include "group/group_internal.h"
+#include "group/group_mailbox.h"
 #include "group/group_members.h"
 #include "planner/ownership_record.h"
 #include "store/host_port.h"
@@ -305,6 +307,43 @@ wsync_status_t read_needs(wsync_group_t* g, int64_t deadline, int64_t timeout_ms
   return WSYNC_OK;
 }
 
+bool same_needs(const NeedMap& a, const NeedMap& b) {
+  if (a.size() != b.size()) return false;
+  for (const auto& kv : a) {
+    auto it = b.find(kv.first);
+    if (it == b.end() || !box_equal(kv.second, it->second)) return false;
+  }
+  return true;
+}
+
+// The catch-ups of an update's joiners (group_catchup.cpp), at its first batch: sender 0 picks
+// them, from the members that hold the committed version and need the same boxes, and says them in
+// its store (slot "catchup") before its plan digest; the others read them once they read that
+// digest (agree_digest), so the slot holds this batch's word. Every sender then tells both of each
+// pair at this batch.
+wsync_status_t say_catchups(wsync_group_t* g, uint64_t seq, const std::vector<NeedMap>& needs, Batch* b) {
+  const auto same = [&](uint32_t x, uint32_t y) { return same_needs(needs[x - 1], needs[y - 1]); };
+  b->catchup = catchup_pick(members_holds(g), mailbox_committed_version(g), seq, b->admit, g->senders.update_ranks,
+                            same);
+  const std::vector<uint8_t> word = encode_picks(b->catchup);
+  wsync_status_t st = g->senders.client->set(slot_key(g, "catchup", seq, 0), word.data(), word.size());
+  return st == WSYNC_OK ? st : fail_msg(st, "publishing the catch-up picks in this sender's store: " + last_error());
+}
+
+wsync_status_t read_catchups(wsync_group_t* g, uint64_t seq, int64_t deadline, Batch* b) {
+  std::vector<uint8_t> v;
+  wsync_status_t st = g->senders.client->get(slot_key(g, "catchup", seq, 0), &v, std::max<int64_t>(remaining_ms(deadline), 1));
+  if (st == WSYNC_ERR_TIMEOUT)  // (the batch's record went out: the senders are out of step now)
+    st = fail(WSYNC_ERR_PEER_FAILED, "they were not in its store within the senders' wait");
+  if (st == WSYNC_OK) st = decode_picks(g->shape.num_receivers, v, b->admit, &b->catchup);
+  if (st == WSYNC_OK && b->catchup.seq != seq)
+    st = fail(WSYNC_ERR_PROTOCOL, "they are batch %llu's", static_cast<unsigned long long>(b->catchup.seq));
+  if (st != WSYNC_OK)
+    return fail_msg(st, "the catch-up picks of " + sender_name(g, 0) + " for batch " + std::to_string(seq) + ": " +
+                            last_error());
+  return WSYNC_OK;
+}
+
 // One box this sender sends: of tensor `tensor` (an index into the batch as the caller gave it).
 struct Part {
   size_t tensor = 0;
@@ -503,6 +542,30 @@ wsync_status_t ready_to_plan(wsync_group_t* g, const Batch& b) {
   return WSYNC_OK;
 }
 
+// What every sender agreed on for batch `seq`: its plan and needs digest, whether it is an
+// update's first batch (`agree`: its members and joiners were agreed too), and the senders' wait.
+struct BatchAgreed {
+  uint64_t seq = 0, digest = 0;
+  bool agree = false;
+  int64_t deadline = 0, wait_ms = 0;
+};
+
+// The planned batch: the senders compare its digest (plan and needs), agree its joiners'
+// catch-ups (an update's first batch), chain the digest for END_UPDATE (receivers compare it across
+// senders), and then sender 0 builds the engines' UPDATE and each sender cuts its parts.
+wsync_status_t finish_batch(wsync_group_t* g, const BatchAgreed& a, const OwnershipPlan& plan, const SenderRecord& mine,
+                            const std::vector<NeedMap>& needs, Batch* b) {
+  const bool picks = a.agree && !b->admit.empty();  // (sender 0 writes the picks only then)
+  wsync_status_t st = picks && g->cfg.sender_rank == 0 ? say_catchups(g, a.seq, needs, b) : WSYNC_OK;
+  if (st == WSYNC_OK) st = agree_digest(g, a.seq, a.digest, a.deadline, a.wait_ms);
+  if (st == WSYNC_OK && picks && g->cfg.sender_rank != 0) st = read_catchups(g, a.seq, a.deadline, b);
+  if (st != WSYNC_OK) return st;
+  g->senders.update_plan_digest = XXH3_64bits_withSeed(&a.digest, sizeof a.digest, g->senders.update_plan_digest);
+  for (const TensorPlan& t : plan.tensors) b->planned.push_back(t.name);  // (for its digests: group_members.cpp)
+  if (g->shape.http_engines) announce_build(plan, b);  // sender 0: the engines' UPDATE of this batch
+  return split_by_needs(g, plan, mine, needs, b);
+}
+
 }  // namespace
 
 wsync_status_t senders_plan_batch(wsync_group_t* g, Batch* b, int64_t timeout_ms, bool* published) {
@@ -555,12 +618,8 @@ wsync_status_t senders_plan_batch(wsync_group_t* g, Batch* b, int64_t timeout_ms
   if ((st = read_needs(g, std::min(deadline, deadline_after(timeout_ms)), timeout_ms, &needs, &needs_digest)) != WSYNC_OK)
     return st;
   // The senders compare the plan and the receivers' needs they read: all cut the same boxes.
-  const uint64_t agreed = plan->digest ^ needs_digest;
-  if ((st = agree_digest(g, seq, agreed, deadline, wait_ms)) != WSYNC_OK) return st;
-  // END_UPDATE carries the chain of the update's agreed digests: receivers compare it across senders.
-  g->senders.update_plan_digest = XXH3_64bits_withSeed(&agreed, sizeof agreed, g->senders.update_plan_digest);
-  if (g->shape.http_engines) announce_build(*plan, b);  // sender 0: the engines' UPDATE of this batch
-  return split_by_needs(g, *plan, mine, needs, b);
+  BatchAgreed a{seq, plan->digest ^ needs_digest, agree, deadline, wait_ms};
+  return finish_batch(g, a, *plan, mine, needs, b);
 }
 
 void senders_close(wsync_group_t* g) { g->senders.client.reset(); }

@@ -18,7 +18,8 @@
 //   receiver_rejoin.cpp   receiver option rejoin: a sender that is gone is followed by its
 //                         successor at the same store (a restarted trainer), same rank and buffers
 //   receiver_catchup.cpp  catch-up: a source serves the committed version over a world of two; the
-//                         joiner checks every tensor against the sender's digest
+//                         joiner checks every tensor against the sender's digest (many senders:
+//                         every sender's digests of its parts of the box the joiner holds)
 //   receiver_wait.cpp     sleeping on the control socket and every transport instance, progressing
 //                         those nothing else progresses
 //   arrivals.cpp          which bytes of which tensor arrived in this update (arrivals.h)
@@ -147,7 +148,10 @@ struct RxShared {
   int64_t first_end_ms = 0;  // when the first link of the current update asked for its commit
   uint64_t needs_published = 0;  // versions of this receiver's needs put in sender 0's store
   std::vector<uint8_t> needs_said;  // the last of them, without its version
-  uint64_t commit_ready = 0;     // many senders: the version COMMIT reported (every sender finalized it)
+  uint64_t commit_ready = 0;     // many senders: the version COMMIT reported (every sender finalized it,
+                                 // or a catch-up took it: link 0's catchup_commit)
+  std::string catchup_world;     // the last catch-up served or taken here (many senders: each sender
+                                 // says it; the first word read does it, the others are dropped)
   std::string link_failed;   // a link failed: the receiver cannot take updates any more
   wsync_status_t link_status = WSYNC_OK;
   bool sender_lost = false;  // ... because its sender was lost (the others were told SENDER_LOST)

@@ -24,6 +24,8 @@
 // bytes as the sender sent them: the source is trusted with nothing; a mismatch fails the
 // catch-up naming it); then it reports COMMIT of the version, which its engine confirms with
 // wsync_receiver_commit as always (the sender waits for no COMMITTED).
+#include <poll.h>
+
 #include <algorithm>
 #include <deque>
 #include <unordered_map>
@@ -61,12 +63,14 @@ int64_t budget(const Link* rx, const CatchupBody& c) {
 // stay buffered for later.
 wsync_status_t sender_word(Link* rx, const std::string& world) {
   rx->conn.pump();
+  if (rx->conn.has_frame() && rx->conn.pump_all(1u << 20) != WSYNC_OK) clear_error();  // (behind the frames buffered)
   std::vector<std::vector<uint8_t>> bodies;
   rx->conn.peek_all(static_cast<uint16_t>(MsgType::kCatchupCancel), &bodies);
   for (const auto& b : bodies) {
     CatchupBody c;
     if (decode_catchup(b, &c) == WSYNC_OK && c.world == world)
-      return fail(WSYNC_ERR_PEER_FAILED, "the sender says the source left: %s", c.reason.c_str());
+      return fail(WSYNC_ERR_PEER_FAILED, "the sender says the %s left: %s",
+                  c.role == CatchupBody::kSource ? "joiner" : "source", c.reason.c_str());
   }
   bodies.clear();
   rx->conn.peek_all(static_cast<uint16_t>(MsgType::kClose), &bodies);
@@ -79,7 +83,7 @@ wsync_status_t sender_word(Link* rx, const std::string& world) {
 wsync_status_t wait_seq(Link* rx, void* self, uint64_t seq, bool send, int64_t deadline,
                         const std::string& world = "") {
   for (;;) {
-    if (!send && sender_word(rx, world) != WSYNC_OK) return last_status();
+    if ((!send || !world.empty()) && sender_word(rx, world) != WSYNC_OK) return last_status();
     clear_error();
     const int64_t slice = std::max<int64_t>(1, std::min<int64_t>(deadline - now_ms(), 100));
     wsync_status_t st = send ? tp(rx)->send_wait(self, seq, slice) : tp(rx)->recv_wait(self, seq, slice);
@@ -143,7 +147,7 @@ Offer source_offer(const Link* rx, uint64_t version) {
   o.reason = cannot_serve(rx, version, &o.status);
   if (o.status != WSYNC_OK) return o;
   for (const auto& kv : rx->sh->registry)  // (what it holds of the version: never what an engine put there)
-    if (!kv.second.slice && (kv.second.held || kv.second.nbytes == 0)) o.names.push_back(kv.first);  // (no bytes to hold)
+    if (kv.second.held || kv.second.nbytes == 0) o.names.push_back(kv.first);  // (no bytes to hold)
   if (o.names.empty()) {
     o.status = WSYNC_ERR_INVALID_STATE;
     o.reason = "receiver rank " + std::to_string(rx->rank) + " holds no registered tensor of version " +
@@ -206,6 +210,7 @@ struct Sends {
   Link* rx;
   void* self;
   int64_t deadline;
+  std::string world;            // the sender's CATCHUP_CANCEL of it ends the sends (the joiner left)
   uint64_t next = 1;            // the seq of the next message
   std::deque<uint64_t> moving;  // posted, not known to have left
 
@@ -217,7 +222,7 @@ struct Sends {
     return st;
   }
   wsync_status_t oldest_left() {
-    wsync_status_t st = wait_seq(rx, self, moving.front(), true, deadline);
+    wsync_status_t st = wait_seq(rx, self, moving.front(), true, deadline, world);
     moving.pop_front();
     return st;
   }
@@ -230,7 +235,8 @@ struct Sends {
 
 // The head and every bucket, in order. What the transport may still read lives in
 // rx->catchup_keep until the instance is destroyed (at the next catch-up or at destroy).
-wsync_status_t serve(Link* rx, void* self, const Offer& o, uint64_t version, int64_t deadline, uint64_t* bytes) {
+wsync_status_t serve(Link* rx, void* self, const Offer& o, const CatchupBody& c, int64_t deadline, uint64_t* bytes) {
+  const uint64_t version = c.version;
   std::vector<uint8_t>& keep = rx->catchup_keep;
   const uint64_t head[3] = {kMagic, static_cast<uint64_t>(static_cast<int64_t>(o.status)),
                             o.status != WSYNC_OK ? o.reason.size() : o.buckets.size()};
@@ -245,7 +251,7 @@ wsync_status_t serve(Link* rx, void* self, const Offer& o, uint64_t version, int
     keep.insert(keep.end(), reinterpret_cast<const uint8_t*>(&len), reinterpret_cast<const uint8_t*>(&len) + sizeof len);
     keep.insert(keep.end(), m.begin(), m.end());
   }
-  Sends out{rx, self, deadline, 1, {}};
+  Sends out{rx, self, deadline, c.world, 1, {}};
   wsync_status_t st = out.post(keep.data(), sizeof head, WSYNC_DEVICE_CPU, 0);
   if (o.status != WSYNC_OK) {
     if (st == WSYNC_OK && !o.reason.empty()) st = out.post(keep.data() + sizeof head, o.reason.size(), WSYNC_DEVICE_CPU, 0);
@@ -276,7 +282,7 @@ wsync_status_t be_source(Link* rx, const CatchupBody& c) {
   wsync_status_t st = open_world(rx, c.world, 0, 2, budget(rx, c), &rx->catchup_self, &fd);
   if (st == WSYNC_OK) {
     cat = source_offer(rx, c.version);
-    st = serve(rx, rx->catchup_self, cat, c.version, deadline, &bytes);
+    st = serve(rx, rx->catchup_self, cat, c, deadline, &bytes);
   }
   if (st != WSYNC_OK)
     WSYNC_LOGW("receiver rank %u: the catch-up of receiver rank %u to version %llu failed here: %s", rx->rank, c.peer,
@@ -303,19 +309,93 @@ struct JoinBuffers {
   MemBlock discard;  // what it does not take lands here
 };
 
-// The digest of each tensor of the version, as the sender sent it (CATCHUP): what the source's
-// bytes must match. A tensor without one is not taken (no digest, no commit).
-using SenderDigests = std::unordered_map<std::string, uint64_t>;
+// What the senders vouch for, per tensor (CATCHUP): what the source's bytes must match. One sender:
+// the XXH3-64 of the whole tensor as it sent it. Many senders: per part each sent (a box of the full
+// tensor), the XXH3-64 of the part's bytes in the box's own row-major order. A tensor nobody
+// vouches for is not taken (no digest, no commit).
+// `unusable`: more parts than a tensor can have (kMaxParts): it is not taken, and the version does
+// not commit.
+struct Vouched {
+  bool whole = false;
+  uint64_t sum = 0;
+  std::vector<std::pair<Box, uint64_t>> parts;
+  bool unusable = false;
+};
+using SenderDigests = std::unordered_map<std::string, Vouched>;
+constexpr size_t kMaxParts = 1024;  // (per tensor, all senders: one per distinct box a receiver needs)
+
+void add_told(const CatchupBody& c, SenderDigests* out) {
+  for (size_t i = 0; i < c.names.size() && i < c.sums.size(); ++i) {
+    Vouched& v = (*out)[c.names[i]];
+    if (v.parts.size() >= kMaxParts) {
+      v.parts.clear();
+      v.unusable = true;
+    }
+    if (v.unusable) continue;
+    if (c.boxes.empty()) {
+      v.whole = true;
+      v.sum = c.sums[i];
+      continue;
+    }
+    Box b;
+    b.ndim = static_cast<int32_t>(c.boxes[i].size() / 2);
+    for (int32_t d = 0; d < b.ndim; ++d) {
+      b.offset[d] = c.boxes[i][2 * d];
+      b.extent[d] = c.boxes[i][2 * d + 1];
+    }
+    v.parts.emplace_back(b, c.sums[i]);
+  }
+}
+
+// The box registered tensor `r` holds of its full tensor.
+Box held_box(const Registered& r) { return r.slice ? r.box : full_box(r.ndim, r.shape); }
+
+// Many senders: the parts that tile the box `held` (each inside it; larger first, none overlapping
+// one taken already: every sender's part for receivers needing `held` itself, where a sender also
+// cut smaller ones for others), or false when they do not cover it (a sender vouched for none).
+bool tiling(const Box& held, const std::vector<std::pair<Box, uint64_t>>& parts,
+            std::vector<std::pair<Box, uint64_t>>* out) {
+  std::vector<std::pair<Box, uint64_t>> inside;
+  for (const auto& p : parts) {
+    Box common;
+    if (box_intersect(p.first, held, &common) && box_equal(common, p.first)) inside.push_back(p);
+  }
+  const auto elems = [](const Box& b) {
+    int64_t n = 0;
+    return box_elements(b, &n) ? n : 0;
+  };
+  std::stable_sort(inside.begin(), inside.end(), [&](const auto& a, const auto& b) { return elems(a.first) > elems(b.first); });
+  int64_t covered = 0;
+  for (const auto& p : inside) {
+    Box common;
+    if (std::any_of(out->begin(), out->end(), [&](const auto& q) { return box_intersect(q.first, p.first, &common); }))
+      continue;
+    out->push_back(p);
+    covered += elems(p.first);
+  }
+  int64_t want = 0;
+  return box_elements(held, &want) && covered == want;
+}
 
 // Where the joiner puts chunk `e`: *take and its registered buffer (staged: its staged block), or
-// not (not registered alike, or no digest from the sender: it lands in the discard block).
+// not (not registered alike, no digest from the sender, or, many senders, parts that do not cover
+// the box it holds: it lands in the discard block, and its buffer keeps its bytes).
 wsync_status_t target_of(Link* rx, const ManifestEntry& e, const SenderDigests& digests, bool* take, uint8_t** dst) {
   *take = false;
   *dst = nullptr;
   auto it = rx->sh->registry.find(e.name);
   if (it == rx->sh->registry.end() || digests.count(e.name) == 0) return WSYNC_OK;
   const Registered& r = it->second;
-  if (r.slice || r.dtype != e.dtype || r.ndim != e.ndim || r.nbytes != e.tensor_bytes ||
+  const Vouched& v = digests.at(e.name);
+  const bool by_parts = !v.parts.empty();  // (a slice is checked by parts only)
+  std::vector<std::pair<Box, uint64_t>> tiles;
+  if (v.unusable || (by_parts && !tiling(held_box(r), v.parts, &tiles))) {
+    if (e.tensor_offset == 0)
+      WSYNC_LOGW("receiver rank %u: catch-up: the senders' digests do not cover %s of tensor '%s' (or list more than "
+                 "%zu parts); it keeps its bytes", rx->rank, box_str(held_box(r)).c_str(), e.name.c_str(), kMaxParts);
+    return WSYNC_OK;
+  }
+  if ((r.slice && !by_parts) || r.dtype != e.dtype || r.ndim != e.ndim || r.nbytes != e.tensor_bytes ||
       !std::equal(r.shape, r.shape + r.ndim, e.shape)) {
     if (e.tensor_offset == 0)
       WSYNC_LOGW("receiver rank %u: catch-up: tensor '%s' is registered here with another dtype or shape than the "
@@ -332,26 +412,56 @@ wsync_status_t target_of(Link* rx, const ManifestEntry& e, const SenderDigests& 
   return WSYNC_OK;
 }
 
-// A tensor all of which arrived must be what the sender sent: the source is a member, trusted
-// with nothing else.
-wsync_status_t check_digest(Link* rx, const CatchupBody& c, const ManifestEntry& e, uint64_t want) {
+wsync_status_t mismatch(const CatchupBody& c, const std::string& what, uint64_t sum, uint64_t want) {
+  return fail(WSYNC_ERR_PROTOCOL,
+              "%s from receiver rank %u (the catch-up source) is not version %llu as the sender sent it "
+              "(XXH3 %016llx, the sender's %016llx): the source's copy changed after its commit (written to, or "
+              "post-processed in place)",
+              what.c_str(), c.peer, static_cast<unsigned long long>(c.version), static_cast<unsigned long long>(sum),
+              static_cast<unsigned long long>(want));
+}
+
+// A tensor all of which arrived must be what the senders sent: the source is a member, trusted
+// with nothing else. *verified: it is (false, no error: the senders' parts do not cover it).
+wsync_status_t check_digest(Link* rx, const CatchupBody& c, const ManifestEntry& e, const Vouched& want,
+                            bool* verified) {
+  *verified = false;
   const Registered& reg = rx->sh->registry.at(e.name);
   uint8_t* base = static_cast<uint8_t*>(reg.data);
   wsync_status_t st = rx->sh->staged ? staged_block(rx, e.name, e.tensor_bytes, &base) : WSYNC_OK;
-  const bool on_device = rx->sh->staged ? rx->device >= 0 : reg.device_type == WSYNC_DEVICE_CUDA;
-  uint64_t sum = 0;
-  if (st == WSYNC_OK)
-    st = tensor_digest(base, e.tensor_bytes, on_device ? WSYNC_DEVICE_CUDA : WSYNC_DEVICE_CPU,
-                       rx->sh->staged ? rx->device : reg.device_index, &sum);
-  if (st != WSYNC_OK)
-    return fail(st, "tensor '%s' from the catch-up source cannot be checked: %s", e.name.c_str(), last_error().c_str());
-  if (sum == want) return WSYNC_OK;
-  return fail(WSYNC_ERR_PROTOCOL,
-              "tensor '%s' from receiver rank %u (the catch-up source) is not version %llu as the sender sent it "
-              "(XXH3 %016llx, the sender's %016llx): the source's copy changed after its commit (written to, or "
-              "post-processed in place)",
-              e.name.c_str(), c.peer, static_cast<unsigned long long>(c.version), static_cast<unsigned long long>(sum),
-              static_cast<unsigned long long>(want));
+  const int32_t dev = (rx->sh->staged ? rx->device >= 0 : reg.device_type == WSYNC_DEVICE_CUDA) ? WSYNC_DEVICE_CUDA
+                                                                                                 : WSYNC_DEVICE_CPU;
+  const int32_t index = rx->sh->staged ? rx->device : reg.device_index;
+  if (want.parts.empty()) {
+    uint64_t sum = 0;
+    if (st == WSYNC_OK) st = tensor_digest(base, e.tensor_bytes, dev, index, &sum);
+    if (st != WSYNC_OK)
+      return fail(st, "tensor '%s' from the catch-up source cannot be checked: %s", e.name.c_str(), last_error().c_str());
+    if (sum != want.sum) return mismatch(c, "tensor '" + e.name + "'", sum, want.sum);
+    *verified = true;
+    return WSYNC_OK;
+  }
+  const Box held = held_box(reg);
+  std::vector<std::pair<Box, uint64_t>> parts;
+  if (!tiling(held, want.parts, &parts)) {
+    WSYNC_LOGW("receiver rank %u: catch-up: the senders' digests of version %llu do not cover %s of tensor '%s'; it "
+               "is not taken", rx->rank, static_cast<unsigned long long>(c.version), box_str(held).c_str(),
+               e.name.c_str());
+    return st;
+  }
+  for (const auto& p : parts) {
+    std::vector<ByteRun> runs;
+    std::vector<std::pair<uint64_t, uint64_t>> ranges;
+    uint64_t sum = 0;
+    if (st == WSYNC_OK) st = box_runs(p.first, held, wsync_dtype_size(reg.dtype), &runs);
+    for (const ByteRun& r : runs) ranges.emplace_back(r.offset, r.length);
+    if (st == WSYNC_OK) st = tensor_digest_runs(base, ranges, dev, index, &sum);
+    if (st != WSYNC_OK)
+      return fail(st, "tensor '%s' from the catch-up source cannot be checked: %s", e.name.c_str(), last_error().c_str());
+    if (sum != p.second) return mismatch(c, box_str(p.first) + " of tensor '" + e.name + "'", sum, p.second);
+  }
+  *verified = true;
+  return WSYNC_OK;
 }
 
 // The source's MANIFEST of bucket `index`, read and checked like any bucket's.
@@ -411,11 +521,11 @@ wsync_status_t receive_payload(Link* rx, void* self, const CatchupBody& c, const
 }
 
 // One bucket: its MANIFEST, each chunk placed (or discarded), its payload received; the chunks
-// taken recorded, and every tensor completed by them checked against the sender's digest
-// (*tensors counts those).
+// taken recorded, and every tensor completed by them checked against the senders' digests
+// (`verified` names those that matched).
 wsync_status_t take_bucket(Link* rx, void* self, const CatchupBody& c, const SenderDigests& digests, uint64_t index,
                            uint64_t* seq, JoinBuffers* bufs, int64_t deadline, std::unordered_set<std::string>* listed,
-                           uint64_t* tensors) {
+                           std::unordered_set<std::string>* verified) {
   Manifest m;
   wsync_status_t st = read_bucket_manifest(rx, self, c, index, seq, bufs, deadline, &m);
   Placement p;
@@ -433,13 +543,15 @@ wsync_status_t take_bucket(Link* rx, void* self, const CatchupBody& c, const Sen
     if (!p.take[i]) continue;
     const ManifestEntry& e = m.entries[i];
     if ((st = rx->sh->arrived.record(e)) != WSYNC_OK) return fail_msg(st, "the catch-up source: " + last_error());
-    if (rx->sh->arrived.complete(e.name) && (st = check_digest(rx, c, e, digests.at(e.name))) == WSYNC_OK) ++*tensors;
+    bool ok = false;
+    if (rx->sh->arrived.complete(e.name) && (st = check_digest(rx, c, e, digests.at(e.name), &ok)) == WSYNC_OK && ok)
+      verified->insert(e.name);
   }
   return st;
 }
 
-wsync_status_t take_all(Link* rx, void* self, const CatchupBody& c, JoinBuffers* bufs, int64_t deadline,
-                        uint64_t* tensors) {
+wsync_status_t take_all(Link* rx, void* self, const CatchupBody& c, const SenderDigests& digests, JoinBuffers* bufs,
+                        int64_t deadline, std::unordered_set<std::string>* verified) {
   wsync_status_t st = recv_range(rx, self, 1, bufs->head, sizeof bufs->head, deadline, c.world);
   if (st != WSYNC_OK) return st;
   const int64_t status = static_cast<int64_t>(bufs->head[1]);
@@ -461,14 +573,12 @@ wsync_status_t take_all(Link* rx, void* self, const CatchupBody& c, JoinBuffers*
                  static_cast<unsigned long long>(c.version), reason.c_str());
     return WSYNC_OK;
   }
-  SenderDigests digests;
-  for (size_t i = 0; i < c.names.size() && i < c.sums.size(); ++i) digests[c.names[i]] = c.sums[i];
   std::unordered_set<std::string> listed;
   uint64_t seq = 2;
   for (uint64_t i = 0; i < n; ++i)
-    if ((st = take_bucket(rx, self, c, digests, i, &seq, bufs, deadline, &listed, tensors)) != WSYNC_OK) return st;
+    if ((st = take_bucket(rx, self, c, digests, i, &seq, bufs, deadline, &listed, verified)) != WSYNC_OK) return st;
   for (const auto& kv : rx->sh->registry)
-    if (!kv.second.slice && listed.count(kv.first) == 0)
+    if (digests.count(kv.first) != 0 && listed.count(kv.first) == 0)
       WSYNC_LOGW("receiver rank %u: catch-up: the source holds no tensor '%s'", rx->rank, kv.first.c_str());
   return WSYNC_OK;
 }
@@ -480,67 +590,166 @@ wsync_status_t catchup_failed(Link* rx, const CatchupBody& c, wsync_status_t st)
                           std::to_string(c.peer) + " failed: " + last_error();
   // (the sender removes it for either; PROTOCOL names bytes or a catalogue that were wrong)
   const wsync_status_t code = st == WSYNC_ERR_PROTOCOL ? st : WSYNC_ERR_PEER_FAILED;
-  rx->conn.pump();
-  if (!rx->conn.closed()) send_status(rx, MsgType::kCatchupFailed, 0, code, why);
+  std::vector<Link*> links = rx->sh->links;  // (many senders: every sender removes it)
+  if (links.empty()) links.push_back(rx);
+  for (Link* l : links) {
+    l->conn.pump();
+    if (!l->conn.closed()) send_status(l, MsgType::kCatchupFailed, 0, code, why);
+    l->broken = why;  // (in place, its buffers may hold a mix)
+  }
   drop_update(rx, why);
-  rx->broken = why;  // (in place, its buffers may hold a mix)
+  if (rx->sh->links.size() > 1) {  // (many senders: every sender removes it; no sender was lost)
+    rx->sh->commit_ready = 0;
+    rx->sh->sender_lost = false;
+    rx->sh->link_status = code;
+    rx->sh->link_failed = why;
+  }
   return fail(code, "%s", why.c_str());
 }
 
-// The joiner: take the version, then COMMIT it (or fail, and take no more buckets).
-wsync_status_t be_joiner(Link* rx, const CatchupBody& c, wsync_receiver_event_t* ev) {
+// What the joiner must hold to commit the version: every tensor it registered that the group
+// committed (one the trainer never sent keeps what the engine put there, here as on every member),
+// each checked. When it does not, nothing commits: staged bytes are dropped; in place, the buffers
+// written read as mixed until the next commit, and the next update brings its tensors.
+bool holds_wholly(Link* rx, const CatchupBody& c, const SenderDigests& digests,
+                  const std::unordered_set<std::string>& verified) {
+  uint64_t needed = 0, missing = 0;
+  for (const auto& kv : rx->sh->registry) {
+    if (digests.count(kv.first) == 0) continue;
+    const Vouched& v = digests.at(kv.first);
+    if (kv.second.slice && v.parts.empty() && !v.unusable) continue;  // (one sender: slices are not its to vouch)
+    ++needed;
+    if (verified.count(kv.first) == 0) ++missing;
+  }
+  if (needed != 0 && missing == 0) return true;
+  if (needed == 0) {  // (it takes views, or registered other tensors: expected)
+    WSYNC_LOGI("receiver rank %u: registered none of the tensors the group committed; version %llu is not "
+               "committed (the next update brings this receiver its tensors)", rx->rank,
+               static_cast<unsigned long long>(c.version));
+  } else {
+    WSYNC_LOGW("receiver rank %u: the catch-up from receiver rank %u gave %llu of the %llu tensors registered "
+               "here that the group committed; version %llu is not committed (the next update brings this "
+               "receiver its tensors)", rx->rank, c.peer, static_cast<unsigned long long>(needed - missing),
+               static_cast<unsigned long long>(needed), static_cast<unsigned long long>(c.version));
+  }
+  drop_staged(rx);
+  rx->sh->arrived.clear();
+  return false;
+}
+
+// The joiner: take the version, then say it may commit it (*caught_up, 0: not) or fail, and take no
+// more buckets, by `deadline`. `told`: the senders' CATCHUPs (one sender: one); with many, it
+// commits only when each of its `senders` told it and vouched for its parts.
+wsync_status_t be_joiner(Link* rx, const std::vector<CatchupBody>& told, size_t senders, int64_t deadline,
+                         uint64_t* caught_up) {
+  *caught_up = 0;
+  const CatchupBody& c = told.front();
   if (c.peer == 0 || c.peer == rx->rank || c.peer >= rx->world_size || c.version == 0) {
     fail(WSYNC_ERR_PROTOCOL, "the sender's CATCHUP names source rank %u and version %llu", c.peer,
          static_cast<unsigned long long>(c.version));
     return catchup_failed(rx, c, WSYNC_ERR_PROTOCOL);
   }
   if (c.version <= rx->sh->committed) return WSYNC_OK;  // (it has that version already)
-  const int64_t start = now_ms(), deadline = deadline_after(budget(rx, c));
+  SenderDigests digests;
+  bool every = told.size() == senders;  // (many senders: each vouches for its own parts only)
+  for (const CatchupBody& t : told) {
+    add_told(t, &digests);
+    every &= senders == 1 || !t.names.empty();
+    if (t.names.empty() && !t.reason.empty())
+      WSYNC_LOGW("receiver rank %u: catch-up to version %llu: %s", rx->rank, static_cast<unsigned long long>(c.version),
+                 t.reason.c_str());
+  }
+  const int64_t start = now_ms();
   JoinBuffers bufs;  // (outlives the instance)
   void* self = nullptr;
   int fd = -1;
-  uint64_t tensors = 0;
-  wsync_status_t st = open_world(rx, c.world, 1, 2, budget(rx, c), &self, &fd);
-  if (st == WSYNC_OK) st = take_all(rx, self, c, &bufs, deadline, &tensors);
+  std::unordered_set<std::string> verified;
+  wsync_status_t st = open_world(rx, c.world, 1, 2, std::max<int64_t>(remaining_ms(deadline), 1), &self, &fd);
+  if (st == WSYNC_OK) st = take_all(rx, self, c, digests, &bufs, deadline, &verified);
   const std::string why = st == WSYNC_OK ? "" : last_error();
   if (self != nullptr) tp(rx)->destroy(self);  // (no write into the buffers after this returns)
   if (st != WSYNC_OK) {
     fail(st, "%s", why.c_str());
     return catchup_failed(rx, c, st);
   }
-  // What it must hold to commit the version: every tensor it registered that the group committed
-  // (one the trainer never sent keeps what the engine put there, here as on every member).
-  uint64_t needed = 0, missing = 0;
-  const std::unordered_set<std::string> group(c.names.begin(), c.names.end());
-  for (const auto& kv : rx->sh->registry) {
-    if (kv.second.slice || group.count(kv.first) == 0) continue;
-    ++needed;
-    if (!rx->sh->arrived.complete(kv.first)) ++missing;  // (complete: its digest was checked)
-  }
-  if (needed == 0 || missing != 0) {
-    // It does not hold the version wholly: no commit. Staged bytes are dropped; in place, the
-    // buffers written read as mixed until the next commit. The next update brings its tensors.
-    if (needed == 0) {  // (it takes views, or registered other tensors: expected)
-      WSYNC_LOGI("receiver rank %u: registered none of the tensors the group committed; version %llu is not "
-                 "committed (the next update brings this receiver its tensors)", rx->rank,
-                 static_cast<unsigned long long>(c.version));
-    } else {
-      WSYNC_LOGW("receiver rank %u: the catch-up from receiver rank %u gave %llu of the %llu tensors registered "
-                 "here that the group committed; version %llu is not committed (the next update brings this "
-                 "receiver its tensors)", rx->rank, c.peer, static_cast<unsigned long long>(needed - missing),
-                 static_cast<unsigned long long>(needed), static_cast<unsigned long long>(c.version));
-    }
+  if (!every) {  // (a tensor only that sender sent would otherwise keep the engine's bytes, unnamed)
+    WSYNC_LOGW("receiver rank %u: %zu of the %zu senders vouched for their parts of version %llu; it is not committed "
+               "(the next update brings this receiver what it carries)", rx->rank, told.size(), senders,
+               static_cast<unsigned long long>(c.version));
     drop_staged(rx);
     rx->sh->arrived.clear();
     return WSYNC_OK;
   }
-  WSYNC_LOGI("receiver rank %u: caught up to version %llu from receiver rank %u (%llu tensors) in %lld ms", rx->rank,
-             static_cast<unsigned long long>(c.version), c.peer, static_cast<unsigned long long>(tensors),
+  if (!holds_wholly(rx, c, digests, verified)) return WSYNC_OK;
+  WSYNC_LOGI("receiver rank %u: caught up to version %llu from receiver rank %u (%zu tensors) in %lld ms", rx->rank,
+             static_cast<unsigned long long>(c.version), c.peer, verified.size(),
              static_cast<long long>(now_ms() - start));
-  rx->pending_commit = c.version;
-  rx->catchup_commit = true;
+  *caught_up = c.version;
+  return WSYNC_OK;
+}
+
+// Many senders: every sender tells the joiner (CATCHUP, role joiner, its own digests), each on its
+// own link before its first MANIFEST of the update. The one read first (`c`, on link `from`)
+// starts the catch-up; the others' are read here, each the next frame of its link, within the
+// budget (a link whose next frame is another: that sender told nothing, and vouches for nothing).
+wsync_status_t gather_told(Link* rx, Link* from, const CatchupBody& c, int64_t deadline, std::vector<CatchupBody>* told) {
+  for (Link* l : rx->sh->links) {
+    if (l == from) continue;
+    uint16_t type = 0;
+    while ((type = inbox_next_type(l)) == 0 && !l->conn.closed() && now_ms() < deadline) {
+      pollfd pfd{l->conn.fd(), POLLIN, 0};
+      ::poll(&pfd, 1, static_cast<int>(std::min<int64_t>(remaining_ms(deadline), 20)));
+    }
+    if (type != static_cast<uint16_t>(MsgType::kCatchup)) {
+      WSYNC_LOGW("receiver rank %u: sender %u said nothing of the catch-up to version %llu (%s): it vouches for none "
+                 "of its parts", rx->rank, l->sender, static_cast<unsigned long long>(c.version),
+                 type == 0 ? "no word in time" : msg_type_name(type));
+      continue;
+    }
+    Frame f;
+    CatchupBody b;
+    wsync_status_t st = inbox_recv(l, &f, 0);
+    if (st == WSYNC_OK) st = decode_catchup(f.body, &b);
+    if (st == WSYNC_OK && (b.role != CatchupBody::kJoiner || b.world != c.world || b.version != c.version || b.peer != c.peer))
+      st = fail(WSYNC_ERR_PROTOCOL, "sender %u's CATCHUP (role %u, source rank %u, version %llu, world '%s') is not "
+                "sender %u's (source rank %u, version %llu, world '%s')", l->sender, b.role, b.peer,
+                static_cast<unsigned long long>(b.version), b.world.c_str(), from->sender, c.peer,
+                static_cast<unsigned long long>(c.version), c.world.c_str());
+    if (st != WSYNC_OK) return catchup_failed(rx, c, st);
+    told->push_back(std::move(b));
+  }
+  return WSYNC_OK;
+}
+
+}  // namespace
+
+namespace {
+
+// A catch-up is told between updates: is an update under way here (a bucket on the wire, a
+// version finalized or reported and not yet committed, on any link)?
+bool mid_update(const Link* rx, bool many) {
+  bool busy = rx->sh->commit_ready != 0;
+  for (const Link* l : many ? rx->sh->links : std::vector<Link*>{const_cast<Link*>(rx)})
+    busy |= !l->flight.empty() || l->pending_commit != 0;
+  return busy;
+}
+
+// The joiner's side once it may start: every sender's word (many), the bytes, and its COMMIT.
+wsync_status_t take_catchup(Link* rx, Link* l0, const CatchupBody& c, bool many, wsync_receiver_event_t* ev) {
+  std::vector<CatchupBody> told{c};
+  const int64_t deadline = deadline_after(budget(rx, c));  // (one budget: the words, then the bytes)
+  if (many && gather_told(rx, rx, c, deadline, &told) != WSYNC_OK) return last_status();
+  uint64_t version = 0;
+  wsync_status_t st = be_joiner(l0, told, many ? rx->sh->links.size() : 1, deadline, &version);
+  if (st != WSYNC_OK || version == 0) return st;
+  if (many) {
+    rx->sh->commit_ready = version;
+  } else {
+    rx->pending_commit = version;
+  }
+  l0->catchup_commit = true;
   ev->kind = WSYNC_EVENT_COMMIT;
-  ev->version = c.version;
+  ev->version = version;
   return WSYNC_OK;
 }
 
@@ -549,11 +758,24 @@ wsync_status_t be_joiner(Link* rx, const CatchupBody& c, wsync_receiver_event_t*
 wsync_status_t catchup(Link* rx, const Frame& f, wsync_receiver_event_t* ev) {
   CatchupBody c;
   if (decode_catchup(f.body, &c) != WSYNC_OK) return refuse(rx, 0, last_status());
-  if (rx->sh->links.size() > 1 || !rx->flight.empty() || rx->pending_commit != 0)
-    return refuse(rx, 0, fail(WSYNC_ERR_PROTOCOL, "the sender sent CATCHUP in the middle of an update"));
-  if (c.role == CatchupBody::kSource) return be_source(rx, c);
-  if (c.role == CatchupBody::kJoiner) return be_joiner(rx, c, ev);
-  return refuse(rx, 0, fail(WSYNC_ERR_PROTOCOL, "the sender's CATCHUP has role %u", c.role));
+  const bool many = rx->sh->links.size() > 1;
+  Link* l0 = many ? rx->sh->links.front() : rx;  // (the catch-up's world: through sender 0's store)
+  // Many senders: every sender says the same catch-up; the first one read does it (the others may
+  // be read after the update's first MANIFESTs of senders that said it first).
+  if (many && c.world == rx->sh->catchup_world) return WSYNC_OK;
+  if (c.role != CatchupBody::kSource && c.role != CatchupBody::kJoiner)
+    return refuse(rx, 0, fail(WSYNC_ERR_PROTOCOL, "the sender's CATCHUP has role %u", c.role));
+  const bool busy = mid_update(rx, many);
+  if (busy && many && c.role == CatchupBody::kSource) {  // (another sender's update came first here)
+    WSYNC_LOGW("receiver rank %u: cannot serve receiver rank %u's catch-up to version %llu: an update is under way "
+               "here (the joiner fails it within its budget, and this receiver serves none until its next commit)",
+               rx->rank, c.peer, static_cast<unsigned long long>(c.version));
+    rx->sh->catchup_world = c.world;
+    return WSYNC_OK;
+  }
+  if (busy) return refuse(rx, 0, fail(WSYNC_ERR_PROTOCOL, "the sender sent CATCHUP in the middle of an update"));
+  rx->sh->catchup_world = c.world;
+  return c.role == CatchupBody::kSource ? be_source(l0, c) : take_catchup(rx, l0, c, many, ev);
 }
 
 }  // namespace wsync

@@ -198,6 +198,11 @@ bool void_word_next(Link* l) {
 wsync_status_t link_event(Link* rx, Link* l, const wsync_receiver_event_t& lev, wsync_receiver_event_t* ev, bool* ready) {
   switch (lev.kind) {
     case WSYNC_EVENT_COMMIT:  // this sender finalized; the others may still be sending
+      if (rx->sh->commit_ready == lev.version && rx->sh->links[0]->catchup_commit) {  // (a catch-up took it)
+        *ev = lev;
+        *ready = true;
+        return WSYNC_OK;
+      }
       if (rx->sh->first_end_ms == 0) rx->sh->first_end_ms = now_ms();
       return WSYNC_OK;
     case WSYNC_EVENT_ABORTED:
@@ -252,7 +257,8 @@ wsync_status_t look_at(Link* rx, Link* l, wsync_receiver_event_t* ev, bool* read
   // still come; found under load in ManySenders.SendersThatDisagreeOnAShapeAreRefused)
   if (leftover_of_void_update(l, f)) return WSYNC_OK;
   wsync_receiver_event_t lev = WSYNC_RECEIVER_EVENT_INIT;
-  if ((st = handle_frame(l, f, &lev)) != WSYNC_OK) return link_failed(rx, l, st);
+  // (a catch-up that failed recorded itself: every sender was told and removes this receiver)
+  if ((st = handle_frame(l, f, &lev)) != WSYNC_OK) return rx->sh->link_failed.empty() ? link_failed(rx, l, st) : st;
   return link_event(rx, l, lev, ev, ready);
 }
 
@@ -327,6 +333,13 @@ bool all_finalized(const RxShared* sh) {
   return all;
 }
 
+// The version a COMMIT reported (every sender finalized it, or a catch-up took it) that
+// wsync_receiver_commit has not confirmed yet, else 0.
+uint64_t commit_owed(const Link* rx) {
+  if (rx->sh->commit_ready != 0) return rx->sh->commit_ready;
+  return all_finalized(rx->sh) ? rx->pending_commit : 0;
+}
+
 // A finalized link's sender voided the update after its END_UPDATE (void_word_next): the next
 // look reads it, and nothing is merged or committed meanwhile.
 bool any_void_word(const RxShared* sh) {
@@ -378,9 +391,9 @@ wsync_status_t links_next(Link* rx, wsync_receiver_event_t* ev, int64_t timeout_
     ev->kind = WSYNC_EVENT_CLOSED;
     return WSYNC_OK;
   }
-  if (all_finalized(sh))
+  if (const uint64_t owed = commit_owed(rx))
     return fail(WSYNC_ERR_INVALID_STATE, "version %llu is waiting for wsync_receiver_commit",
-                static_cast<unsigned long long>(rx->pending_commit));
+                static_cast<unsigned long long>(owed));
   const int64_t tmo = timeout_ms < 0 ? rx->timeout_ms : timeout_ms;
   const int64_t deadline = deadline_after(tmo);
   for (size_t start = 0;; start = (start + 1) % sh->links.size()) {
@@ -396,6 +409,31 @@ wsync_status_t links_next(Link* rx, wsync_receiver_event_t* ev, int64_t timeout_
   }
 }
 
+namespace {
+
+// A catch-up's version (receiver_catchup.cpp): nothing was finalized, and the senders wait for no
+// COMMITTED of it. Refused here (staged bytes missing), every sender hears it as a failed catch-up.
+wsync_status_t commit_caught_up(Link* rx, uint64_t version) {
+  rx->sh->links.front()->catchup_commit = false;
+  wsync_status_t st = check_staged_arrived(rx);
+  if (st != WSYNC_OK) {
+    const std::string why = "the caught-up version cannot commit: " + last_error();
+    for (Link* l : rx->sh->links) {
+      send_status(l, MsgType::kCatchupFailed, 0, st, why);
+      l->broken = why;
+    }
+    drop_update(rx, why);
+    rx->sh->sender_lost = false;
+    rx->sh->link_status = st;
+    rx->sh->link_failed = why;
+    return fail(st, "%s", why.c_str());
+  }
+  rx->sh->committed = version;
+  return apply_commit(rx);
+}
+
+}  // namespace
+
 wsync_status_t links_commit(Link* rx, uint64_t version) {
   // Link 0's sender may have finalized while others still send: only the merged COMMIT counts.
   if (rx->sh->commit_ready == 0)
@@ -405,6 +443,8 @@ wsync_status_t links_commit(Link* rx, uint64_t version) {
     return fail(WSYNC_ERR_INVALID_ARGUMENT, "version %llu does not match the version %llu every sender finalized",
                 static_cast<unsigned long long>(version), static_cast<unsigned long long>(rx->sh->commit_ready));
   rx->sh->commit_ready = 0;
+  Link* l0 = rx->sh->links.front();
+  if (l0->catchup_commit) return commit_caught_up(rx, version);
   // A sender that removed this receiver (elastic) or voided the update since the merge: its word
   // decides, not a COMMITTED it would never read (the others would take that failure for its death).
   for (Link* l : rx->sh->links)

@@ -147,6 +147,7 @@ void let_go(wsync_receiver_t* receiver) {
   sh.sender_lost = false;
   sh.commit_ready = 0;
   sh.first_end_ms = 0;
+  sh.catchup_world.clear();  // (a successor numbers its catch-up worlds afresh)
   k.due = true;
 }
 

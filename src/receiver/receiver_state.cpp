@@ -81,6 +81,7 @@ wsync_status_t check_staged_arrived(const Link* rx) {
 }
 
 wsync_status_t apply_commit(Link* rx) {
+  rx->sh->catchup_world.clear();  // (every sender's word of a catch-up came before this update's bytes)
   for (const std::string& name : rx->sh->touched) {  // (their buffers hold the version once this returns OK)
     auto reg = rx->sh->registry.find(name);
     if (reg != rx->sh->registry.end()) reg->second.held = true;

@@ -45,6 +45,13 @@ std::vector<Spec> model() {
           {tensor_of("layer.1.w", WSYNC_DTYPE_FLOAT16, {2, 3, 257}), Split::kRows}};
 }
 
+// Partial updates (a trainer that publishes only what changed): versions after the first carry
+// only these tensors; every other keeps version 1.
+bool in_partial(const std::string& name) { return name == "layer.0.bias" || name == "norm.weight" || name == "layer.1.w"; }
+uint64_t version_of(const std::string& name, uint64_t committed, bool partial) {
+  return partial && !in_partial(name) && committed > 0 ? 1 : committed;
+}
+
 // torch.chunk of n over m: chunk k's [begin, end).
 void chunk(int64_t n, uint32_t m, uint32_t k, int64_t* begin, int64_t* end) {
   const int64_t size = (n + m - 1) / m;
@@ -122,6 +129,11 @@ struct SenderPlan {
   // left", "no receiver is in group") is counted, not fatal; at least one must, and the last
   // version must commit (exit 10 otherwise).
   bool nobody_at_times = false;
+  // Versions after the first carry only the in_partial tensors; sender 0 marks each committed
+  // version with a file <dir>/v<version>.done.
+  bool partial = false;
+  // The JOINED event of expect_joined must say it catches up from a peer (exit 11 if not).
+  bool expect_catchup = false;
 };
 
 std::string addr_file(const std::string& dir, uint32_t k) { return dir + "/s" + std::to_string(k) + ".addr"; }
@@ -189,6 +201,7 @@ int run_sender(const SenderPlan& p) {
         sl.desc.nbytes = 95 * 4;
       }
       if (p.lie == SenderPlan::Lie::kGap && std::strcmp(sl.desc.name, "layer.0.bias") == 0) continue;
+      if (p.partial && v > 1 && !in_partial(sl.desc.name)) continue;
       descs.push_back(sl.desc);
     }
     // Two batches per version: the boxes of one tensor never straddle them.
@@ -205,6 +218,8 @@ int run_sender(const SenderPlan& p) {
       ++nobody_failures;
       st = WSYNC_OK;
     }
+    if (st == WSYNC_OK && p.partial && p.k == 0)
+      if (FILE* f = std::fopen((p.dir + "/v" + std::to_string(v) + ".done").c_str(), "w")) std::fclose(f);
     if (p.interval_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(p.interval_ms));
   }
   const std::string why = st == WSYNC_OK ? "" : wsync_last_error();
@@ -223,8 +238,9 @@ int run_sender(const SenderPlan& p) {
     wsync_group_get_stats(g, &stats);
     std::printf("sender %u: batches %llu, plans computed %llu\n", p.k, static_cast<unsigned long long>(stats.batches),
                 static_cast<unsigned long long>(stats.plans_computed));
-    // Two batches per version, each the same every version: two plans, then reused.
-    if (stats.plans_computed != std::min<uint64_t>(2, 2 * p.versions)) rc = 6;
+    // Two batches per version, each the same every version: two plans, then reused (partial: two
+    // more for the versions after the first).
+    if (stats.plans_computed != std::min<uint64_t>(p.partial ? 4 : 2, 2 * p.versions)) rc = 6;
     if (p.nobody_at_times && (nobody_failures == 0 || stats.committed_version != p.versions)) rc = 10;
     if (p.expect_joined != 0) {
       bool joined = false;
@@ -232,9 +248,10 @@ int run_sender(const SenderPlan& p) {
            e = WSYNC_MEMBER_EVENT_INIT) {
         std::printf("sender %u: member event: kind %d rank %u update %llu: %s\n", p.k, e.kind, e.rank,
                     static_cast<unsigned long long>(e.update), e.reason);
-        joined |= e.kind == WSYNC_MEMBER_JOINED && e.rank == p.expect_joined;
+        joined |= e.kind == WSYNC_MEMBER_JOINED && e.rank == p.expect_joined &&
+                  (!p.expect_catchup || std::strstr(e.reason, "it catches up to version") != nullptr);
       }
-      if (!joined || stats.members != p.receivers) rc = 9;
+      if (!joined || stats.members != p.receivers) rc = p.expect_catchup ? 11 : 9;
     }
     if (!p.lefts.empty()) {
       size_t matched = 0, events = 0;
@@ -280,6 +297,10 @@ struct RxPlan {
   uint64_t sleep_at = 0;
   int sleep_ms = 0;
   std::string sleep_on;
+  bool partial = false;  // the senders' versions after the first carry the in_partial tensors only
+  // A source whose copy changed after its commit: after committing this version it flips a byte of
+  // its embed.weight (no longer checked here).
+  uint64_t tamper_at = 0;
 };
 
 // The TP-2 half `tp` a receiver holds of tensor `s` (dim 1 of embed.weight, dim 0 of qkv), or false.
@@ -370,6 +391,7 @@ int run_receiver_of(RxPlan p) {
   }
   // Every registered buffer holds `version` (a half: that half of it).
   auto holds = [&](size_t j, uint64_t version) {
+    version = version_of(specs[j].t.name, version, p.partial);
     if (half_dim[j] < 0) return equal_full(specs[j].t, version, bufs[j].data(), bufs[j].size());
     return half_bytes(specs[j], half_dim[j], half_begin[j], half_extent[j], version) == bufs[j];
   };
@@ -408,7 +430,7 @@ int run_receiver_of(RxPlan p) {
       aborted = true;  // another sender gave up first (its reason, logged, names the failed one)
     } else if (ev.kind == WSYNC_EVENT_COMMIT) {
       for (size_t j = 0; j < specs.size(); ++j) {
-        if (seen[j] != 1) {
+        if (seen[j] != (p.partial && ev.version > 1 && !in_partial(specs[j].t.name) ? 0 : 1)) {
           std::fprintf(stderr, "receiver %u: %s reported %d times in version %llu\n", p.rank, specs[j].t.name,
                        seen[j], static_cast<unsigned long long>(ev.version));
           bad = 1;
@@ -419,11 +441,12 @@ int run_receiver_of(RxPlan p) {
       committed = ev.version;
       t_commit = std::chrono::steady_clock::now();
       for (size_t j = 0; j < bufs.size(); ++j)
-        if (!holds(j, committed)) {
+        if ((p.tamper_at == 0 || committed <= p.tamper_at || j != 0) && !holds(j, committed)) {
           std::fprintf(stderr, "receiver %u: %s differs after commit %llu\n", p.rank, specs[j].t.name,
                        static_cast<unsigned long long>(committed));
           bad = 1;
         }
+      if (committed == p.tamper_at) bufs[0][7] ^= 0x5a;  // (embed.weight: written after its commit)
     }
   }
   const std::string why = st == WSYNC_OK ? "" : wsync_last_error();
@@ -864,6 +887,98 @@ int run_joiner(const std::string& dir, uint32_t rank, uint64_t last, int delay_m
   return bad || committed != last ? 1 : 0;
 }
 
+// A TP-2 worker (half `tp` of embed.weight and layer.0.qkv, the rest whole, in place or staged)
+// that joins once sender 0 committed version `after` of partial updates (they carry the in_partial
+// tensors only: its halves of embed.weight and qkv, and layer.0.qkv, can only come from a peer).
+// Its first commit must be a catch-up (no BUCKET before it) to a version >= `after`; after every
+// commit each buffer holds, byte for byte, the version its tensor last changed in; it commits
+// `last`. Exit 0 so, 1 not.
+// With `refused`: its catch-up must fail naming embed.weight's box and the sender's digest (its
+// source's copy was changed after its commit), and it commits nothing.
+int run_tp_joiner(const std::string& dir, uint32_t rank, int tp, bool staged, uint64_t after, uint64_t last,
+                  bool refused = false) {
+  const std::string addr = read_addr_file(addr_file(dir, 0), 20000);
+  const std::string mark = dir + "/v" + std::to_string(after) + ".done";
+  for (int i = 0; i < 3000 && access(mark.c_str(), F_OK) != 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  wsync_option_t opts[] = {WSYNC_OPTION("timeout_ms", "20000"), WSYNC_OPTION("receive_mode", staged ? "staged" : "in_place")};
+  wsync_receiver_config_t cfg = WSYNC_RECEIVER_CONFIG_INIT;
+  cfg.rank = rank;
+  cfg.store_addr = addr.c_str();
+  cfg.group_name = kGroup;
+  cfg.options = opts;
+  cfg.num_options = 2;
+  wsync_receiver_t* rx = nullptr;
+  if (wsync_receiver_init(&cfg, &rx) != WSYNC_OK) {
+    std::fprintf(stderr, "joiner %u: init: %s\n", rank, wsync_last_error());
+    return 1;
+  }
+  const std::vector<Spec> specs = model();
+  std::vector<std::vector<uint8_t>> bufs(specs.size());
+  std::vector<wsync_tensor_t> descs;
+  std::vector<int> dims(specs.size(), -1);
+  std::vector<int64_t> begins(specs.size()), extents(specs.size());
+  for (size_t i = 0; i < specs.size(); ++i) {
+    if (tp_half(specs[i], tp, &dims[i], &begins[i], &extents[i])) {
+      bufs[i].resize(specs[i].t.nbytes / 2);
+      wsync_tensor_t d = desc_of(specs[i].t, bufs[i].data());
+      d.flags = WSYNC_TENSOR_SLICE;
+      std::memcpy(d.full_shape, specs[i].t.shape, sizeof d.full_shape);
+      d.shape[dims[i]] = extents[i];
+      d.box_offset[dims[i]] = begins[i];
+      d.nbytes = bufs[i].size();
+      descs.push_back(d);
+    } else {
+      dims[i] = -1;
+      bufs[i].resize(specs[i].t.nbytes);
+      descs.push_back(desc_of(specs[i].t, bufs[i].data()));
+    }
+  }
+  if (wsync_receiver_register(rx, descs.data(), descs.size()) != WSYNC_OK) {
+    std::fprintf(stderr, "joiner %u: register: %s\n", rank, wsync_last_error());
+    return 1;
+  }
+  uint64_t committed = 0, buckets = 0;
+  bool caught_up = false;
+  int bad = 0;
+  wsync_receiver_event_t ev = WSYNC_RECEIVER_EVENT_INIT;
+  wsync_status_t st;
+  while ((st = wsync_receiver_next(rx, &ev, 25000)) == WSYNC_OK && ev.kind != WSYNC_EVENT_CLOSED) {
+    if (ev.kind == WSYNC_EVENT_BUCKET) ++buckets;
+    if (ev.kind != WSYNC_EVENT_COMMIT) continue;
+    if (committed == 0) caught_up = buckets == 0 && ev.version >= after;
+    if (ev.version <= committed || wsync_receiver_commit(rx, ev.version) != WSYNC_OK) {
+      std::fprintf(stderr, "joiner %u: version %llu after %llu: %s\n", rank, static_cast<unsigned long long>(ev.version),
+                   static_cast<unsigned long long>(committed), wsync_last_error());
+      bad = 1;
+      break;
+    }
+    committed = ev.version;
+    for (size_t i = 0; i < specs.size(); ++i) {
+      const uint64_t v = version_of(specs[i].t.name, committed, true);
+      const bool ok = dims[i] < 0 ? equal_full(specs[i].t, v, bufs[i].data(), bufs[i].size())
+                                  : half_bytes(specs[i], dims[i], begins[i], extents[i], v) == bufs[i];
+      if (!ok) {
+        std::fprintf(stderr, "joiner %u: %s differs from version %llu after commit %llu\n", rank, specs[i].t.name,
+                     static_cast<unsigned long long>(v), static_cast<unsigned long long>(committed));
+        bad = 1;
+      }
+    }
+  }
+  const std::string why = st != WSYNC_OK ? wsync_last_error() : "";
+  if (st != WSYNC_OK) std::fprintf(stderr, "joiner %u: %s: %s\n", rank, wsync_status_name(st), why.c_str());
+  std::printf("joiner %u: caught up from a peer: %s; the last version %llu\n", rank, caught_up ? "yes" : "no",
+              static_cast<unsigned long long>(committed));
+  wsync_receiver_destroy(rx);
+  if (refused)
+    return st == WSYNC_ERR_PROTOCOL && committed == 0 &&
+                   why.find("of tensor 'embed.weight' from receiver rank 1 (the catch-up source) is not version") !=
+                       std::string::npos &&
+                   why.find("as the sender sent it") != std::string::npos
+               ? 0
+               : 1;
+  return bad || !caught_up || committed != last ? 1 : 0;
+}
+
 }  // namespace
 
 // membership=elastic with two senders and init_receivers 2 of 3: rank 3 joins after init. Both
@@ -923,6 +1038,71 @@ TEST(ManySenders, ElasticLosingEveryReceiverFailsTheUpdateAndAJoinerTakesTheNext
   for (pid_t p : c.senders) EXPECT_EQ(wait_child(p, 60000), 0);
   EXPECT_EQ(wait_child(joiner, 60000), 0) << "the joiner";
   for (pid_t p : c.receivers) EXPECT_NE(wait_child(p, 60000), 0) << "a receiver was killed";
+  c.senders.clear();
+  c.receivers.clear();
+}
+
+// Issue 39 item 4: a joiner of many senders catches up its own boxes from a peer. Two senders
+// publish partial updates (after version 1 only the in_partial tensors) into TP-2 workers 1 and 2;
+// worker 3 (TP rank 0, staged) joins once version 2 committed. Sender 0 picks rank 1 (same boxes,
+// holds the version), every sender tells both with its own digests of its parts, and rank 3 takes
+// its halves and the other tensors from rank 1, each checked against both senders' digests, before
+// the next update: its first commit is that version (no bucket before it), its halves of version 1
+// included, which no later update carries. Every version after it commits on it, byte for byte;
+// both senders name the catch-up in its JOINED event.
+TEST(ManySenders, ElasticAJoinerCatchesUpItsTPBoxesFromAPeerCheckedAgainstEverySender) {
+  Cluster c;
+  spawn_group(
+      &c, 2, 2,
+      [](uint32_t, SenderPlan* p) {
+        p->receivers = 3;
+        p->versions = 8;
+        p->quorum = 1;
+        p->init_receivers = 2;
+        p->interval_ms = 300;
+        p->expect_joined = 3;
+        p->expect_catchup = true;
+        p->partial = true;
+      },
+      [](uint32_t r, RxPlan* p) {
+        p->tp = r == 1 ? 0 : 1;
+        p->versions = 8;
+        p->partial = true;
+      });
+  const std::string dir = c.dir;
+  c.receivers.push_back(spawn([dir] { return run_tp_joiner(dir, 3, 0, true, 2, 8); }));
+  for (pid_t p : c.senders) EXPECT_EQ(wait_child(p, 60000), 0);
+  for (pid_t p : c.receivers) EXPECT_EQ(wait_child(p, 60000), 0);
+  c.senders.clear();
+  c.receivers.clear();
+}
+
+// The same with a source whose copy of embed.weight changed after its commit (rank 1 flips a byte
+// of its half after committing version 1, which no later update rewrites): the joiner's catch-up
+// is refused, naming the box of embed.weight, the source and the senders' digest; it commits
+// nothing, and the group goes on with ranks 1 and 2.
+TEST(ManySenders, ElasticACatchUpFromAPeerWhoseBoxChangedIsRefusedNamingIt) {
+  Cluster c;
+  spawn_group(
+      &c, 2, 2,
+      [](uint32_t, SenderPlan* p) {
+        p->receivers = 3;
+        p->versions = 8;
+        p->quorum = 1;
+        p->init_receivers = 2;
+        p->interval_ms = 300;
+        p->partial = true;
+      },
+      [](uint32_t r, RxPlan* p) {
+        p->tp = r == 1 ? 0 : 1;
+        p->versions = 8;
+        p->partial = true;
+        if (r == 1) p->tamper_at = 1;
+      });
+  const std::string dir = c.dir;
+  c.receivers.push_back(spawn([dir] { return run_tp_joiner(dir, 3, 0, false, 2, 8, true); }));
+  for (pid_t p : c.senders) EXPECT_EQ(wait_child(p, 60000), 0);
+  for (pid_t p : c.receivers) EXPECT_EQ(wait_child(p, 60000), 0);
   c.senders.clear();
   c.receivers.clear();
 }

@@ -444,9 +444,10 @@ TEST(Frames, PeerReasonsComeOutPrintable) {
 
 // Issue 22, finding 9c: the sender's message named only the version it waited for.
 // CATCHUP and CATCHUP_CANCEL (elastic groups): u32 role, u32 peer, u64 version, str world, u64
-// budget_ms, str reason, u32 n, n x (str name, u64 sum: the sender's digest, protocol 4); every
-// cut refused naming the field; later bytes ignored; an invalid name refused; a count the body
-// cannot hold refused before anything is allocated for it.
+// budget_ms, str reason, u32 n, n x (str name, u64 sum: the sender's digest, protocol 4), and
+// optionally (many senders) a box per name; every cut refused naming the field; later bytes
+// ignored; an invalid name, a box count other than the names', a box of more than 8 dimensions or
+// a negative value refused; a count the body cannot hold refused before anything is allocated.
 TEST(Frames, Catchup) {
   std::vector<uint8_t> body;
   Put(body, CatchupBody::kSource, 4);
@@ -458,7 +459,7 @@ TEST(Frames, Catchup) {
   Put(body, 1, 4);
   PutStr(body, "layer.0.w");
   Put(body, 0x0123456789abcdefull, 8);
-  const CatchupBody want{CatchupBody::kSource, 3, 7, "g.catchup1", 1500, "gone", {"layer.0.w"}, {0x0123456789abcdefull}};
+  const CatchupBody want{CatchupBody::kSource, 3, 7, "g.catchup1", 1500, "gone", {"layer.0.w"}, {0x0123456789abcdefull}, {}};
   EXPECT_EQ(encode_catchup(want), body);
   CatchupBody out;
   ASSERT_EQ(decode_catchup(body, &out), WSYNC_OK) << last_error();
@@ -477,9 +478,40 @@ TEST(Frames, Catchup) {
   Put(many, 1u << 20, 4);
   many.resize(many.size() + 64, 0);
   EXPECT_EQ(decode_catchup(many, &out), WSYNC_ERR_PROTOCOL);  // (a million names announced, 64 bytes sent)
-  std::vector<uint8_t> longer = body;
+  // Many senders: a box per name (i32 ndim, then offset and extent per dimension).
+  CatchupBody boxed = want;
+  boxed.boxes = {{0, 4, 2, 3}};
+  std::vector<uint8_t> with_boxes = body;
+  Put(with_boxes, 1, 4);
+  Put(with_boxes, 2, 4);
+  for (uint64_t v : {0, 4, 2, 3}) Put(with_boxes, v, 8);
+  EXPECT_EQ(encode_catchup(boxed), with_boxes);
+  ASSERT_EQ(decode_catchup(with_boxes, &out), WSYNC_OK) << last_error();
+  EXPECT_EQ(out.boxes, boxed.boxes);
+  for (size_t n = body.size() + 1; n < with_boxes.size(); ++n) {  // (a body cut inside the boxes)
+    std::vector<uint8_t> cut(with_boxes.begin(), with_boxes.begin() + static_cast<long>(n));
+    ASSERT_EQ(decode_catchup(cut, &out), WSYNC_ERR_PROTOCOL) << "cut to " << n;
+    EXPECT_NE(last_error().find("ends inside box"), std::string::npos) << last_error();
+  }
+  std::vector<uint8_t> longer = with_boxes;
   longer.push_back(9);
   EXPECT_EQ(decode_catchup(longer, &out), WSYNC_OK) << "a later field is tolerated";
+  std::vector<uint8_t> two = body;  // (two boxes for one name)
+  Put(two, 2, 4);
+  EXPECT_EQ(decode_catchup(two, &out), WSYNC_ERR_PROTOCOL);
+  EXPECT_NE(last_error().find("2 boxes for 1 names"), std::string::npos) << last_error();
+  std::vector<uint8_t> deep = body;
+  Put(deep, 1, 4);
+  Put(deep, 9, 4);
+  EXPECT_EQ(decode_catchup(deep, &out), WSYNC_ERR_PROTOCOL);
+  EXPECT_NE(last_error().find("9 dimensions"), std::string::npos) << last_error();
+  std::vector<uint8_t> negative = body;
+  Put(negative, 1, 4);
+  Put(negative, 1, 4);
+  Put(negative, 0, 8);
+  Put(negative, static_cast<uint64_t>(-1), 8);
+  EXPECT_EQ(decode_catchup(negative, &out), WSYNC_ERR_PROTOCOL);
+  EXPECT_NE(last_error().find("negative"), std::string::npos) << last_error();
   std::vector<uint8_t> huge;
   Put(huge, 2, 4);
   Put(huge, 1, 4);
