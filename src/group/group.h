@@ -385,6 +385,10 @@ struct PipelineThread {
   // Elastic, one sender: no receiver is left to deliver the current update to (why). Its batches
   // are released unsent, its finalize fails saying so, and the next update takes the joiners.
   std::string update_void;
+  // Elastic, many senders: another sender aborted the current update (a receiver let go of it and
+  // said so, group_inbox.cpp): it fails here as a peer's failure; at the commit the group goes on
+  // (mid-batch it breaks: its buckets on the wire cannot be recalled without their receivers).
+  bool update_abandoned = false;
 };
 
 // Sequence numbers on the wire (group_bucket.cpp; pipeline thread).

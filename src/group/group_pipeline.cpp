@@ -201,6 +201,8 @@ void run_batches(wsync_group_t* g, std::unique_ptr<Batch> first, Job* held) {
     if ((st = deliver_finished(g, &active)) != WSYNC_OK) break;
   }
   if (st == WSYNC_OK) st = deliver_finished(g, &active);  // batches without buckets
+  // (another sender abandoned the update while buckets of it were on the wire here: they cannot be
+  // recalled without dropping their receivers, so the group breaks as after any failure)
   if (st != WSYNC_OK && nobody_left(g)) return void_update(g, &flight, &active, last_error());
   if (st != WSYNC_OK) return break_group(g, &flight, st, &active);
 }
@@ -349,6 +351,7 @@ void run_finalize(wsync_group_t* g, const FinalizeJob& job) {
     g->pipe.update_lost_members = true;
   } else if (!broken) {
     st = commit(g, job);
+    g->pipe.update_lost_members |= st != WSYNC_OK && g->pipe.update_abandoned;  // (another sender aborted it)
     if (st != WSYNC_OK && nobody_left(g) && !g->pipe.update_lost_members) {  // (the last left during the commit)
       g->pipe.update_lost_members = true;
       st = fail_msg(st, "version " + std::to_string(job.version) + " does not commit: " + last_error());
@@ -415,6 +418,7 @@ void pipeline_main(wsync_group_t* g) {
       members_update_ended(g, job.finalize->version);
       g->pipe.update_begun = false;
       g->pipe.update_void.clear();
+      g->pipe.update_abandoned = false;
     }
   }
 }
