@@ -386,8 +386,8 @@ struct PipelineThread {
   // are released unsent, its finalize fails saying so, and the next update takes the joiners.
   std::string update_void;
   // Elastic, many senders: another sender aborted the current update (a receiver let go of it and
-  // said so, group_inbox.cpp): it fails here as a peer's failure; at the commit the group goes on
-  // (mid-batch it breaks: its buckets on the wire cannot be recalled without their receivers).
+  // said so, group_inbox.cpp): it fails here as a peer's failure and is void (mid-batch, once the
+  // sends on the wire finished), and the group goes on.
   bool update_abandoned = false;
 };
 

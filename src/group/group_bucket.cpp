@@ -634,6 +634,21 @@ wsync_status_t bucket_send(wsync_group_t* g, Flight* flight) {
   return b->sum_follows ? send_sum(g, b, flight) : WSYNC_OK;
 }
 
+wsync_status_t flight_drain_sends(wsync_group_t* g, Flight* flight) {
+  for (auto& b : *flight) {
+    for (uint64_t seq : b->unsent) {
+      clear_error();
+      const wsync_status_t st = tp(g)->send_wait(g->plugins.transport_self, seq, b->batch->timeout_ms);
+      if (st != WSYNC_OK)
+        return fail(st, "transport '%s' did not finish the sends of %s on the wire: %s", tp(g)->name, b->what.c_str(),
+                    plugin_error("transport", tp(g)->name).c_str());
+    }
+    b->unsent.clear();
+    b->posted = false;
+  }
+  return WSYNC_OK;
+}
+
 wsync_status_t bucket_complete(wsync_group_t* g, Flight* flight, const std::function<bool()>& give_way, bool* done) {
   *done = false;
   InflightBucket* b = flight->front().get();

@@ -69,5 +69,11 @@ wsync_status_t bucket_send(wsync_group_t* g, Flight* flight);
 wsync_status_t bucket_complete(wsync_group_t* g, Flight* flight, const std::function<bool()>& give_way, bool* done);
 // One look, without waiting: the receivers' replies and the transport's sends, for the flight.
 wsync_status_t flight_progress(wsync_group_t* g, Flight* flight);
+// The update was abandoned (elastic, many senders: another sender aborted it) while buckets of it
+// were on the wire here: the sends posted so far finish (each went to receivers that said READY,
+// whose receives stay posted after they let go of the update), each within its batch's timeout, and
+// no more are posted; then nothing reads the caller's memory or staging for them. A send that fails
+// or does not finish returns its failure (the caller breaks the group, as it did before).
+wsync_status_t flight_drain_sends(wsync_group_t* g, Flight* flight);
 
 }  // namespace wsync

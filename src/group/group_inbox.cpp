@@ -38,12 +38,13 @@ wsync_status_t refused_update(wsync_group_t* g, Peer* p, const InboxContext& ctx
   // Elastic, many senders: it let go of the update because another sender aborted it (that sender's
   // verdict: its members fell below the quorum, say). The update fails here too, as a peer's failure
   // (send_batch or finalize: PEER_FAILED, quoting it), the receiver is not to blame (member_failed
-  // keeps it). At the commit the group goes on; with buckets of it still on the wire here it breaks
-  // (group_pipeline.cpp). Found by the composed soak: the trainer's finalize failed with ABORTED.
+  // keeps it), and the pipeline voids the update, not the group (group_pipeline.cpp). Found by the
+  // composed soak: the trainer's finalize failed with ABORTED, then its next batch found the group
+  // broken.
   if (!ctx.between_updates && st == WSYNC_ERR_ABORTED && g->cfg.elastic && g->shape.num_senders > 1 &&
       !g->pipe.aborted.load()) {
     p->blames_sender = true;
-    g->pipe.update_abandoned = true;  // (the pipeline voids the update, not the group)
+    pipeline_update_abandoned(g);  // (the pipeline voids the update, not the group)
     st = WSYNC_ERR_PEER_FAILED;
   }
   if (!ctx.between_updates)

@@ -77,6 +77,9 @@ wsync_status_t pipeline_start(wsync_group_t* g);
 // Ends the pipeline thread (batches in flight are abandoned: receivers told, tensors released).
 void pipeline_stop(wsync_group_t* g);
 // Wake the pipeline thread out of any wait (abort, destroy, a new job).
+// Elastic, many senders: another sender aborted the current update (a receiver said so, inbox):
+// it fails as a peer's failure and is voided, not the group (group_pipeline.cpp).
+void pipeline_update_abandoned(wsync_group_t* g);
 void pipeline_wake(wsync_group_t* g);
 // wsync_group_abort (any thread): the flag, the transport's abort, and the pipeline thread woken.
 void pipeline_abort(wsync_group_t* g);

@@ -164,6 +164,18 @@ void void_update(wsync_group_t* g, Flight* flight, BatchList* active, const std:
   clear_error();
 }
 
+// The update's batches failed (`st`): void when nobody is left, or when another sender abandoned
+// the update (what is on the wire here finishes first; a send that cannot finish breaks the group,
+// as any failure); else the group breaks.
+void batches_failed(wsync_group_t* g, Flight* flight, BatchList* active, wsync_status_t st) {
+  if (nobody_left(g)) return void_update(g, flight, active, last_error());
+  if (g->pipe.update_abandoned) {
+    const std::string why = last_error();
+    if ((st = flight_drain_sends(g, flight)) == WSYNC_OK) return void_update(g, flight, active, why);
+  }
+  break_group(g, flight, st, active);
+}
+
 // Move every batch of the stream, starting with `first`, until none is left to move: the next
 // bucket is packed while the flight moves (when a staging slot is free), sent when the window has
 // room, and the oldest of the flight is completed when neither can go on.
@@ -201,10 +213,7 @@ void run_batches(wsync_group_t* g, std::unique_ptr<Batch> first, Job* held) {
     if ((st = deliver_finished(g, &active)) != WSYNC_OK) break;
   }
   if (st == WSYNC_OK) st = deliver_finished(g, &active);  // batches without buckets
-  // (another sender abandoned the update while buckets of it were on the wire here: they cannot be
-  // recalled without dropping their receivers, so the group breaks as after any failure)
-  if (st != WSYNC_OK && nobody_left(g)) return void_update(g, &flight, &active, last_error());
-  if (st != WSYNC_OK) return break_group(g, &flight, st, &active);
+  if (st != WSYNC_OK) batches_failed(g, &flight, &active, st);
 }
 
 // One receiver's answer to END_UPDATE, if it has come (*done: it committed `version`).
@@ -448,6 +457,8 @@ wsync_status_t pipeline_start(wsync_group_t* g) {
   }
   return WSYNC_OK;
 }
+
+void pipeline_update_abandoned(wsync_group_t* g) { g->pipe.update_abandoned = true; }
 
 void pipeline_wake(wsync_group_t* g) {
   if (g->pipe.wake_fd >= 0) {
