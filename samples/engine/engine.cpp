@@ -267,6 +267,7 @@ int main(int argc, char** argv) {
                   static_cast<unsigned long long>(wsync_receiver_committed_version(rx)));
       std::fflush(stdout);
       got.clear();
+      bytes = 0;  // (a catch-up's COMMIT may come next: no bucket of this update counts then)
       if (staged && !views && !kept_committed(rank, spec, params, wsync_receiver_committed_version(rx))) {
         wsync_receiver_destroy(rx);
         return 3;

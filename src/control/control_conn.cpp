@@ -18,7 +18,8 @@ namespace wsync {
 const char* msg_type_name(uint16_t type) {
   static const char* names[] = {"?",     "HELLO", "WELCOME",    "REJECT",    "JOINED",       "MANIFEST", "READY",
                                 "NACK",  "ACK",   "END_UPDATE", "COMMITTED", "ABORT_UPDATE", "CLOSE",
-                                "CHALLENGE", "BUCKET_SUM", "ROUTE", "CATCHUP", "CATCHUP_CANCEL", "ASSIGN", "CATCHUP_FAILED", "PROGRESS", "ROUTE_DROP", "SENDER_LOST", "REMOVED", "ROUTE_ADD"};
+                                "CHALLENGE", "BUCKET_SUM", "ROUTE", "CATCHUP", "CATCHUP_CANCEL", "ASSIGN", "CATCHUP_FAILED", "PROGRESS", "ROUTE_DROP", "SENDER_LOST", "REMOVED", "ROUTE_ADD",
+                                "ROUTE_MOVE"};
   return type < sizeof names / sizeof names[0] ? names[type] : "?";
 }
 

@@ -96,6 +96,15 @@ enum class MsgType : uint16_t {
   // (transport connect_peer) and forwards every later bucket to it too. Sent where the joiner is
   // installed, before the first MANIFEST it takes part in.
   kRouteAdd = 24,
+  // tx->rx (control protocol 4, issue 39: elastic groups that relay, ROUTE flag kRouteByRank), between
+  // updates: u32 parent. The sender re-planned its route around the members that stayed: this
+  // receiver takes the bytes from `parent` (a relay, by its rank; 0: the sender) from the next
+  // update on. It wires itself into that relay's world (as a joiner does) and lets go of its side of
+  // the old one; the new relay is sent ROUTE_ADD, the old one ROUTE_DROP, on the same look. Taken
+  // wherever the link reads; refused with a warning for its own rank, a child of its own, a rank
+  // outside the world, or a receiver without a world numbered by rank. One that cannot wire in is
+  // fed by nobody, and the sender names it when its bytes do not come (it may join again).
+  kRouteMove = 25,
 };
 
 // How often a receiver reports progress while its count moves.

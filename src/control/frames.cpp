@@ -364,6 +364,10 @@ wsync_status_t decode_route_add(const std::vector<uint8_t>& body, RouteDropBody*
   return decode_route_rank("ROUTE_ADD", body, out);
 }
 
+wsync_status_t decode_route_move(const std::vector<uint8_t>& body, RouteDropBody* out) {
+  return decode_route_rank("ROUTE_MOVE", body, out);
+}
+
 wsync_status_t decode_committed(const std::vector<uint8_t>& body, CommittedBody* out) {
   BodyReader r("COMMITTED", body);
   CommittedBody b;

@@ -220,6 +220,8 @@ wsync_status_t decode_route(const std::vector<uint8_t>& body, RouteBody* out);
 wsync_status_t decode_route_drop(const std::vector<uint8_t>& body, RouteDropBody* out);
 // ROUTE_ADD: the same body as ROUTE_DROP (encode_route_drop), named ROUTE_ADD in its messages.
 wsync_status_t decode_route_add(const std::vector<uint8_t>& body, RouteDropBody* out);
+// ROUTE_MOVE: the same body (encode_route_drop; `rank`: the receiver's new parent, 0 the sender).
+wsync_status_t decode_route_move(const std::vector<uint8_t>& body, RouteDropBody* out);
 // The reason comes out printable, as the other reasons; trailing bytes ignored.
 wsync_status_t decode_removed(const std::vector<uint8_t>& body, RemovedBody* out);
 // Trailing bytes ignored; the world name at most kFrameMaxGroupBytes + 64; each name a valid tensor

@@ -104,6 +104,16 @@ struct Peer {
   uint32_t route_parent = 0;       // elastic, relaying: the parent its ROUTE named (0: the sender)
   int64_t route_parent_ms = 0;     // that parent's accepted_ms (a later process may take its rank)
   bool route_fell_back = false;    // it could not reach that parent: told a second ROUTE (the sender)
+  // Elastic, relaying: a re-plan between updates moves this member (group_route.cpp). route_moving:
+  // its ROUTE_MOVE was sent and its answer (JOINED: wired in; NACK: it stays) not read yet;
+  // route_move_to: the new parent (0: the sender), route_move_ms that relay's accepted_ms.
+  // route_moved: it moved since it joined, holding route_moved_holds then (a removal before it
+  // confirmed a later version counts against that place, as a joiner's does).
+  bool route_moving = false;
+  uint32_t route_move_to = 0;
+  int64_t route_move_ms = 0;
+  bool route_moved = false;
+  uint64_t route_moved_holds = 0;
   bool joined = false;             // elastic, many senders: a joiner whose join is done, installed once
                                    // every sender has it (the update's first batch agrees which)
   PeerSilence silence;             // how long it made no progress (group_bucket.cpp)
@@ -301,6 +311,11 @@ struct Routes {
   // not wire into the relay's world, or it left before confirming a version there); 0: none. Its
   // next join goes below the sender instead (the planner would name the same relay again).
   std::vector<uint32_t> failed_place;
+  // Elastic: the members that stayed are re-planned between updates (route_replan), once the
+  // membership changed (`replan_due`). By rank, the relay a move or a join below it failed that rank
+  // at (0: none): no re-plan moves it there again (a join that takes the place clears it).
+  bool replan_due = false;
+  std::vector<uint32_t> move_failed;
   // The plan's parents, copied from `plan` whenever it changes (at init, when a member left and
   // the pipeline thread hung it and its subtree below the sender, and when a joiner was installed
   // below a relay): what the caller's thread

@@ -199,7 +199,9 @@ wsync_status_t take_answer(wsync_group_t* g, Flight* flight, Peer* p, const Fram
   forget(wants_ready ? &b->want_ready : &b->want_ack, p);
   p->silence.heard_ms = now_ms();
   if (wants_ready) p->silence.caught_up = false;  // (it posted receives: it waits for bytes now)
-  if (!g->catchups.open.empty()) catchup_done(g, p->rank);  // (its frames come in order: it is past them)
+  // (its frames come in order: it is past them; its own flag too when its source answered first,
+  // which took their catch-up off the book)
+  if (p->catchup.running || !g->catchups.open.empty()) catchup_done(g, p->rank);
   return WSYNC_OK;
 }
 

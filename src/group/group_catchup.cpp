@@ -200,42 +200,40 @@ std::string catchup_arrange_picked(wsync_group_t* g, Peer* joiner, const Catchup
   return "; it catches up to version " + std::to_string(c.version) + " from receiver rank " + std::to_string(source);
 }
 
+namespace {
+
+// Tell `to` (a member still in, else nobody) that the catch-up `o` is off: CATCHUP_CANCEL in
+// `role`, naming `other`, the peer that left, and why.
+void cancel_catchup(wsync_group_t* g, uint32_t to, uint32_t role, uint32_t other, const CatchupBook::Open& o,
+                    const std::string& why) {
+  Peer* p = to >= 1 && to <= g->members.peers.size() ? g->members.peers[to - 1].get() : nullptr;
+  if (p == nullptr || p->dropped || !p->alive) return;
+  CatchupBody c;
+  c.role = role;
+  c.peer = other;
+  c.version = o.version;
+  c.world = o.world;
+  c.reason = why;
+  if (p->conn.send(MsgType::kCatchupCancel, encode_catchup(c), std::min<int64_t>(g->cfg.timeout_ms, 1000)) != WSYNC_OK)
+    clear_error();  // (gone too: removed in its turn)
+}
+
+}  // namespace
+
 void catchup_member_left(wsync_group_t* g, uint32_t rank, const std::string& why) {
   const int64_t now = now_ms();
   auto& open = g->catchups.open;
   open.erase(std::remove_if(open.begin(), open.end(), [&](const CatchupBook::Open& o) { return o.until_ms < now; }),
              open.end());
   for (auto it = open.begin(); it != open.end();) {
-    if (it->joiner == rank) {  // (its source stops sending at once, not at its budget)
-      Peer* s = it->source >= 1 && it->source <= g->members.peers.size() ? g->members.peers[it->source - 1].get() : nullptr;
-      if (s != nullptr && !s->dropped && s->alive) {
-        CatchupBody c;
-        c.role = CatchupBody::kSource;
-        c.peer = rank;
-        c.version = it->version;
-        c.world = it->world;
-        c.reason = why;
-        if (s->conn.send(MsgType::kCatchupCancel, encode_catchup(c), std::min<int64_t>(g->cfg.timeout_ms, 1000)) != WSYNC_OK)
-          clear_error();
-      }
-      it = open.erase(it);
-      continue;
-    }
-    if (it->source != rank) {
+    if (it->joiner != rank && it->source != rank) {
       ++it;
       continue;
     }
-    Peer* j = it->joiner >= 1 && it->joiner <= g->members.peers.size() ? g->members.peers[it->joiner - 1].get() : nullptr;
-    if (j != nullptr && !j->dropped && j->alive) {
-      CatchupBody c;
-      c.role = CatchupBody::kJoiner;
-      c.peer = rank;
-      c.version = it->version;
-      c.world = it->world;
-      c.reason = why;
-      if (j->conn.send(MsgType::kCatchupCancel, encode_catchup(c), std::min<int64_t>(g->cfg.timeout_ms, 1000)) != WSYNC_OK)
-        clear_error();  // (gone too: removed in its turn)
-    }
+    if (it->joiner == rank)  // (its source stops sending at once, not at its budget)
+      cancel_catchup(g, it->source, CatchupBody::kSource, rank, *it, why);
+    else
+      cancel_catchup(g, it->joiner, CatchupBody::kJoiner, rank, *it, why);
     it = open.erase(it);
   }
 }

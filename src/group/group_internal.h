@@ -151,6 +151,20 @@ void route_joiner_failed(wsync_group_t* g, const Peer* p);
 // member) is told to feed it no more (ROUTE_DROP), and it and everything below it hang below the
 // sender as leaves, where they take their place again when they rejoin. Nothing for a star.
 std::vector<uint32_t> route_member_left(wsync_group_t* g, uint32_t rank);
+// Elastic groups that relay, between updates, once the membership changed: the members that stayed
+// are moved to where the planner, run over the members now, puts them (a chain comes back as a
+// chain, a tree as the tree). A round asks each member it moves (ROUTE_MOVE: its new parent) and
+// takes the move when it answers (route_move_answered); only moves that keep the route a tree
+// whichever of them are taken go in one round, the others in the next. Not to a relay a move or a
+// join failed that member at; a member catching up moves once it is done. True: it asked some.
+bool route_replan(wsync_group_t* g);
+// A member was asked to move and has not answered yet.
+bool route_moves_pending(const wsync_group_t* g);
+// Its answer to ROUTE_MOVE (`f`): JOINED, it is wired into its new parent's world: the old relay is
+// told to feed it no more (ROUTE_DROP), the new one to feed it (ROUTE_ADD), and the plan moves it
+// (a new relay that left meanwhile: below the sender, asked again). A NACK: it stays where it was,
+// and is not moved there again.
+void route_move_answered(wsync_group_t* g, Peer* p, const Frame& f);
 // For a message about `rank` failing: "; downstream of it (cut off with it): ranks 3, 4", or "".
 std::string downstream_note(const wsync_group_t* g, uint32_t rank);
 // "; fed by relay rank 1 (at 10.0.0.2:41234)" for a receiver whose bytes come through a relay,

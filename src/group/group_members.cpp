@@ -160,6 +160,11 @@ wsync_status_t idle_word(wsync_group_t* g, Peer* p, InboxWord* word) {
   Frame f;
   wsync_status_t st = inbox_take(g, p, ctx, &f, word);
   if (st != WSYNC_OK || *word != InboxWord::kAnswer) return st;
+  if (p->route_moving &&
+      (f.type == static_cast<uint16_t>(MsgType::kJoined) || f.type == static_cast<uint16_t>(MsgType::kNack))) {
+    route_move_answered(g, p, f);  // (its answer to a re-plan's ROUTE_MOVE)
+    return WSYNC_OK;
+  }
   StatusBody nack;
   if (f.type == static_cast<uint16_t>(MsgType::kNack) && decode_nack(f.body, &nack) == WSYNC_OK) {
     st = wire_failure(nack.status, WSYNC_ERR_PROTOCOL);
@@ -169,6 +174,50 @@ wsync_status_t idle_word(wsync_group_t* g, Peer* p, InboxWord* word) {
     return fail(st, "%s refused between updates: %s", p->conn.peer_name().c_str(), nack.reason.c_str());
   }
   return fail(WSYNC_ERR_PROTOCOL, "%s sent %s between updates", p->conn.peer_name().c_str(), msg_type_name(f.type));
+}
+
+// Members a re-plan asked to move that have not answered yet: their answers read (idle_word takes
+// them), their connections polled for the rest.
+std::vector<pollfd> read_move_answers(wsync_group_t* g) {
+  std::vector<pollfd> fds;
+  for (auto& p : g->members.peers) {
+    if (p->dropped || !p->alive || !p->route_moving) continue;
+    p->conn.pump();
+    InboxWord word = InboxWord::kNone;
+    const wsync_status_t st = p->conn.closed() || p->conn.has_frame() ? idle_word(g, p.get(), &word) : WSYNC_OK;
+    if (st != WSYNC_OK && member_failed(g, nullptr, p.get(), st) != WSYNC_OK) clear_error();
+    if (!p->dropped && p->alive && p->route_moving) fds.push_back(pollfd{p->conn.fd(), POLLIN, 0});
+  }
+  return fds;
+}
+
+// Before an update's first bucket, every member a re-plan asked to move has answered (it reads its
+// ROUTE_MOVE before that update's MANIFEST, so it is reading now), within `deadline`; one that did
+// not is removed, named, and may join again (its place is no longer what the sender would feed).
+void settle_moves(wsync_group_t* g, int64_t deadline) {
+  for (std::vector<pollfd> fds = read_move_answers(g); !fds.empty(); fds = read_move_answers(g)) {
+    const int64_t left = deadline - now_ms();
+    if (left <= 0) break;
+    ::poll(fds.data(), fds.size(), static_cast<int>(std::min<int64_t>(left, 50)));
+  }
+  for (auto& p : g->members.peers) {
+    if (p->dropped || !p->alive || !p->route_moving) continue;
+    const std::string to = p->route_move_to == 0 ? "the sender" : "receiver rank " + std::to_string(p->route_move_to);
+    const wsync_status_t st = fail(WSYNC_ERR_TIMEOUT, "%s did not answer the route's re-plan (take the bytes from %s) "
+                                   "before the next update", p->conn.peer_name().c_str(), to.c_str());
+    if (member_failed(g, nullptr, p.get(), st) != WSYNC_OK) clear_error();
+  }
+}
+
+// The members that stayed take the places a plan made now would give them (route_replan): one round
+// a look while idle; before an update (`agreed` given), every round the plan needs, each answered.
+void replan_members(wsync_group_t* g, bool before_update, int64_t deadline) {
+  if (!before_update) {
+    route_replan(g);
+    return;
+  }
+  settle_moves(g, deadline);
+  for (size_t round = 0; round < g->members.peers.size() && route_replan(g); ++round) settle_moves(g, deadline);
 }
 
 // Members whose connection ended while the group was idle (an engine killed between updates), or
@@ -284,6 +333,7 @@ void members_admit(wsync_group_t* g, const std::vector<uint32_t>* agreed, const 
     install(g, std::move(p), catchup);
   }
   admission_keep_joining(g, std::move(later));
+  replan_members(g, agreed != nullptr, deadline);
   // HTTP engines: dropped servers on their way back (their INIT makes their receivers come); after
   // this look's joins, so that an INIT that answered finds the receivers it brought installed.
   engines_readmit(g);

@@ -42,7 +42,9 @@ bool members_can_join(const wsync_group_t* g);
 // that fails to join is named in a warning and left out (it may try again). Many senders: a joiner
 // whose join is done waits (admission_ready) until the first batch of an update whose `agreed`
 // joiners (every sender has them: senders_plan_batch) name it; nullptr between updates. `picks`:
-// the catch-ups of those joiners (every sender tells the source and the joiner of each).
+// the catch-ups of those joiners (every sender tells the source and the joiner of each). Then the
+// route is re-planned around the members that stayed (route_replan); before an update's first
+// batch, every member asked to move answers or is removed.
 void members_admit(wsync_group_t* g, const std::vector<uint32_t>* agreed = nullptr, const CatchupPicks* picks = nullptr);
 
 // The receivers still in the group.

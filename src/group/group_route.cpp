@@ -178,9 +178,12 @@ uint32_t place_joiner(wsync_group_t* g, const Peer* p) {
 void place_failed(wsync_group_t* g, uint32_t rank, uint32_t relay) {
   if (g->route.failed_place.size() <= rank) g->route.failed_place.resize(g->members.peers.size() + 1, 0);
   if (rank < g->route.failed_place.size()) g->route.failed_place[rank] = relay;
+  if (g->route.move_failed.size() <= rank) g->route.move_failed.resize(g->members.peers.size() + 1, 0);
+  if (rank < g->route.move_failed.size()) g->route.move_failed[rank] = relay;  // (no re-plan moves it back there)
 }
 
-// Move `rank` (a leaf below the sender: every rank that is not a member is) below `relay`.
+// Move `rank` below `relay` (0: the sender), its children with it: a joiner (a leaf below the
+// sender: every rank that is not a member is), or a member a re-plan moves.
 void hang_below(RoutePlan* plan, uint32_t rank, uint32_t relay) {
   std::vector<uint32_t>& from = plan->children[plan->parent[rank]];
   from.erase(std::remove(from.begin(), from.end(), rank), from.end());
@@ -234,6 +237,8 @@ wsync_status_t route_fall_back(wsync_group_t* g, Peer* p, const std::string& why
 
 wsync_status_t route_install_joiner(wsync_group_t* g, Peer* p) {
   const uint32_t r = p->route_parent;
+  p->route_moving = p->route_moved = false;
+  if (g->route.relays) g->route.replan_due = true;  // (the members that stayed may have better places now)
   if (r == 0 || star_spec(g) || g->route.plan.parent.size() <= std::max(r, p->rank)) return WSYNC_OK;
   Peer* relay = g->members.peers[r - 1].get();
   wsync_status_t st = WSYNC_ERR_PEER_FAILED;
@@ -243,6 +248,7 @@ wsync_status_t route_install_joiner(wsync_group_t* g, Peer* p) {
     hang_below(&g->route.plan, p->rank, r);
     g->route.delivery = DeliveryPlan::routed(g->route.plan);
     copy_parents(g, p);
+    if (p->rank < g->route.move_failed.size() && g->route.move_failed[p->rank] == r) g->route.move_failed[p->rank] = 0;
     return WSYNC_OK;
   }
   clear_error();
@@ -259,8 +265,10 @@ std::vector<uint32_t> route_member_left(wsync_group_t* g, uint32_t rank) {
   const std::vector<uint32_t> cut = downstream_of(g->route.plan, rank);
   const uint32_t parent = g->route.plan.parent[rank];
   const Peer* me = rank >= 1 && rank <= g->members.peers.size() ? g->members.peers[rank - 1].get() : nullptr;
-  if (parent != 0 && me != nullptr && me->holds_version == 0)  // (it confirmed no version below that relay)
-    place_failed(g, rank, parent);
+  if (parent != 0 && me != nullptr &&
+      (me->holds_version == 0 || (me->route_moved && me->holds_version == me->route_moved_holds)))
+    place_failed(g, rank, parent);  // (it confirmed no version below that relay)
+  g->route.replan_due = true;
   if (parent != 0 && parent <= g->members.peers.size()) {  // its relay feeds it no more
     Peer* relay = g->members.peers[parent - 1].get();
     if (!relay->dropped && relay->conn.open()) {
@@ -386,6 +394,150 @@ std::vector<Peer*> upstream_of_set(const wsync_group_t* g, const std::vector<Pee
     if (!parent_waits) out.push_back(p);
   }
   return out;
+}
+
+namespace {
+
+Peer* member_at(const wsync_group_t* g, uint32_t rank) {
+  return rank >= 1 && rank <= g->members.peers.size() ? g->members.peers[rank - 1].get() : nullptr;
+}
+
+bool in_group(const Peer* p) { return p != nullptr && !p->dropped && p->alive; }
+
+std::string place_name(uint32_t parent) {
+  return parent == 0 ? std::string("the sender") : "receiver rank " + std::to_string(parent);
+}
+
+// `a` is `b` or below it in `plan`.
+bool at_or_below(const RoutePlan& plan, uint32_t a, uint32_t b) {
+  for (size_t steps = 0; steps < plan.parent.size() && a != 0; ++steps, a = plan.parent[a])
+    if (a == b) return true;
+  return false;
+}
+
+// The moves of one re-plan round (by rank, the new parent; kStay: none): where the planner, run
+// over the members now, puts a member elsewhere than it is, to a relay in the group, not one a move
+// or join failed it at, and it is not catching up. Only moves that keep the route a tree however
+// many of them are taken (a member's new parent is below no member that moves, and no member that
+// moves is below another's new parent's path): the others wait for a later round (*later: some
+// do, or a member catching up would move once it is done).
+constexpr uint32_t kStay = UINT32_MAX;
+std::vector<uint32_t> replan_moves(wsync_group_t* g, bool* later) {
+  *later = false;
+  const RoutePlan& plan = g->route.plan;
+  const size_t n = g->members.peers.size();
+  std::vector<uint32_t> to(n + 1, kStay);
+  RoutePlan fresh;
+  if (plan_present(g, &fresh) != WSYNC_OK || fresh.parent.size() != n + 1 || plan.parent.size() != n + 1) {
+    clear_error();
+    return to;
+  }
+  std::vector<uint32_t> chosen;
+  for (uint32_t r = 1; r <= n; ++r) {
+    const Peer* p = member_at(g, r);
+    const uint32_t want = fresh.parent[r];
+    if (!in_group(p) || want == plan.parent[r]) continue;
+    if (want != 0 && (!in_group(member_at(g, want)) ||
+                      (r < g->route.move_failed.size() && g->route.move_failed[r] == want)))
+      continue;
+    bool independent = !p->catchup.running && !at_or_below(plan, want, r);  // (below itself: once those moved)
+    for (uint32_t c : chosen)
+      independent &= !at_or_below(plan, want, c) && !at_or_below(plan, to[c], r);
+    if (!independent) {
+      *later = true;
+      continue;
+    }
+    to[r] = want;
+    chosen.push_back(r);
+  }
+  return to;
+}
+
+void note_move_failed(wsync_group_t* g, uint32_t rank, uint32_t relay) {
+  if (relay == 0) return;
+  if (g->route.move_failed.size() <= rank) g->route.move_failed.resize(g->members.peers.size() + 1, 0);
+  if (rank < g->route.move_failed.size()) g->route.move_failed[rank] = relay;
+}
+
+// Ask `p` to take the bytes from `to` from the next update on (ROUTE_MOVE); its answer is read by
+// route_move_answered.
+void ask_move(wsync_group_t* g, Peer* p, uint32_t to) {
+  const wsync_status_t st = p->conn.send(MsgType::kRouteMove, encode_route_drop({to}), std::min<int64_t>(g->cfg.timeout_ms, 1000));
+  if (st != WSYNC_OK) {  // (a connection that broke: the next look removes it)
+    clear_error();
+    return;
+  }
+  p->route_moving = true;
+  p->route_move_to = to;
+  p->route_move_ms = to != 0 ? member_at(g, to)->accepted_ms : 0;
+  WSYNC_LOGI("group '%s': the route is re-planned around the members that stayed: %s is asked to take the bytes "
+             "from %s (now from %s)", g->cfg.group_name.c_str(), p->conn.peer_name().c_str(), place_name(to).c_str(),
+             place_name(g->route.plan.parent[p->rank]).c_str());
+}
+
+}  // namespace
+
+bool route_replan(wsync_group_t* g) {
+  if (!g->route.replan_due || !by_rank(g) || star_spec(g) || route_moves_pending(g)) return false;
+  bool later = false;
+  const std::vector<uint32_t> to = replan_moves(g, &later);
+  bool asked = false;
+  for (uint32_t r = 1; r < to.size(); ++r)
+    if (to[r] != kStay) {
+      ask_move(g, member_at(g, r), to[r]);
+      asked = true;
+    }
+  g->route.replan_due = asked || later;  // (a round that moved some looks again once they answered)
+  return asked;
+}
+
+bool route_moves_pending(const wsync_group_t* g) {
+  for (const auto& p : g->members.peers)
+    if (in_group(p.get()) && p->route_moving) return true;
+  return false;
+}
+
+void route_move_answered(wsync_group_t* g, Peer* p, const Frame& f) {
+  p->route_moving = false;
+  const uint32_t to = p->route_move_to, from = g->route.plan.parent[p->rank];
+  StatusBody nack;
+  if (f.type != static_cast<uint16_t>(MsgType::kJoined)) {
+    const std::string why = decode_nack(f.body, &nack) == WSYNC_OK ? nack.reason : "a malformed NACK";
+    clear_error();
+    WSYNC_LOGW("group '%s': %s stays below %s: it could not take its new place below %s: %s",
+               g->cfg.group_name.c_str(), p->conn.peer_name().c_str(), place_name(from).c_str(),
+               place_name(to).c_str(), why.c_str());
+    note_move_failed(g, p->rank, to);
+    return;
+  }
+  // It took the bytes from its old place for the last time: its old relay feeds it no more.
+  Peer* old_relay = member_at(g, from);
+  if (in_group(old_relay) && old_relay->conn.open() &&
+      old_relay->conn.send(MsgType::kRouteDrop, encode_route_drop({p->rank}), 200) != WSYNC_OK)
+    clear_error();  // (a relay that is gone is the next look's to find)
+  Peer* relay = member_at(g, to);
+  uint32_t now_below = to;
+  if (to != 0 && !(in_group(relay) && relay->conn.open() && relay->accepted_ms == p->route_move_ms &&
+                   relay->conn.send(MsgType::kRouteAdd, encode_route_drop({p->rank}),
+                                    std::min<int64_t>(g->cfg.timeout_ms, 1000)) == WSYNC_OK)) {
+    clear_error();  // its new relay left meanwhile: below the sender, wired in at its next answer
+    WSYNC_LOGW("group '%s': %s moved below receiver rank %u, which left meanwhile; it goes below the sender",
+               g->cfg.group_name.c_str(), p->conn.peer_name().c_str(), to);
+    note_move_failed(g, p->rank, to);
+    now_below = 0;
+  }
+  hang_below(&g->route.plan, p->rank, now_below);
+  g->route.delivery = DeliveryPlan::routed(g->route.plan);
+  copy_parents(g);
+  p->route_moved = true;
+  p->route_moved_holds = p->holds_version;
+  if (now_below != to) {
+    ask_move(g, p, 0);
+    return;
+  }
+  WSYNC_LOGI("group '%s': %s takes the bytes from %s now, not from %s (the route re-planned around the members "
+             "that stayed)", g->cfg.group_name.c_str(), p->conn.peer_name().c_str(), place_name(to).c_str(),
+             place_name(from).c_str());
 }
 
 }  // namespace wsync

@@ -8,10 +8,11 @@
 //                         every link; the commit once every sender finalized the same version
 //   receiver_bucket.cpp   one bucket: manifest checks, where each byte goes, receive, ACK, event;
 //                         a relay's forwarding
-//   receiver_relay.cpp    a relay's children: their ranks in its relay world, ROUTE_DROP, ROUTE_ADD
+//   receiver_relay.cpp    a relay's children: their ranks in its relay world, ROUTE_DROP, ROUTE_ADD;
+//                         its own parent moved (ROUTE_MOVE)
 //   receiver_events.cpp   the other control messages (END_UPDATE, ABORT_UPDATE, CLOSE)
 //   receiver_inbox.cpp    one inbox per link: its sender's frames, stale CATCHUP_CANCELs dropped once,
-//                         ROUTE_DROP and ROUTE_ADD taken
+//                         ROUTE_DROP, ROUTE_ADD and ROUTE_MOVE taken
 //   receiver_state.cpp    what an update did to the registered buffers: the tensors it touched,
 //                         staged bytes (receive_mode staged) and their copy at commit, the state
 //                         wsync_receiver_get_state reports
@@ -304,6 +305,8 @@ wsync_status_t receiver_init(const wsync_receiver_config_t* config, Link* rx);
 // join_later: hint join_later (rank 0: connect connects nobody; connect_peer each).
 wsync_status_t open_world(Link* rx, const std::string& group, uint32_t rank, uint32_t world,
                           int64_t timeout_ms, void** self, int* fd, bool join_later = false);
+// A relay world: the members `relay` forwards to, under its own name in the store.
+std::string relay_world(const std::string& group, uint32_t relay);
 // receiver_relay.cpp
 // The rank in this relay's world of children[i].
 uint32_t relay_child_peer(const Link* rx, size_t i);
@@ -321,6 +324,11 @@ void relay_drop_child(Link* rx, const Frame& f);
 // world connects to it and every later bucket is forwarded to it too. One it cannot connect to is
 // logged and not fed (the sender names that joiner when its bytes do not come).
 void relay_add_child(Link* rx, const Frame& f);
+// ROUTE_MOVE from the sender (between updates; the route re-planned around the members that
+// stayed): take the bytes from another parent from the next update on. This receiver wires into
+// that relay's world (or takes the sender's own), lets go of its side of the old one and answers
+// JOINED; one it cannot wire into: it keeps its old place and answers NACK naming why.
+void relay_move_parent(Link* rx, const Frame& f);
 // receiver_catchup.cpp
 // CATCHUP from the sender: as the source, send the registered tensors to the joiner (no event);
 // as the joiner, take them and report COMMIT of the caught-up version (or refuse, naming why).

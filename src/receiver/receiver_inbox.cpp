@@ -2,8 +2,9 @@
 // and the words nobody waits for are handled here once, wherever the link happens to be reading: a
 // CATCHUP_CANCEL for a catch-up that is over (the sender cancels when the source left; a catch-up
 // still running reads its own cancel, receiver_catchup.cpp) is dropped; a ROUTE_DROP (a child of
-// this relay left the group, mid-update or between updates) and a ROUTE_ADD (a joiner placed below
-// this relay, between updates) are taken.
+// this relay left the group or moved, mid-update or between updates), a ROUTE_ADD (a joiner placed
+// or a member moved below this relay, between updates) and a ROUTE_MOVE (this receiver's own parent
+// changes, between updates) are taken.
 #include <algorithm>
 
 #include "common/clock.h"
@@ -15,7 +16,7 @@ namespace {
 
 bool aside(uint16_t type) {
   return type == static_cast<uint16_t>(MsgType::kCatchupCancel) || type == static_cast<uint16_t>(MsgType::kRouteDrop) ||
-         type == static_cast<uint16_t>(MsgType::kRouteAdd);
+         type == static_cast<uint16_t>(MsgType::kRouteAdd) || type == static_cast<uint16_t>(MsgType::kRouteMove);
 }
 
 bool stale_next(const Link* rx) { return rx->conn.has_frame() && aside(rx->conn.next_type()); }
@@ -23,6 +24,7 @@ bool stale_next(const Link* rx) { return rx->conn.has_frame() && aside(rx->conn.
 void take_aside(Link* rx, const Frame& f) {
   if (f.type == static_cast<uint16_t>(MsgType::kRouteDrop)) relay_drop_child(rx, f);
   if (f.type == static_cast<uint16_t>(MsgType::kRouteAdd)) relay_add_child(rx, f);
+  if (f.type == static_cast<uint16_t>(MsgType::kRouteMove)) relay_move_parent(rx, f);
 }
 
 }  // namespace

@@ -320,9 +320,6 @@ wsync_status_t connect_transport(Link* rx, const JoinArgs& a) {
   return rx->conn.send(MsgType::kJoined, encode_joined(a.joined), a.timeout_ms);
 }
 
-// A relay world: the members `relay` forwards to, under its own name in the store.
-std::string relay_world(const std::string& group, uint32_t relay) { return group + ".relay" + std::to_string(relay); }
-
 wsync_status_t check_route(const Link* rx, const RouteBody& r) {
   const uint32_t me = rx->rank, n = rx->world_size;
   if (r.parent == me || r.parent >= n || (r.parent != 0 && (r.position == 0 || r.position >= r.parent_world ||
@@ -441,6 +438,8 @@ wsync_status_t wire_route(Link* rx, const JoinArgs& a) {
 }
 
 }  // namespace
+
+std::string relay_world(const std::string& group, uint32_t relay) { return group + ".relay" + std::to_string(relay); }
 
 wsync_status_t open_world(Link* rx, const std::string& group, uint32_t rank, uint32_t world,
                           int64_t timeout_ms, void** self, int* fd, bool join_later) {

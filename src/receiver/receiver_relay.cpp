@@ -1,6 +1,7 @@
 // A relay's children (group option route): who this receiver forwards to, by which rank of its
-// relay world, and the changes the sender makes between buckets (ROUTE_DROP: a child left) and
-// between updates (ROUTE_ADD: a joiner placed below this relay, elastic groups).
+// relay world, and the changes the sender makes between buckets (ROUTE_DROP: a child left or
+// moved) and between updates (elastic groups: ROUTE_ADD, a joiner placed or a member moved below
+// this relay; ROUTE_MOVE, this receiver's own parent changes).
 #include <algorithm>
 
 #include "common/error.h"
@@ -52,8 +53,8 @@ void relay_drop_child(Link* rx, const Frame& f) {
   const wsync_transport_v1_t* t = rx->transport.table;
   if ((t->caps & WSYNC_TRANSPORT_CAP_FORGET_ONE) && t->forget_peer != nullptr)
     t->forget_peer(rx->relay_self, relay_child_peer(rx, i));  // (its sends in flight fail for it alone)
-  WSYNC_LOGW("receiver rank %u: receiver rank %u, which it forwards to, left the group; forwarding to the others only",
-             rx->rank, d.rank);
+  WSYNC_LOGW("receiver rank %u: receiver rank %u, which it forwards to, is not below it any more (it left the group, "
+             "or the sender moved it); forwarding to the others only", rx->rank, d.rank);
 }
 
 void relay_add_child(Link* rx, const Frame& f) {
@@ -89,8 +90,70 @@ void relay_add_child(Link* rx, const Frame& f) {
   } else {
     rx->child_dropped[static_cast<size_t>(it - rx->children.begin())] = false;
   }
-  WSYNC_LOGI("receiver rank %u: receiver rank %u joined below it; forwarding to %zu receiver(s)", rx->rank, d.rank,
+  WSYNC_LOGI("receiver rank %u: receiver rank %u is placed below it; forwarding to %zu receiver(s)", rx->rank, d.rank,
              relay_live_peers(rx).size());
+}
+
+namespace {
+
+// This receiver's answer to a ROUTE_MOVE: JOINED (wired in), or a NACK saying why it stays.
+void answer_move(Link* rx, wsync_status_t st, const std::string& why) {
+  if (st != WSYNC_OK) {
+    send_status(rx, MsgType::kNack, 0, st, why);
+    return;
+  }
+  if (rx->conn.send(MsgType::kJoined, {}, std::min<int64_t>(rx->timeout_ms, 1000)) != WSYNC_OK)
+    clear_error();  // (a connection that broke: the link's next read says so)
+}
+
+}  // namespace
+
+void relay_move_parent(Link* rx, const Frame& f) {
+  RouteDropBody d;
+  if (decode_route_move(f.body, &d) != WSYNC_OK) {
+    const std::string why = last_error();
+    clear_error();
+    WSYNC_LOGW("receiver rank %u: the sender's ROUTE_MOVE is malformed: %s", rx->rank, why.c_str());
+    answer_move(rx, WSYNC_ERR_PROTOCOL, why);
+    return;
+  }
+  const uint32_t to = d.rank, from = rx->parent;
+  const std::vector<uint32_t> below = relay_live_peers(rx);
+  const bool by_rank = rx->relay_by_rank && rx->transport_self != nullptr;
+  if (!by_rank || to == rx->rank || to >= rx->world_size || std::find(below.begin(), below.end(), to) != below.end()) {
+    const std::string why = "ROUTE_MOVE to rank " + std::to_string(to) + " refused: " +
+                            (by_rank ? "its own rank, one it forwards to, or outside the group"
+                                     : "this receiver has no relay world numbered by ranks");
+    WSYNC_LOGW("receiver rank %u: the sender's %s", rx->rank, why.c_str());
+    answer_move(rx, WSYNC_ERR_PROTOCOL, why);
+    return;
+  }
+  void* self = rx->transport_self;  // (below the sender: the world every member joined at init)
+  int fd = rx->transport_fd;
+  if (to != 0 && to != from) {
+    clear_error();
+    const wsync_status_t st = open_world(rx, relay_world(rx->group_name, to), rx->rank, rx->world_size,
+                                         std::min<int64_t>(rx->timeout_ms, 10000), &self, &fd);
+    if (st != WSYNC_OK) {
+      const std::string why = "cannot reach relay rank " + std::to_string(to) + ": " + last_error();
+      clear_error();
+      WSYNC_LOGW("receiver rank %u: stays below %s: %s", rx->rank, from == 0 ? "the sender" : ("rank " + std::to_string(from)).c_str(),
+                 why.c_str());
+      answer_move(rx, st, why);
+      return;
+    }
+  } else if (to != 0) {  // (already there)
+    self = rx->recv_self;
+    fd = rx->recv_fd;
+  }
+  void* old = rx->recv_self;
+  rx->recv_self = self;
+  rx->recv_fd = fd;
+  if (old != nullptr && old != self && old != rx->transport_self) rx->transport.table->destroy(old);
+  rx->parent = to;
+  WSYNC_LOGI("receiver rank %u: takes the bytes from rank %u from the next update on (was rank %u): the sender "
+             "re-planned its route", rx->rank, to, from);
+  answer_move(rx, WSYNC_OK, "");
 }
 
 }  // namespace wsync

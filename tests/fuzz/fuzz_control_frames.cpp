@@ -71,7 +71,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   const Bytes body(data + 1, data + size);
   using namespace wsync;
-  switch (static_cast<MsgType>(data[0] % 32)) {  // (every type, 1..24, and some unknown ones)
+  switch (static_cast<MsgType>(data[0] % 32)) {  // (every type, 1..25, and some unknown ones)
     case MsgType::kChallenge: {
       ChallengeBody out;
       const wsync_status_t st = decode_challenge(body, &out);
@@ -187,6 +187,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       return 0;
     case MsgType::kRouteAdd:
       run<RouteDropBody>(body, "ROUTE_ADD", decode_route_add, encode_route_drop, true,
+                         [](const RouteDropBody&) { return true; });
+      return 0;
+    case MsgType::kRouteMove:
+      run<RouteDropBody>(body, "ROUTE_MOVE", decode_route_move, encode_route_drop, true,
                          [](const RouteDropBody&) { return true; });
       return 0;
     case MsgType::kCatchup:

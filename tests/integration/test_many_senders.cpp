@@ -134,6 +134,11 @@ struct SenderPlan {
   bool partial = false;
   // The JOINED event of expect_joined must say it catches up from a peer (exit 11 if not).
   bool expect_catchup = false;
+  // Publish past `versions` (at most 60 more) until expect_joined is installed: every sender reads
+  // its JOINED event at the same update (they agree on the joiners), so all publish alike; each
+  // writes the last version to <dir>/last before it closes (RxPlan::until_last). The test then
+  // depends on the order of the join, not on how many versions it takes.
+  bool until_joined = false;
 };
 
 std::string addr_file(const std::string& dir, uint32_t k) { return dir + "/s" + std::to_string(k) + ".addr"; }
@@ -142,7 +147,12 @@ std::string addr_file(const std::string& dir, uint32_t k) { return dir + "/s" + 
 // before it closes its group: a receiver ends when a sender closes, and a sender still reading its
 // member events would otherwise see that receiver leave "between updates" (an extra LEFT event:
 // integration.many_senders failed this way under ASan, sender 1 slower than sender 0 to get there).
-void wait_other_senders(const SenderPlan& p) {
+void wait_other_senders(const SenderPlan& p, uint64_t last) {
+  if (p.until_joined)
+    if (FILE* f = std::fopen((p.dir + "/last").c_str(), "w")) {
+      std::fprintf(f, "%llu\n", static_cast<unsigned long long>(last));
+      std::fclose(f);
+    }
   const std::string mine = p.dir + "/s" + std::to_string(p.k) + ".done";
   if (FILE* f = std::fopen(mine.c_str(), "w")) std::fclose(f);
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
@@ -184,8 +194,19 @@ int run_sender(const SenderPlan& p) {
     return 3;
   }
   const std::vector<Spec> specs = model();
-  uint64_t nobody_failures = 0;
-  for (uint64_t v = 1; v <= p.versions && st == WSYNC_OK; ++v) {
+  uint64_t nobody_failures = 0, last = 0;
+  std::vector<wsync_member_event_t> events;  // (read as they come: until_joined looks after every version)
+  auto joined = [&p, &events] {
+    for (const auto& e : events)
+      if (e.kind == WSYNC_MEMBER_JOINED && e.rank == p.expect_joined &&
+          (!p.expect_catchup || std::strstr(e.reason, "it catches up to version") != nullptr))
+        return true;
+    return false;
+  };
+  auto more = [&p, &joined](uint64_t v) {
+    return v <= p.versions || (p.until_joined && v <= p.versions + 60 && !joined());
+  };
+  for (uint64_t v = 1; more(v) && st == WSYNC_OK; ++v) {
     std::vector<Slice> slices;
     for (const auto& s : specs) slices.push_back(slice_of(s, p.m, p.k, v));
     std::vector<wsync_tensor_t> descs;
@@ -220,6 +241,14 @@ int run_sender(const SenderPlan& p) {
     }
     if (st == WSYNC_OK && p.partial && p.k == 0)
       if (FILE* f = std::fopen((p.dir + "/v" + std::to_string(v) + ".done").c_str(), "w")) std::fclose(f);
+    if (st == WSYNC_OK) last = v;
+    if (p.expect_joined != 0)
+      for (wsync_member_event_t e = WSYNC_MEMBER_EVENT_INIT; wsync_group_next_member_event(g, &e) == WSYNC_OK;
+           e = WSYNC_MEMBER_EVENT_INIT) {
+        std::printf("sender %u: member event: kind %d rank %u update %llu: %s\n", p.k, e.kind, e.rank,
+                    static_cast<unsigned long long>(e.update), e.reason);
+        events.push_back(e);
+      }
     if (p.interval_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(p.interval_ms));
   }
   const std::string why = st == WSYNC_OK ? "" : wsync_last_error();
@@ -240,19 +269,9 @@ int run_sender(const SenderPlan& p) {
                 static_cast<unsigned long long>(stats.plans_computed));
     // Two batches per version, each the same every version: two plans, then reused (partial: two
     // more for the versions after the first).
-    if (stats.plans_computed != std::min<uint64_t>(p.partial ? 4 : 2, 2 * p.versions)) rc = 6;
+    if (stats.plans_computed != std::min<uint64_t>(p.partial ? 4 : 2, 2 * last)) rc = 6;
     if (p.nobody_at_times && (nobody_failures == 0 || stats.committed_version != p.versions)) rc = 10;
-    if (p.expect_joined != 0) {
-      bool joined = false;
-      for (wsync_member_event_t e = WSYNC_MEMBER_EVENT_INIT; wsync_group_next_member_event(g, &e) == WSYNC_OK;
-           e = WSYNC_MEMBER_EVENT_INIT) {
-        std::printf("sender %u: member event: kind %d rank %u update %llu: %s\n", p.k, e.kind, e.rank,
-                    static_cast<unsigned long long>(e.update), e.reason);
-        joined |= e.kind == WSYNC_MEMBER_JOINED && e.rank == p.expect_joined &&
-                  (!p.expect_catchup || std::strstr(e.reason, "it catches up to version") != nullptr);
-      }
-      if (!joined || stats.members != p.receivers) rc = p.expect_catchup ? 11 : 9;
-    }
+    if (p.expect_joined != 0 && (!joined() || stats.members != p.receivers)) rc = p.expect_catchup ? 11 : 9;
     if (!p.lefts.empty()) {
       size_t matched = 0, events = 0;
       for (wsync_member_event_t e = WSYNC_MEMBER_EVENT_INIT; wsync_group_next_member_event(g, &e) == WSYNC_OK;
@@ -264,7 +283,7 @@ int run_sender(const SenderPlan& p) {
       const uint32_t n = static_cast<uint32_t>(p.lefts.size());
       if (matched != n || events != n || stats.members != p.receivers - n || stats.members_left != n) rc = 7;
     }
-    wait_other_senders(p);
+    wait_other_senders(p, last);
   }
   wsync_group_destroy(g);
   return rc;
@@ -301,7 +320,20 @@ struct RxPlan {
   // A source whose copy changed after its commit: after committing this version it flips a byte of
   // its embed.weight (no longer checked here).
   uint64_t tamper_at = 0;
+  // The senders published until a joiner was in (SenderPlan::until_joined): the last version is the
+  // one in <dir>/last, not `versions`.
+  bool until_last = false;
 };
+
+// The last version senders with until_joined published (0 when they wrote none).
+uint64_t last_published(const std::string& dir) {
+  unsigned long long v = 0;
+  if (FILE* f = std::fopen((dir + "/last").c_str(), "r")) {
+    if (std::fscanf(f, "%llu", &v) != 1) v = 0;
+    std::fclose(f);
+  }
+  return v;
+}
 
 // The TP-2 half `tp` a receiver holds of tensor `s` (dim 1 of embed.weight, dim 0 of qkv), or false.
 bool tp_half(const Spec& s, int tp, int* dim, int64_t* begin, int64_t* extent) {
@@ -452,7 +484,7 @@ int run_receiver_of(RxPlan p) {
   const std::string why = st == WSYNC_OK ? "" : wsync_last_error();
   if (p.expect_error.empty()) {
     if (st != WSYNC_OK) std::fprintf(stderr, "receiver %u: %s: %s\n", p.rank, wsync_status_name(st), why.c_str());
-    bad |= st != WSYNC_OK || committed != p.versions;
+    bad |= st != WSYNC_OK || committed != (p.until_last ? last_published(p.dir) : p.versions);
   } else {
     const double took = secs_since(t_commit);
     std::fprintf(stderr, "receiver %u: failed after %.2f s: %s: %s\n", p.rank, took, wsync_status_name(st), why.c_str());
@@ -834,7 +866,8 @@ namespace {
 
 // A receiver that joins an elastic group of many senders after init, as rank `rank`, half a second
 // after the group is up: every version it commits is checked byte for byte (its registered buffers
-// against the full tensors), the versions it commits rise, and it commits `last`. Exit 0 so, 1 not.
+// against the full tensors), the versions it commits rise, and it commits `last` (0: the one the
+// senders wrote in <dir>/last). Exit 0 so, 1 not.
 int run_joiner(const std::string& dir, uint32_t rank, uint64_t last, int delay_ms = 500) {
   const std::string addr = read_addr_file(addr_file(dir, 0), 20000);
   std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
@@ -884,7 +917,7 @@ int run_joiner(const std::string& dir, uint32_t rank, uint64_t last, int delay_m
   std::printf("joiner %u: committed %llu versions, the last %llu\n", rank, static_cast<unsigned long long>(commits),
               static_cast<unsigned long long>(committed));
   wsync_receiver_destroy(rx);
-  return bad || committed != last ? 1 : 0;
+  return bad || committed != (last != 0 ? last : last_published(dir)) ? 1 : 0;
 }
 
 // A TP-2 worker (half `tp` of embed.weight and layer.0.qkv, the rest whole, in place or staged)
@@ -892,7 +925,7 @@ int run_joiner(const std::string& dir, uint32_t rank, uint64_t last, int delay_m
 // tensors only: its halves of embed.weight and qkv, and layer.0.qkv, can only come from a peer).
 // Its first commit must be a catch-up (no BUCKET before it) to a version >= `after`; after every
 // commit each buffer holds, byte for byte, the version its tensor last changed in; it commits
-// `last`. Exit 0 so, 1 not.
+// `last` (0: the one the senders wrote in <dir>/last). Exit 0 so, 1 not.
 // With `refused`: its catch-up must fail naming embed.weight's box and the sender's digest (its
 // source's copy was changed after its commit), and it commits nothing.
 int run_tp_joiner(const std::string& dir, uint32_t rank, int tp, bool staged, uint64_t after, uint64_t last,
@@ -976,7 +1009,7 @@ int run_tp_joiner(const std::string& dir, uint32_t rank, int tp, bool staged, ui
                    why.find("as the sender sent it") != std::string::npos
                ? 0
                : 1;
-  return bad || !caught_up || committed != last ? 1 : 0;
+  return bad || !caught_up || committed != (last != 0 ? last : last_published(dir)) ? 1 : 0;
 }
 
 }  // namespace
@@ -996,13 +1029,15 @@ TEST(ManySenders, ElasticAReceiverJoinsAfterInitAndTakesTheNextUpdateFromEverySe
         p->init_receivers = 2;
         p->interval_ms = 300;
         p->expect_joined = 3;
+        p->until_joined = true;
       },
       [](uint32_t r, RxPlan* p) {
         p->take = r == 1 ? Take::kInPlace : Take::kStaged;
         p->versions = 6;
+        p->until_last = true;
       });
   const std::string dir = c.dir;
-  c.receivers.push_back(spawn([dir] { return run_joiner(dir, 3, 6); }));
+  c.receivers.push_back(spawn([dir] { return run_joiner(dir, 3, 0); }));
   for (pid_t p : c.senders) EXPECT_EQ(wait_child(p, 60000), 0);
   for (pid_t p : c.receivers) EXPECT_EQ(wait_child(p, 60000), 0);
   c.senders.clear();
@@ -1042,67 +1077,56 @@ TEST(ManySenders, ElasticLosingEveryReceiverFailsTheUpdateAndAJoinerTakesTheNext
   c.receivers.clear();
 }
 
-// Issue 39 item 4: a joiner of many senders catches up its own boxes from a peer. Two senders
-// publish partial updates (after version 1 only the in_partial tensors) into TP-2 workers 1 and 2;
-// worker 3 (TP rank 0, staged) joins once version 2 committed. Sender 0 picks rank 1 (same boxes,
-// holds the version), every sender tells both with its own digests of its parts, and rank 3 takes
-// its halves and the other tensors from rank 1, each checked against both senders' digests, before
-// the next update: its first commit is that version (no bucket before it), its halves of version 1
-// included, which no later update carries. Every version after it commits on it, byte for byte;
-// both senders name the catch-up in its JOINED event.
-TEST(ManySenders, ElasticAJoinerCatchesUpItsTPBoxesFromAPeerCheckedAgainstEverySender) {
+namespace {
+
+// Two senders publish partial updates (after version 1 only the in_partial tensors) into TP-2
+// workers 1 and 2 (rank 1 flips a byte of its embed.weight half after committing version 1 when
+// `tampered`); worker 3 (TP rank 0, staged) joins once version 2 committed.
+void tp_joiner_catches_up(bool tampered) {
   Cluster c;
   spawn_group(
       &c, 2, 2,
-      [](uint32_t, SenderPlan* p) {
+      [tampered](uint32_t, SenderPlan* p) {
         p->receivers = 3;
         p->versions = 8;
         p->quorum = 1;
         p->init_receivers = 2;
         p->interval_ms = 300;
+        p->partial = true;
+        if (tampered) return;
         p->expect_joined = 3;
         p->expect_catchup = true;
-        p->partial = true;
+        p->until_joined = true;
       },
-      [](uint32_t r, RxPlan* p) {
+      [tampered](uint32_t r, RxPlan* p) {
         p->tp = r == 1 ? 0 : 1;
         p->versions = 8;
         p->partial = true;
+        p->until_last = !tampered;
+        if (tampered && r == 1) p->tamper_at = 1;
       });
   const std::string dir = c.dir;
-  c.receivers.push_back(spawn([dir] { return run_tp_joiner(dir, 3, 0, true, 2, 8); }));
+  c.receivers.push_back(spawn([dir, tampered] { return run_tp_joiner(dir, 3, 0, !tampered, 2, tampered ? 8 : 0, tampered); }));
   for (pid_t p : c.senders) EXPECT_EQ(wait_child(p, 60000), 0);
   for (pid_t p : c.receivers) EXPECT_EQ(wait_child(p, 60000), 0);
   c.senders.clear();
   c.receivers.clear();
 }
 
+}  // namespace
+
+// Issue 39 item 4: a joiner of many senders catches up its own boxes from a peer. Sender 0 picks
+// rank 1 (same boxes, holds the version), every sender tells both with its own digests of its
+// parts, and rank 3 takes its halves and the other tensors from rank 1, each checked against both
+// senders' digests, before the next update: its first commit is that version (no bucket before
+// it), its halves of version 1 included, which no later update carries. Every version after it
+// commits on it, byte for byte; both senders name the catch-up in its JOINED event. The senders
+// publish until they installed it (SenderPlan::until_joined): the test waits on the join's order,
+// not on how many versions it takes.
+TEST(ManySenders, ElasticAJoinerCatchesUpItsTPBoxesFromAPeerCheckedAgainstEverySender) { tp_joiner_catches_up(false); }
+
 // The same with a source whose copy of embed.weight changed after its commit (rank 1 flips a byte
 // of its half after committing version 1, which no later update rewrites): the joiner's catch-up
 // is refused, naming the box of embed.weight, the source and the senders' digest; it commits
 // nothing, and the group goes on with ranks 1 and 2.
-TEST(ManySenders, ElasticACatchUpFromAPeerWhoseBoxChangedIsRefusedNamingIt) {
-  Cluster c;
-  spawn_group(
-      &c, 2, 2,
-      [](uint32_t, SenderPlan* p) {
-        p->receivers = 3;
-        p->versions = 8;
-        p->quorum = 1;
-        p->init_receivers = 2;
-        p->interval_ms = 300;
-        p->partial = true;
-      },
-      [](uint32_t r, RxPlan* p) {
-        p->tp = r == 1 ? 0 : 1;
-        p->versions = 8;
-        p->partial = true;
-        if (r == 1) p->tamper_at = 1;
-      });
-  const std::string dir = c.dir;
-  c.receivers.push_back(spawn([dir] { return run_tp_joiner(dir, 3, 0, false, 2, 8, true); }));
-  for (pid_t p : c.senders) EXPECT_EQ(wait_child(p, 60000), 0);
-  for (pid_t p : c.receivers) EXPECT_EQ(wait_child(p, 60000), 0);
-  c.senders.clear();
-  c.receivers.clear();
-}
+TEST(ManySenders, ElasticACatchUpFromAPeerWhoseBoxChangedIsRefusedNamingIt) { tp_joiner_catches_up(true); }

@@ -1094,11 +1094,75 @@ TEST(ElasticRelays, ALeafBelowARelayLeavesAndTheRelayFeedsTheOthers) {
   s.g = nullptr;
   for (size_t i : {0, 1, 3}) EXPECT_EQ(0, kids.wait(i, 30000)) << "child " << i;
   const std::string log = read_file(relay_log);
-  EXPECT_NE(std::string::npos, log.find("receiver rank 3, which it forwards to, left the group")) << log;
+  EXPECT_NE(std::string::npos, log.find("receiver rank 3, which it forwards to, is not below it any more")) << log;
   EXPECT_EQ(std::string::npos, log.find("of update 3")) << "relay rank 2 still forwarded to rank 3:\n" << log;
-  const size_t placed = log.find("receiver rank 3 joined below it");
+  const size_t placed = log.find("receiver rank 3 is placed below it");
   ASSERT_NE(std::string::npos, placed) << log;
   EXPECT_EQ(std::string::npos, log.find("rank 2: forwarding ", placed)) << "a forward of version 4 failed:\n" << log;
+}
+
+// Issue 39 item 3, the members that stayed: relay rank 2 of the chain sender -> 1 -> 2 -> 3 is
+// killed at version 2; rank 3, cut off below it, joins again by itself, below rank 1 (chain 1 -> 3).
+// A new rank 2 then joins, placed at the end of the chain (1 -> 3 -> 2), where a plan made now
+// gives 1 -> 2 -> 3. Once rank 2 took an update (it caught up first), the route is re-planned
+// around the members that stayed, before version 5, in two rounds that each keep it a tree: rank 2
+// moves below rank 1, then rank 3 below rank 2. Each is asked (ROUTE_MOVE), wires into its new
+// relay's world and says so; its old relay is told to feed it no more (ROUTE_DROP), the new one to
+// feed it (ROUTE_ADD). Version 5 commits on all three, every tensor checked, rank 3's bytes
+// forwarded by rank 2 (with no re-plan nobody moves: the logs say so).
+TEST(ElasticRelays, TheMembersThatStayedAreMovedToWhereAFreshPlanPutsThem) {
+  const std::string addr_file = temp_dir() + "/store.addr";
+  const std::string log1 = temp_dir() + "/relay1.log", log2 = temp_dir() + "/relay2.log",
+                    log3 = temp_dir() + "/leaf3.log";
+  Children kids;
+  for (uint32_t r = 1; r <= 3; ++r) {
+    RxPlan p = relayed(addr_file, r, r == 2 ? std::vector<uint64_t>{1} : std::vector<uint64_t>{1, 2, 3, 4, 5});
+    if (r == 2) {
+      p.fault = Fault::kDie;
+      p.fault_version = 2;
+    }
+    if (r == 1) p.log_file = log1;
+    if (r == 3) {
+      p.rejoin = true;
+      p.log_file = log3;
+    }
+    kids.pids.push_back(spawn([p] { return run_rx(p); }));
+  }
+  Sender s;
+  std::vector<std::pair<std::string, std::string>> opts = kChain;
+  opts.push_back({"commit_quorum", "1"});
+  ASSERT_EQ(WSYNC_OK, s.init(addr_file, opts)) << wsync_last_error();
+  std::string why;
+  ASSERT_EQ(WSYNC_OK, s.publish(1, &why)) << why;
+  ASSERT_EQ(WSYNC_OK, s.publish(2, &why)) << why;
+  ASSERT_TRUE(members_become(s, {1, 3})) << "rank 3 did not join again within 10 s";
+  ASSERT_EQ(WSYNC_OK, s.publish(3, &why)) << why;
+  RxPlan again = relayed(addr_file, 2, {3, 4, 5});
+  again.log_file = log2;
+  kids.pids.push_back(spawn([again] { return run_rx(again); }));
+  ASSERT_TRUE(members_become(s, {1, 2, 3})) << "rank 2 did not join again within 10 s";
+  const std::vector<MemberEvent> evs = member_events(s, 4);  // left 2, left 3, joined 3, joined 2
+  EXPECT_NE(std::string::npos, reason_of(evs, WSYNC_MEMBER_JOINED, 3).find("below relay rank 1"))
+      << reason_of(evs, -1, 0);
+  EXPECT_NE(std::string::npos, reason_of(evs, WSYNC_MEMBER_JOINED, 2).find("below relay rank 3"))
+      << reason_of(evs, -1, 0);
+  ASSERT_EQ(WSYNC_OK, s.publish(4, &why)) << why;
+  ASSERT_EQ(WSYNC_OK, s.publish(5, &why)) << why;
+  wsync_group_stats_t stats = WSYNC_GROUP_STATS_INIT;
+  ASSERT_EQ(WSYNC_OK, wsync_group_get_stats(s.g, &stats));
+  EXPECT_EQ(5u, stats.committed_version);
+  EXPECT_EQ(3u, stats.members);
+  wsync_group_destroy(s.g);
+  s.g = nullptr;
+  for (size_t i : {0, 2, 3}) EXPECT_EQ(0, kids.wait(i, 30000)) << "child " << i;
+  const std::string l1 = read_file(log1), l2 = read_file(log2), l3 = read_file(log3);
+  EXPECT_NE(std::string::npos, l2.find("takes the bytes from rank 1 from the next update on (was rank 3)")) << l2;
+  EXPECT_NE(std::string::npos, l3.find("receiver rank 2, which it forwards to, is not below it any more")) << l3;
+  EXPECT_NE(std::string::npos, l1.find("receiver rank 2 is placed below it")) << l1;
+  EXPECT_NE(std::string::npos, l3.find("takes the bytes from rank 2 from the next update on (was rank 1)")) << l3;
+  EXPECT_NE(std::string::npos, l2.find("receiver rank 3 is placed below it")) << l2;
+  EXPECT_NE(std::string::npos, l1.find("receiver rank 3, which it forwards to, is not below it any more")) << l1;
+  EXPECT_EQ(std::string::npos, l2.find("rank 2: forwarding ")) << "a forward failed:\n" << l2;
 }
 
 // A place that failed its joiner is not given to it again at once: rank 3 (below relay rank 2) is

@@ -292,6 +292,18 @@ TEST(Frames, RouteAddSaysOneRankExactly) {
   }
 }
 
+TEST(Frames, RouteMoveSaysOneRankExactly) {
+  RouteDropBody got;
+  ASSERT_EQ(decode_route_move(encode_route_drop({0}), &got), WSYNC_OK);  // (0: below the sender)
+  EXPECT_EQ(got.rank, 0u);
+  ASSERT_EQ(decode_route_move(encode_route_drop({6}), &got), WSYNC_OK);
+  EXPECT_EQ(got.rank, 6u);
+  for (size_t n : {0, 3, 5}) {
+    EXPECT_EQ(decode_route_move(std::vector<uint8_t>(n, 1), &got), WSYNC_ERR_PROTOCOL) << n << " bytes";
+    EXPECT_NE(std::string(last_error()).find("ROUTE_MOVE"), std::string::npos) << last_error();
+  }
+}
+
 TEST(Frames, RouteDropSaysOneRankExactly) {
   std::vector<uint8_t> d;
   Put(d, 7u, 4);
