@@ -97,13 +97,14 @@ enum class MsgType : uint16_t {
   // installed, before the first MANIFEST it takes part in.
   kRouteAdd = 24,
   // tx->rx (control protocol 4, issue 39: elastic groups that relay, ROUTE flag kRouteByRank), between
-  // updates: u32 parent. The sender re-planned its route around the members that stayed: this
-  // receiver takes the bytes from `parent` (a relay, by its rank; 0: the sender) from the next
-  // update on. It wires itself into that relay's world (as a joiner does) and lets go of its side of
-  // the old one; the new relay is sent ROUTE_ADD, the old one ROUTE_DROP, on the same look. Taken
-  // wherever the link reads; refused with a warning for its own rank, a child of its own, a rank
-  // outside the world, or a receiver without a world numbered by rank. One that cannot wire in is
-  // fed by nobody, and the sender names it when its bytes do not come (it may join again).
+  // updates: u32 parent, u32 wire_ms. The sender re-planned its route around the members that
+  // stayed: this receiver takes the bytes from `parent` (a relay, by its rank; 0: the sender) from
+  // the next update on. It wires itself into that relay's world (as a joiner does, trying for at
+  // most wire_ms), lets go of its side of the old one and answers JOINED; only then is the old relay
+  // sent ROUTE_DROP and the new one ROUTE_ADD. One it cannot reach, its own rank, a child of its
+  // own, a rank outside the world, or a receiver without a world numbered by rank: it keeps its
+  // place and answers NACK (seq 0) naming why; the sender leaves it there. Taken wherever the link
+  // reads.
   kRouteMove = 25,
 };
 

@@ -173,6 +173,13 @@ std::vector<uint8_t> encode_route_drop(const RouteDropBody& b) {
   return std::move(w.data());
 }
 
+std::vector<uint8_t> encode_route_move(const RouteMoveBody& b) {
+  ByteWriter w;
+  w.u32(b.parent);
+  w.u32(b.wire_ms);
+  return std::move(w.data());
+}
+
 std::vector<uint8_t> encode_committed(const CommittedBody& b) {
   ByteWriter w;
   w.u64(b.version);
@@ -364,8 +371,12 @@ wsync_status_t decode_route_add(const std::vector<uint8_t>& body, RouteDropBody*
   return decode_route_rank("ROUTE_ADD", body, out);
 }
 
-wsync_status_t decode_route_move(const std::vector<uint8_t>& body, RouteDropBody* out) {
-  return decode_route_rank("ROUTE_MOVE", body, out);
+wsync_status_t decode_route_move(const std::vector<uint8_t>& body, RouteMoveBody* out) {
+  BodyReader r("ROUTE_MOVE", body);
+  RouteMoveBody b;
+  if (!r.u32(&b.parent, "parent") || !r.u32(&b.wire_ms, "wire_ms") || !r.end("wire_ms")) return r.error();
+  if (b.wire_ms == 0) return fail(WSYNC_ERR_PROTOCOL, "ROUTE_MOVE: wire_ms is 0");
+  return done(std::move(b), out);
 }
 
 wsync_status_t decode_committed(const std::vector<uint8_t>& body, CommittedBody* out) {

@@ -105,6 +105,11 @@ struct RouteDropBody {  // tx->rx: u32 rank (ROUTE_DROP: a child of this relay t
   uint32_t rank = 0;
 };
 
+struct RouteMoveBody {  // tx->rx: u32 parent (0: the sender), u32 wire_ms (1..: how long it tries that relay's world)
+  uint32_t parent = 0;
+  uint32_t wire_ms = 0;
+};
+
 struct CommittedBody {  // rx->tx: u64 version
   uint64_t version = 0;
 };
@@ -190,6 +195,7 @@ std::vector<uint8_t> encode_bucket_sum(const BucketSumBody& b);
 std::vector<uint8_t> encode_progress(const ProgressBody& b);
 std::vector<uint8_t> encode_route(const RouteBody& b);
 std::vector<uint8_t> encode_route_drop(const RouteDropBody& b);
+std::vector<uint8_t> encode_route_move(const RouteMoveBody& b);
 std::vector<uint8_t> encode_removed(const RemovedBody& b);
 std::vector<uint8_t> encode_catchup(const CatchupBody& b);
 
@@ -220,8 +226,8 @@ wsync_status_t decode_route(const std::vector<uint8_t>& body, RouteBody* out);
 wsync_status_t decode_route_drop(const std::vector<uint8_t>& body, RouteDropBody* out);
 // ROUTE_ADD: the same body as ROUTE_DROP (encode_route_drop), named ROUTE_ADD in its messages.
 wsync_status_t decode_route_add(const std::vector<uint8_t>& body, RouteDropBody* out);
-// ROUTE_MOVE: the same body (encode_route_drop; `rank`: the receiver's new parent, 0 the sender).
-wsync_status_t decode_route_move(const std::vector<uint8_t>& body, RouteDropBody* out);
+// Trailing bytes refused; wire_ms 0 refused.
+wsync_status_t decode_route_move(const std::vector<uint8_t>& body, RouteMoveBody* out);
 // The reason comes out printable, as the other reasons; trailing bytes ignored.
 wsync_status_t decode_removed(const std::vector<uint8_t>& body, RemovedBody* out);
 // Trailing bytes ignored; the world name at most kFrameMaxGroupBytes + 64; each name a valid tensor

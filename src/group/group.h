@@ -313,9 +313,10 @@ struct Routes {
   std::vector<uint32_t> failed_place;
   // Elastic: the members that stayed are re-planned between updates (route_replan), once the
   // membership changed (`replan_due`). By rank, the relay a move or a join below it failed that rank
-  // at (0: none): no re-plan moves it there again (a join that takes the place clears it).
+  // at (0: none), that process of it: no re-plan moves it there again (a join that takes the place
+  // clears it; a later process of the relay's rank may take it).
   bool replan_due = false;
-  std::vector<uint32_t> move_failed;
+  std::vector<std::pair<uint32_t, int64_t>> move_failed;  // (the relay's rank and accepted_ms)
   // The plan's parents, copied from `plan` whenever it changes (at init, when a member left and
   // the pipeline thread hung it and its subtree below the sender, and when a joiner was installed
   // below a relay): what the caller's thread

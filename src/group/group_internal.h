@@ -160,6 +160,9 @@ std::vector<uint32_t> route_member_left(wsync_group_t* g, uint32_t rank);
 bool route_replan(wsync_group_t* g);
 // A member was asked to move and has not answered yet.
 bool route_moves_pending(const wsync_group_t* g);
+// How long the sender waits for a round's answers (timeout_ms, at most 10 s); a member tries its
+// new relay's world for half of it (ROUTE_MOVE wire_ms), so its NACK comes in time.
+int64_t route_move_budget_ms(const wsync_group_t* g);
 // Its answer to ROUTE_MOVE (`f`): JOINED, it is wired into its new parent's world: the old relay is
 // told to feed it no more (ROUTE_DROP), the new one to feed it (ROUTE_ADD), and the plan moves it
 // (a new relay that left meanwhile: below the sender, asked again). A NACK: it stays where it was,

@@ -160,12 +160,13 @@ wsync_status_t idle_word(wsync_group_t* g, Peer* p, InboxWord* word) {
   Frame f;
   wsync_status_t st = inbox_take(g, p, ctx, &f, word);
   if (st != WSYNC_OK || *word != InboxWord::kAnswer) return st;
-  if (p->route_moving &&
-      (f.type == static_cast<uint16_t>(MsgType::kJoined) || f.type == static_cast<uint16_t>(MsgType::kNack))) {
+  StatusBody nack;
+  const bool nack_0 = f.type == static_cast<uint16_t>(MsgType::kNack) && decode_nack(f.body, &nack) == WSYNC_OK &&
+                      nack.seq == 0;
+  if (p->route_moving && (f.type == static_cast<uint16_t>(MsgType::kJoined) || nack_0)) {
     route_move_answered(g, p, f);  // (its answer to a re-plan's ROUTE_MOVE)
     return WSYNC_OK;
   }
-  StatusBody nack;
   if (f.type == static_cast<uint16_t>(MsgType::kNack) && decode_nack(f.body, &nack) == WSYNC_OK) {
     st = wire_failure(nack.status, WSYNC_ERR_PROTOCOL);
     if (st == WSYNC_ERR_ABORTED || st == WSYNC_ERR_INVALID_ARGUMENT || st == WSYNC_ERR_INTERNAL ||
@@ -191,10 +192,11 @@ std::vector<pollfd> read_move_answers(wsync_group_t* g) {
   return fds;
 }
 
-// Before an update's first bucket, every member a re-plan asked to move has answered (it reads its
-// ROUTE_MOVE before that update's MANIFEST, so it is reading now), within `deadline`; one that did
-// not is removed, named, and may join again (its place is no longer what the sender would feed).
-void settle_moves(wsync_group_t* g, int64_t deadline) {
+// Every member a re-plan asked to move has answered (it reads its ROUTE_MOVE before the next
+// update's MANIFEST, so it is reading now), within the re-plan's own budget; one that did not is
+// removed, named, and may join again (its place is no longer what the sender would feed).
+void settle_moves(wsync_group_t* g) {
+  const int64_t deadline = deadline_after(route_move_budget_ms(g));
   for (std::vector<pollfd> fds = read_move_answers(g); !fds.empty(); fds = read_move_answers(g)) {
     const int64_t left = deadline - now_ms();
     if (left <= 0) break;
@@ -204,20 +206,21 @@ void settle_moves(wsync_group_t* g, int64_t deadline) {
     if (p->dropped || !p->alive || !p->route_moving) continue;
     const std::string to = p->route_move_to == 0 ? "the sender" : "receiver rank " + std::to_string(p->route_move_to);
     const wsync_status_t st = fail(WSYNC_ERR_TIMEOUT, "%s did not answer the route's re-plan (take the bytes from %s) "
-                                   "before the next update", p->conn.peer_name().c_str(), to.c_str());
+                                   "within %lld ms, before the next update", p->conn.peer_name().c_str(), to.c_str(),
+                                   static_cast<long long>(route_move_budget_ms(g)));
     if (member_failed(g, nullptr, p.get(), st) != WSYNC_OK) clear_error();
   }
 }
 
 // The members that stayed take the places a plan made now would give them (route_replan): one round
-// a look while idle; before an update (`agreed` given), every round the plan needs, each answered.
-void replan_members(wsync_group_t* g, bool before_update, int64_t deadline) {
+// a look while idle; before an update's first batch, every round the plan needs, each answered.
+void replan_members(wsync_group_t* g, bool before_update) {
   if (!before_update) {
     route_replan(g);
     return;
   }
-  settle_moves(g, deadline);
-  for (size_t round = 0; round < g->members.peers.size() && route_replan(g); ++round) settle_moves(g, deadline);
+  settle_moves(g);
+  for (size_t round = 0; round < g->members.peers.size() && route_replan(g); ++round) settle_moves(g);
 }
 
 // Members whose connection ended while the group was idle (an engine killed between updates), or
@@ -333,11 +336,15 @@ void members_admit(wsync_group_t* g, const std::vector<uint32_t>* agreed, const 
     install(g, std::move(p), catchup);
   }
   admission_keep_joining(g, std::move(later));
-  replan_members(g, agreed != nullptr, deadline);
+  replan_members(g, agreed != nullptr);
   // HTTP engines: dropped servers on their way back (their INIT makes their receivers come); after
   // this look's joins, so that an INIT that answered finds the receivers it brought installed.
   engines_readmit(g);
   engines_after_admit(g);
+}
+
+void members_settle_moves(wsync_group_t* g) {
+  if (members_can_join(g) && !g->pipe.update_begun && !admission_stopped(g) && route_moves_pending(g)) settle_moves(g);
 }
 
 void members_init(wsync_group_t* g) {

@@ -46,6 +46,9 @@ bool members_can_join(const wsync_group_t* g);
 // route is re-planned around the members that stayed (route_replan); before an update's first
 // batch, every member asked to move answers or is removed.
 void members_admit(wsync_group_t* g, const std::vector<uint32_t>* agreed = nullptr, const CatchupPicks* picks = nullptr);
+// An update without batches (its finalize first): the members a re-plan asked to move while idle
+// answer first (their answer would come where the commit's is read), or are removed. No new round.
+void members_settle_moves(wsync_group_t* g);
 
 // The receivers still in the group.
 uint32_t members_left_in(const wsync_group_t* g);

@@ -422,7 +422,10 @@ void pipeline_main(wsync_group_t* g) {
         mailbox_released(g, job.batch->ticket);
       }
     } else if (job.finalize) {
-      if (!g->pipe.update_begun) engines_before_update(g);  // (an update without batches)
+      if (!g->pipe.update_begun) {  // (an update without batches)
+        members_settle_moves(g);
+        engines_before_update(g);
+      }
       run_finalize(g, *job.finalize);
       members_update_ended(g, job.finalize->version);
       g->pipe.update_begun = false;

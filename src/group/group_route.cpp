@@ -153,6 +153,15 @@ uint64_t route_piece_bytes(const wsync_group_t* g) {
 
 namespace {
 
+// `rank`'s place below `relay` failed it (a move or a join): no re-plan moves it below that process
+// again (a later process of the relay's rank may take it).
+void note_move_failed(wsync_group_t* g, uint32_t rank, uint32_t relay) {
+  const Peer* r = relay >= 1 && relay <= g->members.peers.size() ? g->members.peers[relay - 1].get() : nullptr;
+  if (r == nullptr) return;
+  if (g->route.move_failed.size() <= rank) g->route.move_failed.resize(g->members.peers.size() + 1, {0, 0});
+  if (rank < g->route.move_failed.size()) g->route.move_failed[rank] = {relay, r->accepted_ms};
+}
+
 // The parent the planner gives a joiner among the members now (0: the sender; also when planning
 // fails, which the members' plan at init did not, and when the same place failed this rank last
 // time: the planner would name it again, and the joiner would fail there again).
@@ -178,8 +187,7 @@ uint32_t place_joiner(wsync_group_t* g, const Peer* p) {
 void place_failed(wsync_group_t* g, uint32_t rank, uint32_t relay) {
   if (g->route.failed_place.size() <= rank) g->route.failed_place.resize(g->members.peers.size() + 1, 0);
   if (rank < g->route.failed_place.size()) g->route.failed_place[rank] = relay;
-  if (g->route.move_failed.size() <= rank) g->route.move_failed.resize(g->members.peers.size() + 1, 0);
-  if (rank < g->route.move_failed.size()) g->route.move_failed[rank] = relay;  // (no re-plan moves it back there)
+  note_move_failed(g, rank, relay);  // (no re-plan moves it back there)
 }
 
 // Move `rank` below `relay` (0: the sender), its children with it: a joiner (a leaf below the
@@ -248,7 +256,8 @@ wsync_status_t route_install_joiner(wsync_group_t* g, Peer* p) {
     hang_below(&g->route.plan, p->rank, r);
     g->route.delivery = DeliveryPlan::routed(g->route.plan);
     copy_parents(g, p);
-    if (p->rank < g->route.move_failed.size() && g->route.move_failed[p->rank] == r) g->route.move_failed[p->rank] = 0;
+    if (p->rank < g->route.move_failed.size() && g->route.move_failed[p->rank].first == r)
+      g->route.move_failed[p->rank] = {0, 0};
     return WSYNC_OK;
   }
   clear_error();
@@ -420,7 +429,7 @@ bool at_or_below(const RoutePlan& plan, uint32_t a, uint32_t b) {
 // or join failed it at, and it is not catching up. Only moves that keep the route a tree however
 // many of them are taken (a member's new parent is below no member that moves, and no member that
 // moves is below another's new parent's path): the others wait for a later round (*later: some
-// do, or a member catching up would move once it is done).
+// do, after this round's moves, or a member catching up would move once it is done).
 constexpr uint32_t kStay = UINT32_MAX;
 std::vector<uint32_t> replan_moves(wsync_group_t* g, bool* later) {
   *later = false;
@@ -433,36 +442,40 @@ std::vector<uint32_t> replan_moves(wsync_group_t* g, bool* later) {
     return to;
   }
   std::vector<uint32_t> chosen;
+  bool deferred = false;  // (a later round may take it once this round's moves are done)
   for (uint32_t r = 1; r <= n; ++r) {
     const Peer* p = member_at(g, r);
     const uint32_t want = fresh.parent[r];
     if (!in_group(p) || want == plan.parent[r]) continue;
-    if (want != 0 && (!in_group(member_at(g, want)) ||
-                      (r < g->route.move_failed.size() && g->route.move_failed[r] == want)))
+    const Peer* relay = member_at(g, want);
+    if (want != 0 && (!in_group(relay) || (r < g->route.move_failed.size() &&
+                                           g->route.move_failed[r] == std::make_pair(want, relay->accepted_ms))))
       continue;
-    bool independent = !p->catchup.running && !at_or_below(plan, want, r);  // (below itself: once those moved)
+    if (p->catchup.running) {  // (it moves once its catch-up is over: its first update)
+      *later = true;
+      continue;
+    }
+    bool independent = !at_or_below(plan, want, r);  // (below itself: once those below it moved)
     for (uint32_t c : chosen)
       independent &= !at_or_below(plan, want, c) && !at_or_below(plan, to[c], r);
     if (!independent) {
-      *later = true;
+      deferred = true;
       continue;
     }
     to[r] = want;
     chosen.push_back(r);
   }
+  *later |= deferred && !chosen.empty();  // (nothing moves now: nothing changes for them later either)
   return to;
-}
-
-void note_move_failed(wsync_group_t* g, uint32_t rank, uint32_t relay) {
-  if (relay == 0) return;
-  if (g->route.move_failed.size() <= rank) g->route.move_failed.resize(g->members.peers.size() + 1, 0);
-  if (rank < g->route.move_failed.size()) g->route.move_failed[rank] = relay;
 }
 
 // Ask `p` to take the bytes from `to` from the next update on (ROUTE_MOVE); its answer is read by
 // route_move_answered.
 void ask_move(wsync_group_t* g, Peer* p, uint32_t to) {
-  const wsync_status_t st = p->conn.send(MsgType::kRouteMove, encode_route_drop({to}), std::min<int64_t>(g->cfg.timeout_ms, 1000));
+  // (it tries the relay's world for half the time the sender waits for its answer: a NACK comes first)
+  const uint32_t wire_ms = static_cast<uint32_t>(std::max<int64_t>(route_move_budget_ms(g) / 2, 1));
+  const wsync_status_t st = p->conn.send(MsgType::kRouteMove, encode_route_move({to, wire_ms}),
+                                         std::min<int64_t>(g->cfg.timeout_ms, 1000));
   if (st != WSYNC_OK) {  // (a connection that broke: the next look removes it)
     clear_error();
     return;
@@ -490,6 +503,8 @@ bool route_replan(wsync_group_t* g) {
   g->route.replan_due = asked || later;  // (a round that moved some looks again once they answered)
   return asked;
 }
+
+int64_t route_move_budget_ms(const wsync_group_t* g) { return std::min<int64_t>(g->cfg.timeout_ms, 10000); }
 
 bool route_moves_pending(const wsync_group_t* g) {
   for (const auto& p : g->members.peers)

@@ -109,7 +109,7 @@ void answer_move(Link* rx, wsync_status_t st, const std::string& why) {
 }  // namespace
 
 void relay_move_parent(Link* rx, const Frame& f) {
-  RouteDropBody d;
+  RouteMoveBody d;
   if (decode_route_move(f.body, &d) != WSYNC_OK) {
     const std::string why = last_error();
     clear_error();
@@ -117,7 +117,7 @@ void relay_move_parent(Link* rx, const Frame& f) {
     answer_move(rx, WSYNC_ERR_PROTOCOL, why);
     return;
   }
-  const uint32_t to = d.rank, from = rx->parent;
+  const uint32_t to = d.parent, from = rx->parent;
   const std::vector<uint32_t> below = relay_live_peers(rx);
   const bool by_rank = rx->relay_by_rank && rx->transport_self != nullptr;
   if (!by_rank || to == rx->rank || to >= rx->world_size || std::find(below.begin(), below.end(), to) != below.end()) {
@@ -133,7 +133,7 @@ void relay_move_parent(Link* rx, const Frame& f) {
   if (to != 0 && to != from) {
     clear_error();
     const wsync_status_t st = open_world(rx, relay_world(rx->group_name, to), rx->rank, rx->world_size,
-                                         std::min<int64_t>(rx->timeout_ms, 10000), &self, &fd);
+                                         std::min<int64_t>(d.wire_ms, 10000), &self, &fd);
     if (st != WSYNC_OK) {
       const std::string why = "cannot reach relay rank " + std::to_string(to) + ": " + last_error();
       clear_error();

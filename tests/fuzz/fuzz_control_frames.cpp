@@ -190,8 +190,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                          [](const RouteDropBody&) { return true; });
       return 0;
     case MsgType::kRouteMove:
-      run<RouteDropBody>(body, "ROUTE_MOVE", decode_route_move, encode_route_drop, true,
-                         [](const RouteDropBody&) { return true; });
+      run<RouteMoveBody>(body, "ROUTE_MOVE", decode_route_move, encode_route_move, true,
+                         [](const RouteMoveBody& b) { return b.wire_ms != 0; });
       return 0;
     case MsgType::kCatchup:
     case MsgType::kCatchupCancel:

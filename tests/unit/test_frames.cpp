@@ -292,16 +292,19 @@ TEST(Frames, RouteAddSaysOneRankExactly) {
   }
 }
 
-TEST(Frames, RouteMoveSaysOneRankExactly) {
-  RouteDropBody got;
-  ASSERT_EQ(decode_route_move(encode_route_drop({0}), &got), WSYNC_OK);  // (0: below the sender)
-  EXPECT_EQ(got.rank, 0u);
-  ASSERT_EQ(decode_route_move(encode_route_drop({6}), &got), WSYNC_OK);
-  EXPECT_EQ(got.rank, 6u);
-  for (size_t n : {0, 3, 5}) {
+TEST(Frames, RouteMoveSaysAParentAndAWireTimeExactly) {
+  RouteMoveBody got;
+  ASSERT_EQ(decode_route_move(encode_route_move({0, 2500}), &got), WSYNC_OK);  // (0: below the sender)
+  EXPECT_EQ(got.parent, 0u);
+  EXPECT_EQ(got.wire_ms, 2500u);
+  ASSERT_EQ(decode_route_move(encode_route_move({6, 1}), &got), WSYNC_OK);
+  EXPECT_EQ(got.parent, 6u);
+  for (size_t n : {0, 4, 7, 9}) {
     EXPECT_EQ(decode_route_move(std::vector<uint8_t>(n, 1), &got), WSYNC_ERR_PROTOCOL) << n << " bytes";
     EXPECT_NE(std::string(last_error()).find("ROUTE_MOVE"), std::string::npos) << last_error();
   }
+  EXPECT_EQ(decode_route_move(encode_route_move({6, 0}), &got), WSYNC_ERR_PROTOCOL);
+  EXPECT_NE(std::string(last_error()).find("wire_ms is 0"), std::string::npos) << last_error();
 }
 
 TEST(Frames, RouteDropSaysOneRankExactly) {
