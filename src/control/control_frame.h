@@ -103,10 +103,14 @@ enum class MsgType : uint16_t {
   // most wire_ms), lets go of its side of the old one and answers JOINED; only then is the old relay
   // sent ROUTE_DROP and the new one ROUTE_ADD. One it cannot reach, its own rank, a child of its
   // own, a rank outside the world, or a receiver without a world numbered by rank: it keeps its
-  // place and answers NACK (seq 0) naming why; the sender leaves it there. Taken wherever the link
-  // reads.
+  // place and answers NACK with seq kRouteMoveNackSeq naming why (not seq 0: a refused update, which
+  // a member of many senders may send meanwhile, stays one); the sender leaves it there. Taken
+  // wherever the link reads.
   kRouteMove = 25,
 };
+
+// The seq of the NACK that refuses a ROUTE_MOVE (no bucket has it).
+constexpr uint64_t kRouteMoveNackSeq = UINT64_MAX;
 
 // How often a receiver reports progress while its count moves.
 constexpr int64_t kProgressEveryMs = 250;

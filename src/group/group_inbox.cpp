@@ -99,9 +99,8 @@ wsync_status_t inbox_take(wsync_group_t* g, Peer* p, const InboxContext& ctx, Fr
         return catchup_failed(g, p, *f);
       case MsgType::kNack: {
         StatusBody nack;
-        if (decode_nack(f->body, &nack) == WSYNC_OK && nack.seq == 0 && !(ctx.between_updates && p->route_moving))
-          return refused_update(g, p, ctx, nack);
-        break;  // (a bucket's refusal, a malformed one, or a refused ROUTE_MOVE: the caller judges it)
+        if (decode_nack(f->body, &nack) == WSYNC_OK && nack.seq == 0) return refused_update(g, p, ctx, nack);
+        break;  // (a bucket's refusal, a refused ROUTE_MOVE, or a malformed one: the caller judges it)
       }
       case MsgType::kSenderLost:
         return sender_lost(p, ctx, *f);

@@ -161,9 +161,9 @@ wsync_status_t idle_word(wsync_group_t* g, Peer* p, InboxWord* word) {
   wsync_status_t st = inbox_take(g, p, ctx, &f, word);
   if (st != WSYNC_OK || *word != InboxWord::kAnswer) return st;
   StatusBody nack;
-  const bool nack_0 = f.type == static_cast<uint16_t>(MsgType::kNack) && decode_nack(f.body, &nack) == WSYNC_OK &&
-                      nack.seq == 0;
-  if (p->route_moving && (f.type == static_cast<uint16_t>(MsgType::kJoined) || nack_0)) {
+  const bool move_refused = f.type == static_cast<uint16_t>(MsgType::kNack) &&
+                            decode_nack(f.body, &nack) == WSYNC_OK && nack.seq == kRouteMoveNackSeq;
+  if (p->route_moving && (f.type == static_cast<uint16_t>(MsgType::kJoined) || move_refused)) {
     route_move_answered(g, p, f);  // (its answer to a re-plan's ROUTE_MOVE)
     return WSYNC_OK;
   }

@@ -99,7 +99,7 @@ namespace {
 // This receiver's answer to a ROUTE_MOVE: JOINED (wired in), or a NACK saying why it stays.
 void answer_move(Link* rx, wsync_status_t st, const std::string& why) {
   if (st != WSYNC_OK) {
-    send_status(rx, MsgType::kNack, 0, st, why);
+    send_status(rx, MsgType::kNack, kRouteMoveNackSeq, st, why);
     return;
   }
   if (rx->conn.send(MsgType::kJoined, {}, std::min<int64_t>(rx->timeout_ms, 1000)) != WSYNC_OK)
