@@ -9,9 +9,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 namespace harness {
 
@@ -57,10 +60,38 @@ int wait_child(pid_t pid, int timeout_ms) {
   }
 }
 
+namespace {
+
+// The directories temp_dir made, removed when the process that made them exits (a forked child
+// that calls exit() leaves them: its parent still uses them).
+struct TempDirs {
+  std::mutex mu;
+  std::vector<std::string> dirs;
+  pid_t owner = getpid();
+  ~TempDirs() {
+    if (getpid() != owner) return;
+    for (const std::string& d : dirs) {
+      std::error_code ec;
+      std::filesystem::remove_all(d, ec);
+    }
+  }
+};
+
+TempDirs& temp_dirs() {
+  static TempDirs t;  // (destroyed at exit)
+  return t;
+}
+
+}  // namespace
+
 std::string temp_dir() {
   char tmpl[] = "/tmp/wsync-it-XXXXXX";
   char* d = mkdtemp(tmpl);
-  return d ? d : "/tmp";
+  if (d == nullptr) return "/tmp";
+  TempDirs& t = temp_dirs();
+  std::lock_guard<std::mutex> lk(t.mu);
+  t.dirs.push_back(d);
+  return d;
 }
 
 std::string read_addr_file(const std::string& path, int timeout_ms) {
