@@ -181,15 +181,16 @@ wsync_status_t EngineCalls::start(wsync_group_t* g, int step, const PlanBucket* 
     res->server_index = static_cast<uint32_t>(servers[k]);
     results_.push_back(res);
     std::string url = g->engines.servers[servers[k]].url;
-    const char* what = step_name(step);
+    std::string what = step_name(step);
+    if (mode.about != nullptr) what += std::string(" of ") + mode.about;
     const bool best = mode.best_effort;
     threads_.emplace_back([res, url, http, what, failed, best, rq = std::move(reqs[k])] {
       try {  // an exception must not escape a thread (std::terminate): it fails this server's step
-        run_server(res.get(), url, http, &res->stop, what, failed, best, rq);
+        run_server(res.get(), url, http, &res->stop, what.c_str(), failed, best, rq);
       } catch (...) {
         res->status = fail_exception("an engine request thread", std::current_exception());
         try {
-          res->why = std::string(what) + ": " + last_error();
+          res->why = what + ": " + last_error();
         } catch (...) {
         }
         if (failed) failed->store(true);

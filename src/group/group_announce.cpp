@@ -6,6 +6,7 @@
 // engines answer once every sender's boxes arrived), or on its own for a batch of which this
 // sender sends nothing.
 #include <memory>
+#include <string>
 
 #include "group/group_bucket.h"
 #include "group/group_engines.h"
@@ -43,7 +44,10 @@ wsync_status_t announce_start(wsync_group_t* g, Batch* b) {
   wsync_status_t st = open_update(g);
   if (st != WSYNC_OK || b->announced.empty()) return st;
   b->announce_calls = std::make_shared<EngineCalls>();
-  return b->announce_calls->start(g, WSYNC_STEP_UPDATE, &b->announced_bucket, &b->announced, 0);
+  const std::string about = "batch " + std::to_string(b->ticket) + " of update " + std::to_string(g->wire.update_id);
+  CallMode mode;
+  mode.about = about.c_str();  // (copied by start)
+  return b->announce_calls->start(g, WSYNC_STEP_UPDATE, &b->announced_bucket, &b->announced, 0, nullptr, mode);
 }
 
 wsync_status_t announce_finish(Batch* b) {

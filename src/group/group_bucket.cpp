@@ -611,8 +611,11 @@ wsync_status_t bucket_send(wsync_group_t* g, Flight* flight) {
   // HTTP engines: the update request goes out before the bytes; engines answer once they arrived.
   // Senders that plan: one request per batch, with its first bucket (group_announce.cpp).
   if (g->shape.http_engines && g->shape.planned && b->index == 0 && (st = announce_start(g, b->batch)) != WSYNC_OK) return st;
+  CallMode about_bucket;
+  about_bucket.about = b->what.c_str();  // (copied by start)
   if (g->shape.http_engines && !g->shape.planned &&
-      (st = b->update_calls.start(g, WSYNC_STEP_UPDATE, &b->batch->plan[b->index], &b->batch->tensors, 0)) != WSYNC_OK)
+      (st = b->update_calls.start(g, WSYNC_STEP_UPDATE, &b->batch->plan[b->index], &b->batch->tensors, 0, nullptr,
+                                  about_bucket)) != WSYNC_OK)
     return st;
   std::vector<uint8_t> blob;
   if ((st = describe_send(g, *b, &blob)) != WSYNC_OK) return st;

@@ -117,6 +117,9 @@ struct CallMode {
   // Elastic: a server whose request fails is dropped instead of failing the step; its receivers
   // are removed, from these buckets' waits too.
   Flight* flight = nullptr;
+  // What the step is for, in its messages after the step's name ("bucket update of <about>"): a
+  // bucket's request names the bucket, so that a server that does not answer says which one.
+  const char* about = nullptr;
 };
 
 // Requests of one step for every server, sent concurrently in the background.
