@@ -3,22 +3,27 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-static const wsync_host_v1_t* g_host;
+/* Atomic: the core calls a plugin's entry at every load (a group and a receiver in one process,
+ * on different threads, load the same plugin), while the plugin's other threads log and fail
+ * through the table (TSan saw the entry's store race with a UCX log line's read). */
+static _Atomic(const wsync_host_v1_t*) g_host;
 
-void wsp_set_host(const wsync_host_v1_t* host) { g_host = host; }
-const wsync_host_v1_t* wsp_host(void) { return g_host; }
+void wsp_set_host(const wsync_host_v1_t* host) { atomic_store_explicit(&g_host, host, memory_order_release); }
+const wsync_host_v1_t* wsp_host(void) { return atomic_load_explicit(&g_host, memory_order_acquire); }
 
 wsync_status_t wsp_vfail(wsync_status_t status, const char* prefix, const char* fmt, va_list ap) {
   char msg[1024];
   int n = snprintf(msg, sizeof msg, "%s", prefix != NULL ? prefix : "");
   if (n < 0 || (size_t)n >= sizeof msg) n = 0;
   vsnprintf(msg + n, sizeof msg - (size_t)n, fmt, ap);
-  return g_host != NULL && g_host->set_error != NULL ? g_host->set_error(status, msg) : status;
+  const wsync_host_v1_t* host = wsp_host();
+  return host != NULL && host->set_error != NULL ? host->set_error(status, msg) : status;
 }
 
 wsync_status_t wsp_fail(wsync_status_t status, const char* fmt, ...) {
@@ -33,11 +38,12 @@ wsync_status_t wsp_fail(wsync_status_t status, const char* fmt, ...) {
 void wsp_vlog(int32_t level, const char* prefix, const char* fmt, va_list ap) {
   char msg[1024];
   int n;
-  if (g_host == NULL || g_host->log == NULL) return;
+  const wsync_host_v1_t* host = wsp_host();
+  if (host == NULL || host->log == NULL) return;
   n = snprintf(msg, sizeof msg, "%s", prefix != NULL ? prefix : "");
   if (n < 0 || (size_t)n >= sizeof msg) n = 0;
   vsnprintf(msg + n, sizeof msg - (size_t)n, fmt, ap);
-  g_host->log(level, msg);
+  host->log(level, msg);
 }
 
 void wsp_log(int32_t level, const char* fmt, ...) {
