@@ -310,11 +310,14 @@ TEST_F(TwoServers, AServerThatHangsMidUpdateIsDroppedWithinTheTimeout) {
   ASSERT_EQ(WSYNC_OK, wsync_group_send_batch(tr.g, m.descs.data() + half, m.descs.size() - half, -1))
       << wsync_last_error();
   ASSERT_EQ(WSYNC_OK, wsync_group_finalize(tr.g, 2, -1)) << wsync_last_error();
-  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0 + 15.0)
-      << "timeout_ms is 5000, engine_timeout_ms 60000";
+  // (the bound is the contract, engine_timeout_ms, not a guess at how fast this machine is)
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 60.0)
+      << "the hung server's update requests were waited for (engine_timeout_ms 60000)";
   expect_engine_holds(a, m.spec, 2);
   Event left = find_event(events(tr.g), WSYNC_MEMBER_LEFT, 2);
   EXPECT_NE(std::string::npos, left.reason.find(b.url())) << left.reason;
+  // Removed for its receiver's silence (timeout_ms), not for its requests' timeout.
+  EXPECT_NE(std::string::npos, left.reason.find("made no progress within 5000 ms")) << left.reason;
   EXPECT_EQ((std::vector<uint32_t>{1}), members(tr.g));
   b.kill_now();
 }
