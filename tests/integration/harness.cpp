@@ -70,6 +70,7 @@ struct TempDirs {
   pid_t owner = getpid();
   ~TempDirs() {
     if (getpid() != owner) return;
+    std::lock_guard<std::mutex> lk(mu);
     for (const std::string& d : dirs) {
       std::error_code ec;
       std::filesystem::remove_all(d, ec);

@@ -450,7 +450,12 @@ TEST(HttpReplyJudge, OversizedRepliesAreRefusedByKind) {
 // trainer from 21 to 136 MB for as long as it ran. Each refused reply is freed, and the heap given
 // back, when its call ends: 8 callers at once, 3 rounds, leave the process about where it was.
 TEST(HttpReplyJudge, RefusedRepliesAreFreedWhenTheCallEnds) {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define WSYNC_TEST_SANITIZED 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || defined(WSYNC_TEST_SANITIZED)
   // (TSan's allocator keeps freed memory and its shadow too: 18 MiB more after the 24 calls)
   GTEST_SKIP() << "a sanitizer's allocator keeps freed memory (ASan's quarantine, TSan's): RSS says nothing here";
 #else
