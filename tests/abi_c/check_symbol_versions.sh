@@ -53,8 +53,8 @@ mkdir "$work/old"
 cc -shared -fPIC -o "$work/old/libwsync.so.1" -Wl,-soname,libwsync.so.1 -Wl,--version-script="$work/old.map" "$work/old.c"
 # A sanitizer build's library needs its runtime first in the program: build the program with it.
 san=()
-ldd "$lib" | grep -q 'libasan\.' && san+=(-fsanitize=address)
-ldd "$lib" | grep -q 'libubsan\.' && san+=(-fsanitize=undefined)
+grep -q 'libasan\.' <<<"$(ldd "$lib")" && san+=(-fsanitize=address)
+grep -q 'libubsan\.' <<<"$(ldd "$lib")" && san+=(-fsanitize=undefined)
 cc ${san[@]+"${san[@]}"} -I"$inc" -o "$work/prog" "$work/prog.c" "$lib"
 grep -q "WSYNC_1.4" <<<"$(objdump -p "$work/prog" | sed -n '/Version References:/,$p')" ||
   fail "a program using wsync_receiver_get_state does not record WSYNC_1.4"

@@ -11,7 +11,7 @@ BUILD=$(cd "$1" && pwd)
 NAME=benchsmoke
 fail() { echo "bench_smoke: FAILED: $*" >&2; exit 1; }
 
-"$REPO/scripts/cluster-bench.sh" --help | grep -q "^Usage: scripts/cluster-bench.sh" || fail "--help printed no usage"
+grep -q "^Usage: scripts/cluster-bench.sh" <<<"$("$REPO/scripts/cluster-bench.sh" --help)" || fail "--help printed no usage"
 "$REPO/scripts/cluster-bench.sh" --no-such-flag >/dev/null 2>&1
 rc=$?
 [ $rc -eq 2 ] || fail "an unknown flag gave exit $rc, not 2"
@@ -34,6 +34,6 @@ rows=$(echo "$out" | grep -cE '^star +[0-9]+ +1 +[0-9.]+ ')
 [ "$rows" -eq 2 ] || fail "$rows star rows, 2 expected beside the default (receivers 1 and 2)"
 for line in "fanout_2_over_1: [0-9.]+ \(auto\)" "nic_efficiency_1: [01]\.[0-9]+" \
             "checksum_cost_cluster: -?[0-9.]+%" "NIC rate: 1gbit"; do
-  echo "$out" | grep -qE "^($line)" || fail "no line matching '$line'"
+  grep -qE "^($line)" <<<"$out" || fail "no line matching '$line'"
 done
 echo "bench_smoke: OK"

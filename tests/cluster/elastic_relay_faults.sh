@@ -65,14 +65,14 @@ TRAINERS=(trainer)
 for t in "${TRAINERS[@]}"; do
   reap "${!t}" 90
   [ "$rc" -eq 0 ] || fail "$t exited with $rc (0 expected: versions 2 to 4 commit): $(grep -v '^\[' "$LOGS/$t.log" | tail -3)"
-  grep "engine rank 3 left the group" "$LOGS/$t.log" | grep -q "fed by relay rank 2" ||
+  grep -q "fed by relay rank 2" <<<"$(grep "engine rank 3 left the group" "$LOGS/$t.log")" ||
     fail "$t did not remove engine 3 naming the relay that fed it"
   in_log "$t" "engine rank 2 left the group" || fail "$t did not remove engine 2"
   for v in 1 2 3 4; do in_log "$t" "version $v committed" || fail "$t did not commit version $v"; done
   in_log "$t" "version 2 committed on 1 engine" || fail "$t: version 2 was not committed on engine 1 alone"
   in_log "$t" "version 4 committed on 2 engine" || fail "$t: version 4 was not committed on engines 1 and 3"
   [ "$(count_in_log "$t" "group 'demo' up")" -eq 1 ] || fail "$t made its group more than once"
-  grep "engine rank 3 joined the group" "$LOGS/$t.log" | grep -q "below relay rank 1" ||
+  grep -q "below relay rank 1" <<<"$(grep "engine rank 3 joined the group" "$LOGS/$t.log")" ||
     fail "$t did not place engine 3 below engine 1 when it joined again: $(grep "engine rank 3 joined" "$LOGS/$t.log")"
 done
 for e in 1 3; do

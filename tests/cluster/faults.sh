@@ -88,9 +88,9 @@ check_trainer() {
   [ "$rc" -eq 1 ] || fail "the trainer exited with $rc after the $FAULT (1 expected: an error; 124: still running)"
   local said
   said=$(grep "^trainer: .*failed:" "$LOGS/trainer.log" | head -1)
-  echo "$said" | grep -q "receiver rank $VICTIM " || fail "the trainer's error does not name rank $VICTIM: $said"
+  grep -q "receiver rank $VICTIM " <<<"$said" || fail "the trainer's error does not name rank $VICTIM: $said"
   if [ "$SHAPE" = chain ] && [ "$VICTIM" = 1 ]; then
-    echo "$said" | grep -q "downstream of it (cut off with it): rank 2" ||
+    grep -q "downstream of it (cut off with it): rank 2" <<<"$said" ||
       fail "the trainer's error does not say that rank 2 was downstream of rank 1: $said"
   fi
   awk -v s="$named_s" -v l="$limit" 'BEGIN { exit !(s <= l) }' ||

@@ -12,7 +12,7 @@ BUILD=$(cd "$1" && pwd)
 NAME=senderssmoke
 fail() { echo "senders_smoke: FAILED: $*" >&2; exit 1; }
 
-"$REPO/scripts/senders-bench.sh" --help | grep -q "^Usage: scripts/senders-bench.sh" || fail "--help printed no usage"
+grep -q "^Usage: scripts/senders-bench.sh" <<<"$("$REPO/scripts/senders-bench.sh" --help)" || fail "--help printed no usage"
 "$REPO/scripts/senders-bench.sh" --no-such-flag >/dev/null 2>&1
 rc=$?
 [ $rc -eq 2 ] || fail "an unknown flag gave exit $rc, not 2"
@@ -26,9 +26,9 @@ left=$(ip netns list 2>/dev/null | awk '{print $1}' | grep "^wsc-$NAME-" || true
 [ $rc -eq 0 ] || fail "scripts/senders-bench.sh --smoke exited with $rc"
 rows=$(echo "$out" | grep -cE '^[12] +[12] +2 +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +star$')
 [ "$rows" -eq 4 ] || fail "$rows rows, 4 expected (1 and 2 senders to 2 receivers, full tensors and TP-2 halves)"
-echo "$out" | grep -qE "^senders_2_speedup: [0-9.]+ \(2 receivers, full tensors\)" || fail "no senders_2_speedup line"
-echo "$out" | grep -qE "^tp2_time_ratio: [0-9.]+ \(2 senders, 2 receivers" || fail "no tp2_time_ratio line"
-echo "$out" | grep -q "^NIC rate: 200mbit" || fail "no NIC rate line"
+grep -qE "^senders_2_speedup: [0-9.]+ \(2 receivers, full tensors\)" <<<"$out" || fail "no senders_2_speedup line"
+grep -qE "^tp2_time_ratio: [0-9.]+ \(2 senders, 2 receivers" <<<"$out" || fail "no tp2_time_ratio line"
+grep -q "^NIC rate: 200mbit" <<<"$out" || fail "no NIC rate line"
 
 # Lanes (many senders x relays), as docs/PERFORMANCE.md runs it: TP-2 receivers of 1 and 2
 # replicas, route auto (lanes) and star.
@@ -42,6 +42,6 @@ rows=$(echo "$out" | grep -cE '^2 +[12] +[24] +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]
 [ "$rows" -eq 8 ] || fail "--lanes: $rows rows, 8 expected (1 and 2 senders to 1 and 2 TP-2 replicas, auto and star)"
 for line in "lanes_k2_over_k1: [0-9.]+ \(2 senders" "lanes_vs_floor: [0-9.]+ \(2 senders, 2 replicas" \
   "lanes_vs_one_sender: [0-9.]+ \(2 senders against 1" "lanes_vs_star: [0-9.]+ "; do
-  echo "$out" | grep -qE "^$line" || fail "--lanes: no line like '$line'"
+  grep -qE "^$line" <<<"$out" || fail "--lanes: no line like '$line'"
 done
 echo "senders_smoke: OK"

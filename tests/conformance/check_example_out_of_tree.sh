@@ -20,7 +20,7 @@ check_plugin_file() {
   test -f "$so" || fail "$so was not built"
   syms=$(nm -D --defined-only "$so" | awk 'NF >= 2 { print $NF }' | sed 's/@.*//' | sort -u)
   [ "$syms" = "wsync_adapter_entry_v1" ] || fail "$so must export exactly wsync_adapter_entry_v1; it exports: $syms"
-  if readelf -d "$so" | grep 'NEEDED' | grep -q 'libwsync'; then
+  if grep -q 'NEEDED.*libwsync' <<<"$(readelf -d "$so")"; then
     fail "$so links libwsync; a plugin reaches the core through the host table only"
   fi
   echo "ok: $so exports only wsync_adapter_entry_v1 and does not link libwsync"

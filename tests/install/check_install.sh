@@ -19,7 +19,7 @@ test -f "$libdir/wsync/libwsync_transport_ucx.so" || { echo "missing the ucx plu
 test -f "$libdir/wsync/libwsync_adapter_native.so" || { echo "missing the native adapter"; exit 1; }
 test -f "$libdir/cmake/wsync/wsyncConfig.cmake" || { echo "missing the CMake package"; exit 1; }
 test -f "$libdir/pkgconfig/wsync.pc" || { echo "missing wsync.pc"; exit 1; }
-if ls "$libdir"/wsync/ | grep -q testing; then echo "test plugins were installed"; exit 1; fi
+if grep -q testing <<<"$(ls "$libdir"/wsync/)"; then echo "test plugins were installed"; exit 1; fi
 
 # Programs outside the build tree run with no LD_LIBRARY_PATH: the CMake package's target and
 # wsync.pc's Libs give them an rpath to the installed libwsync, and it finds its plugins beside it.

@@ -111,7 +111,7 @@ socket_attack() {
   ports=$(ss -ltnpH | grep "pid=$trainer," | awk '{ n = split($4, a, ":"); print a[n] }' | sort -n | paste -sd, -)
   [ "$(echo "$ports" | tr ',' '\n' | grep -c .)" -eq 3 ] || fail "[wsync-tcp] the trainer listens on '$ports', three ports expected"
   for p in "$engine1" "$engine2"; do
-    ! ss -ltnpH | grep -q "pid=$p," || fail "[wsync-tcp] an engine listens on a TCP port: $(ss -ltnpH | grep "pid=$p,")"
+    ! grep -q "pid=$p," <<<"$(ss -ltnpH)" || fail "[wsync-tcp] an engine listens on a TCP port: $(ss -ltnpH | grep "pid=$p,")"
   done
   for p in ${ports//,/ }; do
     "$SOCKET_OUTSIDER" silent 127.0.0.1 "$p" "$SILENT" >>"$dir/silent.log" 2>&1 &
@@ -148,7 +148,7 @@ attack_case() {
       [ "${made:-0}" -eq "$ATTEMPTS" ] && [ "${died:-0}" -ge $((ATTEMPTS * 9 / 10)) ] ||
         fail "[$mode] the outsider did not make its $ATTEMPTS attempts against the $victim: $out"
     elif [ "$victim" = engine1 ]; then
-      echo "$out" | grep -q "listens on no TCP port" || fail "[$mode] an engine has a TCP port open: $out"
+      grep -q "listens on no TCP port" <<<"$out" || fail "[$mode] an engine has a TCP port open: $out"
     fi
   done
   # 2. flood, against the other engine.
