@@ -60,6 +60,17 @@ int wait_child(pid_t pid, int timeout_ms) {
   }
 }
 
+bool stop_child(pid_t pid, int timeout_ms) {
+  if (kill(pid, SIGSTOP) != 0) return false;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    int status = 0;  // (the kernel tells the parent once the last thread stopped)
+    if (waitpid(pid, &status, WNOHANG | WUNTRACED) == pid) return WIFSTOPPED(status);
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
 namespace {
 
 // The directories temp_dir made, removed when the process that made them exits (a forked child

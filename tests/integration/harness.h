@@ -18,6 +18,9 @@ pid_t spawn(const std::function<int()>& fn);
 // Wait for a child up to timeout_ms; returns its exit code, 128+signal, or -1 on timeout (the
 // child is then killed).
 int wait_child(pid_t pid, int timeout_ms);
+// SIGSTOP to a child, and wait up to timeout_ms until it stopped (every thread: kill() returns
+// before they are, and meanwhile the child still runs and answers). False when it did not stop.
+bool stop_child(pid_t pid, int timeout_ms = 10000);
 
 std::string temp_dir();
 // Poll a file for a "host:port" line written by the sender (store_addr_file option).

@@ -451,12 +451,10 @@ TEST_P(StoreGone, JoinFailsWithinItsTimeoutNamingTheStore) {
   const pid_t sender = spawn([dir] { return run_sender(dir, Fault::kReceiverKilled); });
   const std::string addr = read_addr_file(dir + "/store.addr", 30000);
   ASSERT_FALSE(addr.empty());
-  kill(sender, stopped ? SIGSTOP : SIGKILL);
-  if (stopped) {  // kill() returns before the store's thread has stopped: wait until it has
-    int ws = 0;
-    ASSERT_EQ(sender, waitpid(sender, &ws, WUNTRACED));
-    ASSERT_TRUE(WIFSTOPPED(ws));
+  if (stopped) {
+    ASSERT_TRUE(stop_child(sender)) << "the sender did not stop";
   } else {
+    kill(sender, SIGKILL);
     wait_child(sender, 10000);
   }
   Buffers buf;

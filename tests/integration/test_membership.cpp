@@ -753,7 +753,7 @@ TEST(Membership, AJoinerWhoseCatchUpFromAHungSourceFailedRetriesFromAnother) {
   ASSERT_EQ(WSYNC_OK, s.init(addr_file, {{"init_receivers", "2"}})) << wsync_last_error();
   std::string why;
   ASSERT_EQ(WSYNC_OK, s.publish(1, &why)) << why;
-  ASSERT_EQ(0, kill(kids.pids[0], SIGSTOP));
+  ASSERT_TRUE(stop_child(kids.pids[0])) << "rank 1 did not stop";
   RxPlan first = joiner(addr_file, 3, {});
   first.catchup_fails = true;
   kids.pids.push_back(spawn([first] { return run_rx(first); }));
@@ -1296,7 +1296,7 @@ TEST(ElasticRelays, AJoinerThatCannotReachItsRelayJoinsBelowTheSender) {
   ASSERT_EQ(WSYNC_OK, s.publish(1, &why)) << why;
   ASSERT_EQ(WSYNC_OK, s.publish(2, &why)) << why;
   usleep(200 * 1000);  // (rank 2 confirmed version 2 and waits for the next update)
-  ASSERT_EQ(0, kill(kids.pids[1], SIGSTOP));
+  ASSERT_TRUE(stop_child(kids.pids[1])) << "rank 2 did not stop";
   RxPlan again = relayed(addr_file, 3, {2, 3});
   again.log_file = joiner_log;
   kids.pids.push_back(spawn([again] { return run_rx(again); }));
