@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # failure-digest.sh BUILD_DIR: after a ctest run that failed, the lines that say why, per failed
 # test: gtest's failures (with the lines that follow them), sanitizer reports (their first frames)
-# and FAILED lines, at most 40 per test. scripts/test.sh prints it last, so that a CI log cut in
+# and FAILED lines (a script's "x.sh: FAILED: ...", not a status such as WSYNC_ERR_PEER_FAILED quoted
+# in a log it dumps), at most 40 per test. scripts/test.sh prints it last, so that a CI log cut in
 # the middle (a failed test's full output can be long) still ends with the reason.
 set -uo pipefail
 dir=${1:?usage: failure-digest.sh BUILD_DIR}
@@ -16,7 +17,7 @@ cut -d: -f2- "$failed" | while IFS= read -r name; do
     inside && /^Test (Passed|Failed)\.|^Test time =/ { if (/Failed/) inside = 0 }
     inside && /^[0-9]+\/[0-9]+ Testing: / { inside = 0 }
     !inside { next }
-    /Failure$|: Failure|runtime error|ERROR: [A-Za-z]*Sanitizer|^SUMMARY:|\[  FAILED  \]|FAILED:|Segmentation|Aborted/ {
+    /Failure$|: Failure|runtime error|ERROR: [A-Za-z]*Sanitizer|^SUMMARY:|\[  FAILED  \]|(^|[^_A-Z])FAILED:|Segmentation|Aborted/ {
       follow = /Sanitizer/ ? 8 : 4
       print; next
     }

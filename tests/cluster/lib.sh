@@ -79,6 +79,8 @@ fail() {
   for f in "$LOGS"/*.log; do
     [ -f "$f" ] && { echo "--- $(basename "$f") (last 15 lines)"; tail -n 15 "$f"; }
   done >&2
+  # (again after the logs: a CI report that keeps only the output's end still says why)
+  echo "$(basename "$0"): FAILED: $*" >&2
   exit 1
 }
 
