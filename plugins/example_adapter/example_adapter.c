@@ -32,6 +32,7 @@
  * config fails at wsync_group_init instead of being silently ignored.
  */
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,8 +44,12 @@
 #define EX_VERSION "0.1.0"
 #define EX_MAX_REQUESTS 2 /* the most requests one step builds (FINALIZE: finalize + flush) */
 
-/* The host table: the core's services (log, set_error, ...). Kept from the entry function. */
-static const wsync_host_v1_t* g_host;
+/* The host table: the core's services (log, set_error, ...). Kept from the entry function, which
+ * the core calls at every load (each group that loads the plugin), maybe while another thread of
+ * the process logs through it: an atomic pointer (C11), stored with release, read with acquire. */
+static _Atomic(const wsync_host_v1_t*) g_host;
+
+static const wsync_host_v1_t* ex_host(void) { return atomic_load_explicit(&g_host, memory_order_acquire); }
 
 /* ---------------------------------------------------------------------------------------------
  * Errors and logging: every failure returns a WSYNC_ERR_* code AND calls host->set_error with a
@@ -59,11 +64,13 @@ static wsync_status_t ex_fail(wsync_status_t status, const char* fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap); /* truncates safely; always NUL-terminated */
   va_end(ap);
-  return g_host != NULL ? g_host->set_error(status, msg) : status;
+  const wsync_host_v1_t* host = ex_host();
+  return host != NULL ? host->set_error(status, msg) : status;
 }
 
 static void ex_log(int32_t level, const char* message) {
-  if (g_host != NULL && g_host->log != NULL) g_host->log(level, message);
+  const wsync_host_v1_t* host = ex_host();
+  if (host != NULL && host->log != NULL) host->log(level, message);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -553,6 +560,6 @@ const wsync_adapter_v1_t* wsync_adapter_entry_v1(const wsync_host_v1_t* host) {
   /* Accept any host table of plugin ABI 1 at least as large as what this plugin calls (log,
    * set_error); a larger, newer one is fine. Refusals say why through set_error. */
   WSYNC_PLUGIN_CHECK_HOST(host, set_error, "adapter '" EX_NAME "'");
-  g_host = host;
+  atomic_store_explicit(&g_host, host, memory_order_release);
   return &kExampleAdapter;
 }

@@ -1,5 +1,6 @@
 /* A test-only adapter plugin: "stub" (valid, in-band manifests, mixed byte layout) or, with
  * TP_ABI_VERSION=99, one built for a plugin ABI this core does not speak. Never installed. */
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "wsync_plugin.h"
@@ -11,15 +12,17 @@
 #define TP_ABI_VERSION WSYNC_PLUGIN_ABI_VERSION
 #endif
 
-static const wsync_host_v1_t* g_host;
+/* (atomic: the entry runs at every load, maybe while another thread calls in) */
+static _Atomic(const wsync_host_v1_t*) g_host;
+#define HOST() atomic_load_explicit(&g_host, memory_order_acquire)
 
 static wsync_status_t stub_create(const wsync_adapter_params_t* params, void** out) {
   if (params == NULL || out == NULL) return WSYNC_ERR_INVALID_ARGUMENT;
   if (params->options == NULL && params->num_options > 0)
-    return g_host->set_error(WSYNC_ERR_INVALID_ARGUMENT, "adapter '" TP_NAME "': options is NULL but num_options is "
+    return HOST()->set_error(WSYNC_ERR_INVALID_ARGUMENT, "adapter '" TP_NAME "': options is NULL but num_options is "
                              "not 0");
   if (params->num_options != 0)
-    return g_host->set_error(WSYNC_ERR_INVALID_ARGUMENT, "adapter '" TP_NAME "' takes no options");
+    return HOST()->set_error(WSYNC_ERR_INVALID_ARGUMENT, "adapter '" TP_NAME "' takes no options");
   *out = calloc(1, 16);
   return *out ? WSYNC_OK : WSYNC_ERR_OUT_OF_MEMORY;
 }
@@ -52,6 +55,6 @@ static const wsync_adapter_v1_t kTable = {
 
 __attribute__((visibility("default"))) const wsync_adapter_v1_t* wsync_adapter_entry_v1(const wsync_host_v1_t* host) {
   WSYNC_PLUGIN_CHECK_HOST(host, set_error, "adapter '" TP_NAME "'");
-  g_host = host;
+  atomic_store_explicit(&g_host, host, memory_order_release);
   return &kTable;
 }

@@ -10,6 +10,7 @@
  *   TP_V10_TABLE                a plugin built against plugin ABI 1.0: its table ends at destroy
  *
  * Never installed. Only for tests of the loader and of the public ABI. */
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +26,9 @@
 
 #define TP_EXPORT __attribute__((visibility("default")))
 
-static const wsync_host_v1_t* g_host;
+/* (atomic: the entry runs at every load, maybe while another thread calls in) */
+static _Atomic(const wsync_host_v1_t*) g_host;
+#define HOST() atomic_load_explicit(&g_host, memory_order_acquire)
 
 typedef struct stub_transport {
   uint32_t rank;
@@ -37,7 +40,7 @@ static wsync_status_t stub_create(const wsync_transport_params_t* params, void**
   uint64_t i;
   if (params == NULL || out == NULL) return WSYNC_ERR_INVALID_ARGUMENT;
   if (params->options == NULL && params->num_options > 0)
-    return g_host->set_error(WSYNC_ERR_INVALID_ARGUMENT, "transport '" TP_NAME "': options is NULL but num_options "
+    return HOST()->set_error(WSYNC_ERR_INVALID_ARGUMENT, "transport '" TP_NAME "': options is NULL but num_options "
                              "is not 0");
   for (i = 0; i < params->num_options; ++i) {
     /* The stub takes no options: name the key, as the plugin contract asks. */
@@ -46,10 +49,10 @@ static wsync_status_t stub_create(const wsync_transport_params_t* params, void**
     strcpy(msg, "transport '" TP_NAME "' has no option '");
     strncat(msg, key, 200);
     strcat(msg, "'");
-    return g_host->set_error(WSYNC_ERR_INVALID_ARGUMENT, msg);
+    return HOST()->set_error(WSYNC_ERR_INVALID_ARGUMENT, msg);
   }
   t = (stub_transport_t*)calloc(1, sizeof *t);
-  if (t == NULL) return g_host->set_error(WSYNC_ERR_OUT_OF_MEMORY, "transport '" TP_NAME "': out of memory");
+  if (t == NULL) return HOST()->set_error(WSYNC_ERR_OUT_OF_MEMORY, "transport '" TP_NAME "': out of memory");
   t->rank = params->rank;
   *out = t;
   return WSYNC_OK;
@@ -137,13 +140,13 @@ static const wsync_transport_v1_t kTable = {
 #ifdef TP_NO_ENTRY
 /* A near miss: the loader looks for wsync_transport_entry_v1 and must not take this. */
 TP_EXPORT const wsync_transport_v1_t* wsync_transport_entry(const wsync_host_v1_t* host) {
-  g_host = host;
+  atomic_store_explicit(&g_host, host, memory_order_release);
   return &kTable;
 }
 #else
 TP_EXPORT const wsync_transport_v1_t* wsync_transport_entry_v1(const wsync_host_v1_t* host) {
   WSYNC_PLUGIN_CHECK_HOST(host, set_error, "transport '" TP_NAME "'");
-  g_host = host;
+  atomic_store_explicit(&g_host, host, memory_order_release);
 #ifdef TP_NULL_SEND_POST
   (void)stub_send_post; /* present, but the table leaves it NULL */
 #endif
