@@ -7,8 +7,8 @@
 //                       [--staged] [--rejoin] [--until-version V] [--until-file PATH] [--tp T]
 //
 // --rejoin: the receiver option rejoin. A trainer that dies or ends is followed by the next one at
-// the same store (the engine keeps serving meanwhile: a failed update or a wait is printed, not
-// fatal); the engine ends at a CLOSED once it committed --until-version (default: the first CLOSED)
+// the same store (the engine keeps serving meanwhile: a failed update, a failed commit or a wait
+// is printed, not fatal); the engine ends at a CLOSED once it committed --until-version (default: the first CLOSED)
 // and, with --until-file, once that file exists.
 // --tp T: one TP-T engine worker, TP rank (rank - 1) % T: it registers only its rows of every
 // tensor (torch.chunk over dim 0, as a slice; a tensor without rows whole, by every TP rank), checks
@@ -186,6 +186,19 @@ int main(int argc, char** argv) {
   std::map<std::string, uint64_t> got;  // name -> checksum of the bytes received this update
   uint64_t bytes = 0;
   double t0 = 0;
+  // With --rejoin a commit that fails (a sender died before it could be told: nothing was applied,
+  // docs/ABI.md "A trainer that restarts") is an update lost, not the engine's end: keep serving
+  // the version before and take the next trainer's. 0: go on; else the exit code.
+  const auto commit_failed = [&](uint64_t version, wsync_status_t st) {
+    if (!rejoin) return fail(rank, "wsync_receiver_commit", st);
+    std::printf("engine rank %d: the commit of version %llu failed (%s); keeping version %llu: %s\n", rank,
+                static_cast<unsigned long long>(version), wsync_status_name(st),
+                static_cast<unsigned long long>(wsync_receiver_committed_version(rx)), wsync_last_error());
+    std::fflush(stdout);
+    got.clear();
+    bytes = 0;
+    return staged && !views && !kept_committed(rank, spec, params, wsync_receiver_committed_version(rx)) ? 3 : 0;
+  };
   for (;;) {
     wsync_receiver_event_t ev = WSYNC_RECEIVER_EVENT_INIT;
     st = wsync_receiver_next(rx, &ev, rejoin ? 5000 : 120000);
@@ -230,8 +243,10 @@ int main(int argc, char** argv) {
       double dt = caught_up ? 0 : now_s() - t0;
       size_t bad = 0, missing = 0;
       // Staged: the registered buffers get the update at the commit; check them after it.
-      if (staged && !views && (st = wsync_receiver_commit(rx, ev.version)) != WSYNC_OK)
-        return fail(rank, "wsync_receiver_commit", st);
+      if (staged && !views && (st = wsync_receiver_commit(rx, ev.version)) != WSYNC_OK) {
+        if (const int rc = commit_failed(ev.version, st)) return rc;
+        continue;
+      }
       for (const auto& p : spec) {
         const char* name = p.t->name;
         auto it = got.find(name);
@@ -258,8 +273,10 @@ int main(int argc, char** argv) {
         wsync_receiver_destroy(rx);
         return 1;
       }
-      if (!(staged && !views) && (st = wsync_receiver_commit(rx, ev.version)) != WSYNC_OK)
-        return fail(rank, "wsync_receiver_commit", st);
+      if (!(staged && !views) && (st = wsync_receiver_commit(rx, ev.version)) != WSYNC_OK) {
+        if (const int rc = commit_failed(ev.version, st)) return rc;
+        continue;
+      }
       got.clear();
       bytes = 0;
     } else if (ev.kind == WSYNC_EVENT_ABORTED) {
