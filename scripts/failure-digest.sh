@@ -17,7 +17,7 @@ cut -d: -f2- "$failed" | while IFS= read -r name; do
     inside && /^Test (Passed|Failed)\.|^Test time =/ { if (/Failed/) inside = 0 }
     inside && /^[0-9]+\/[0-9]+ Testing: / { inside = 0 }
     !inside { next }
-    /Failure$|: Failure|runtime error|ERROR: [A-Za-z]*Sanitizer|^SUMMARY:|\[  FAILED  \]|(^|[^_A-Z])FAILED:|Segmentation|Aborted/ {
+    /Failure$|: Failure|runtime error|ERROR: [A-Za-z]*Sanitizer|^SUMMARY:|\[  FAILED  \]|^FAILED:|[^_A-Z]FAILED:|Segmentation|Aborted/ {
       follow = /Sanitizer/ ? 8 : 4
       print; next
     }

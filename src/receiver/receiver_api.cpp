@@ -192,10 +192,20 @@ WSYNC_API wsync_status_t wsync_receiver_commit(wsync_receiver_t* receiver, uint6
       return refuse(rx, 0, st);
     }
     // The sender first: if it cannot be told, staged bytes are not applied and the registered
-    // buffers keep the previous version, which is what this receiver then still reports.
-    // (a catch-up's version: the sender waits for no COMMITTED of it)
-    if (!rx->catchup_commit) st = rx->conn.send(MsgType::kCommitted, encode_committed({version}), rx->timeout_ms);
-    if (st != WSYNC_OK) return st;
+    // buffers keep the previous version, which is what this receiver then still reports. A sender
+    // whose end is closed (it died after it finalized) is not told: the kernel would take the
+    // COMMITTED for a peer that is gone. (A catch-up's version: the sender waits for no COMMITTED.)
+    if (!rx->catchup_commit)
+      st = rx->conn.hung_up()
+               ? fail(WSYNC_ERR_PEER_FAILED, "%s closed its connection before it heard COMMITTED of version %llu",
+                      rx->conn.peer_name().c_str(), static_cast<unsigned long long>(version))
+               : rx->conn.send(MsgType::kCommitted, encode_committed({version}), rx->timeout_ms);
+    if (st != WSYNC_OK) {  // the version is lost here (with option rejoin the next call joins again)
+      const std::string why = last_error();
+      rx->pending_commit = 0;
+      drop_update(rx, why);
+      return fail_msg(st, why);
+    }
     rx->catchup_commit = false;
     rx->sh->committed = version;
     rx->pending_commit = 0;

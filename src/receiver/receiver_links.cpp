@@ -54,7 +54,7 @@ Link* silent_first(Link* rx, Link* l, std::string* cause) {
 }
 
 // Link `l` failed with `st`: the update is void on every link, the other senders are told (see
-// word_for), and the receiver takes no more updates.
+// word_for), and the receiver takes no more updates (option rejoin: the next call joins again).
 wsync_status_t link_failed(Link* rx, Link* l, wsync_status_t st, bool sender_fault = false) {
   RxShared* sh = rx->sh;
   // Its sender removed this receiver (elastic) and said so before its close: that is the cause, not
@@ -465,8 +465,17 @@ wsync_status_t links_commit(Link* rx, uint64_t version) {
     }
   wsync_status_t st = check_staged_arrived(rx);
   if (st != WSYNC_OK) return refuse_all(rx, st, last_error());
-  // Every sender first: one that cannot be told means nothing is applied here (the others were
-  // told; their finalize returned) and the receiver takes no more updates.
+  // Every sender first: one that cannot be told means nothing is applied here (those before it
+  // were told; their finalize returned) and the update is lost (option rejoin: the next call joins
+  // again). A sender whose end is closed (it died after it finalized) is found before anyone is
+  // told: the kernel would take its COMMITTED for a peer that is gone.
+  for (Link* l : rx->sh->links)
+    if (l->conn.hung_up()) {
+      for (Link* o : rx->sh->links) o->pending_commit = 0;
+      return link_failed(rx, l,
+                         fail(WSYNC_ERR_PEER_FAILED, "it closed its connection before it heard COMMITTED of version %llu",
+                              static_cast<unsigned long long>(version)));
+    }
   for (Link* l : rx->sh->links) {
     l->pending_commit = 0;
     if ((st = l->conn.send(MsgType::kCommitted, encode_committed({version}), rx->timeout_ms)) != WSYNC_OK)

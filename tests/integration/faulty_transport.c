@@ -20,6 +20,7 @@
  * The file is read at every send_post, so a test writes it between updates. A process without
  * WSYNC_FAULTY_FILE (the receivers) runs plain UCX. Test-only; never installed. */
 #include <dlfcn.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +31,9 @@
 
 #define FT_EXPORT __attribute__((visibility("default")))
 
-static const wsync_host_v1_t* g_host;
+/* (atomic: the entry runs at every load, maybe while another thread calls in) */
+static _Atomic(const wsync_host_v1_t*) g_host;
+#define HOST() atomic_load_explicit(&g_host, memory_order_acquire)
 static const wsync_transport_v1_t* g_ucx;
 static wsync_transport_v1_t g_table;
 static unsigned long g_sent;      /* send_post calls of this process */
@@ -88,7 +91,7 @@ static wsync_status_t faulty_send_post(void* self, uint64_t seq, const wsync_buf
     wsync_buffer_t bent = *buf;
     free(copy);
     if ((copy = (unsigned char*)malloc(buf->len)) == NULL)
-      return g_host->set_error(WSYNC_ERR_OUT_OF_MEMORY, "transport 'faulty': out of memory");
+      return HOST()->set_error(WSYNC_ERR_OUT_OF_MEMORY, "transport 'faulty': out of memory");
     memcpy(copy, buf->data, buf->len);
     copy[buf->len / 2] ^= 0x5A;
     bent.data = copy;
@@ -101,7 +104,7 @@ static wsync_status_t faulty_send_wait(void* self, uint64_t seq, int64_t timeout
   if (seq != 0 && (seq == g_stalled_seq || seq == g_late_seq)) {
     struct timespec ts = {0, 1000000L * (timeout_ms > 0 && timeout_ms < 20 ? timeout_ms : 20)};
     if (timeout_ms != 0) nanosleep(&ts, NULL);
-    return g_host->set_error(WSYNC_ERR_TIMEOUT, "transport 'faulty': bucket stalled on purpose");
+    return HOST()->set_error(WSYNC_ERR_TIMEOUT, "transport 'faulty': bucket stalled on purpose");
   }
   return g_ucx->send_wait(self, seq, timeout_ms);
 }
@@ -115,7 +118,7 @@ FT_EXPORT const wsync_transport_v1_t* wsync_transport_entry_v1(const wsync_host_
   void* lib;
   wsync_transport_entry_v1_fn entry;
   WSYNC_PLUGIN_CHECK_HOST(host, set_error, "transport 'faulty'");
-  g_host = host;
+  atomic_store_explicit(&g_host, host, memory_order_release);
   if (g_ucx != NULL) return &g_table;
   lib = dlopen(WSYNC_FAULTY_UCX, RTLD_NOW | RTLD_LOCAL);
   entry = lib ? (wsync_transport_entry_v1_fn)dlsym(lib, "wsync_transport_entry_v1") : NULL;

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -64,9 +65,17 @@ bool stop_child(pid_t pid, int timeout_ms) {
   if (kill(pid, SIGSTOP) != 0) return false;
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   for (;;) {
-    int status = 0;  // (the kernel tells the parent once the last thread stopped)
-    if (waitpid(pid, &status, WNOHANG | WUNTRACED) == pid) return WIFSTOPPED(status);
-    if (std::chrono::steady_clock::now() > until) return false;
+    // (the kernel tells the parent once the last thread stopped; looked at without reaping, so
+    // that a child that exited instead is still there for wait_child)
+    siginfo_t si{};
+    if (waitid(P_PID, static_cast<id_t>(pid), &si, WSTOPPED | WEXITED | WNOHANG | WNOWAIT) != 0 && errno != EINTR)
+      return false;
+    if (si.si_pid == pid && si.si_code == CLD_STOPPED) {
+      int status = 0;
+      waitpid(pid, &status, WNOHANG | WUNTRACED);  // (takes the stop's report)
+      return true;
+    }
+    if (si.si_pid == pid || std::chrono::steady_clock::now() > until) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 }

@@ -6,8 +6,8 @@
 // receiver's buffers hold version 2 exactly while no trainer runs. Then the same with a trainer of
 // two ranks (two senders, each the rows it holds): rank 1 dies, then rank 0, and each time the
 // trainer restarts (its ranks together, as torchrun restarts them) and goes on into the same
-// receivers. And rank 1 dying after it finalized, while the receivers hold its COMMIT: a commit
-// that fails there changes nothing and the receivers go on.
+// receivers. And a trainer (one sender, or rank 1 of two) dying after it finalized, while the
+// receivers hold its COMMIT: their commits fail, change nothing, and the receivers go on.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -297,16 +297,23 @@ void touch(const std::string& path) {
   if (FILE* f = std::fopen(path.c_str(), "w")) std::fclose(f);
 }
 
-// An engine of the two-rank trainer (option rejoin) that holds at version `hold`'s COMMIT event,
-// says so (file <dir>/at_commit.<rank>) and commits only once the test says go (<dir>/go), a
-// sender having died meanwhile. That commit may fail (the sender cannot be told: nothing is
-// applied, a staged receiver's buffers keep the version before) or succeed (the sender's socket
-// took the COMMITTED before it noticed), as docs/ABI.md says; either way the receiver takes the
-// restarted trainer's versions up to `last`, each checked byte for byte. Prints "commit of <hold>:
-// failed|committed". Exit 0, or 1 with the reason printed.
+// Until both engines hold version 2's COMMIT (their files in `dir`): at most 60 s.
+bool both_at_commit(const std::string& dir) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!(exists(dir + "/at_commit.1") && exists(dir + "/at_commit.2")) && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  return exists(dir + "/at_commit.1") && exists(dir + "/at_commit.2");
+}
+
+// An engine (option rejoin) that holds at version `hold`'s COMMIT event, says so (file
+// <dir>/at_commit.<rank>) and commits only once the test says go (<dir>/go), a sender having died
+// meanwhile. That commit must fail (PEER_FAILED, its message holding `names_gone`) and apply nothing
+// (a staged receiver's buffers and committed_version keep the version before, docs/ABI.md); then
+// the receiver takes the restarted trainer's versions up to `last`, each checked byte for byte.
+// Exit 0, or 1 with the reason printed.
 int run_engine_held_at_commit(const std::string& store, uint32_t rank, bool staged, const std::string& dir,
-                              uint64_t hold, uint64_t last) {
-  const std::vector<synth_tensor_t> s = two_rank_spec();
+                              const std::vector<synth_tensor_t>& s, uint64_t hold, uint64_t last,
+                              const std::string& names_gone) {
   std::vector<std::vector<uint8_t>> bufs;
   wsync_receiver_t* rx = open_engine(store, rank, staged, s, &bufs);
   if (rx == nullptr) return 1;
@@ -317,6 +324,12 @@ int run_engine_held_at_commit(const std::string& store, uint32_t rank, bool stag
   wsync_receiver_event_t ev = WSYNC_RECEIVER_EVENT_INIT;
   while (committed < last && std::chrono::steady_clock::now() < until) {
     const wsync_status_t st = wsync_receiver_next(rx, &ev, 1000);
+    if (st == WSYNC_ERR_INVALID_STATE) {  // (a version left pending: every call would refuse so)
+      std::fprintf(stderr, "engine %u: stuck after version %llu: %s\n", rank,
+                   static_cast<unsigned long long>(committed), wsync_last_error());
+      wsync_receiver_destroy(rx);
+      return 1;
+    }
     if (st != WSYNC_OK) {
       if (st != WSYNC_ERR_TIMEOUT)
         std::printf("engine %u: after version %llu: %s: %s\n", rank, static_cast<unsigned long long>(committed),
@@ -334,17 +347,21 @@ int run_engine_held_at_commit(const std::string& store, uint32_t rank, bool stag
       touch(dir + "/at_commit." + std::to_string(rank));
       while (!exists(dir + "/go") && std::chrono::steady_clock::now() < until)
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      if (wsync_receiver_commit(rx, hold) != WSYNC_OK) {
-        std::printf("engine %u: commit of %llu: failed: %s\n", rank, static_cast<unsigned long long>(hold),
-                    wsync_last_error());
-        if (wsync_receiver_committed_version(rx) != committed || (staged && !holds(s, bufs, committed))) {
-          std::fprintf(stderr, "engine %u: a failed commit of %llu changed the committed version or the buffers\n",
-                       rank, static_cast<unsigned long long>(hold));
-          bad = 1;
-        }
-        continue;
+      const wsync_status_t cst = wsync_receiver_commit(rx, hold);
+      const std::string why = wsync_last_error();
+      std::printf("engine %u: commit of %llu: %s: %s\n", rank, static_cast<unsigned long long>(hold),
+                  wsync_status_name(cst), why.c_str());
+      if (cst != WSYNC_ERR_PEER_FAILED || why.find(names_gone) == std::string::npos) {
+        std::fprintf(stderr, "engine %u: the commit of %llu, its sender gone, did not fail naming that\n", rank,
+                     static_cast<unsigned long long>(hold));
+        bad = 1;
       }
-      std::printf("engine %u: commit of %llu: committed\n", rank, static_cast<unsigned long long>(hold));
+      if (wsync_receiver_committed_version(rx) != committed || (staged && !holds(s, bufs, committed))) {
+        std::fprintf(stderr, "engine %u: a failed commit of %llu changed the committed version or the buffers\n",
+                     rank, static_cast<unsigned long long>(hold));
+        bad = 1;
+      }
+      continue;
     } else if (wsync_receiver_commit(rx, ev.version) != WSYNC_OK) {
       std::fprintf(stderr, "engine %u: commit %llu: %s\n", rank, static_cast<unsigned long long>(ev.version),
                    wsync_last_error());
@@ -366,30 +383,52 @@ int run_engine_held_at_commit(const std::string& store, uint32_t rank, bool stag
 
 // Sender 1 dies after it finalized version 2, while the engines hold its COMMIT unconfirmed (the
 // window the composed soak hit: an engine's wsync_receiver_commit failed and the sample engine
-// quit). The engines, with option rejoin, go on: they take versions 3 and 4 from the restarted
-// trainer, checked byte for byte, and a failed commit changed nothing.
+// quit). The commits fail, naming sender 1, and apply nothing; the engines, with option
+// rejoin, take versions 3 and 4 from the restarted trainer, checked byte for byte.
 TEST(SenderRestart, ASenderThatDiesBeforeTheEnginesConfirmTheirCommitIsSurvived) {
   const int port = free_port();
   ASSERT_GT(port, 0);
   const std::string store = "127.0.0.1:" + std::to_string(port);
   const std::string dir = temp_dir();
-  pid_t e1 = spawn([store, dir] { return run_engine_held_at_commit(store, 1, true, dir, 2, 4); });
-  pid_t e2 = spawn([store, dir] { return run_engine_held_at_commit(store, 2, false, dir, 2, 4); });
+  const std::vector<synth_tensor_t> s = two_rank_spec();
+  // (named: sender 1 closed before it heard COMMITTED, or, for the receiver that commits second,
+  // sender 0 aborted after the first let go, and sender 1's connection closed)
+  pid_t e1 = spawn([store, dir, s] { return run_engine_held_at_commit(store, 1, true, dir, s, 2, 4, "sender 1 ("); });
+  pid_t e2 = spawn([store, dir, s] { return run_engine_held_at_commit(store, 2, false, dir, s, 2, 4, "sender 1 ("); });
   pid_t r0 = spawn([store] { return run_rank(store, 0, 1, 3, 0, 1); });
   pid_t r1 = spawn([store] { return run_rank(store, 1, 1, 3, 0); });
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (!(exists(dir + "/at_commit.1") && exists(dir + "/at_commit.2")) && std::chrono::steady_clock::now() < until)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  ASSERT_TRUE(exists(dir + "/at_commit.1") && exists(dir + "/at_commit.2")) << "version 2's COMMIT did not come";
+  ASSERT_TRUE(both_at_commit(dir)) << "version 2's COMMIT did not come";
   ::kill(r1, SIGKILL);
   EXPECT_EQ(128 + SIGKILL, wait_child(r1, 10000));
   touch(dir + "/go");
-  const int rc0 = wait_child(r0, 60000);
-  EXPECT_TRUE(rc0 == 0 || rc0 == 3) << "rank 0 ended with " << rc0;
+  EXPECT_EQ(3, wait_child(r0, 60000)) << "rank 0 did not fail naming sender 1";
   r0 = spawn([store] { return run_rank(store, 0, 3, 4, 0); });
   r1 = spawn([store] { return run_rank(store, 1, 3, 4, 0); });
   EXPECT_EQ(0, wait_child(r0, 60000));
   EXPECT_EQ(0, wait_child(r1, 60000));
+  EXPECT_EQ(0, wait_child(e1, 60000));
+  EXPECT_EQ(0, wait_child(e2, 60000));
+}
+
+// The same with one sender: the trainer dies in version 2's finalize, the receivers' commits fail
+// and apply nothing, and the next call joins the restarted trainer (a commit that failed there
+// once left the version pending, and every later call refused with INVALID_STATE).
+TEST(SenderRestart, ATrainerThatDiesBeforeTheEnginesConfirmTheirCommitIsSurvived) {
+  const int port = free_port();
+  ASSERT_GT(port, 0);
+  const std::string store = "127.0.0.1:" + std::to_string(port);
+  const std::string dir = temp_dir();
+  const std::vector<synth_tensor_t> s = spec();
+  const std::string gone = "the sender of group 'restart' closed its connection before it heard COMMITTED";
+  pid_t e1 = spawn([store, dir, s, gone] { return run_engine_held_at_commit(store, 1, true, dir, s, 2, 4, gone); });
+  pid_t e2 = spawn([store, dir, s, gone] { return run_engine_held_at_commit(store, 2, false, dir, s, 2, 4, gone); });
+  pid_t first = spawn([store] { return run_trainer(store, 1, 3, 0); });
+  ASSERT_TRUE(both_at_commit(dir)) << "version 2's COMMIT did not come";
+  ::kill(first, SIGKILL);
+  EXPECT_EQ(128 + SIGKILL, wait_child(first, 10000));
+  touch(dir + "/go");
+  pid_t second = spawn([store] { return run_trainer(store, 3, 4, 0); });
+  EXPECT_EQ(0, wait_child(second, 60000));
   EXPECT_EQ(0, wait_child(e1, 60000));
   EXPECT_EQ(0, wait_child(e2, 60000));
 }

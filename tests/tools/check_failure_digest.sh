@@ -26,11 +26,13 @@ printf '1:unit.one\n2:cluster.two\n' >"$dir/Testing/Temporary/LastTestsFailed.lo
   echo "two.sh: FAILED: the reason of cluster.two"
   echo "Test Failed."
 } >"$dir/Testing/Temporary/LastTest.log"
-out=$("$digest" "$dir")
+rc=0
+out=$("$digest" "$dir") || rc=$?
+[ "$rc" -eq 0 ] || { echo "check_failure_digest: the digest exited with $rc:"; echo "$out"; exit 1; }
 for want in "--- unit.one" "the reason of unit.one" "--- cluster.two" "two.sh: FAILED: the reason of cluster.two"; do
   grep -qF -- "$want" <<<"$out" || { echo "check_failure_digest: no '$want' in:"; echo "$out"; exit 1; }
 done
-if grep -q "engine rank 30:" <<<"$out"; then  # (beyond the lines that follow the first reason)
+if grep -q "engine rank 3:" <<<"$out"; then  # (beyond the lines that follow the first reason)
   echo "check_failure_digest: a quoted WSYNC_ERR_PEER_FAILED was taken for a failure:"; echo "$out"; exit 1
 fi
 [ "$(grep -c "the reason of cluster.two" <<<"$out")" -eq 2 ] || { echo "check_failure_digest: the script's reason is not both first and last:"; echo "$out"; exit 1; }

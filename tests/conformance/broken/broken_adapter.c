@@ -12,6 +12,7 @@
  *   CB_LAYOUT_OVERRUN   "overrun"     get_layout writes bucket_bytes whatever the caller's
  *                                     struct_size (an older core's stack) -> the suite fails it
  */
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,22 +23,24 @@
 #define CB_NAME "broken"
 #endif
 
-static const wsync_host_v1_t* g_host;
+/* (atomic: the entry runs at every load, maybe while another thread calls in) */
+static _Atomic(const wsync_host_v1_t*) g_host;
+#define HOST() atomic_load_explicit(&g_host, memory_order_acquire)
 
 static wsync_status_t cb_create(const wsync_adapter_params_t* params, void** out) {
 #ifdef CB_CRASHY
   /* Reads params before looking at it: create(NULL, ...) crashes. */
   if (params->num_options > 1000) return WSYNC_ERR_INVALID_ARGUMENT;
 #endif
-  if (params == NULL || out == NULL) return g_host->set_error(WSYNC_ERR_INVALID_ARGUMENT, "create: NULL argument");
-  if (params->struct_size < sizeof *params) return g_host->set_error(WSYNC_ERR_INVALID_ARGUMENT, "params too small");
+  if (params == NULL || out == NULL) return HOST()->set_error(WSYNC_ERR_INVALID_ARGUMENT, "create: NULL argument");
+  if (params->struct_size < sizeof *params) return HOST()->set_error(WSYNC_ERR_INVALID_ARGUMENT, "params too small");
   if (params->num_options > 0) {
     const char* key = params->options != NULL && params->options[0].key != NULL ? params->options[0].key : "(null)";
     char msg[300];
     strcpy(msg, "adapter '" CB_NAME "' has no option '");
     strncat(msg, key, 200);
     strcat(msg, "'");
-    return g_host->set_error(WSYNC_ERR_INVALID_ARGUMENT, msg);
+    return HOST()->set_error(WSYNC_ERR_INVALID_ARGUMENT, msg);
   }
   *out = calloc(1, 64);
   return *out ? WSYNC_OK : WSYNC_ERR_OUT_OF_MEMORY;
@@ -64,9 +67,9 @@ static wsync_status_t cb_build_requests(void* self, const wsync_engine_step_t* s
   static wsync_http_request_t reqs[3];
   if (self == NULL || step == NULL || out == NULL || num_out == NULL) return WSYNC_ERR_INVALID_ARGUMENT;
   if (step->struct_size < sizeof *step || step->step < WSYNC_STEP_HEALTH || step->step > WSYNC_STEP_DESTROY)
-    return g_host->set_error(WSYNC_ERR_INVALID_ARGUMENT, "bad step");
+    return HOST()->set_error(WSYNC_ERR_INVALID_ARGUMENT, "bad step");
   if (step->num_tensors > 0 && (step->names == NULL || step->dtypes == NULL || step->ndims == NULL || step->shapes == NULL))
-    return g_host->set_error(WSYNC_ERR_INVALID_ARGUMENT, "NULL tensor arrays");
+    return HOST()->set_error(WSYNC_ERR_INVALID_ARGUMENT, "NULL tensor arrays");
   reqs[0].struct_size = sizeof reqs[0], reqs[0].method = WSYNC_HTTP_POST, reqs[0].path = "update_weights";
   reqs[0].body = "{\"name\": \"unterminated}", reqs[0].idempotent = 0, reqs[0].reply = WSYNC_REPLY_STATUS;
   reqs[1].struct_size = sizeof reqs[1], reqs[1].method = 3, reqs[1].path = "/ok";
@@ -123,7 +126,7 @@ static const wsync_adapter_v1_t kTable = {
 
 __attribute__((visibility("default"))) const wsync_adapter_v1_t* wsync_adapter_entry_v1(const wsync_host_v1_t* host) {
   WSYNC_PLUGIN_CHECK_HOST(host, set_error, "a broken test plugin");
-  g_host = host;
+  atomic_store_explicit(&g_host, host, memory_order_release);
 #ifdef CB_NULL_GET_LAYOUT
   (void)cb_get_layout;
 #endif

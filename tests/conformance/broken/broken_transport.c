@@ -10,6 +10,7 @@
  *                           armed=1: a core sleeping on it would miss completions
  *   CB_FD_NO_ARM "fdnoarm"  get_event_fd without arm: the table check must refuse the pair
  */
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +28,9 @@
 #define CB_MAX_IOV 16
 #define CB_SLOTS 8
 
-static const wsync_host_v1_t* g_host;
+/* (atomic: the entry runs at every load, maybe while another thread calls in) */
+static _Atomic(const wsync_host_v1_t*) g_host;
+#define HOST() atomic_load_explicit(&g_host, memory_order_acquire)
 
 /* Process-wide: receives posted by receiver instances, found by the sender's send_wait. */
 typedef struct cb_slot {
@@ -64,23 +67,23 @@ static wsync_status_t cb_create(const wsync_transport_params_t* params, void** o
   cb_transport_t* t;
   uint64_t i;
   if (out != NULL) *out = NULL;
-  if (params == NULL || out == NULL) return g_host->set_error(WSYNC_ERR_INVALID_ARGUMENT, "create: NULL argument");
+  if (params == NULL || out == NULL) return HOST()->set_error(WSYNC_ERR_INVALID_ARGUMENT, "create: NULL argument");
   if (params->struct_size < offsetof(wsync_transport_params_t, timeout_ms) + sizeof params->timeout_ms)
-    return g_host->set_error(WSYNC_ERR_INVALID_ARGUMENT, "transport '" CB_NAME "': params too small");
+    return HOST()->set_error(WSYNC_ERR_INVALID_ARGUMENT, "transport '" CB_NAME "': params too small");
   if (params->world_size < 1 || params->rank >= params->world_size)
-    return g_host->set_error(WSYNC_ERR_INVALID_ARGUMENT, "transport '" CB_NAME "': rank outside the world");
+    return HOST()->set_error(WSYNC_ERR_INVALID_ARGUMENT, "transport '" CB_NAME "': rank outside the world");
   if (params->num_options > 0 && params->options == NULL)
-    return g_host->set_error(WSYNC_ERR_INVALID_ARGUMENT, "transport '" CB_NAME "': NULL options");
+    return HOST()->set_error(WSYNC_ERR_INVALID_ARGUMENT, "transport '" CB_NAME "': NULL options");
   for (i = 0; i < params->num_options; ++i) {
     char msg[300];
     const char* key = params->options[i].key ? params->options[i].key : "(null)";
     strcpy(msg, "transport '" CB_NAME "' has no option '");
     strncat(msg, key, 200);
     strcat(msg, "'");
-    return g_host->set_error(WSYNC_ERR_INVALID_ARGUMENT, msg);
+    return HOST()->set_error(WSYNC_ERR_INVALID_ARGUMENT, msg);
   }
   t = (cb_transport_t*)calloc(1, sizeof *t);
-  if (t == NULL) return g_host->set_error(WSYNC_ERR_OUT_OF_MEMORY, "out of memory");
+  if (t == NULL) return HOST()->set_error(WSYNC_ERR_OUT_OF_MEMORY, "out of memory");
   t->rank = params->rank;
   t->world_size = params->world_size;
   t->event_fd = -1;
@@ -153,7 +156,7 @@ static wsync_status_t cb_recv_post(void* self, uint64_t seq, const wsync_iov_t* 
     return WSYNC_OK;
   }
   unlock();
-  return g_host->set_error(WSYNC_ERR_OUT_OF_MEMORY, "transport '" CB_NAME "': too many posted receives");
+  return HOST()->set_error(WSYNC_ERR_OUT_OF_MEMORY, "transport '" CB_NAME "': too many posted receives");
 }
 
 static wsync_status_t cb_recv_wait(void* self, uint64_t seq, int64_t timeout_ms) {
@@ -244,6 +247,6 @@ static const wsync_transport_v1_t kTable = {
 
 __attribute__((visibility("default"))) const wsync_transport_v1_t* wsync_transport_entry_v1(const wsync_host_v1_t* host) {
   WSYNC_PLUGIN_CHECK_HOST(host, set_error, "a broken test plugin");
-  g_host = host;
+  atomic_store_explicit(&g_host, host, memory_order_release);
   return &kTable;
 }
