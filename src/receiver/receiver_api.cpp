@@ -193,10 +193,12 @@ WSYNC_API wsync_status_t wsync_receiver_commit(wsync_receiver_t* receiver, uint6
     }
     // The sender first: if it cannot be told, staged bytes are not applied and the registered
     // buffers keep the previous version, which is what this receiver then still reports. A sender
-    // whose end is closed (it died after it finalized) is not told: the kernel would take the
-    // COMMITTED for a peer that is gone. (A catch-up's version: the sender waits for no COMMITTED.)
+    // whose end closed without a word (it died after it finalized) is not told: the kernel would
+    // take the COMMITTED for a peer that is gone. (One that closed its group after its finalize
+    // returned, CLOSE then a half-close, still reads it.) (A catch-up's version: the sender waits
+    // for no COMMITTED of it.)
     if (!rx->catchup_commit)
-      st = rx->conn.hung_up()
+      st = rx->conn.hung_up() && inbox_next_type(rx) == 0
                ? fail(WSYNC_ERR_PEER_FAILED, "%s closed its connection before it heard COMMITTED of version %llu",
                       rx->conn.peer_name().c_str(), static_cast<unsigned long long>(version))
                : rx->conn.send(MsgType::kCommitted, encode_committed({version}), rx->timeout_ms);

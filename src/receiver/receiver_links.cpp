@@ -467,10 +467,10 @@ wsync_status_t links_commit(Link* rx, uint64_t version) {
   if (st != WSYNC_OK) return refuse_all(rx, st, last_error());
   // Every sender first: one that cannot be told means nothing is applied here (those before it
   // were told; their finalize returned) and the update is lost (option rejoin: the next call joins
-  // again). A sender whose end is closed (it died after it finalized) is found before anyone is
-  // told: the kernel would take its COMMITTED for a peer that is gone.
+  // again). A sender whose end closed without a word (it died after it finalized) is found before
+  // anyone is told: the kernel would take its COMMITTED for a peer that is gone.
   for (Link* l : rx->sh->links)
-    if (l->conn.hung_up()) {
+    if (l->conn.hung_up() && inbox_next_type(l) == 0) {
       for (Link* o : rx->sh->links) o->pending_commit = 0;
       return link_failed(rx, l,
                          fail(WSYNC_ERR_PEER_FAILED, "it closed its connection before it heard COMMITTED of version %llu",
