@@ -190,15 +190,18 @@ int main(int argc, char** argv) {
   // docs/ABI.md "A trainer that restarts") is an update lost, not the engine's end: keep serving
   // the version before and take the next trainer's. 0: go on; else the exit code.
   const auto commit_failed = [&](uint64_t version, wsync_status_t st) {
+    const std::string why = wsync_last_error();  // (the next call clears it)
     wsync_receiver_state_t state = WSYNC_RECEIVER_STATE_INIT;
     if (!rejoin || wsync_receiver_get_state(rx, &state) != WSYNC_OK || state.pending_version != 0) {
-      const int rc = fail(rank, "wsync_receiver_commit", st);  // (still pending: the receiver is stuck)
+      // (still pending: the receiver is stuck)
+      std::fprintf(stderr, "engine rank %d: wsync_receiver_commit failed: %s: %s\n", rank, wsync_status_name(st),
+                   why.c_str());
       wsync_receiver_destroy(rx);
-      return rc;
+      return 1;
     }
     std::printf("engine rank %d: the commit of version %llu failed (%s); keeping version %llu: %s\n", rank,
                 static_cast<unsigned long long>(version), wsync_status_name(st),
-                static_cast<unsigned long long>(wsync_receiver_committed_version(rx)), wsync_last_error());
+                static_cast<unsigned long long>(wsync_receiver_committed_version(rx)), why.c_str());
     std::fflush(stdout);
     got.clear();
     bytes = 0;

@@ -198,7 +198,7 @@ WSYNC_API wsync_status_t wsync_receiver_commit(wsync_receiver_t* receiver, uint6
     // returned, CLOSE then a half-close, still reads it.) (A catch-up's version: the sender waits
     // for no COMMITTED of it.)
     if (!rx->catchup_commit)
-      st = rx->conn.hung_up() && inbox_next_type(rx) == 0
+      st = rx->conn.hung_up() && inbox_next_type(rx) == 0 && rx->conn.closed()
                ? fail(WSYNC_ERR_PEER_FAILED, "%s closed its connection before it heard COMMITTED of version %llu",
                       rx->conn.peer_name().c_str(), static_cast<unsigned long long>(version))
                : rx->conn.send(MsgType::kCommitted, encode_committed({version}), rx->timeout_ms);
@@ -206,6 +206,9 @@ WSYNC_API wsync_status_t wsync_receiver_commit(wsync_receiver_t* receiver, uint6
       const std::string why = last_error();
       rx->pending_commit = 0;
       drop_update(rx, why);
+      // (a sender that took no COMMITTED within timeout_ms may hold part of it: the connection
+      // cannot go on, and the next call finds the sender gone)
+      if (st != WSYNC_ERR_PEER_FAILED) rx->conn.close();
       return fail_msg(st, why);
     }
     rx->catchup_commit = false;

@@ -470,17 +470,16 @@ wsync_status_t links_commit(Link* rx, uint64_t version) {
   // again). A sender whose end closed without a word (it died after it finalized) is found before
   // anyone is told: the kernel would take its COMMITTED for a peer that is gone.
   for (Link* l : rx->sh->links)
-    if (l->conn.hung_up() && inbox_next_type(l) == 0) {
+    if (l->conn.hung_up() && inbox_next_type(l) == 0 && l->conn.closed()) {
       for (Link* o : rx->sh->links) o->pending_commit = 0;
       return link_failed(rx, l,
                          fail(WSYNC_ERR_PEER_FAILED, "it closed its connection before it heard COMMITTED of version %llu",
                               static_cast<unsigned long long>(version)));
     }
-  for (Link* l : rx->sh->links) {
-    l->pending_commit = 0;
+  for (Link* l : rx->sh->links) l->pending_commit = 0;
+  for (Link* l : rx->sh->links)
     if ((st = l->conn.send(MsgType::kCommitted, encode_committed({version}), rx->timeout_ms)) != WSYNC_OK)
       return link_failed(rx, l, st);
-  }
   rx->sh->committed = version;
   return apply_commit(rx);
 }

@@ -71,9 +71,8 @@ bool stop_child(pid_t pid, int timeout_ms) {
     if (waitid(P_PID, static_cast<id_t>(pid), &si, WSTOPPED | WEXITED | WNOHANG | WNOWAIT) != 0 && errno != EINTR)
       return false;
     if (si.si_pid == pid && si.si_code == CLD_STOPPED) {
-      int status = 0;
-      waitpid(pid, &status, WNOHANG | WUNTRACED);  // (takes the stop's report)
-      return true;
+      int status = 0;  // (takes the stop's report)
+      return waitpid(pid, &status, WNOHANG | WUNTRACED) == pid && WIFSTOPPED(status);
     }
     if (si.si_pid == pid || std::chrono::steady_clock::now() > until) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
