@@ -186,9 +186,22 @@ int main(int argc, char** argv) {
   std::map<std::string, uint64_t> got;  // name -> checksum of the bytes received this update
   uint64_t bytes = 0;
   double t0 = 0;
-  // With --rejoin a commit that fails (a sender died before it could be told: nothing was applied,
-  // docs/ABI.md "A trainer that restarts") is an update lost, not the engine's end: keep serving
-  // the version before and take the next trainer's. 0: go on; else the exit code.
+  // With --rejoin an update lost (`what` failed: the trainer died, or a sender died before a commit
+  // could tell it, docs/ABI.md "A trainer that restarts") is not the engine's end: keep serving the
+  // version before and take the next trainer's. 0: go on; else the exit code.
+  const auto keep_serving = [&](const std::string& what, wsync_status_t st, const std::string& why) {
+    std::printf("engine rank %d: %s failed (%s); keeping version %llu: %s\n", rank, what.c_str(),
+                wsync_status_name(st), static_cast<unsigned long long>(wsync_receiver_committed_version(rx)),
+                why.c_str());
+    std::fflush(stdout);
+    got.clear();
+    bytes = 0;
+    if (staged && !views && !kept_committed(rank, spec, params, wsync_receiver_committed_version(rx))) {
+      wsync_receiver_destroy(rx);
+      return 3;
+    }
+    return 0;
+  };
   const auto commit_failed = [&](uint64_t version, wsync_status_t st) {
     const std::string why = wsync_last_error();  // (the next call clears it)
     wsync_receiver_state_t state = WSYNC_RECEIVER_STATE_INIT;
@@ -199,32 +212,14 @@ int main(int argc, char** argv) {
       wsync_receiver_destroy(rx);
       return 1;
     }
-    std::printf("engine rank %d: the commit of version %llu failed (%s); keeping version %llu: %s\n", rank,
-                static_cast<unsigned long long>(version), wsync_status_name(st),
-                static_cast<unsigned long long>(wsync_receiver_committed_version(rx)), why.c_str());
-    std::fflush(stdout);
-    got.clear();
-    bytes = 0;
-    if (staged && !views && !kept_committed(rank, spec, params, wsync_receiver_committed_version(rx))) {
-      wsync_receiver_destroy(rx);
-      return 3;
-    }
-    return 0;
+    return keep_serving("the commit of version " + std::to_string(version), st, why);
   };
   for (;;) {
     wsync_receiver_event_t ev = WSYNC_RECEIVER_EVENT_INIT;
     st = wsync_receiver_next(rx, &ev, rejoin ? 5000 : 120000);
     if (st == WSYNC_ERR_TIMEOUT && rejoin) continue;  // (a wait, not a failure: an update may go on)
     if (st != WSYNC_OK && rejoin) {  // the trainer is gone (or not back yet): keep serving
-      std::printf("engine rank %d: an update failed (%s); keeping version %llu: %s\n", rank, wsync_status_name(st),
-                  static_cast<unsigned long long>(wsync_receiver_committed_version(rx)), wsync_last_error());
-      std::fflush(stdout);
-      got.clear();
-      bytes = 0;
-      if (staged && !views && !kept_committed(rank, spec, params, wsync_receiver_committed_version(rx))) {
-        wsync_receiver_destroy(rx);
-        return 3;
-      }
+      if (const int rc = keep_serving("an update", st, wsync_last_error())) return rc;
       continue;
     }
     if (st != WSYNC_OK) {

@@ -125,6 +125,23 @@ wsync_receiver_t* open_engine(const std::string& store, uint32_t rank, bool stag
   return rx;
 }
 
+// Commits `version` and checks that the buffers hold it (*bad set when not); false, the reason
+// printed, when the commit failed.
+bool commit_checked(wsync_receiver_t* rx, uint32_t rank, uint64_t version, const std::vector<synth_tensor_t>& s,
+                    const std::vector<std::vector<uint8_t>>& bufs, int* bad) {
+  if (wsync_receiver_commit(rx, version) != WSYNC_OK) {
+    std::fprintf(stderr, "engine %u: commit %llu: %s\n", rank, static_cast<unsigned long long>(version),
+                 wsync_last_error());
+    return false;
+  }
+  if (!holds(s, bufs, version)) {
+    std::fprintf(stderr, "engine %u: the buffers differ from version %llu\n", rank,
+                 static_cast<unsigned long long>(version));
+    *bad = 1;
+  }
+  return true;
+}
+
 // A receiver (an engine worker that embeds wsync) with option rejoin: commits 1..4 in order, each
 // checked byte for byte; between trainers (errors and timeouts from next) a staged one still
 // holds the last committed version. Exit 0, or 1 with the reason printed.
@@ -157,17 +174,8 @@ int run_engine(const std::string& store, uint32_t rank, bool staged, const std::
                      static_cast<unsigned long long>(ev.version), static_cast<unsigned long long>(committed));
         bad = 1;
       }
-      if (wsync_receiver_commit(rx, ev.version) != WSYNC_OK) {
-        std::fprintf(stderr, "engine %u: commit %llu: %s\n", rank, static_cast<unsigned long long>(ev.version),
-                     wsync_last_error());
-        return 1;
-      }
+      if (!commit_checked(rx, rank, ev.version, s, bufs, &bad)) return 1;
       committed = ev.version;
-      if (!holds(s, bufs, committed)) {
-        std::fprintf(stderr, "engine %u: the buffers differ from version %llu\n", rank,
-                     static_cast<unsigned long long>(committed));
-        bad = 1;
-      }
     }
   }
   std::printf("engine %u: committed %llu, %d failure(s), %d wait(s)\n", rank, static_cast<unsigned long long>(committed),
@@ -362,17 +370,9 @@ int run_engine_held_at_commit(const std::string& store, uint32_t rank, bool stag
         bad = 1;
       }
       continue;
-    } else if (wsync_receiver_commit(rx, ev.version) != WSYNC_OK) {
-      std::fprintf(stderr, "engine %u: commit %llu: %s\n", rank, static_cast<unsigned long long>(ev.version),
-                   wsync_last_error());
-      return 1;
     }
+    if (!commit_checked(rx, rank, ev.version, s, bufs, &bad)) return 1;
     committed = ev.version;
-    if (!holds(s, bufs, committed)) {
-      std::fprintf(stderr, "engine %u: the buffers differ from version %llu\n", rank,
-                   static_cast<unsigned long long>(committed));
-      bad = 1;
-    }
   }
   std::printf("engine %u: committed %llu\n", rank, static_cast<unsigned long long>(committed));
   wsync_receiver_destroy(rx);
